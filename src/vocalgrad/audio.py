@@ -1,0 +1,171 @@
+"""Audio I/O and the few signal helpers every stage shares.
+
+All audio inside vocalgrad is mono float32 in [-1, 1] at an explicit sample rate.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from math import gcd
+from pathlib import Path
+
+import numpy as np
+import pyloudnorm
+import soundfile as sf
+from scipy.signal import resample_poly
+
+from vocalgrad.errors import AudioError
+
+AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
+MIN_SAMPLE_RATE = 8000
+PEAK_CEILING = 10 ** (-1 / 20)  # -1 dBFS: headroom against inter-sample overs on encode
+FRAME_S = 0.010
+
+
+def load_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
+    """Read any soundfile-readable file as mono float32; reject what cannot be speech."""
+    path = Path(path)
+    if not path.is_file():
+        raise AudioError(f"{path}: no such audio file")
+    try:
+        data, sr = sf.read(path, dtype="float32", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError, TypeError) as err:
+        raise AudioError(f"{path}: cannot decode audio ({err}); re-export it as WAV or FLAC") from err
+    if data.size == 0:
+        raise AudioError(f"{path}: file holds no samples")
+    if sr < MIN_SAMPLE_RATE:
+        raise AudioError(f"{path}: sample rate {sr} Hz is below {MIN_SAMPLE_RATE} Hz; use a wideband recording")
+    audio = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if not np.all(np.isfinite(audio)):
+        raise AudioError(f"{path}: contains NaN or infinite samples")
+    return np.ascontiguousarray(audio, dtype=np.float32), int(sr)
+
+
+def resample(audio: np.ndarray, sr_from: int, sr_to: int) -> np.ndarray:
+    """Polyphase resampling (scipy), exact for rational ratios such as 48k -> 16k."""
+    if sr_from == sr_to:
+        return audio.astype(np.float32, copy=False)
+    g = gcd(int(sr_from), int(sr_to))
+    return resample_poly(audio, sr_to // g, sr_from // g).astype(np.float32)
+
+
+def loudness_lufs(audio: np.ndarray, sr: int) -> float:
+    """Integrated loudness (ITU-R BS.1770-4) in LUFS; -inf for silence."""
+    meter = pyloudnorm.Meter(sr)
+    if len(audio) < int(0.4 * sr) + 1:  # the meter needs one 400 ms block
+        audio = np.pad(audio, (0, int(0.4 * sr) + 1 - len(audio)))
+    with np.errstate(divide="ignore"):
+        return float(meter.integrated_loudness(audio.astype(np.float64)))
+
+
+def normalise(audio: np.ndarray, sr: int, target_lufs: float) -> np.ndarray:
+    """Set integrated loudness, then pull the peak under -1 dBFS if needed (never clips)."""
+    lufs = loudness_lufs(audio, sr)
+    if not np.isfinite(lufs):
+        raise AudioError("cannot loudness-normalise silence")
+    out = audio * np.float32(10 ** ((target_lufs - lufs) / 20))
+    return limit_peak(out)
+
+
+def limit_peak(audio: np.ndarray, ceiling: float = PEAK_CEILING) -> np.ndarray:
+    """Scale the whole clip down (one constant gain) so its peak sits at or under ceiling."""
+    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+    if peak > ceiling:
+        audio = audio * np.float32(ceiling / peak)
+    return audio.astype(np.float32, copy=False)
+
+
+def frame_rms(audio: np.ndarray, sr: int, frame_s: float = FRAME_S) -> np.ndarray:
+    """RMS of consecutive non-overlapping frames (last partial frame dropped)."""
+    n = max(1, int(round(frame_s * sr)))
+    usable = (len(audio) // n) * n
+    if usable == 0:
+        return np.zeros(0, dtype=np.float64)
+    frames = audio[:usable].astype(np.float64).reshape(-1, n)
+    return np.sqrt(np.mean(frames**2, axis=1))
+
+
+@dataclass(frozen=True)
+class SpeechSpan:
+    """Where speech starts and stops, and whether that looks like a usable utterance."""
+
+    onset_s: float
+    offset_s: float
+    plausible: bool
+    reason: str = ""
+
+    @property
+    def duration_s(self) -> float:
+        return self.offset_s - self.onset_s
+
+
+def speech_span(
+    audio: np.ndarray,
+    sr: int,
+    min_run_s: float = 0.10,
+    min_span_s: float = 0.8,
+    min_dynamic_db: float = 15.0,
+) -> SpeechSpan:
+    """Detect the speech span from the level distribution, not from leading silence.
+
+    The published detector takes the first 200 ms as the noise floor, which fails on
+    trimmed corpora where speech starts at sample 0. Here the floor is a low percentile of
+    all 10 ms frame levels and the threshold sits between floor and loud speech, so clips
+    with no leading (or trailing) silence still get a correct span.
+    """
+    emphasised = np.concatenate([audio[:1], audio[1:] - 0.97 * audio[:-1]])
+    rms = frame_rms(emphasised, sr)
+    total_s = len(audio) / sr
+    if rms.size == 0 or float(rms.max()) <= 1e-7:
+        return SpeechSpan(0.0, total_s, False, "silent")
+    level = 20 * np.log10(np.maximum(rms, 1e-9))
+    floor = float(np.percentile(level, 10))
+    loud = float(np.percentile(level, 95))
+    if loud - floor < min_dynamic_db:
+        # No quiet frames: either speech fills the clip edge to edge, or it is all noise.
+        active = np.ones_like(level, dtype=bool)
+        dynamic_ok = False
+    else:
+        threshold = max(floor + 0.35 * (loud - floor), loud - 35.0)
+        active = level > threshold
+        dynamic_ok = True
+    runs = _runs(active, int(round(min_run_s / FRAME_S)))
+    if not runs:
+        return SpeechSpan(0.0, total_s, False, "no speech-like run of frames")
+    onset = runs[0][0] * FRAME_S
+    offset = min(runs[-1][1] * FRAME_S, total_s)
+    if offset - onset < min_span_s:
+        return SpeechSpan(onset, offset, False, f"speech span {offset - onset:.2f} s is shorter than {min_span_s} s")
+    if not dynamic_ok:
+        spectral_flatness = _flatness(audio)
+        if spectral_flatness > 0.3:
+            return SpeechSpan(onset, offset, False, "no level contrast and noise-like spectrum: not speech")
+    return SpeechSpan(onset, offset, True)
+
+
+def _runs(active: np.ndarray, min_len: int) -> list[tuple[int, int]]:
+    """Start/stop frame indices of True runs at least min_len long."""
+    padded = np.concatenate([[False], active, [False]])
+    edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
+    starts, stops = edges[::2], edges[1::2]
+    return [(int(a), int(b)) for a, b in zip(starts, stops, strict=True) if b - a >= min_len]
+
+
+def _flatness(audio: np.ndarray) -> float:
+    spectrum = np.abs(np.fft.rfft(audio[: 1 << 15].astype(np.float64))) ** 2 + 1e-20
+    return float(np.exp(np.mean(np.log(spectrum))) / np.mean(spectrum))
+
+
+def write_flac_atomic(path: Path, audio: np.ndarray, sr: int) -> None:
+    """Write 16-bit FLAC via a temporary file + rename, so a kill never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".flac")
+    os.close(fd)
+    try:
+        sf.write(tmp, audio, sr, format="FLAC", subtype="PCM_16")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,312 @@
+"""Plan -> render -> verify -> write, in parallel, resumable, deterministic.
+
+Work is split by source: a worker prepares one reference and renders all of its
+conditions, so per-source analyses (pitch marks, F0, log-mel) are computed once. The main
+process appends each finished source's rows to `.build/rows.jsonl`; a rerun skips every
+clip recorded there, and clips are written by rename, so a kill never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from vocalgrad import dimensions
+from vocalgrad.card import write_card
+from vocalgrad.config import BuildConfig
+from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
+from vocalgrad.errors import AudioError, ConfigError
+from vocalgrad.plan import Condition, item_id, plan_conditions
+from vocalgrad.provenance import versions
+from vocalgrad.render import prepare_reference, render_condition, write_clip
+from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
+from vocalgrad.sources.builtin import ensure_rendered
+
+STATE_DIR = ".build"
+
+
+@dataclass(frozen=True)
+class SourceTask:
+    source: SpeechSource
+    split: str
+    conditions: tuple[Condition, ...]
+    config: BuildConfig
+    out: str
+
+
+def render_source(task: SourceTask) -> dict:
+    """Worker: all pending clips of one source. Returns rows, or why the source was skipped."""
+    config, source = task.config, task.source
+    try:
+        ref = prepare_reference(source.path, config.sample_rate, config.target_lufs)
+    except AudioError as err:
+        return {"source_id": source.source_id, "skipped": str(err), "rows": []}
+    out = Path(task.out)
+    ref_name = f"{item_id(config.seed, source.source_id, _REFERENCE)}.flac"
+    ref_path = out / REFERENCES / ref_name
+    reference_row = {
+        "file_name": ref_name,
+        "source_id": source.source_id,
+        "sample_rate": ref.sr,
+        "duration_s": round(ref.duration_s, 4),
+        "speech_onset_s": round(ref.span.onset_s, 3),
+        "speech_offset_s": round(ref.span.offset_s, 3),
+        "audio_sha256": write_clip(ref_path, ref.audio, ref.sr),
+    }
+    rows = []
+    for condition in task.conditions:
+        item = item_id(config.seed, source.source_id, condition)
+        try:
+            result = render_condition(ref, condition, config.seed, item)
+        except ValueError as err:  # e.g. no voiced frames to shift
+            rows.append({"item_id": item, "failed": str(err), "pair_key": condition.pair_key,
+                         "source_id": source.source_id, "category": condition.category})
+            continue
+        file_name = f"{item}.flac"
+        sha = write_clip(out / task.split / file_name, result.audio, ref.sr)
+        rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
+    return {"source_id": source.source_id, "reference": reference_row, "rows": rows}
+
+
+_REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
+
+
+def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha: str,
+         ref_name: str, result) -> dict:
+    from vocalgrad.analysis import Analysis
+
+    spec = dimensions.get(condition.category).SPEC
+    source = task.source
+    sr = task.config.sample_rate
+    span = Analysis(result.audio, sr).span
+    return {
+        "file_name": file_name,
+        "item_id": item,
+        "category": condition.category,
+        "direction": condition.direction,
+        "tier": condition.tier,
+        "curve": condition.curve,
+        "magnitude": condition.magnitude,
+        "unit": spec.unit,
+        "param_start": round(condition.start, 6),
+        "param_end": round(condition.end, 6),
+        "source_id": source.source_id,
+        "speaker_id": source.speaker_id,
+        "text_id": source.text_id,
+        "gender": source.gender,
+        "domain": source.domain,
+        "split": task.split,
+        "sample_rate": sr,
+        "duration_s": round(len(result.audio) / sr, 4),
+        "speech_onset_s": round(span.onset_s, 3),
+        "speech_offset_s": round(span.offset_s, 3),
+        "measured_start": round(result.measured.start, 4),
+        "measured_end": round(result.measured.end, 4),
+        "measured_change": round(result.change, 4),
+        "measured_unit": spec.measured_unit,
+        "blind_change": None if result.blind_change is None else round(result.blind_change, 4),
+        **{f"confound_{k}": v for k, v in result.confounds.items()},
+        "verified": bool(result.verified),
+        "reference_file": f"{REFERENCES}/{ref_name}",
+        "audio_sha256": sha,
+        "pair_key": condition.pair_key,
+    }
+
+
+def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: bool = False,
+          cache_dir: Path | None = None) -> dict:
+    """Build (or resume building) a dataset into `out`; returns the build report."""
+    out = Path(out)
+    started = time.time()
+    state = out / STATE_DIR
+    _check_resume(out, state, config, overwrite)
+    conditions, refused = plan_conditions(config)
+    if not conditions:
+        raise ConfigError("every requested condition was refused: " + "; ".join(r["reason"] for r in refused))
+    selected = prepare_sources(config, cache_dir=cache_dir)
+    done = _done_items(state / "rows.jsonl", out)
+    tasks = []
+    for source, split in selected:
+        pending = tuple(c for c in conditions if item_id(config.seed, source.source_id, c) not in done)
+        if pending:
+            tasks.append(SourceTask(source, split, pending, config, str(out)))
+    for split in (*SPLITS, REFERENCES):
+        (out / split).mkdir(parents=True, exist_ok=True)
+    total = sum(len(t.conditions) for t in tasks)
+    skipped: list[dict] = []
+    with (state / "rows.jsonl").open("a") as log, tqdm(
+        total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
+    ) as bar:
+        for result in _run(tasks, workers):
+            if result.get("skipped"):
+                skipped.append({"source_id": result["source_id"], "reason": result["skipped"]})
+                log.write(dumps({"source_id": result["source_id"], "skipped": result["skipped"]}) + "\n")
+            else:
+                log.write(dumps({"reference": result["reference"]}) + "\n")
+                for row in result["rows"]:
+                    log.write(dumps(row) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
+            bar.update(len(result["rows"]) or sum(len(t.conditions) for t in tasks if t.source.source_id == result["source_id"]))
+    report = _finalise(out, state, config, selected, refused, time.time() - started)
+    return report
+
+
+def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[SpeechSource, str]]:
+    """Resolve the source spec and pick the speaker- and text-disjoint test/train sources."""
+    pool = resolve_sources(config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern)
+    selected = select_sources(
+        pool,
+        n_test=config.n_test,
+        n_train=config.n_train,
+        min_duration_s=config.min_duration_s,
+        per_speaker_test=config.per_speaker_test,
+        seed=config.seed,
+    )
+    ensure_rendered([s for s, _ in selected])
+    return selected
+
+
+def _run(tasks: list[SourceTask], workers: int):
+    if workers <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            yield render_source(task)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(render_source, t) for t in tasks]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:
+    saved = state / "config.json"
+    wanted = json.dumps(config.to_dict(), sort_keys=True)
+    if saved.is_file() and saved.read_text() != wanted:
+        if not overwrite:
+            raise ConfigError(
+                f"{out} holds a build with a different config; pass --overwrite to replace it "
+                "or choose another --out"
+            )
+        import shutil
+
+        shutil.rmtree(out)
+    elif out.exists() and not saved.is_file() and any(out.iterdir()):
+        if (out / "build.json").is_file() and overwrite:
+            import shutil
+
+            shutil.rmtree(out)
+        else:
+            raise ConfigError(f"{out} exists and is not a vocalgrad build in progress; choose an empty --out")
+    state.mkdir(parents=True, exist_ok=True)
+    saved.write_text(wanted)
+
+
+def _done_items(log: Path, out: Path) -> set[str]:
+    if not log.is_file():
+        return set()
+    done = set()
+    for row in read_jsonl(log):
+        if "file_name" in row and (out / row["split"] / row["file_name"]).is_file():
+            done.add(row["item_id"])
+        elif "failed" in row:
+            done.add(row["item_id"])
+    return done
+
+
+def _finalise(out: Path, state: Path, config: BuildConfig, selected, refused: list[dict],
+              seconds: float) -> dict:
+    """Keep verified clips whose pair partner also verified; write metadata, card, manifest."""
+    rows: dict[str, dict] = {}
+    references: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    failed: list[dict] = []
+    for entry in read_jsonl(state / "rows.jsonl"):
+        if "reference" in entry:
+            references[entry["reference"]["source_id"]] = entry["reference"]
+        elif "skipped" in entry:
+            skipped[entry["source_id"]] = entry["skipped"]
+        elif "failed" in entry:
+            failed.append(entry)
+        else:
+            rows[entry["item_id"]] = entry
+    bad_pairs = {(r["source_id"], r["pair_key"]) for r in rows.values() if not r["verified"]}
+    bad_pairs |= {(r["source_id"], r["pair_key"]) for r in failed}
+    kept, dropped = [], []
+    for row in rows.values():
+        if row["direction"] != "constant" and (row["source_id"], row["pair_key"]) in bad_pairs:
+            dropped.append(row)
+        elif row["direction"] == "constant" and not row["verified"]:
+            dropped.append(row)
+        else:
+            kept.append(row)
+    for row in dropped:
+        (out / row["split"] / row["file_name"]).unlink(missing_ok=True)
+    kept.sort(key=lambda r: (r["split"], r["source_id"], r["category"], r["tier"], r["curve"], r["direction"]))
+    for split in SPLITS:
+        split_rows = [_public(r) for r in kept if r["split"] == split]
+        if split_rows:
+            write_jsonl(out / split / "metadata.jsonl", split_rows)
+        elif (out / split).is_dir() and not any((out / split).iterdir()):
+            (out / split).rmdir()
+    write_jsonl(out / REFERENCES / "metadata.jsonl", sorted(references.values(), key=lambda r: r["source_id"]))
+    report = _report(config, kept, dropped, failed, refused, skipped, selected, seconds)
+    manifest = {
+        "vocalgrad_build": 1,
+        "config": config.to_dict(),
+        "seed": config.seed,
+        "versions": versions(),
+        "content_sha256": _content_hash(kept),
+        "n_clips": len(kept),
+    }
+    (out / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    (out / "build_report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_card(out, config, kept, report, selected)
+    return report
+
+
+def _public(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "pair_key"}
+
+
+def _content_hash(rows: list[dict]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for row in sorted(rows, key=lambda r: r["item_id"]):
+        h.update(f"{row['item_id']}:{row['audio_sha256']}\n".encode())
+    return h.hexdigest()
+
+
+def _report(config, kept, dropped, failed, refused, skipped, selected, seconds) -> dict:
+    per_category: dict[str, dict] = defaultdict(lambda: {"kept": 0, "dropped": 0, "failed_verification": 0})
+    for row in kept:
+        per_category[row["category"]]["kept"] += 1
+    for row in dropped:
+        per_category[row["category"]]["dropped"] += 1
+        if not row["verified"]:
+            per_category[row["category"]]["failed_verification"] += 1
+    rendered = len(kept) + len(dropped)
+    agreement = {
+        c: round(1 - v["failed_verification"] / max(v["kept"] + v["dropped"], 1), 4)
+        for c, v in per_category.items()
+    }
+    return {
+        "clips_kept": len(kept),
+        "clips_rendered": rendered,
+        "clips_dropped": len(dropped),
+        "render_errors": failed,
+        "refused_conditions": refused,
+        "skipped_sources": [{"source_id": k, "reason": v} for k, v in sorted(skipped.items())],
+        "sources_selected": len(selected),
+        "per_category": dict(per_category),
+        "verification_agreement": agreement,
+        "seconds": round(seconds, 2),
+    }

@@ -1,0 +1,99 @@
+"""The dataset card (README.md with HF YAML header): what is in the folder and how far to trust it."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from vocalgrad import dimensions
+from vocalgrad.config import BuildConfig
+
+
+def dimension_table(sr: int | None = None) -> str:
+    """Markdown table of every dimension: parameter, unit, polarity, tiers, measurement."""
+    lines = [
+        "| category | parameter | unit | \"increase\" means | low | mid | high | verified by |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, dim in dimensions.DIMENSIONS.items():
+        s = dim.SPEC
+        tiers = []
+        for tier in ("low", "mid", "high"):
+            start, end = dim.endpoints(s.tiers[tier], sr or 16000)
+            note = dim.inaudible_reason(s.tiers[tier], sr) if sr else None
+            tiers.append(f"{start:g} → {end:g}" + (" (refused)" if note else ""))
+        lines.append(
+            f"| `{name}` | {s.parameter} | {s.unit} | {s.increase_means} | {' | '.join(tiers)} "
+            f"| {s.measured} ({s.measured_unit}) |"
+        )
+    return "\n".join(lines)
+
+
+def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, selected) -> None:
+    licences = Counter((s.domain, s.licence, s.attribution) for s, _ in selected)
+    splits = Counter(r["split"] for r in rows)
+    by_cat: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_cat[r["category"]].append(r)
+    lines = [
+        "---",
+        "license: other",
+        "task_categories: [audio-classification]",
+        "configs:",
+        "- config_name: default",
+        "  data_files:",
+        *[f"  - split: {s}\n    path: {s}/*" for s in ("test", "train") if splits.get(s)],
+        "---",
+        "",
+        "# vocalgrad benchmark",
+        "",
+        "Speech clips in which one acoustic dimension increases, decreases or stays constant "
+        "over the speech span. Labels come from how each clip was rendered and were **checked "
+        "by measuring every clip** against its source; clips whose measured change disagreed "
+        "with the label were dropped together with their opposite-direction partner, so both "
+        "directions stay exactly balanced.",
+        "",
+        f"- clips: {len(rows)} ({', '.join(f'{k}: {v}' for k, v in sorted(splits.items()))})",
+        f"- sample rate: {config.sample_rate} Hz, 16-bit FLAC, sources normalised to {config.target_lufs} LUFS",
+        f"- source spec: `{config.source}`, seed {config.seed}",
+        f"- file names are opaque hashes; labels live only in `metadata.jsonl`",
+        "",
+        "Load it with `datasets.load_dataset(\"audiofolder\", data_dir=...)`.",
+        "",
+        "## Dimensions",
+        "",
+        "\"increase\" is the label for the `increase` direction. Note the polarity: for noise, "
+        "distortion, roughness, echo and vibration it means *more degradation*; for clarity "
+        "it means *less* (the low-pass cutoff rises).",
+        "",
+        dimension_table(config.sample_rate),
+        "",
+        "## Verification and confounds",
+        "",
+        "| category | clips | agreement | median measured change by tier (low / mid / high) | "
+        "median abs. loudness change dB | median abs. level-slope change dB | max clipping ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, cat_rows in by_cat.items():
+        unit = dimensions.get(name).SPEC.measured_unit
+        by_tier = []
+        for tier in ("low", "mid", "high"):
+            changes = [abs(r["measured_change"]) for r in cat_rows if r["tier"] == tier and r["measured_change"] is not None]
+            by_tier.append(f"{np.median(changes):.2f}" if changes else "–")
+        loud = [abs(r["confound_loudness_change_db"]) for r in cat_rows]
+        slope = [abs(r["confound_level_slope_change_db"]) for r in cat_rows if r["confound_level_slope_change_db"] is not None]
+        clip = [r["confound_clipping_ratio"] for r in cat_rows]
+        lines.append(
+            f"| `{name}` | {len(cat_rows)} | {report['verification_agreement'].get(name, float('nan')):.2%} "
+            f"| {' / '.join(by_tier)} {unit} | {np.median(loud):.2f} | {np.median(slope) if slope else float('nan'):.2f} "
+            f"| {max(clip):.4f} |"
+        )
+    if report["refused_conditions"]:
+        lines += ["", "Refused conditions (they would change nothing at this sample rate):", ""]
+        lines += [f"- `{r['category']}` {r['tier']}: {r['reason']}" for r in report["refused_conditions"]]
+    lines += ["", "## Sources and licences", ""]
+    lines += [f"- {domain}: {n} sources. Licence: {lic}. {attr}" for (domain, lic, attr), n in licences.items()]
+    lines += ["", "Provenance: `build.json` (config, versions, content hash); `build_report.json`."]
+    (out / "README.md").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,152 @@
+"""The `vocalgrad` command: sub-commands mirror the pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+
+from vocalgrad import __version__
+from vocalgrad.errors import VocalgradError
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from vocalgrad.build import build
+    from vocalgrad.config import load_config
+
+    config = load_config(
+        args.config,
+        protocol=args.protocol,
+        source=args.source,
+        categories=args.categories,
+        tiers=args.tiers,
+        curves=args.curves,
+        n_test=args.n_test,
+        n_train=args.n_train,
+        sample_rate=args.sample_rate,
+        seed=args.seed,
+        speaker_pattern=args.speaker_pattern,
+        include_constant=False if args.no_constant else None,
+    )
+    report = build(config, args.out, workers=args.workers, overwrite=args.overwrite)
+    print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
+          f"({report['clips_dropped']} dropped after verification, "
+          f"{len(report['refused_conditions'])} refused conditions, "
+          f"{len(report['skipped_sources'])} skipped sources)")
+    for r in report["refused_conditions"]:
+        print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
+    for s in report["skipped_sources"]:
+        print(f"  skipped {s['source_id']}: {s['reason']}")
+    print("verification agreement: " + ", ".join(f"{k} {v:.1%}" for k, v in report["verification_agreement"].items()))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from vocalgrad.verify import format_report, verify_dataset
+
+    report = verify_dataset(args.dataset, limit=args.limit)
+    print(format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    from vocalgrad.sources import resolve_sources
+
+    sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    speakers = Counter(s.speaker_id for s in sources)
+    genders = Counter(s.gender or "?" for s in sources)
+    texts = {s.text_id for s in sources}
+    print(f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
+          f"gender: {dict(genders)}")
+    for s in sources[: args.show]:
+        print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from vocalgrad.card import dimension_table
+
+    if args.dataset is None:
+        print(dimension_table(args.sample_rate))
+        return 0
+    from vocalgrad.dataset import load_rows
+
+    rows = load_rows(args.dataset)
+    by = Counter((r["split"], r["category"], r["direction"]) for r in rows)
+    print(f"{len(rows)} clips in {args.dataset}")
+    print("| split | category | increase | decrease | constant |\n|---|---|---|---|---|")
+    for split, category in sorted({(s, c) for s, c, _ in by}):
+        print(f"| {split} | {category} | {by[(split, category, 'increase')]} | "
+              f"{by[(split, category, 'decrease')]} | {by[(split, category, 'constant')]} |")
+    manifest = Path(args.dataset) / "build.json"
+    if manifest.is_file():
+        data = json.loads(manifest.read_text())
+        print(f"content sha256 {data['content_sha256']}, seed {data['seed']}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vocalgrad", description=__doc__)
+    p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="render, verify and write a benchmark")
+    b.add_argument("--out", required=True, help="dataset folder to create or resume")
+    b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    b.add_argument("--config", help="TOML file with a [build] table")
+    b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
+    b.add_argument("--categories", type=_csv)
+    b.add_argument("--tiers", type=_csv)
+    b.add_argument("--curves", type=_csv)
+    b.add_argument("--n-test", type=int)
+    b.add_argument("--n-train", type=int)
+    b.add_argument("--sample-rate", type=int)
+    b.add_argument("--seed", type=int)
+    b.add_argument("--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources")
+    b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
+    b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
+    b.set_defaults(func=cmd_build)
+
+    v = sub.add_parser("verify", help="re-measure a dataset and report label agreement and confounds")
+    v.add_argument("dataset")
+    v.add_argument("--limit", type=int)
+    v.add_argument("--json", help="also write the full report here")
+    v.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser("sources", help="list what a source spec resolves to")
+    s.add_argument("spec")
+    s.add_argument("--speaker-pattern")
+    s.add_argument("--show", type=int, default=10)
+    s.set_defaults(func=cmd_sources)
+
+    i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
+    i.add_argument("dataset", nargs="?")
+    i.add_argument("--sample-rate", type=int, default=16000)
+    i.set_defaults(func=cmd_info)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except VocalgradError as err:
+        if args.debug:
+            raise
+        print(f"vocalgrad: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Non-target changes of a rendered clip: what a listener could hear besides the target.
+
+Stored for every clip so a reviewer can check that, say, tremolo did not make the clip
+quieter or noise did not move the pitch tracker.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vocalgrad.analysis import Analysis, head_tail
+from vocalgrad.audio import loudness_lufs
+
+CLIP_LEVEL = 0.999
+
+
+def _level_slope(a: Analysis) -> float:
+    """Tail minus head level (dB) over speech-active frames of the signal's own span."""
+    level = np.where(a.active, a.level_db, np.nan)
+    head, tail = a.head_tail_frames(len(level))
+    h, t = head_tail(level, head, tail)
+    return t - h
+
+
+def _median_f0(a: Analysis) -> float:
+    _, f0 = a.f0
+    voiced = f0[f0 > 0]
+    return float(np.median(voiced)) if voiced.size else float("nan")
+
+
+def measure_confounds(clip: Analysis, ref: Analysis) -> dict[str, float]:
+    """Loudness, level slope, duration, clipping and F0 changes of clip vs its source."""
+    f_clip, f_ref = _median_f0(clip), _median_f0(ref)
+    return {
+        "loudness_change_db": round(loudness_lufs(clip.audio, clip.sr) - loudness_lufs(ref.audio, ref.sr), 3),
+        "level_slope_change_db": round(_level_slope(clip) - _level_slope(ref), 3),
+        "duration_change_ratio": round(len(clip.audio) / len(ref.audio), 4),
+        "clipping_ratio": float(np.mean(np.abs(clip.audio) >= CLIP_LEVEL)),
+        "peak_dbfs": round(float(20 * np.log10(max(np.max(np.abs(clip.audio)), 1e-9))), 2),
+        "f0_change_st": round(float(12 * np.log2(f_clip / f_ref)), 3) if f_clip > 0 and f_ref > 0 else float("nan"),
+    }

@@ -1,0 +1,45 @@
+"""The acoustic dimensions: one module each, registered here by name."""
+
+from __future__ import annotations
+
+from typing import cast
+
+from vocalgrad.dimensions import (
+    audio_distortion,
+    audio_roughness,
+    background_noise,
+    echo,
+    speaking_speed,
+    voice_clarity,
+    voice_pitch,
+    voice_vibration,
+    volume,
+)
+from vocalgrad.dimensions.base import Dimension, DimensionSpec, Measured
+from vocalgrad.errors import ConfigError
+
+DIMENSIONS: dict[str, Dimension] = {
+    cast(Dimension, m).SPEC.name: cast(Dimension, m)
+    for m in (
+        speaking_speed,
+        voice_pitch,
+        volume,
+        background_noise,
+        echo,
+        voice_clarity,
+        audio_distortion,
+        audio_roughness,
+        voice_vibration,
+    )
+}
+CATEGORIES = tuple(DIMENSIONS)
+
+
+def get(name: str) -> Dimension:
+    try:
+        return DIMENSIONS[name]
+    except KeyError:
+        raise ConfigError(f"unknown category {name!r}; choose from {', '.join(CATEGORIES)}") from None
+
+
+__all__ = ["CATEGORIES", "DIMENSIONS", "Dimension", "DimensionSpec", "Measured", "get"]

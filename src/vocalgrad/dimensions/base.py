@@ -1,0 +1,74 @@
+"""What every dimension declares: its parameter, unit, polarity and tiers are data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+import numpy as np
+
+from vocalgrad.analysis import Analysis
+
+# track(times_s) -> parameter values at those times (already on the right scale)
+Track = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class DimensionSpec:
+    """Everything about a dimension that metadata, the card and the builder need to know."""
+
+    name: str
+    parameter: str  # the physical quantity rendered
+    unit: str
+    increase_means: str  # what the label "increase" means, in words
+    tiers: dict[str, float]  # published magnitudes, low/mid/high
+    scale: str  # "linear" or "log": the scale on which the trajectory is interpolated
+    measured: str  # what verification measures
+    measured_unit: str
+    min_change: float  # smallest measured change (on measured_scale) that counts
+    psychometric_range: tuple[float, float]  # magnitudes a threshold sweep should span
+    measured_scale: str = "linear"  # "log": changes are compared in octaves (log2 ratio)
+    # Largest |change| a constant clip may show. Measures whose value depends on the speech
+    # content (error or reverb level re the speech) vary between head and tail even when the
+    # parameter is held, so they need more room than min_change.
+    constant_tolerance: float | None = None
+
+    @property
+    def constant_limit(self) -> float:
+        return self.constant_tolerance if self.constant_tolerance is not None else self.min_change
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The realised trajectory of the target quantity over the speech span."""
+
+    start: float
+    end: float
+
+    def change(self, scale: str = "linear") -> float:
+        """end - start, or log2(end / start) octaves on a log scale."""
+        if scale == "log":
+            return float(np.log2(self.end / self.start)) if self.start > 0 and self.end > 0 else float("nan")
+        return self.end - self.start
+
+
+class Dimension(Protocol):
+    """The module-level contract of ``vocalgrad.dimensions.<name>``."""
+
+    SPEC: DimensionSpec
+
+    def endpoints(self, magnitude: float, sr: int) -> tuple[float, float]:
+        """(start, end) of the parameter for an *increase* of the given magnitude."""
+
+    def inaudible_reason(self, magnitude: float, sr: int) -> str | None:
+        """Why this magnitude would change nothing at sample rate sr, or None if it is fine."""
+
+    def render(self, ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
+        """Apply the time-varying change; ``track`` maps source times (s) to parameter values."""
+
+    def measure(self, clip: Analysis, ref: Analysis) -> Measured:
+        """Recover start and end of the measured quantity, relative to the reference."""

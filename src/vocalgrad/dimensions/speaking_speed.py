@@ -1,0 +1,57 @@
+"""Speaking speed: a time-varying tempo change by PSOLA that keeps pitch and formants."""
+
+from __future__ import annotations
+
+import librosa
+import numpy as np
+
+from vocalgrad.analysis import Analysis, praat_tier
+from vocalgrad.audio import FRAME_S
+from vocalgrad.dimensions._shared import psola
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+
+SPEC = DimensionSpec(
+    name="speaking_speed",
+    parameter="tempo (rate relative to the source)",
+    unit="x",
+    increase_means="speech gets faster",
+    tiers={"low": 0.20, "mid": 0.30, "high": 0.40},
+    scale="linear",
+    measured="local speaking rate relative to the source, from DTW alignment",
+    measured_unit="x",
+    min_change=0.05,
+    psychometric_range=(0.02, 0.50),
+)
+
+
+def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
+    return 1.0 - magnitude, 1.0 + magnitude
+
+
+def inaudible_reason(magnitude: float, sr: int) -> str | None:
+    if not 0 < magnitude < 1:
+        return f"rate change {magnitude} must lie in (0, 1): the rate would not stay positive"
+    return None
+
+
+def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
+    """Relative duration 1/rate along source time, resynthesised by overlap-add (PSOLA)."""
+    times = np.arange(0.0, ref.duration_s, FRAME_S)
+    return psola(ref, duration_tier=praat_tier("DurationTier", times, 1.0 / track(times), ref.duration_s))
+
+
+def measure(clip: Analysis, ref: Analysis) -> Measured:
+    """Align clip to source by DTW on log-mel frames; the slope of source time over clip
+    time within the head and tail of the source's speech span is the local rate."""
+    _, path = librosa.sequence.dtw(X=ref.log_mel, Y=clip.log_mel, backtrack=True)
+    path = path[::-1]
+    head, tail = ref.head_tail_frames(ref.log_mel.shape[1])
+    rates = []
+    for window in (head, tail):
+        points = path[window[path[:, 0]]]
+        if len(points) < 5 or np.ptp(points[:, 1]) == 0:
+            rates.append(float("nan"))
+            continue
+        slope = np.polyfit(points[:, 1].astype(float), points[:, 0].astype(float), 1)[0]
+        rates.append(float(slope))
+    return Measured(rates[0], rates[1])

@@ -1,0 +1,63 @@
+"""Voice pitch: a time-varying F0 shift by PSOLA (formants kept, timing untouched)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vocalgrad.analysis import Analysis, head_tail, praat_tier
+from vocalgrad.dimensions._shared import psola
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+
+SPEC = DimensionSpec(
+    name="voice_pitch",
+    parameter="pitch shift",
+    unit="semitones",
+    increase_means="the voice gets higher",
+    tiers={"low": 1.0, "mid": 2.0, "high": 3.0},
+    scale="linear",
+    measured="F0 relative to the source (voiced frames)",
+    measured_unit="semitones",
+    min_change=0.5,
+    psychometric_range=(0.1, 4.0),
+)
+
+
+def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
+    return -magnitude, magnitude
+
+
+def inaudible_reason(magnitude: float, sr: int) -> str | None:
+    return None if magnitude > 0 else "a pitch shift of 0 semitones changes nothing"
+
+
+def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
+    """Replace the source's pitch tier by F0(t) * 2^(shift(t)/12) and resynthesise."""
+    times, f0 = ref.f0
+    voiced = f0 > 0
+    if not voiced.any():
+        raise ValueError("source has no voiced frames: pitch cannot be shifted")
+    t = times[voiced]
+    shifted = f0[voiced] * 2.0 ** (track(t) / 12.0)
+    out = psola(ref, pitch_tier=praat_tier("PitchTier", t, shifted, ref.duration_s))
+    return out[: len(ref.audio)] if len(out) >= len(ref.audio) else np.pad(out, (0, len(ref.audio) - len(out)))
+
+
+def measure(clip: Analysis, ref: Analysis) -> Measured:
+    """Median semitone difference to the source F0 over voiced head and tail frames."""
+    _, f_clip = clip.f0
+    _, f_ref = ref.f0
+    n = min(len(f_clip), len(f_ref))
+    both = (f_clip[:n] > 0) & (f_ref[:n] > 0)
+    diff = np.full(n, np.nan)
+    diff[both] = 12 * np.log2(f_clip[:n][both] / f_ref[:n][both])
+    head, tail = ref.head_tail_frames(n)
+    return Measured(*head_tail(diff, head, tail))
+
+
+def blind_change(clip: Analysis) -> float:
+    """F0 change (semitones, tail minus head) from the clip alone: no source needed."""
+    _, f0 = clip.f0
+    semis = np.where(f0 > 0, 12 * np.log2(np.maximum(f0, 1e-9) / 100.0), np.nan)
+    head, tail = clip.head_tail_frames(len(semis))
+    h, t = head_tail(semis, head, tail)
+    return t - h

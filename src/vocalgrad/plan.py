@@ -1,0 +1,77 @@
+"""Which clips a config asks for: conditions per category and opaque, seeded item ids."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from vocalgrad import dimensions
+from vocalgrad.config import BuildConfig
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One cell of the grid. Constant clips have tier = curve = "none" and start == end."""
+
+    category: str
+    tier: str
+    curve: str
+    direction: str  # "increase", "decrease" or "constant"
+    magnitude: float
+    start: float
+    end: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.category}|{self.tier}|{self.curve}|{self.direction}|{self.magnitude:g}"
+
+    @property
+    def pair_key(self) -> str:
+        """Both directions of one (category, tier, curve) share this key."""
+        return f"{self.category}|{self.tier}|{self.curve}"
+
+
+def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
+    """All conditions, plus the ones refused because they would change nothing at the rate."""
+    conditions: list[Condition] = []
+    refused: list[dict] = []
+    for name in config.categories:
+        dim = dimensions.get(name)
+        spec = dim.SPEC
+        magnitudes = {**spec.tiers, **config.magnitudes.get(name, {})}
+        for tier in config.tiers:
+            magnitude = float(magnitudes[tier])
+            reason = dim.inaudible_reason(magnitude, config.sample_rate)
+            if reason:
+                refused.append({"category": name, "tier": tier, "magnitude": magnitude, "reason": reason})
+                continue
+            low, high = dim.endpoints(magnitude, config.sample_rate)
+            for curve in config.curves:
+                conditions.append(Condition(name, tier, curve, "increase", magnitude, low, high))
+                conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low))
+        if config.include_constant:
+            value = constant_value(name, magnitudes["mid"], config.sample_rate)
+            conditions.append(Condition(name, "none", "none", "constant", 0.0, value, value))
+    return conditions, refused
+
+
+def constant_value(category: str, mid_magnitude: float, sr: int) -> float:
+    """The control holds the parameter at the middle of the mid tier's range (on the
+    dimension's scale): the dimension is present, it just does not change."""
+    dim = dimensions.get(category)
+    a, b = dim.endpoints(mid_magnitude, sr)
+    if dim.SPEC.scale == "log":
+        return float(np.sqrt(a * b))
+    return float((a + b) / 2)
+
+
+def item_id(seed: int, source_id: str, condition: Condition) -> str:
+    """Opaque and stable: reveals nothing about the label, same for any build order."""
+    return hashlib.sha256(f"{seed}|{source_id}|{condition.key}".encode()).hexdigest()[:16]
+
+
+def item_rng(seed: int, item: str) -> np.random.Generator:
+    """Every random choice of a clip derives from (global seed, item id) alone."""
+    return np.random.default_rng([seed, int(item, 16)])

@@ -1,0 +1,128 @@
+"""Re-measure an existing dataset, ours or the official VocalGrad release.
+
+Our datasets carry their references, so every clip is measured relative to its source.
+The official release has no references: there only the blind measures apply (F0 and level
+slope) plus the label-independent checks (clipping, silence).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from vocalgrad import dimensions
+from vocalgrad.analysis import Analysis
+from vocalgrad.audio import load_audio
+from vocalgrad.confounds import measure_confounds
+from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.errors import AudioError, DatasetError
+from vocalgrad.render import verdict
+
+OFFICIAL_DIRECTIONS = {"up": "increase", "down": "decrease", "increase": "increase", "decrease": "decrease"}
+
+
+def official_rows(root: Path) -> list[dict]:
+    """Rows of the official release (`metadata.csv` next to an audio folder)."""
+    meta = root / "metadata.csv"
+    if not meta.is_file():
+        raise DatasetError(f"{root}: no metadata.csv")
+    rows = []
+    with meta.open(newline="") as f:
+        for rec in csv.DictReader(f):
+            name = rec.get("file_name") or rec.get("audio") or rec.get("path")
+            category = rec.get("category")
+            direction = OFFICIAL_DIRECTIONS.get((rec.get("direction") or rec.get("label") or "").lower())
+            if not name or not category or not direction:
+                raise DatasetError(f"{meta}: rows need file_name, category and direction/label columns")
+            rows.append({**rec, "path": str(root / name), "category": category, "direction": direction,
+                         "item_id": rec.get("item_id") or Path(name).stem})
+    return rows
+
+
+def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
+    """Measure every clip again; returns per-category agreement, magnitudes and confounds."""
+    root = Path(root)
+    official = (root / "metadata.csv").is_file() and not (root / "test" / "metadata.jsonl").is_file()
+    rows = official_rows(root) if official else load_rows(root)
+    refs = {} if official else load_references(root)
+    if limit:
+        rows = rows[:limit]
+    ref_cache: dict[str, Analysis] = {}
+    results: dict[str, dict] = defaultdict(lambda: defaultdict(list))
+    failures = []
+    for row in tqdm(rows, unit="clip", desc="verify", disable=not sys.stderr.isatty()):
+        category = row["category"]
+        dim = dimensions.get(category)
+        try:
+            audio, sr = load_audio(row["path"])
+        except AudioError as err:
+            failures.append({"item_id": row["item_id"], "error": str(err)})
+            continue
+        clip = Analysis(audio, sr)
+        ref_row = refs.get(row.get("source_id"))
+        bucket = results[category]
+        if ref_row is not None:
+            ref = ref_cache.get(ref_row["path"])
+            if ref is None:
+                ref_cache.clear()  # rows are grouped by source: keep one reference in memory
+                ref = ref_cache[ref_row["path"]] = Analysis(load_audio(ref_row["path"])[0], sr)
+            measured = dim.measure(clip, ref)
+            change = measured.change(dim.SPEC.measured_scale)
+            ok = verdict(row["direction"], change, dim.SPEC)
+            conf = measure_confounds(clip, ref)
+            bucket["agree"].append(ok)
+            bucket[f"change_{row.get('tier', 'none')}"].append(abs(change) if np.isfinite(change) else np.nan)
+            for key in ("loudness_change_db", "level_slope_change_db", "duration_change_ratio", "f0_change_st"):
+                bucket[key].append(conf[key])
+            if not ok:
+                failures.append({"item_id": row["item_id"], "category": category,
+                                 "direction": row["direction"], "measured_change": change})
+        blind = getattr(dim, "blind_change", None)
+        if blind is not None and row["direction"] != "constant":
+            b = blind(clip)
+            sign = 1 if row["direction"] == "increase" else -1
+            bucket["blind_agree"].append(bool(np.isfinite(b) and b * sign > 0))
+        bucket["clipping_ratio"].append(float(np.mean(np.abs(audio) >= 0.999)))
+        bucket["n"].append(1)
+    summary = {}
+    for category, b in results.items():
+        entry = {"clips": len(b["n"]), "max_clipping_ratio": float(np.max(b["clipping_ratio"]))}
+        if b["agree"]:
+            entry["agreement"] = float(np.mean(b["agree"]))
+            for tier in ("low", "mid", "high", "none"):
+                vals = [v for v in b[f"change_{tier}"] if np.isfinite(v)]
+                if vals:
+                    entry[f"median_abs_change_{tier}"] = float(np.median(vals))
+            for key in ("loudness_change_db", "level_slope_change_db", "f0_change_st"):
+                vals = np.abs(np.array([v for v in b[key] if v is not None and np.isfinite(v)]))
+                if vals.size:
+                    entry[f"median_abs_{key}"] = float(np.median(vals))
+            entry["unit"] = dimensions.get(category).SPEC.measured_unit
+        if b["blind_agree"]:
+            entry["blind_agreement"] = float(np.mean(b["blind_agree"]))
+        summary[category] = entry
+    return {"dataset": str(root), "official": official, "per_category": summary, "failures": failures}
+
+
+def format_report(report: dict) -> str:
+    lines = [
+        "| category | clips | agreement | |change| low / mid / high | constant | blind agreement | "
+        "|loudness Δ| dB | |level-slope Δ| dB | max clipping |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for category, e in report["per_category"].items():
+        def f(key: str, fmt: str = "{:.2f}") -> str:
+            return fmt.format(e[key]) if key in e else "–"
+        tiers = " / ".join(f(f"median_abs_change_{t}") for t in ("low", "mid", "high"))
+        lines.append(
+            f"| {category} | {e['clips']} | {f('agreement', '{:.2%}')} | {tiers} {e.get('unit', '')} | "
+            f"{f('median_abs_change_none')} | {f('blind_agreement', '{:.2%}')} | {f('median_abs_loudness_change_db')} | "
+            f"{f('median_abs_level_slope_change_db')} | {e['max_clipping_ratio']:.4f} |"
+        )
+    lines.append(f"\n{len(report['failures'])} clip(s) disagree with their label or could not be read.")
+    return "\n".join(lines)

@@ -1,0 +1,347 @@
+"""Source resolution and split selection, on fixtures built in tmp_path (no downloads)."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from vocalgrad.errors import SourceError
+from vocalgrad.sources import (
+    SpeechSource,
+    builtin_sources,
+    default_cache_dir,
+    ensure_rendered,
+    resolve_sources,
+    select_sources,
+)
+from vocalgrad.sources.builtin import harvard_sentences
+from vocalgrad.sources.vctk import parse_speaker_info
+
+SR = 16000
+
+
+def _tone(seconds: float = 0.5, freq: float = 220.0) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    return (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def _write(path: Path, seconds: float = 0.5) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(path, _tone(seconds), SR)
+    return path
+
+
+def _src(speaker: str, n: int, gender: str | None, text: str | None = None) -> SpeechSource:
+    return SpeechSource(
+        source_id=f"t/{speaker}_{n:03d}",
+        path=f"/nonexistent/{speaker}_{n}.wav",
+        speaker_id=speaker,
+        text_id=text or f"text-{n}",
+        gender=gender,
+        domain="test",
+        licence="test",
+        attribution="test",
+    )
+
+
+def _pool(n_f: int = 4, n_m: int = 4, n_utts: int = 10) -> list[SpeechSource]:
+    """Every speaker reads the same n_utts texts, like the builtin corpus."""
+    out = []
+    for g, count in (("F", n_f), ("M", n_m)):
+        for i in range(count):
+            out += [_src(f"{g.lower()}{i}", n, g) for n in range(n_utts)]
+    return out
+
+
+def _durations(sources: list[SpeechSource], seconds: float = 4.0) -> dict[str, float]:
+    return {s.source_id: seconds for s in sources}
+
+
+# --- spec parsing -------------------------------------------------------------------------
+
+
+def test_unknown_scheme_and_malformed_specs() -> None:
+    for spec in ("ftp:/x", "nonsense", "folder:", "builtin:zero", "hf:@train"):
+        with pytest.raises(SourceError):
+            resolve_sources(spec)
+
+
+def test_default_cache_dir_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("VOCALGRAD_CACHE", str(tmp_path / "vc"))
+    assert default_cache_dir() == tmp_path / "vc"
+    monkeypatch.delenv("VOCALGRAD_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "vocalgrad"
+
+
+# --- folder -------------------------------------------------------------------------------
+
+
+def test_folder_default_speakers(tmp_path: Path) -> None:
+    _write(tmp_path / "bob" / "a.wav")
+    _write(tmp_path / "alice" / "sub" / "b.flac")
+    _write(tmp_path / "loose.wav")
+    (tmp_path / "notes.txt").write_text("not audio")
+    sources = resolve_sources(f"folder:{tmp_path}")
+    assert [s.source_id for s in sources] == [
+        "folder/alice/sub/b.flac",
+        "folder/bob/a.wav",
+        "folder/loose.wav",
+    ]
+    assert [s.speaker_id for s in sources] == ["alice", "bob", "unknown"]
+    assert [s.text_id for s in sources] == ["clip-b", "clip-a", "clip-loose"]
+    assert all(s.domain == "folder" and s.licence == "unknown (user-supplied)" for s in sources)
+    assert all(Path(s.path).is_file() for s in sources)
+
+
+def test_folder_speaker_pattern_with_text(tmp_path: Path) -> None:
+    _write(tmp_path / "spkA__hello_world.wav")
+    _write(tmp_path / "spkB__Hello world.wav")
+    pattern = r"(?P<speaker>[^/_]+)__(?P<text>[^/]+)\.\w+$"
+    sources = resolve_sources(f"folder:{tmp_path}", speaker_pattern=pattern)
+    assert {s.speaker_id for s in sources} == {"spkA", "spkB"}
+    assert sources[0].text_id == sources[1].text_id  # same sentence, different speakers
+    with pytest.raises(SourceError, match="named group 'speaker'"):
+        resolve_sources(f"folder:{tmp_path}", speaker_pattern=r"(\w+)")
+    with pytest.raises(SourceError, match="does not match"):
+        resolve_sources(f"folder:{tmp_path}", speaker_pattern=r"(?P<speaker>zzz)")
+
+
+def test_folder_missing_and_empty(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="does not exist"):
+        resolve_sources(f"folder:{tmp_path / 'nope'}")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "readme.txt").write_text("x")
+    with pytest.raises(SourceError, match="no .wav or .flac"):
+        resolve_sources(f"folder:{tmp_path / 'empty'}")
+
+
+# --- VCTK ---------------------------------------------------------------------------------
+
+
+def _vctk_080(root: Path) -> None:
+    (root / "speaker-info.txt").parent.mkdir(parents=True, exist_ok=True)
+    (root / "speaker-info.txt").write_text(
+        "ID  AGE  GENDER  ACCENTS  REGION\n"
+        "225  23  F    English    Southern  England\n"
+        "226  22  M    English    Surrey\n"
+    )
+    for spk in ("p225", "p226"):
+        for num, text in ((1, "Please call Stella."), (30, f"Private text of {spk}.")):
+            _write(root / "wav48" / spk / f"{spk}_{num:03d}.wav")
+            (root / "txt" / spk).mkdir(parents=True, exist_ok=True)
+            (root / "txt" / spk / f"{spk}_{num:03d}.txt").write_text(text + "\n")
+
+
+def _vctk_092(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "speaker-info.txt").write_text(
+        "ID  AGE  GENDER  ACCENTS  REGION COMMENTS \n"
+        "p225  23  F    English    Southern  England  (mic2 files unavailable)\n"
+        "p315  23  M    American    Connecticut    \n"
+    )
+    _write(root / "wav48_silence_trimmed" / "p225" / "p225_001_mic1.flac")
+    _write(root / "wav48_silence_trimmed" / "p225" / "p225_001_mic2.flac")
+    _write(root / "wav48_silence_trimmed" / "p225" / "p225_002_mic1.flac")
+    _write(root / "wav48_silence_trimmed" / "p315" / "p315_001_mic1.flac")  # no txt for p315
+    _write(root / "wav48_silence_trimmed" / "p315" / "p315_040_mic1.flac")
+    (root / "txt" / "p225").mkdir(parents=True)
+    (root / "txt" / "p225" / "p225_001.txt").write_text("Please call Stella.\n")
+
+
+def test_vctk_080_layout(tmp_path: Path) -> None:
+    _vctk_080(tmp_path / "VCTK-Corpus")
+    sources = resolve_sources(f"vctk:{tmp_path}")  # one level above the corpus root
+    by_id = {s.source_id: s for s in sources}
+    assert sorted(by_id) == ["vctk/p225_001", "vctk/p225_030", "vctk/p226_001", "vctk/p226_030"]
+    assert by_id["vctk/p225_001"].gender == "F" and by_id["vctk/p226_001"].gender == "M"
+    assert by_id["vctk/p225_001"].text_id == by_id["vctk/p226_001"].text_id
+    assert by_id["vctk/p225_030"].text_id != by_id["vctk/p226_030"].text_id
+    assert by_id["vctk/p225_001"].text == "Please call Stella."
+    assert all(s.licence == "CC-BY-4.0" and "Edinburgh" in s.attribution for s in sources)
+
+
+def test_vctk_092_layout_mic1_only_and_text_fallback(tmp_path: Path) -> None:
+    _vctk_092(tmp_path)
+    sources = {s.source_id: s for s in resolve_sources(f"vctk:{tmp_path}")}
+    assert sorted(sources) == ["vctk/p225_001", "vctk/p225_002", "vctk/p315_001", "vctk/p315_040"]
+    assert sources["vctk/p225_001"].path.endswith("_mic1.flac")
+    assert sources["vctk/p315_001"].gender == "M"
+    # p315 has no transcripts: shared utterance 001 borrows p225's text id, 040 is its own
+    assert sources["vctk/p315_001"].text_id == sources["vctk/p225_001"].text_id
+    assert sources["vctk/p315_040"].text_id == "vctk-p315-040"
+    assert sources["vctk/p225_002"].text_id == "vctk-utt002"
+
+
+def test_speaker_info_both_id_styles(tmp_path: Path) -> None:
+    info = tmp_path / "speaker-info.txt"
+    info.write_text("ID AGE GENDER\n225 23 F English\np226 22 M English Surrey ## comment\nbad line\n")
+    assert parse_speaker_info(info) == {"p225": "F", "p226": "M"}
+
+
+def test_vctk_not_a_corpus(tmp_path: Path) -> None:
+    _write(tmp_path / "x" / "a.wav")
+    with pytest.raises(SourceError, match="not a VCTK corpus"):
+        resolve_sources(f"vctk:{tmp_path}")
+
+
+# --- Hugging Face (local only) ------------------------------------------------------------
+
+
+def _wav_bytes(seconds: float) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    sf.write(buf, _tone(seconds), SR, format="WAV")
+    return buf.getvalue()
+
+
+def test_hf_local_save_to_disk(tmp_path: Path) -> None:
+    from datasets import Audio, Dataset, Features, Value
+
+    features = Features(
+        {
+            "audio": Audio(),
+            "speaker_id": Value("string"),
+            "sentence": Value("string"),
+            "gender": Value("string"),
+        }
+    )
+    ds = Dataset.from_dict(
+        {
+            "audio": [{"bytes": _wav_bytes(0.5), "path": None}, {"bytes": _wav_bytes(0.7), "path": None}],
+            "speaker_id": ["s1", "s2"],
+            "sentence": ["Hello there.", "hello, there"],
+            "gender": ["female", "male"],
+        },
+        features=features,
+    )
+    ds.save_to_disk(str(tmp_path / "ds"))
+    cache = tmp_path / "cache"
+    sources = resolve_sources(f"hf:{tmp_path / 'ds'}", cache_dir=cache)
+    assert [s.speaker_id for s in sources] == ["s1", "s2"]
+    assert [s.gender for s in sources] == ["F", "M"]
+    assert sources[0].text_id == sources[1].text_id
+    assert sources[0].licence == "see dataset card"
+    info = sf.info(sources[1].path)
+    assert info.samplerate == SR and abs(info.duration - 0.7) < 1e-3
+    mtime = os.stat(sources[0].path).st_mtime_ns
+    again = resolve_sources(f"hf:{tmp_path / 'ds'}@train", cache_dir=cache)
+    assert again == sources and os.stat(sources[0].path).st_mtime_ns == mtime
+    with pytest.raises(SourceError, match="no column"):
+        resolve_sources(f"hf:{tmp_path / 'ds'}", cache_dir=cache, hf_audio_column="wave")
+
+
+def test_hf_missing_local_path(tmp_path: Path) -> None:
+    with pytest.raises(SourceError, match="does not exist"):
+        resolve_sources(f"hf:{tmp_path / 'missing.ds'}", cache_dir=tmp_path)
+
+
+# --- selection ----------------------------------------------------------------------------
+
+
+def _check_split(result: list[tuple[SpeechSource, str]]) -> None:
+    test = [s for s, split in result if split == "test"]
+    train = [s for s, split in result if split == "train"]
+    assert not {s.speaker_id for s in test} & {s.speaker_id for s in train}
+    assert not {s.text_id for s in test} & {s.text_id for s in train}
+
+
+def test_select_disjoint_and_gender_balanced() -> None:
+    pool = _pool(n_utts=30)
+    result = select_sources(pool, n_test=8, n_train=20, durations=_durations(pool))
+    _check_split(result)
+    test = [s for s, split in result if split == "test"]
+    assert len(test) == 8 and len([s for s, split in result if split == "train"]) == 20
+    assert sorted(s.gender for s in test) == ["F"] * 4 + ["M"] * 4
+    per_speaker = {spk: sum(s.speaker_id == spk for s in test) for spk in {s.speaker_id for s in test}}
+    assert set(per_speaker.values()) == {2}
+
+
+def test_select_deterministic_under_shuffle() -> None:
+    pool = _pool()
+    durations = _durations(pool)
+    first = select_sources(pool, n_test=4, n_train=10, seed=3, durations=durations)
+    shuffled = pool[:]
+    random.Random(1).shuffle(shuffled)
+    assert select_sources(shuffled, n_test=4, n_train=10, seed=3, durations=durations) == first
+    other = select_sources(pool, n_test=4, n_train=10, seed=4, durations=durations)
+    assert other != first
+
+
+def test_select_duration_filter_and_zero_train() -> None:
+    pool = _pool(2, 2, 6)
+    durations = {s.source_id: (1.0 if s.text_id in ("text-0", "text-1") else 5.0) for s in pool}
+    result = select_sources(pool, n_test=4, n_train=0, durations=durations)
+    assert len(result) == 4 and all(split == "test" for _, split in result)
+    assert all(durations[s.source_id] >= 3.0 for s, _ in result)
+
+
+def test_select_too_few_speakers_and_sources() -> None:
+    pool = _pool(1, 1, 5)
+    with pytest.raises(SourceError, match="2 speaker"):
+        select_sources(pool, n_test=4, n_train=1, durations=_durations(pool))
+    pool = _pool(2, 2, 3)
+    with pytest.raises(SourceError, match="train split needs 50"):
+        select_sources(pool, n_test=2, n_train=50, durations=_durations(pool))
+    with pytest.raises(SourceError, match="qualify"):
+        select_sources(pool, n_test=2, n_train=1, durations=_durations(pool, 1.0))
+
+
+def test_select_unknown_gender_and_real_durations(tmp_path: Path) -> None:
+    for spk in ("a", "b", "c"):
+        for n in range(3):
+            _write(tmp_path / spk / f"{spk}{n}.wav", seconds=3.5 if n else 0.5)
+    pool = resolve_sources(f"folder:{tmp_path}")
+    result = select_sources(pool, n_test=2, n_train=2)
+    _check_split(result)
+    assert all(sf.info(s.path).duration >= 3.0 for s, _ in result)
+
+
+# --- builtin ------------------------------------------------------------------------------
+
+
+def test_harvard_sentences_bundled() -> None:
+    sentences = harvard_sentences()
+    assert len(sentences) >= 120
+    assert sentences[0].text == "The birch canoe slid on the smooth planks."
+    assert len({(s.list_number, s.index) for s in sentences}) == len(sentences)
+
+
+def test_builtin_resolve_is_cheap_and_lazy(tmp_path: Path) -> None:
+    sources = resolve_sources("builtin", cache_dir=tmp_path)
+    assert len(sources) == 8 * len(harvard_sentences())
+    assert {s.gender for s in sources} == {"F", "M"}
+    assert len({s.speaker_id for s in sources}) == 8
+    assert not (tmp_path / "builtin").exists()
+    pairs = resolve_sources("builtin:2", cache_dir=tmp_path)
+    assert pairs[0].source_id.endswith("h01-01+02") and pairs[0].text_id == "harvard-1-1+2"
+
+
+def test_builtin_render_f0_and_cache(tmp_path: Path) -> None:
+    import parselmouth
+
+    sources = builtin_sources(tmp_path, speakers=["builtin-f2", "builtin-m2"], max_sentences=2)
+    assert len(sources) == 4
+    ensure_rendered(sources)
+    f0: dict[str, list[float]] = {}
+    for src in sources:
+        audio, sr = sf.read(src.path)
+        assert sr == 22050 and sf.info(src.path).subtype == "PCM_16"
+        assert abs(np.max(np.abs(audio)) - 10 ** (-3 / 20)) < 0.01
+        lead = audio[: int(0.25 * sr)]
+        assert np.max(np.abs(lead)) < 0.01  # padded silence before speech
+        pitch = parselmouth.Sound(audio, sr).to_pitch_ac(pitch_floor=60, pitch_ceiling=500)
+        freq = pitch.selected_array["frequency"]
+        f0.setdefault(src.speaker_id, []).append(float(np.median(freq[freq > 0])))
+    female, male = np.median(f0["builtin-f2"]), np.median(f0["builtin-m2"])
+    assert 165 <= female <= 255 and 85 <= male <= 155 and female > male * 1.4
+    mtimes = [os.stat(s.path).st_mtime_ns for s in sources]
+    again = builtin_sources(tmp_path, speakers=["builtin-f2", "builtin-m2"], max_sentences=2, render=True)
+    assert again == sources
+    assert [os.stat(s.path).st_mtime_ns for s in again] == mtimes
