@@ -15,10 +15,10 @@ import librosa
 import numpy as np
 import parselmouth
 
-from vocalgrad.audio import FRAME_S, SpeechSpan, frame_rms, speech_span
+from vocalgrad.audio import FRAME_S, SpeechSpan, frame_rms, loudness_lufs, speech_span
 
 F0_FLOOR_HZ = 60.0
-F0_CEILING_HZ = 500.0
+F0_CEILING_HZ = 400.0  # covers high female voices shifted up 3 semitones
 HEAD_TAIL_FRACTION = 0.2  # measurements compare the first and last 20% of the speech span
 ACTIVE_RANGE_DB = 40.0  # frames within 40 dB of the loudest count as speech-active
 LEVEL_FLOOR_DB = -120.0
@@ -41,6 +41,10 @@ class Analysis:
     @cached_property
     def span(self) -> SpeechSpan:
         return speech_span(self.audio, self.sr)
+
+    @cached_property
+    def loudness_lufs(self) -> float:
+        return loudness_lufs(self.audio, self.sr)
 
     @cached_property
     def sound(self) -> parselmouth.Sound:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.analysis import Analysis, head_tail
-from vocalgrad.audio import loudness_lufs
 
 CLIP_LEVEL = 0.999
 
@@ -32,7 +31,7 @@ def measure_confounds(clip: Analysis, ref: Analysis) -> dict[str, float]:
     """Loudness, level slope, duration, clipping and F0 changes of clip vs its source."""
     f_clip, f_ref = _median_f0(clip), _median_f0(ref)
     return {
-        "loudness_change_db": round(loudness_lufs(clip.audio, clip.sr) - loudness_lufs(ref.audio, ref.sr), 3),
+        "loudness_change_db": round(clip.loudness_lufs - ref.loudness_lufs, 3),
         "level_slope_change_db": round(_level_slope(clip) - _level_slope(ref), 3),
         "duration_change_ratio": round(len(clip.audio) / len(ref.audio), 4),
         "clipping_ratio": float(np.mean(np.abs(clip.audio) >= CLIP_LEVEL)),

