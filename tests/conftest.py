@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from vocalgrad.audio import load_audio, normalise, resample
 from vocalgrad.render import quantise16
@@ -26,8 +27,19 @@ def alsa_paths() -> list[Path]:
     return [Path(p) for p in sorted(glob.glob("/usr/share/sounds/alsa/*.wav")) if "Noise" not in p]
 
 
-def real_speech_paths() -> list[Path]:
-    return [arctic_path(), *alsa_paths()]
+@pytest.fixture(scope="session")
+def real_speech_paths(tmp_path_factory) -> list[Path]:
+    """ARCTIC plus the ALSA phrases joined in pairs ("Front Left ... Front Right", 0.25 s
+    apart): each ALSA file is ~1.4 s, shorter than any benchmark source (>= 2 s)."""
+    folder = tmp_path_factory.mktemp("real-speech")
+    paths = [arctic_path()]
+    alsa = alsa_paths()
+    for a, b in zip(alsa[0::2], alsa[1::2], strict=False):
+        (x, sr), (y, _) = load_audio(a), load_audio(b)
+        joined = folder / f"{a.stem}+{b.stem}.wav"
+        sf.write(joined, np.concatenate([x, np.zeros(int(0.25 * sr), np.float32), y]), sr)
+        paths.append(joined)
+    return paths
 
 
 @pytest.fixture(scope="session")

@@ -122,7 +122,7 @@ def speech_span(
         return SpeechSpan(0.0, total_s, False, "silent")
     level = 20 * np.log10(np.maximum(rms, 1e-9))
     floor = float(np.percentile(level, 10))
-    loud = float(np.percentile(level, 95))
+    loud = float(level.max())
     if loud - floor < min_dynamic_db:
         # No quiet frames: either speech fills the clip edge to edge, or it is all noise.
         active = np.ones_like(level, dtype=bool)

@@ -58,7 +58,7 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         f"- clips: {len(rows)} ({', '.join(f'{k}: {v}' for k, v in sorted(splits.items()))})",
         f"- sample rate: {config.sample_rate} Hz, 16-bit FLAC, sources normalised to {config.target_lufs} LUFS",
         f"- source spec: `{config.source}`, seed {config.seed}",
-        f"- file names are opaque hashes; labels live only in `metadata.jsonl`",
+        "- file names are opaque hashes; labels live only in `metadata.jsonl`",
         "",
         "Load it with `datasets.load_dataset(\"audiofolder\", data_dir=...)`.",
         "",

@@ -62,10 +62,11 @@ def verdict(direction: str, change: float, spec: DimensionSpec) -> bool:
     """Does the measured change agree with the label?"""
     if not np.isfinite(change):
         return False
+    signed = change * spec.measured_polarity
     if direction == "increase":
-        return change >= spec.min_change
+        return signed >= spec.min_change
     if direction == "decrease":
-        return change <= -spec.min_change
+        return signed <= -spec.min_change
     return abs(change) < spec.constant_limit
 
 

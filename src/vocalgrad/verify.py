@@ -116,8 +116,9 @@ def format_report(report: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for category, e in report["per_category"].items():
-        def f(key: str, fmt: str = "{:.2f}") -> str:
+        def f(key: str, fmt: str = "{:.2f}", e: dict = e) -> str:
             return fmt.format(e[key]) if key in e else "–"
+
         tiers = " / ".join(f(f"median_abs_change_{t}") for t in ("low", "mid", "high"))
         lines.append(
             f"| {category} | {e['clips']} | {f('agreement', '{:.2%}')} | {tiers} {e.get('unit', '')} | "

@@ -7,8 +7,6 @@ import numpy as np
 from vocalgrad.analysis import Analysis, head_tail
 from vocalgrad.audio import FRAME_S, frame_rms
 
-FLOOR_DB = -100.0
-
 
 def residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     """What the rendering added: clip minus the least-squares-scaled reference.
@@ -22,37 +20,27 @@ def residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     return (y - gain * x) / (gain if abs(gain) > 1e-6 else 1.0)
 
 
-def added_level(clip: Analysis, ref: Analysis) -> tuple[float, float]:
-    """Level of the added signal (noise, reverb) in dB re the reference speech RMS,
-    over the head and tail windows, pauses included (mean power)."""
+def added_rms_ratio(clip: Analysis, ref: Analysis) -> tuple[float, float]:
+    """RMS of the added signal (noise, reverb) relative to the reference speech RMS, over
+    the head and tail windows, pauses included: the noise parameter's own unit."""
     power = frame_rms(residual(clip, ref), ref.sr) ** 2
     head, tail = ref.head_tail_frames(len(power))
     h, t = head_tail(power, head, tail, reduce=np.mean)
-    denom = max(ref.speech_rms**2, 1e-20)
-    return _db(h / denom), _db(t / denom)
+    speech = max(ref.speech_rms, 1e-10)
+    return float(np.sqrt(h)) / speech, float(np.sqrt(t)) / speech
 
 
-def error_to_signal(clip: Analysis, ref: Analysis) -> tuple[float, float]:
-    """Error-to-signal ratio (dB) over speech-active frames of the head and tail windows:
-    for distortions that live where the speech is (decimation, quantisation)."""
-    err = frame_rms(residual(clip, ref), ref.sr) ** 2
-    sig = frame_rms(ref.audio, ref.sr) ** 2
-    n = min(len(err), len(sig), len(ref.active))
+def active_window_mean(per_frame: np.ndarray, ref: Analysis) -> tuple[float, float]:
+    """Mean of a per-10-ms-frame quantity over the speech-active head and tail frames."""
+    n = min(len(per_frame), len(ref.active))
     head, tail = ref.head_tail_frames(n)
     active = ref.active[:n]
     out = []
     for window in (head & active, tail & active):
-        e, s = err[:n][window].sum(), sig[:n][window].sum()
-        out.append(_db(e / s) if s > 0 else float("nan"))
+        values = per_frame[:n][window]
+        values = values[np.isfinite(values)]
+        out.append(float(values.mean()) if values.size else float("nan"))
     return out[0], out[1]
-
-
-def _db(ratio: float) -> float:
-    return float(max(10 * np.log10(ratio), FLOOR_DB)) if ratio > 0 else FLOOR_DB
-
-
-def frame_centres(n_frames: int) -> np.ndarray:
-    return (np.arange(n_frames) + 0.5) * FRAME_S
 
 
 def psola(ref: Analysis, pitch_tier=None, duration_tier=None) -> np.ndarray:

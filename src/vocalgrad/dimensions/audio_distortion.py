@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.analysis import Analysis
-from vocalgrad.dimensions._shared import error_to_signal
+from vocalgrad.audio import FRAME_S
+from vocalgrad.dimensions._shared import active_window_mean
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.trajectories import sample_times
 
@@ -16,10 +17,11 @@ SPEC = DimensionSpec(
     increase_means="more distorted: the effective rate falls",
     tiers={"low": 18000.0, "mid": 12000.0, "high": 6000.0},
     scale="log",
-    measured="error-to-signal ratio vs the source (speech-active frames)",
-    measured_unit="dB",
-    min_change=3.0,
-    constant_tolerance=12.0,
+    measured="effective sample rate: sr x share of samples that are not a held repeat",
+    measured_unit="Hz",
+    min_change=0.1,
+    measured_scale="log",
+    measured_polarity=-1,
     psychometric_range=(3000.0, 15500.0),
 )
 
@@ -50,4 +52,14 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    return Measured(*error_to_signal(clip, ref))
+    """A sample-and-hold at rate r repeats each value so that a share 1 - r/sr of samples
+    equal their predecessor; natural speech almost never does at speech level. This reads
+    the effective rate from the clip alone, independent of the speech content."""
+    audio = clip.audio
+    repeats = np.zeros(len(audio))
+    repeats[1:] = audio[1:] == audio[:-1]
+    n = int(round(FRAME_S * clip.sr))
+    usable = (len(audio) // n) * n
+    share = repeats[:usable].reshape(-1, n).mean(axis=1)
+    head, tail = active_window_mean(share, ref)
+    return Measured(clip.sr * (1 - head), clip.sr * (1 - tail))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.analysis import Analysis
-from vocalgrad.dimensions._shared import added_level
+from vocalgrad.dimensions._shared import added_rms_ratio
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.trajectories import sample_times
 
@@ -16,10 +16,9 @@ SPEC = DimensionSpec(
     increase_means="more background noise",
     tiers={"low": 0.03, "mid": 0.07, "high": 0.12},
     scale="linear",
-    measured="added-signal level re speech RMS",
-    measured_unit="dB",
-    min_change=3.0,
-    constant_tolerance=12.0,
+    measured="RMS of the added signal / speech RMS",
+    measured_unit="ratio",
+    min_change=0.005,
     psychometric_range=(0.003, 0.2),
 )
 
@@ -40,4 +39,4 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    return Measured(*added_level(clip, ref))
+    return Measured(*added_rms_ratio(clip, ref))

@@ -29,6 +29,7 @@ class DimensionSpec:
     min_change: float  # smallest measured change (on measured_scale) that counts
     psychometric_range: tuple[float, float]  # magnitudes a threshold sweep should span
     measured_scale: str = "linear"  # "log": changes are compared in octaves (log2 ratio)
+    measured_polarity: int = 1  # sign of the measured change for an "increase" clip
     # Largest |change| a constant clip may show. Measures whose value depends on the speech
     # content (error or reverb level re the speech) vary between head and tail even when the
     # parameter is held, so they need more room than min_change.

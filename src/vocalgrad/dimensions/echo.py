@@ -6,7 +6,8 @@ import numpy as np
 from scipy.signal import fftconvolve
 
 from vocalgrad.analysis import Analysis
-from vocalgrad.dimensions._shared import added_level
+from vocalgrad.audio import frame_rms
+from vocalgrad.dimensions._shared import active_window_mean, residual
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.trajectories import sample_times
 
@@ -17,10 +18,10 @@ SPEC = DimensionSpec(
     increase_means="more reverberant (echoey)",
     tiers={"low": 0.28, "mid": 0.40, "high": 0.52},
     scale="linear",
-    measured="added-signal (reverb) level re speech RMS",
-    measured_unit="dB",
-    min_change=3.0,
-    constant_tolerance=12.0,
+    measured="reverb-to-direct RMS ratio (200 ms smoothed, speech-active frames)",
+    measured_unit="ratio",
+    min_change=0.03,
+    constant_tolerance=0.08,
     psychometric_range=(0.03, 0.7),
 )
 PREDELAY_S = 0.012
@@ -61,4 +62,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    return Measured(*added_level(clip, ref))
+    """Reverb energy over direct energy within each window's speech-active frames: relative
+    to the local speech level, so a loud head and a quiet tail do not read as more or less
+    echo. With a unit-energy room response this is close to the send level itself."""
+    wet_head, wet_tail = active_window_mean(frame_rms(residual(clip, ref), ref.sr) ** 2, ref)
+    dry_head, dry_tail = active_window_mean(frame_rms(ref.audio, ref.sr) ** 2, ref)
+    return Measured(float(np.sqrt(wet_head / dry_head)), float(np.sqrt(wet_tail / dry_tail)))

@@ -1,0 +1,394 @@
+"""Scores for scored result rows: accuracy, bias-free sensitivity, and honest uncertainty.
+
+A scored row is a dict with at least `item_id, category, direction` (the truth),
+`predicted` (a label, or None when the answer was unparsed, ambiguous or empty),
+`source_id, speaker_id`, optionally `llr` (log-likelihood of "increase" minus "decrease")
+and breakdown keys such as `tier, curve, domain`.
+
+Why more than accuracy: the published models sit at 50% because they answer one word
+regardless of the audio, so we report d' and criterion c (signal detection, "increase" is the
+signal) to separate hearing from bias. Why clustered bootstrap: the 24 clips of one source
+share a voice and a sentence, so they are not independent; resampling clips understates the
+uncertainty, resampling sources does not.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+from scipy.stats import binomtest, norm, permutation_test
+from sklearn.metrics import roc_auc_score
+
+DIRECTIONS = ("increase", "decrease")
+_CHUNK_CELLS = 4_000_000  # bootstrap weights held in memory at once (float64 cells)
+
+# Columns of the per-item count matrix; every count metric is a function of their totals.
+_N_INC, _N_DEC, _HIT, _CR, _FA, _ANS_INC, _ANS_DEC, _SAID_INC, _SAID_DEC, _UNPARSED = range(10)
+_N_COLS = 10
+_WITH_CI = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
+
+
+def _counts(rows: Sequence[Mapping]) -> np.ndarray:
+    """Per-item indicator matrix (n_items, _N_COLS) for increase/decrease rows."""
+    truth = np.array([r["direction"] for r in rows], dtype=object)
+    pred = np.array([r.get("predicted") for r in rows], dtype=object)
+    inc, dec = truth == "increase", truth == "decrease"
+    said_inc, said_dec = pred == "increase", pred == "decrease"
+    answered = said_inc | said_dec
+    k = np.zeros((len(rows), _N_COLS))
+    k[:, _N_INC], k[:, _N_DEC] = inc, dec
+    k[:, _HIT], k[:, _CR], k[:, _FA] = inc & said_inc, dec & said_dec, dec & said_inc
+    k[:, _ANS_INC], k[:, _ANS_DEC] = inc & answered, dec & answered
+    k[:, _SAID_INC], k[:, _SAID_DEC] = said_inc, said_dec
+    k[:, _UNPARSED] = np.array([p is None for p in pred], dtype=bool)
+    return k
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b > 0, a / np.where(b > 0, b, 1), np.nan)
+
+
+def _count_metrics(t: np.ndarray) -> dict[str, np.ndarray]:
+    """Metrics from count totals `t` (..., _N_COLS); works on one total or a bootstrap stack."""
+    n = t[..., _N_INC] + t[..., _N_DEC]
+    # Log-linear correction (Hautus 1995): +0.5 to counts, +1 to totals keeps z finite when a
+    # listener is perfect or always says one word. Undefined (NaN) with no answered trials.
+    ok = (t[..., _ANS_INC] > 0) & (t[..., _ANS_DEC] > 0)
+    zh = norm.ppf((t[..., _HIT] + 0.5) / (t[..., _ANS_INC] + 1))
+    zf = norm.ppf((t[..., _FA] + 0.5) / (t[..., _ANS_DEC] + 1))
+    return {
+        "accuracy": _div(t[..., _HIT] + t[..., _CR], n),
+        "balanced_accuracy": 0.5
+        * (_div(t[..., _HIT], t[..., _N_INC]) + _div(t[..., _CR], t[..., _N_DEC])),
+        "increase_rate": _div(t[..., _SAID_INC], n),
+        "decrease_rate": _div(t[..., _SAID_DEC], n),
+        "unparsed_rate": _div(t[..., _UNPARSED], n),
+        "dprime": np.where(ok, zh - zf, np.nan),
+        "criterion": np.where(ok, -(zh + zf) / 2, np.nan),
+    }
+
+
+def _cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
+    """Integer cluster index per row; None (or a missing value) makes each row its own cluster."""
+    if cluster is None:
+        return np.arange(len(rows))
+    keys = [f"row:{i}" if r.get(cluster) is None else f"value:{r[cluster]}"
+            for i, r in enumerate(rows)]
+    _, ids = np.unique(np.array(keys, dtype=object), return_inverse=True)
+    return ids.reshape(-1)
+
+
+def _resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> np.ndarray:
+    """How often each cluster is drawn in each of `n_rep` with-replacement resamples."""
+    idx = rng.integers(0, n_clusters, size=(n_rep, n_clusters))
+    idx += (np.arange(n_rep) * n_clusters)[:, None]
+    return np.bincount(idx.ravel(), minlength=n_rep * n_clusters).reshape(n_rep, n_clusters)
+
+
+class _BootstrapAUC:
+    """Mann-Whitney AUC (ties count half) under many cluster-weight vectors at once.
+
+    With few clusters the AUC of a resample is a quadratic form in the cluster weights w:
+    w'Aw / ((w.p)(w.q)), where A[c, d] counts (positive in c, negative in d) pairs ranked
+    correctly, so each resample costs O(G^2) instead of O(n). With many clusters (item-level
+    bootstrap) the weighted rank sum is computed directly on the score-sorted items.
+    """
+
+    def __init__(self, scores: np.ndarray, positive: np.ndarray, cid: np.ndarray, n_clusters: int):
+        self.n_clusters = n_clusters
+        self.pos_count = np.bincount(cid[positive], minlength=n_clusters).astype(float)
+        self.neg_count = np.bincount(cid[~positive], minlength=n_clusters).astype(float)
+        self.quadratic = n_clusters * n_clusters <= 16 * len(scores)
+        if self.quadratic:
+            a = np.zeros((n_clusters, n_clusters))
+            pos_scores, pos_cid = scores[positive], cid[positive]
+            for d in range(n_clusters):
+                neg = np.sort(scores[~positive & (cid == d)])
+                if neg.size:
+                    lo = np.searchsorted(neg, pos_scores, side="left")
+                    hi = np.searchsorted(neg, pos_scores, side="right")
+                    correct = lo + 0.5 * (hi - lo)
+                    a[:, d] = np.bincount(pos_cid, weights=correct, minlength=n_clusters)
+            self.a = a
+        else:
+            order = np.argsort(scores, kind="stable")
+            s = scores[order]
+            self.starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+            self.ties = self.starts.size < s.size
+            self.cid_sorted = cid[order]
+            self.pos_sorted = positive[order].astype(float)
+
+    def __call__(self, w: np.ndarray) -> np.ndarray:
+        w = w.astype(float)
+        den = (w @ self.pos_count) * (w @ self.neg_count)
+        if self.quadratic:
+            return _div(np.einsum("bc,cd,bd->b", w, self.a, w, optimize=True), den)
+        ws = w[:, self.cid_sorted]
+        p = ws * self.pos_sorted
+        q = ws - p
+        if self.ties:
+            p = np.add.reduceat(p, self.starts, axis=1)
+            q = np.add.reduceat(q, self.starts, axis=1)
+        return _div(np.sum(p * (np.cumsum(q, axis=1) - 0.5 * q), axis=1), den)
+
+
+def _percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    s = samples[np.isfinite(samples)]
+    if s.size == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(s, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
+def _rng(seed: int, key: str) -> np.random.Generator:
+    """A generator per (seed, group) so a group's CI does not depend on which others exist."""
+    return np.random.default_rng([seed, zlib.crc32(key.encode())])
+
+
+def _llr_array(rows: Sequence[Mapping]) -> np.ndarray | None:
+    vals = [r.get("llr") for r in rows]
+    if not vals or any(v is None for v in vals):
+        return None
+    arr = np.asarray(vals, dtype=float)
+    return arr if np.all(np.isfinite(arr)) else None
+
+
+def _group_summary(
+    rows: Sequence[Mapping], cluster: str | None, n_boot: int, rng: np.random.Generator
+) -> dict:
+    nan = float("nan")
+    out: dict = {"n": len(rows)}
+    if not rows:
+        out |= {"n_increase": 0, "n_decrease": 0, "n_clusters": 0}
+        out |= {"increase_rate": nan, "decrease_rate": nan, "unparsed_rate": nan}
+        for name in _WITH_CI:
+            out |= {name: nan, f"{name}_lo": nan, f"{name}_hi": nan}
+        return out
+    k = _counts(rows)
+    cid = _cluster_ids(rows, cluster)
+    n_clusters = int(cid.max()) + 1
+    kc = np.zeros((n_clusters, _N_COLS))
+    np.add.at(kc, cid, k)
+    point = {name: float(v) for name, v in _count_metrics(k.sum(axis=0)).items()}
+    llr = _llr_array(rows)
+    truth_inc = k[:, _N_INC].astype(bool)
+    auc = nan
+    if llr is not None and 0 < truth_inc.sum() < len(rows):
+        auc = float(roc_auc_score(truth_inc, llr))
+
+    boot: dict[str, list[np.ndarray]] = {}
+    if n_boot > 0:
+        with_auc = np.isfinite(auc)
+        if with_auc:
+            boot_auc = _BootstrapAUC(llr, truth_inc, cid, n_clusters)
+        width = len(rows) if with_auc and not boot_auc.quadratic else n_clusters
+        chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width, 1)))
+        for begin in range(0, n_boot, chunk):
+            w = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
+            for name, v in _count_metrics(w @ kc).items():
+                boot.setdefault(name, []).append(v)
+            if with_auc:
+                boot.setdefault("auc", []).append(boot_auc(w))
+
+    out |= {
+        "n_increase": int(k[:, _N_INC].sum()),
+        "n_decrease": int(k[:, _N_DEC].sum()),
+        "n_clusters": n_clusters,
+        "increase_rate": point["increase_rate"],
+        "decrease_rate": point["decrease_rate"],
+        "unparsed_rate": point["unparsed_rate"],
+    }
+    point["auc"] = auc
+    for name in _WITH_CI:
+        lo, hi = _percentile_ci(np.concatenate(boot[name])) if name in boot else (nan, nan)
+        out |= {name: point[name], f"{name}_lo": lo, f"{name}_hi": hi}
+    return out
+
+
+def _groups(rows: Sequence[Mapping], by: Sequence[str]) -> list[tuple[tuple[str, ...], list]]:
+    grouped: dict[tuple[str, ...], list] = {}
+    for r in rows:
+        grouped.setdefault(tuple(str(r.get(k)) for k in by), []).append(r)
+    return sorted(grouped.items())
+
+
+def summarise(
+    rows: Iterable[Mapping],
+    by: Sequence[str] = ("category",),
+    cluster: str | None = "source_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> list[dict]:
+    """One summary dict for all increase/decrease rows ("overall") and one per `by` group.
+
+    Accuracy counts unparsed answers as wrong. d' and c use only answered trials ("increase"
+    is the signal), so a listener that rarely answers is not mistaken for a biased one; the
+    unparsed rate says how many were left out. AUC uses `llr` and needs it on every row.
+    CIs are 95% percentile intervals from resampling whole clusters (`cluster`, e.g.
+    "source_id" or "speaker_id"; None resamples items). Constant-direction rows are left out
+    here: see `constant_summary`.
+    """
+    rows = [r for r in rows if r.get("direction") in DIRECTIONS]
+    by = tuple(by)
+    meta = {"cluster": cluster or "item", "n_boot": n_boot}
+    out = [{**dict.fromkeys(by, "overall"), "group": "overall",
+            **_group_summary(rows, cluster, n_boot, _rng(seed, "overall")), **meta}]
+    if by:
+        for key, members in _groups(rows, by):
+            label = "|".join(key)
+            out.append({**dict(zip(by, key, strict=True)), "group": label,
+                        **_group_summary(members, cluster, n_boot, _rng(seed, label)), **meta})
+    return out
+
+
+def constant_summary(rows: Iterable[Mapping], by: Sequence[str] = ("category",)) -> list[dict]:
+    """What the listener says when nothing changes: answer rates on constant-direction rows.
+
+    A listener that hears should say "constant" (ternary) or "no" (change detection); one that
+    says "increase" here shows the same bias that inflates its score on changed clips.
+    """
+    rows = [r for r in rows if r.get("direction") == "constant"]
+    labels = ["increase", "decrease", "constant"]
+    labels += [x for x in ("yes", "no") if any(r.get("predicted") == x for r in rows)]
+
+    def rates(members: list) -> dict:
+        n = len(members)
+        said = Counter(r.get("predicted") for r in members)
+        out: dict = {"n": n}
+        for label in labels:
+            out[f"{label}_rate"] = said[label] / n if n else float("nan")
+        out["unparsed_rate"] = said[None] / n if n else float("nan")
+        return out
+
+    by = tuple(by)
+    out = [{**dict.fromkeys(by, "overall"), "group": "overall", **rates(rows)}]
+    if by:
+        for key, members in _groups(rows, by):
+            group = {**dict(zip(by, key, strict=True)), "group": "|".join(key)}
+            out.append(group | rates(members))
+    return out
+
+
+def paired_comparison(
+    rows_a: Iterable[Mapping],
+    rows_b: Iterable[Mapping],
+    cluster: str | None = "source_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+    n_perm: int = 9999,
+) -> dict:
+    """Compare two runs on the same items (joined by item_id; increase/decrease rows only).
+
+    `difference` is accuracy_a - accuracy_b with a clustered bootstrap CI. Two tests: exact
+    McNemar on discordant items (assumes independent items) and a sign-flip permutation test
+    on per-cluster differences (swap the two runs' answers for all items of a cluster at once),
+    which stays valid when items of a cluster are correlated. Exact when 2**n_clusters <= n_perm.
+    """
+    nan = float("nan")
+    b_by_id = {r["item_id"]: r for r in rows_b}
+    pairs = [(a, b_by_id[a["item_id"]]) for a in rows_a
+             if a["item_id"] in b_by_id and a.get("direction") in DIRECTIONS]
+    for a, b in pairs:
+        if a["direction"] != b.get("direction"):
+            raise ValueError(
+                f"item {a['item_id']!r} has direction {a['direction']!r} in one run and "
+                f"{b.get('direction')!r} in the other: the runs are not on the same dataset"
+            )
+    out: dict = {"n": len(pairs), "cluster": cluster or "item", "n_boot": n_boot}
+    if not pairs:
+        return out | dict.fromkeys(
+            ("accuracy_a", "accuracy_b", "difference", "difference_lo", "difference_hi",
+             "mcnemar_p", "permutation_p"), nan) | {"n_only_a_correct": 0, "n_only_b_correct": 0}
+    ca = np.array([a.get("predicted") == a["direction"] for a, _ in pairs], dtype=float)
+    cb = np.array([b.get("predicted") == b["direction"] for _, b in pairs], dtype=float)
+    cid = _cluster_ids([a for a, _ in pairs], cluster)
+    n_clusters = int(cid.max()) + 1
+    sums = np.zeros((n_clusters, 3))
+    np.add.at(sums, cid, np.column_stack([ca, cb, np.ones_like(ca)]))
+
+    lo = hi = nan
+    if n_boot > 0:
+        rng = _rng(seed, "paired")
+        chunk = max(1, min(n_boot, _CHUNK_CELLS // n_clusters))
+        diffs = []
+        for begin in range(0, n_boot, chunk):
+            t = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters) @ sums
+            diffs.append(_div(t[:, 0] - t[:, 1], t[:, 2]))
+        lo, hi = _percentile_ci(np.concatenate(diffs))
+
+    only_a = int(np.sum((ca == 1) & (cb == 0)))
+    only_b = int(np.sum((ca == 0) & (cb == 1)))
+    mcnemar = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+    if np.all(sums[:, 0] == sums[:, 1]):
+        perm_p = 1.0
+    else:
+        perm_p = permutation_test(
+            (sums[:, 0], sums[:, 1]),
+            lambda x, y, axis: np.sum(x - y, axis=axis),
+            permutation_type="samples",
+            vectorized=True,
+            n_resamples=n_perm,
+            alternative="two-sided",
+            random_state=_rng(seed, "permutation"),
+        ).pvalue
+    return out | {
+        "n_clusters": n_clusters,
+        "accuracy_a": float(ca.mean()),
+        "accuracy_b": float(cb.mean()),
+        "difference": float(ca.mean() - cb.mean()),
+        "difference_lo": lo,
+        "difference_hi": hi,
+        "n_only_a_correct": only_a,
+        "n_only_b_correct": only_b,
+        "mcnemar_p": float(mcnemar),
+        "permutation_p": float(min(perm_p, 1.0)),
+    }
+
+
+def flip_rate(rows_forward: Iterable[Mapping], rows_reversed: Iterable[Mapping]) -> dict:
+    """How often the answer flips when the clip is played backwards.
+
+    Reversed rows name their forward clip in `reversed_of`. Reversing time turns an increase
+    into a decrease, so a listener that hears must flip; one that answers from the words (or
+    always says one word) does not. A flip is increase <-> decrease; `flip_rate` divides by all
+    pairs (an unparsed answer is not a flip), `flip_rate_answered` by pairs answered both ways.
+    """
+    forward = {r["item_id"]: r for r in rows_forward}
+    pairs = [(forward[r["reversed_of"]].get("predicted"), r.get("predicted"))
+             for r in rows_reversed if r.get("reversed_of") in forward]
+    answered = [(f, b) for f, b in pairs if f in DIRECTIONS and b in DIRECTIONS]
+    flipped = sum(f != b for f, b in answered)
+    return {
+        "n_pairs": len(pairs),
+        "n_answered": len(answered),
+        "n_flipped": flipped,
+        "flip_rate": flipped / len(pairs) if pairs else float("nan"),
+        "flip_rate_answered": flipped / len(answered) if answered else float("nan"),
+    }
+
+
+def same_answer_alarm(
+    rows: Iterable[Mapping], threshold: float = 0.95, min_items: int = 20
+) -> str | None:
+    """A warning when one answer (or no answer) covers >= `threshold` of the items.
+
+    Such a listener scores near chance whatever it hears, and its accuracy mostly reflects
+    the label balance; below `min_items` items the share says nothing and no alarm is raised.
+    """
+    answers = [r.get("predicted") for r in rows]
+    if len(answers) < min_items:
+        return None
+    answer, count = Counter(answers).most_common(1)[0]
+    share = count / len(answers)
+    if share < threshold:
+        return None
+    what = "no parsable answer" if answer is None else f'"{answer}"'
+    return (
+        f"same-answer alarm: the listener gave {what} to {share:.1%} of {len(answers)} items "
+        f"(threshold {threshold:.0%}); its accuracy reflects response bias, not hearing. "
+        "Read d' and criterion c, and check the swapped-options prompt."
+    )

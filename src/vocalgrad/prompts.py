@@ -1,0 +1,305 @@
+"""Question templates and their variants, kept as data so a run manifest can name them.
+
+The published default prompt is reproduced verbatim (reference protocol, section 2). Every
+variant is a named entry in `VARIANTS`; a listener never formats prompts itself but turns the
+`Prompt` built here into its own chat messages, so every model sees the same words.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from vocalgrad.errors import ConfigError
+
+TARGET = "<target>"
+"""Audio placeholder for the clip under test when `build_prompt` is called without an item id."""
+
+BINARY_INSTRUCTION = 'Answer with only one word: "increase" or "decrease".'
+SWAPPED_INSTRUCTION = 'Answer with only one word: "decrease" or "increase".'
+TERNARY_INSTRUCTION = 'Answer with only one word: "increase", "decrease" or "constant".'
+VARY_INSTRUCTION = 'Answer with only one word: "yes" or "no".'
+
+PARAPHRASE_CATEGORIES = ("volume", "voice_pitch", "speaking_speed")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One question format: question template, instruction line and answer options.
+
+    `question` is either one template with an `{attribute}` field or a mapping from category to
+    a fixed question (paraphrases exist only for some categories).
+    """
+
+    name: str
+    question: str | Mapping[str, str]
+    instruction: str
+    options: tuple[str, ...]
+    description: str = ""
+
+    def categories(self) -> tuple[str, ...] | None:
+        """Categories this variant supports; None means any."""
+        if isinstance(self.question, str):
+            return None
+        return tuple(self.question)
+
+
+def _paraphrases(index: int) -> dict[str, str]:
+    table = {
+        "volume": (
+            "Does the speaker get louder or quieter over time?",
+            "Does the loudness of the voice go up or down over the course of the clip?",
+            "Is the sound level of the speech rising or falling as the clip goes on?",
+        ),
+        "voice_pitch": (
+            "Does the speaker's voice get higher or lower in pitch over time?",
+            "Does the pitch of the voice go up or down over the course of the clip?",
+            "Is the speaker's pitch rising or falling as the clip goes on?",
+        ),
+        "speaking_speed": (
+            "Does the speaker talk faster or slower over time?",
+            "Does the speech rate go up or down over the course of the clip?",
+            "Is the speaker speeding up or slowing down as the clip goes on?",
+        ),
+    }
+    return {category: texts[index] for category, texts in table.items()}
+
+
+VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant(
+            "default",
+            "Does the {attribute} increase or decrease over time?",
+            BINARY_INSTRUCTION,
+            ("increase", "decrease"),
+            "published default prompt, verbatim",
+        ),
+        Variant(
+            "swapped",
+            "Does the {attribute} decrease or increase over time?",
+            SWAPPED_INSTRUCTION,
+            ("decrease", "increase"),
+            "option order reversed in question and instruction: exposes first-option bias",
+        ),
+        Variant(
+            "clip",
+            "Does the {attribute} of this audio clip increase or decrease over time?",
+            BINARY_INSTRUCTION,
+            ("increase", "decrease"),
+            "names the audio clip explicitly",
+        ),
+        *(
+            Variant(
+                f"paraphrase{i + 1}",
+                _paraphrases(i),
+                BINARY_INSTRUCTION,
+                ("increase", "decrease"),
+                "everyday wording; only volume, voice_pitch and speaking_speed",
+            )
+            for i in range(3)
+        ),
+        Variant(
+            "ternary",
+            "Does the {attribute} increase, decrease, or stay constant over time?",
+            TERNARY_INSTRUCTION,
+            ("increase", "decrease", "constant"),
+            "three-way answer; lets 'nothing changes' be said",
+        ),
+        Variant(
+            "vary",
+            "Does the {attribute} change over time?",
+            VARY_INSTRUCTION,
+            ("yes", "no"),
+            "binary change detection, no direction",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One chat turn: optional audio (an item id, or `TARGET`) and optional text.
+
+    `audio_position` says whether the audio comes before or after the text inside the turn.
+    """
+
+    role: str
+    text: str | None = None
+    audio: str | None = None
+    audio_position: str = "after"
+
+    def parts(self) -> list[tuple[str, str]]:
+        """Ordered ("audio", item_id) / ("text", text) parts, the order the model sees them."""
+        audio = [("audio", self.audio)] if self.audio is not None else []
+        text = [("text", self.text)] if self.text else []
+        return audio + text if self.audio_position == "before" else text + audio
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A fully specified question for one category: what to say, what answers to expect."""
+
+    text: str
+    options: tuple[str, ...]
+    variant: str
+    category: str
+    audio_position: str = "after"
+    turns: tuple[Turn, ...] = field(default_factory=tuple)
+
+    def for_item(self, item_id: str) -> Prompt:
+        """The same prompt with the `TARGET` placeholder replaced by a concrete item id."""
+        turns = tuple(replace(t, audio=item_id) if t.audio == TARGET else t for t in self.turns)
+        return replace(self, turns=turns)
+
+
+def attribute_name(category: str) -> str:
+    """The words used in the question: the category with underscores as spaces."""
+    return category.replace("_", " ")
+
+
+def get_variant(name: str) -> Variant:
+    """Look up a registered variant, with an error that lists the valid names."""
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown prompt variant {name!r}; choose one of: {', '.join(VARIANTS)}"
+        ) from None
+
+
+def question_text(category: str, variant: str = "default") -> str:
+    """Question line plus blank line plus instruction line, exactly as the model reads it."""
+    v = get_variant(variant)
+    if isinstance(v.question, str):
+        question = v.question.format(attribute=attribute_name(category))
+    elif category in v.question:
+        question = v.question[category]
+    else:
+        raise ConfigError(
+            f"prompt variant {variant!r} exists only for {', '.join(v.question)}, "
+            f"not {category!r}; use 'default' or 'clip' for this category"
+        )
+    return f"{question}\n\n{v.instruction}"
+
+
+def expected_answer(direction: str, variant: str = "default") -> str:
+    """The correct answer word for a clip of this direction under this variant's format."""
+    v = get_variant(variant)
+    if v.options == ("yes", "no"):
+        return "no" if direction == "constant" else "yes"
+    if direction not in v.options:
+        raise ConfigError(
+            f"direction {direction!r} has no answer among {v.options} (variant {variant!r})"
+        )
+    return direction
+
+
+def build_prompt(
+    category: str,
+    variant: str = "default",
+    audio_first: bool = False,
+    few_shot: Sequence[tuple[Mapping, str]] = (),
+    item_id: str | None = None,
+) -> Prompt:
+    """Build the turns for one question, optionally preceded by answered examples.
+
+    Each few-shot example becomes a user turn (question + the example's audio) followed by an
+    assistant turn with its answer, so the model sees the format answered before the real
+    question. The published default puts the text before the audio (`audio_first=False`).
+    """
+    text = question_text(category, variant)
+    v = get_variant(variant)
+    position = "before" if audio_first else "after"
+    turns: list[Turn] = []
+    for row, answer in few_shot:
+        if answer not in v.options:
+            raise ConfigError(
+                f"few-shot answer {answer!r} is not one of {v.options} (variant {variant!r})"
+            )
+        turns.append(Turn("user", text, str(row["item_id"]), position))
+        turns.append(Turn("assistant", answer))
+    turns.append(Turn("user", text, TARGET if item_id is None else item_id, position))
+    return Prompt(text, v.options, variant, category, position, tuple(turns))
+
+
+def choice_options(prompt: Prompt) -> tuple[str, ...]:
+    """The answer strings to score by log-likelihood, in the order presented to the model.
+
+    Returned bare (no leading space or quotes); tokenisation is the listener's business.
+    """
+    return prompt.options
+
+
+def to_chat(prompt: Prompt) -> list[dict]:
+    """Hugging Face style chat messages; audio parts carry the item id to be resolved."""
+    messages = []
+    for turn in prompt.turns:
+        content = [
+            {"type": "audio", "item_id": value}
+            if kind == "audio"
+            else {"type": "text", "text": value}
+            for kind, value in turn.parts()
+        ]
+        messages.append({"role": turn.role, "content": content})
+    return messages
+
+
+def few_shot_examples(
+    train_rows: Iterable[Mapping],
+    category: str,
+    k_per_label: int = 2,
+    seed: int = 0,
+    variant: str = "default",
+) -> list[tuple[Mapping, str]]:
+    """Pick `k_per_label` train examples per answer, balanced and deterministic.
+
+    Only rows with split "train" of this category are used. The choice depends only on the
+    seed and the set of candidate item ids (not on row order), prefers distinct sources so
+    the examples do not all share one voice and sentence, and interleaves the answers in a
+    seeded order so the last example does not always carry the same label.
+    """
+    v = get_variant(variant)
+    candidates = sorted(
+        (r for r in train_rows if r.get("split") == "train" and r.get("category") == category),
+        key=lambda r: str(r["item_id"]),
+    )
+    rng = np.random.default_rng([seed, zlib.crc32(f"{category}|{variant}".encode())])
+    by_answer: dict[str, list[Mapping]] = {}
+    for row in candidates:
+        try:
+            answer = expected_answer(str(row.get("direction")), variant)
+        except ConfigError:
+            continue
+        by_answer.setdefault(answer, []).append(row)
+    picked: dict[str, list[Mapping]] = {}
+    for answer in v.options:
+        pool = by_answer.get(answer, [])
+        if len(pool) < k_per_label:
+            raise ConfigError(
+                f"need {k_per_label} train examples answered {answer!r} for {category!r}, "
+                f"found {len(pool)}; build a train split or lower k_per_label"
+            )
+        order = rng.permutation(len(pool))
+        chosen, sources = [], set()
+        for i in order:  # first pass: distinct sources; second pass: fill up
+            if pool[i].get("source_id") not in sources:
+                chosen.append(pool[i])
+                sources.add(pool[i].get("source_id"))
+            if len(chosen) == k_per_label:
+                break
+        for i in order:
+            if len(chosen) == k_per_label:
+                break
+            if not any(pool[i] is c for c in chosen):
+                chosen.append(pool[i])
+        picked[answer] = chosen
+    examples = []
+    for round_ in range(k_per_label):
+        for j in rng.permutation(len(v.options)):
+            answer = v.options[j]
+            examples.append((picked[answer][round_], answer))
+    return examples
