@@ -43,13 +43,15 @@ def active_window_mean(per_frame: np.ndarray, ref: Analysis) -> tuple[float, flo
     return out[0], out[1]
 
 
-def psola(ref: Analysis, pitch_tier=None, duration_tier=None) -> np.ndarray:
+def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tier=None) -> np.ndarray:
     """Resynthesise the source by Praat overlap-add with the given tiers (None = unchanged).
 
     The Manipulation (pitch-mark analysis) is computed once per source and reused; both
-    tiers are set on every call so conditions never leak into each other.
+    tiers are set on every call so conditions never leak into each other. Praat places
+    pulses in unvoiced stretches at random, so its generator is seeded from the item's rng:
+    without that, two renders of one condition differ.
     """
-    from parselmouth.praat import call
+    from parselmouth.praat import call, run
 
     from vocalgrad.analysis import F0_CEILING_HZ, F0_FLOOR_HZ, praat_tier
 
@@ -63,4 +65,5 @@ def psola(ref: Analysis, pitch_tier=None, duration_tier=None) -> np.ndarray:
     manip = ref.cache["manipulation"]
     call([pitch_tier or ref.cache["original_pitch_tier"], manip], "Replace pitch tier")
     call([manip, duration_tier or ref.cache["neutral_duration_tier"]], "Replace duration tier")
+    run(f"random_initializeWithSeedUnsafelyButPredictably ({int(rng.integers(1, 2**31))})")
     return call(manip, "Get resynthesis (overlap-add)").values[0].astype(np.float32)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import fftconvolve
+from scipy.signal import fftconvolve, lfilter
 
 from vocalgrad.analysis import Analysis
-from vocalgrad.audio import frame_rms
-from vocalgrad.dimensions._shared import active_window_mean, residual
+from vocalgrad.audio import FRAME_S, frame_rms
+from vocalgrad.dimensions._shared import residual
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.trajectories import sample_times
 
@@ -18,13 +18,14 @@ SPEC = DimensionSpec(
     increase_means="more reverberant (echoey)",
     tiers={"low": 0.28, "mid": 0.40, "high": 0.52},
     scale="linear",
-    measured="reverb-to-direct RMS ratio (200 ms smoothed, speech-active frames)",
+    measured="reverb RMS / source RMS after a generic 0.6 s energy decay",
     measured_unit="ratio",
     min_change=0.03,
-    constant_tolerance=0.08,
+    constant_tolerance=0.15,  # content still moves it; the low tier changes by ~0.25
     psychometric_range=(0.03, 0.7),
 )
 PREDELAY_S = 0.012
+MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -62,9 +63,18 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Reverb energy over direct energy within each window's speech-active frames: relative
-    to the local speech level, so a loud head and a quiet tail do not read as more or less
-    echo. With a unit-energy room response this is close to the send level itself."""
-    wet_head, wet_tail = active_window_mean(frame_rms(residual(clip, ref), ref.sr) ** 2, ref)
-    dry_head, dry_tail = active_window_mean(frame_rms(ref.audio, ref.sr) ** 2, ref)
-    return Measured(float(np.sqrt(wet_head / dry_head)), float(np.sqrt(wet_tail / dry_tail)))
+    """The send level, read from energies: reverb energy at t integrates the source energy
+    of the last second or so. Dividing the clip's reverb energy by the source energy
+    passed through a generic exponential decay cancels that memory (build-up at the start,
+    ringing after loud words), so a held send reads as held and a ramp as a ramp."""
+    wet = frame_rms(residual(clip, ref), ref.sr) ** 2
+    dry = frame_rms(ref.audio, ref.sr) ** 2
+    a = np.exp(-6.908 * 2 * FRAME_S / MODEL_RT60_S)  # energy decays at twice the amplitude rate
+    expected = lfilter([1 - a], [1, -a], dry)
+    n = min(len(wet), len(expected))
+    head, tail = ref.head_tail_frames(n)
+    out = []
+    for window in (head, tail):
+        w, e = wet[:n][window].sum(), expected[:n][window].sum()
+        out.append(float(np.sqrt(w / e)) if e > 0 else float("nan"))
+    return Measured(out[0], out[1])

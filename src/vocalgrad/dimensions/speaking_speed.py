@@ -37,7 +37,7 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Relative duration 1/rate along source time, resynthesised by overlap-add (PSOLA)."""
     times = np.arange(0.0, ref.duration_s, FRAME_S)
-    return psola(ref, duration_tier=praat_tier("DurationTier", times, 1.0 / track(times), ref.duration_s))
+    return psola(ref, rng, duration_tier=praat_tier("DurationTier", times, 1.0 / track(times), ref.duration_s))
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:

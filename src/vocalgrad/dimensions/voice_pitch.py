@@ -38,7 +38,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
         raise ValueError("source has no voiced frames: pitch cannot be shifted")
     t = times[voiced]
     shifted = f0[voiced] * 2.0 ** (track(t) / 12.0)
-    out = psola(ref, pitch_tier=praat_tier("PitchTier", t, shifted, ref.duration_s))
+    out = psola(ref, rng, pitch_tier=praat_tier("PitchTier", t, shifted, ref.duration_s))
     return out[: len(ref.audio)] if len(out) >= len(ref.audio) else np.pad(out, (0, len(ref.audio) - len(out)))
 
 

@@ -1,0 +1,192 @@
+"""The builder end to end on the builtin source: schema, verification, determinism, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from vocalgrad.build import build
+from vocalgrad.config import BuildConfig, load_config
+from vocalgrad.dataset import load_rows
+from vocalgrad.errors import ConfigError
+from vocalgrad.plan import plan_conditions
+
+SMALL = BuildConfig(n_test=2, n_train=2, tiers=("low", "high"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def builtin_cache(cache_dir):
+    """Builds and CLI subprocesses share one synthesised-speech cache."""
+    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
+    yield
+    os.environ.pop("VOCALGRAD_CACHE", None)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("small") / "ds"
+    return out, build(SMALL, out, workers=2)
+
+
+def test_every_category_verifies_on_builtin_speech(small):
+    _, report = small
+    assert set(report["verification_agreement"]) == set(SMALL.categories)
+    assert all(v >= 0.99 for v in report["verification_agreement"].values()), report["verification_agreement"]
+    assert report["clips_kept"] >= 0.98 * report["clips_rendered"]
+
+
+def test_rows_follow_the_schema_and_names_reveal_nothing(small):
+    out, _ = small
+    rows = load_rows(out)
+    for row in rows:
+        assert Path(row["path"]).is_file()
+        name = row["file_name"]
+        assert len(name) == len("0123456789abcdef.flac") and name.endswith(".flac")
+        for word in ("up", "down", "increase", "decrease", "low", "high", "jump", "linear"):
+            assert word not in name[:-5]
+        assert row["verified"] is True
+        assert row["sample_rate"] == 16000 and row["speech_onset_s"] < row["speech_offset_s"]
+        assert row["confound_clipping_ratio"] == 0.0
+        assert (out / row["reference_file"]).is_file()
+
+
+def test_directions_are_paired_and_balanced(small):
+    out, _ = small
+    rows = load_rows(out)
+    pairs = Counter((r["source_id"], r["category"], r["tier"], r["curve"]) for r in rows if r["direction"] != "constant")
+    assert set(pairs.values()) == {2}
+    for category in SMALL.categories:
+        directions = Counter(r["direction"] for r in rows if r["category"] == category)
+        assert directions["increase"] == directions["decrease"] > 0
+        assert directions["constant"] == 4  # one per source
+
+
+def test_splits_are_speaker_and_text_disjoint(small):
+    rows = load_rows(small[0])
+    test = [r for r in rows if r["split"] == "test"]
+    train = [r for r in rows if r["split"] == "train"]
+    assert test and train
+    assert not {r["speaker_id"] for r in test} & {r["speaker_id"] for r in train}
+    assert not {r["text_id"] for r in test} & {r["text_id"] for r in train}
+
+
+def test_loads_with_hf_audiofolder(small):
+    import datasets
+
+    out, _ = small
+    ds = datasets.load_dataset("audiofolder", data_dir=str(out))
+    rows = load_rows(out)
+    assert set(ds) == {"test", "train"}
+    assert sum(len(ds[s]) for s in ds) == len(rows)
+    first = ds["test"][0]
+    assert first["audio"]["sampling_rate"] == 16000 and first["category"] in SMALL.categories
+
+
+def test_card_and_manifest(small):
+    out, report = small
+    card = (out / "README.md").read_text()
+    assert "more degradation" in card and "voice_clarity" in card and "Piper" in card
+    assert "refused" in card  # 18 kHz decimation at 16 kHz
+    manifest = json.loads((out / "build.json").read_text())
+    assert manifest["seed"] == 0 and len(manifest["content_sha256"]) == 64
+    assert manifest["versions"]["praat-parselmouth"] != "not installed"
+    assert report["refused_conditions"][0]["category"] == "audio_distortion"
+
+
+def test_same_config_gives_identical_bytes_with_any_workers_and_subset(small, tmp_path):
+    out, _ = small
+    again = build(SMALL.replace(n_train=0), tmp_path / "serial", workers=1)
+    assert again["clips_kept"] > 0
+    original = {r["item_id"]: r["audio_sha256"] for r in load_rows(out)}
+    serial = {r["item_id"]: r["audio_sha256"] for r in load_rows(tmp_path / "serial")}
+    assert serial and all(original[k] == v for k, v in serial.items())
+    subset = build(SMALL.replace(n_train=0, categories=("echo", "volume")), tmp_path / "subset", workers=2)
+    assert subset["clips_kept"] > 0
+    for row in load_rows(tmp_path / "subset"):
+        assert original[row["item_id"]] == row["audio_sha256"]
+
+
+def test_rerun_of_a_finished_build_does_nothing_new(small):
+    out, report = small
+    before = {p: p.stat().st_mtime_ns for p in (out / "test").glob("*.flac")}
+    again = build(SMALL, out, workers=2)
+    assert again["clips_kept"] == report["clips_kept"]
+    after = {p: p.stat().st_mtime_ns for p in (out / "test").glob("*.flac")}
+    assert before == after
+
+
+def test_killed_build_resumes_to_identical_result(tmp_path):
+    """A real SIGKILL mid-build, then the same command again."""
+    args = [sys.executable, "-m", "vocalgrad.cli", "build", "--n-test", "2", "--n-train", "0",
+            "--categories", "volume,voice_pitch,echo", "--workers", "1"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([*args, "--out", str(killed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = killed / ".build" / "rows.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (log.is_file() and log.read_text().count("\n") > 0):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert log.is_file(), "the build never got going"
+    first_pass = log.read_text().count('"item_id"')
+    finished = subprocess.run([*args, "--out", str(killed)], capture_output=True, text=True, check=True)
+    assert "wrote" in finished.stdout
+    clean = tmp_path / "clean"
+    subprocess.run([*args, "--out", str(clean)], capture_output=True, check=True)
+    a = json.loads((killed / "build.json").read_text())["content_sha256"]
+    b = json.loads((clean / "build.json").read_text())["content_sha256"]
+    assert a == b
+    rows = load_rows(killed)
+    assert len(rows) == len({r["item_id"] for r in rows})
+    assert not list(killed.rglob(".tmp-*"))
+    assert first_pass < len(rows), "the kill should have interrupted the build"
+
+
+def test_different_config_into_same_folder_is_refused(small, tmp_path):
+    out, _ = small
+    with pytest.raises(ConfigError, match="different config"):
+        build(SMALL.replace(seed=1), out, workers=1)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file.txt").write_text("x")
+    with pytest.raises(ConfigError, match="not a vocalgrad build"):
+        build(SMALL, tmp_path / "junk", workers=1)
+
+
+def test_config_files_and_presets(tmp_path):
+    good = tmp_path / "good.toml"
+    good.write_text('[build]\nn_test = 4\ncategories = ["volume"]\n[build.magnitudes.volume]\nhigh = 20.0\n')
+    config = load_config(good, n_train=0)
+    assert config.n_test == 4 and config.categories == ("volume",) and config.n_train == 0
+    conditions, _ = plan_conditions(config)
+    assert {c.magnitude for c in conditions if c.tier == "high"} == {20.0}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[build\nn_test = ")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("[build]\nn_tset = 3\n")
+    with pytest.raises(ConfigError, match="unknown config key"):
+        load_config(unknown)
+    with pytest.raises(ConfigError, match="unknown category"):
+        load_config(None, categories=("loudness",))
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_published_protocol_grid_and_sizes():
+    config = load_config(None, protocol="vocalgrad")
+    conditions, refused = plan_conditions(config)
+    assert refused == []
+    per_category = Counter(c.category for c in conditions)
+    assert set(per_category.values()) == {24}
+    assert config.n_test * per_category["volume"] == 2400
+    assert config.n_test * len(conditions) == 21600
+    assert config.n_train * len(conditions) == 108000
