@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from vocalgrad import __version__
-from vocalgrad.errors import VocalgradError
+from vocalgrad.errors import ConfigError, VocalgradError
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -94,6 +94,54 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_eval(args: argparse.Namespace) -> int:
+    from vocalgrad.evaluate import EvalConfig, evaluate, listener_slug
+    from vocalgrad.listeners import load_listener
+    from vocalgrad.score import markdown, score_run, write_summary
+
+    options = {}
+    if args.base_url:
+        options["base_url"] = args.base_url
+    listener = load_listener(args.listener, dataset=args.dataset, **options)
+    config = EvalConfig(
+        mode=args.mode,
+        variants=args.variants,
+        controls=args.controls,
+        split=args.split,
+        categories=args.categories or (),
+        limit=args.limit,
+        batch_size=args.batch_size,
+        few_shot=args.few_shot,
+        audio_first=args.audio_first,
+    )
+    out = Path(args.out or Path("runs") / listener_slug(args.listener))
+    counts = evaluate(args.dataset, listener, out, config)
+    print(f"{listener.listener_id}: answered {counts['answered']} ({counts['skipped_done']} already done, "
+          f"{counts['errors']} errors) in {counts['seconds']:.1f} s -> {out}")
+    summary = score_run(out)
+    write_summary(out, summary)
+    print(markdown(summary))
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from vocalgrad.score import compare_runs, markdown, score_run, to_csv, write_summary
+
+    by = args.by
+    for run in args.runs:
+        summary = score_run(run, by=by, cluster=None if args.cluster == "item" else args.cluster, n_boot=args.n_boot)
+        write_summary(run, summary)
+        print(to_csv(summary) if args.format == "csv" else markdown(summary))
+    if args.compare:
+        if len(args.runs) != 2:
+            raise ConfigError("--compare needs exactly two runs")
+        result = compare_runs(*args.runs, cluster=args.cluster)
+        print(f"paired difference (first - second): {result['difference']:+.3f} "
+              f"[{result['difference_lo']:+.3f}, {result['difference_hi']:+.3f}] over {result['n']} items, "
+              f"McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = {result['permutation_p']:.3g}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vocalgrad", description=__doc__)
     p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
@@ -129,6 +177,31 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--speaker-pattern")
     s.add_argument("--show", type=int, default=10)
     s.set_defaults(func=cmd_sources)
+
+    e = sub.add_parser("eval", help="ask a listener every item of a dataset (resumable)")
+    e.add_argument("dataset")
+    e.add_argument("--listener", required=True, help="baseline:random | baseline:ideal | whisper:tiny.en | hf:PATH | openai:MODEL")
+    e.add_argument("--out", help="run folder (default runs/<listener>)")
+    e.add_argument("--mode", default="auto", choices=("auto", "choice", "generate", "both"))
+    e.add_argument("--variants", type=_csv, default=("default",), help="prompt variants, e.g. default,clip,ternary")
+    e.add_argument("--controls", type=_csv, default=(), help="reversed,silence,text_only")
+    e.add_argument("--split", default="test")
+    e.add_argument("--categories", type=_csv)
+    e.add_argument("--limit", type=int)
+    e.add_argument("--batch-size", type=int, default=16)
+    e.add_argument("--few-shot", type=int, default=0, help="examples per label from the train split")
+    e.add_argument("--audio-first", action="store_true")
+    e.add_argument("--base-url", help="for openai: listeners")
+    e.set_defaults(func=cmd_eval)
+
+    sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")
+    sc.add_argument("runs", nargs="+")
+    sc.add_argument("--by", type=_csv, default=("category",))
+    sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
+    sc.add_argument("--n-boot", type=int, default=2000)
+    sc.add_argument("--format", default="md", choices=("md", "csv"))
+    sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
+    sc.set_defaults(func=cmd_score)
 
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
     i.add_argument("dataset", nargs="?")

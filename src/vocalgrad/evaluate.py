@@ -1,0 +1,338 @@
+"""Run a listener over a dataset: prompts, controls, batching, caching, resumable results.
+
+A run folder holds `manifest.json` and `results.jsonl` (one row per item x variant x
+control x mode). Rows are appended and fsynced per batch, so a killed run resumes where
+it stopped; an answer cache keyed by (audio content, listener, prompt, decoding) makes
+reruns and overlapping runs free. Per-item errors are recorded, never scored as wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from vocalgrad.audio import load_audio, resample
+from vocalgrad.dataset import dumps, load_rows, read_jsonl
+from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.listeners import Listener, Request
+from vocalgrad.listeners.baselines import REVERSED_SUFFIX
+from vocalgrad.parsing import parse_answer
+from vocalgrad.prompts import build_prompt, expected_answer, few_shot_examples
+from vocalgrad.provenance import versions
+from vocalgrad.sources import default_cache_dir
+
+CONTROLS = ("reversed", "silence", "text_only")
+FLIP = {"increase": "decrease", "decrease": "increase", "constant": "constant"}
+ORDER_PAIRS = {"default": "swapped", "swapped": "default"}
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What a run asks; every field goes into the manifest and the cache key."""
+
+    mode: str = "auto"  # "choice", "generate", "both" or "auto" (choice when the listener can)
+    variants: tuple[str, ...] = ("default",)
+    controls: tuple[str, ...] = ()
+    split: str = "test"
+    categories: tuple[str, ...] = ()
+    limit: int | None = None
+    batch_size: int = 16
+    max_new_tokens: int = 16
+    few_shot: int = 0  # examples per label from the train split
+    audio_first: bool = False
+    both_orders: bool = True  # choice mode: average log-likelihoods over both option orders
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "choice", "generate", "both"):
+            raise ConfigError(f"mode {self.mode!r}: use choice, generate, both or auto")
+        unknown = set(self.controls) - set(CONTROLS)
+        if unknown:
+            raise ConfigError(f"unknown control(s) {sorted(unknown)}; choose from {', '.join(CONTROLS)}")
+        if self.batch_size < 1:
+            raise ConfigError("batch_size must be >= 1")
+
+
+@dataclass
+class Task:
+    """One question to ask: a dataset row under one variant, control and mode."""
+
+    row: dict
+    variant: str
+    control: str
+    mode: str
+    key: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def run_key(row: dict, variant: str, control: str, mode: str) -> str:
+    return f"{row['item_id']}|{variant}|{control}|{mode}"
+
+
+class AnswerCache:
+    """SQLite map from a content hash of (audio, listener, prompt, decoding) to the answer."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT)")
+
+    def get(self, key: str) -> dict | None:
+        row = self.db.execute("SELECT value FROM answers WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_many(self, items: list[tuple[str, dict]]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items])
+
+
+def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: EvalConfig,
+             cache: AnswerCache | None = None) -> dict:
+    """Answer every selected item; returns counts. Resumes from `out/results.jsonl`."""
+    dataset, out = Path(dataset), Path(out)
+    rows = load_rows(dataset)
+    items = [r for r in rows if r["split"] == config.split and (not config.categories or r["category"] in config.categories)]
+    if not items:
+        raise ConfigError(f"{dataset}: no {config.split} items" + (f" in {config.categories}" if config.categories else ""))
+    if config.limit:
+        items = _balanced_head(items, config.limit)
+    mode = _mode(config.mode, listener)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _manifest(dataset, listener, config, mode)
+    _check_manifest(out, manifest)
+    results = out / "results.jsonl"
+    done = {r["key"] for r in read_jsonl(results)} if results.is_file() else set()
+    train = [r for r in rows if r["split"] == "train"]
+    tasks = [t for t in _tasks(items, config, mode) if t.key not in done]
+    cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
+    started = time.time()
+    errors = 0
+    with results.open("a") as log, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
+                                        disable=not sys.stderr.isatty()) as bar:
+        for batch in _batches(tasks, config.batch_size):
+            for result in _answer(batch, listener, config, train, cache):
+                errors += result.get("error") is not None
+                log.write(dumps(result) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
+            bar.update(len(batch))
+    return {"answered": len(tasks), "skipped_done": len(done), "errors": errors, "seconds": round(time.time() - started, 2)}
+
+
+def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
+    if requested == "auto":
+        return ("choice",) if listener.can_score else ("generate",)
+    if requested in ("choice", "both") and not listener.can_score:
+        raise ConfigError(f"{listener.listener_id} cannot score choices by likelihood; use --mode generate")
+    return ("choice", "generate") if requested == "both" else (requested,)
+
+
+def _balanced_head(items: list[dict], limit: int) -> list[dict]:
+    """The first `limit` items in an order that interleaves categories and sources."""
+    by_cat: dict[str, list[dict]] = {}
+    for r in sorted(items, key=lambda r: hashlib.sha256(r["item_id"].encode()).hexdigest()):
+        by_cat.setdefault(r["category"], []).append(r)
+    out: list[dict] = []
+    while len(out) < limit and any(by_cat.values()):
+        for cat in sorted(by_cat):
+            if by_cat[cat] and len(out) < limit:
+                out.append(by_cat[cat].pop(0))
+    return out
+
+
+def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Iterator[Task]:
+    controls = ("none", *config.controls)
+    for row in items:
+        for variant in config.variants:
+            for control in controls:
+                for mode in modes:
+                    yield Task(row, variant, control, mode, run_key(row, variant, control, mode))
+
+
+def _batches(tasks: list[Task], size: int) -> Iterator[list[Task]]:
+    for start in range(0, len(tasks), size):
+        yield tasks[start : start + size]
+
+
+def _answer(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict],
+            cache: AnswerCache) -> list[dict]:
+    """Build requests, answer what the cache lacks, turn answers into result rows."""
+    audio_memo: dict[str, np.ndarray] = {}
+    prepared = []
+    for task in batch:
+        started = time.time()
+        try:
+            prepared.append((task, _requests(task, listener, config, train, audio_memo), started, None))
+        except VocalgradError as err:
+            prepared.append((task, [], started, str(err)))
+    keyed = [(task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs])
+             for task, reqs, started, err in prepared]
+    missing = [(task, r, k) for task, reqs, _, err, keys in keyed if err is None
+               for r, k in zip(reqs, keys, strict=True) if cache.get(k) is None]
+    fresh: dict[str, dict] = {}
+    for mode in ("choice", "generate"):
+        todo = [(r, k) for task, r, k in missing if task.mode == mode]
+        if not todo:
+            continue
+        try:
+            if mode == "choice":
+                answers = [{"logprobs": lp} for lp in listener.score_choices([r for r, _ in todo])]
+            else:
+                answers = [{"response": text} for text in listener.generate([r for r, _ in todo], config.max_new_tokens)]
+        except VocalgradError as err:  # the whole batch failed: record per item, keep going
+            answers = [{"error": str(err)} for _ in todo]
+        fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
+    cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
+    results = []
+    for task, _, started, err, keys in keyed:
+        answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
+        results.append(_result_row(task, listener, answers, err, time.time() - started))
+    return results
+
+
+def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[dict],
+              memo: dict[str, np.ndarray]) -> list[Request]:
+    """One request per option order (choice mode with both orders), else one."""
+    row = task.row
+    variants = [task.variant]
+    if task.mode == "choice" and config.both_orders and task.variant in ORDER_PAIRS:
+        variants.append(ORDER_PAIRS[task.variant])
+    examples = few_shot_examples(train, row["category"], config.few_shot, config.seed, task.variant) if config.few_shot else []
+    target = _control_audio(task.control, _audio(row, listener.sample_rate, memo))
+    item_id = row["item_id"] + (REVERSED_SUFFIX if task.control == "reversed" else "")
+    audio: dict[str, np.ndarray | None] = {item_id: target}
+    for ex, _ in examples:
+        audio[ex["item_id"]] = _audio(ex, listener.sample_rate, memo)
+    return [
+        Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id), audio)
+        for v in variants
+    ]
+
+
+def _audio(row: dict, sr: int, memo: dict[str, np.ndarray]) -> np.ndarray:
+    if row["item_id"] not in memo:
+        audio, file_sr = load_audio(row["path"])
+        memo[row["item_id"]] = resample(audio, file_sr, sr)
+    return memo[row["item_id"]]
+
+
+def _control_audio(control: str, audio: np.ndarray) -> np.ndarray | None:
+    if control == "reversed":
+        return audio[::-1].copy()
+    if control == "silence":
+        return np.zeros_like(audio)
+    if control == "text_only":
+        return None
+    return audio
+
+
+def _cache_key(listener: Listener, task: Task, request: Request, config: EvalConfig) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(listener.manifest(), sort_keys=True).encode())
+    h.update(task.mode.encode())
+    h.update(json.dumps([t.parts() for t in request.prompt.turns]).encode())
+    h.update(json.dumps(request.prompt.options).encode())
+    h.update(str(config.max_new_tokens if task.mode == "generate" else 0).encode())
+    for item_id in sorted(request.audio):
+        audio = request.audio[item_id]
+        h.update(item_id.encode() if audio is None else hashlib.sha256(audio.tobytes()).digest())
+    return h.hexdigest()
+
+
+def _result_row(task: Task, listener: Listener, answers: list[dict], error: str | None, seconds: float) -> dict:
+    row = task.row
+    truth = FLIP[row["direction"]] if task.control == "reversed" else row["direction"]
+    if task.control in ("silence", "text_only"):
+        truth = "none"
+    result = {
+        "key": task.key,
+        "item_id": row["item_id"],
+        "listener": listener.listener_id,
+        "revision": listener.revision,
+        "variant": task.variant,
+        "control": task.control,
+        "mode": task.mode,
+        "direction": truth,
+        **{k: row.get(k) for k in ("category", "tier", "curve", "magnitude", "source_id", "speaker_id", "split", "domain")},
+        "response": None,
+        "parse_status": None,
+        "predicted": None,
+        "llr": None,
+        "logprobs": None,
+        "error": error or next((a["error"] for a in answers if "error" in a), None),
+        "seconds": round(seconds, 4),
+    }
+    if task.control == "reversed":
+        result["reversed_of"] = row["item_id"]
+    if result["error"]:
+        return result
+    if task.mode == "generate":
+        text = answers[0].get("response", "")
+        parsed = parse_answer(text, build_prompt(row["category"], task.variant).options)
+        result.update(response=text, parse_status=parsed.status, predicted=parsed.label)
+    else:
+        logprobs = [a["logprobs"] for a in answers]
+        options = sorted(set().union(*logprobs))
+        mean = {o: float(np.mean([lp[o] for lp in logprobs if o in lp])) for o in options}
+        result.update(logprobs=mean, predicted=max(mean, key=mean.get), parse_status="ok")
+        if "increase" in mean and "decrease" in mean:
+            result["llr"] = round(mean["increase"] - mean["decrease"], 6)
+    options = build_prompt(row["category"], task.variant).options
+    if truth in ("increase", "decrease") or (truth == "constant" and ("constant" in options or "no" in options)):
+        result["correct"] = result["predicted"] == expected_answer(truth, task.variant)
+    return result
+
+
+def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple[str, ...]) -> dict:
+    build = dataset / "build.json"
+    content = json.loads(build.read_text())["content_sha256"] if build.is_file() else None
+    return {
+        "listener": listener.manifest(),
+        "dataset": str(dataset.resolve()),
+        "dataset_sha256": content,
+        "config": asdict(config),
+        "modes": list(mode),
+        "prompts": {v: build_prompt("volume", v).text for v in config.variants},
+        "versions": versions(),
+    }
+
+
+def _check_manifest(out: Path, manifest: dict) -> None:
+    """A run folder belongs to one (dataset, listener, config): refuse to mix results."""
+    path = out / "manifest.json"
+    identity = {k: manifest[k] for k in ("listener", "dataset_sha256", "config")}
+    if path.is_file():
+        saved = json.loads(path.read_text())
+        if {k: saved.get(k) for k in identity} != json.loads(json.dumps(identity)):
+            raise ConfigError(f"{out} holds a run with another listener, dataset or config; choose another --out")
+        return
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def load_results(run: str | Path) -> tuple[dict, list[dict]]:
+    """(manifest, rows) of a run folder; the last row wins for a repeated key."""
+    run = Path(run)
+    if not (run / "results.jsonl").is_file():
+        raise ConfigError(f"{run}: no results.jsonl; is this a `vocalgrad eval` output folder?")
+    manifest = json.loads((run / "manifest.json").read_text()) if (run / "manifest.json").is_file() else {}
+    rows = {r["key"]: r for r in read_jsonl(run / "results.jsonl")}
+    return manifest, list(rows.values())
+
+
+def listener_slug(spec: str) -> str:
+    return "".join(c if c.isalnum() or c in "-._" else "_" for c in spec)
+
+
+def selected(rows: Sequence[dict], **where: str) -> list[dict]:
+    return [r for r in rows if all(r.get(k) == v for k, v in where.items())]

@@ -1,0 +1,102 @@
+"""The study configuration (`study.toml`, a `[study]` table) and the package's error type."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vocalgrad.errors import VocalgradError
+from vocalgrad.prompts import get_variant
+
+
+class StudyError(VocalgradError):
+    """A study file, study database or listening-test request is inconsistent."""
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Everything that fixes who hears what; stored in the database at `create` time.
+
+    Sizes: the pool holds `items_per_cell` clips per (category, tier, curve, direction), each
+    heard by `annotators_per_item` of the `n_annotators` slots.
+    """
+
+    name: str = "study"
+    seed: int = 0
+    split: str = "test"
+    categories: tuple[str, ...] = ()  # empty: every category in the dataset
+    variant: str = "default"
+    items_per_cell: int = 1
+    annotators_per_item: int = 3
+    n_annotators: int = 3
+    n_practice: int = 4
+    n_catch: int = 4
+    catch_threshold: float = 0.75
+    screening_trials: int = 6
+    screening_pass: int = 5
+    screening_interval_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        get_variant(self.variant)
+        if get_variant(self.variant).options[:2] not in (
+            ("increase", "decrease"),
+            ("decrease", "increase"),
+        ):
+            raise StudyError(f"variant {self.variant!r} does not ask increase/decrease")
+        if self.items_per_cell < 1 or self.n_annotators < 1:
+            raise StudyError("items_per_cell and n_annotators must be >= 1")
+        if not 1 <= self.annotators_per_item <= self.n_annotators:
+            raise StudyError(
+                f"annotators_per_item ({self.annotators_per_item}) must be between 1 and "
+                f"n_annotators ({self.n_annotators})"
+            )
+        if self.n_practice < 0 or self.n_catch < 0 or self.screening_trials < 0:
+            raise StudyError("n_practice, n_catch and screening_trials must be >= 0")
+        if not 0 <= self.screening_pass <= self.screening_trials:
+            raise StudyError("screening_pass must be between 0 and screening_trials")
+        if not 0.0 <= self.catch_threshold <= 1.0:
+            raise StudyError("catch_threshold must be a fraction in [0, 1]")
+        if not 0.1 <= self.screening_interval_s <= 5.0:
+            raise StudyError("screening_interval_s must be between 0.1 and 5 seconds")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StudyConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known - {"db"})
+        if unknown:
+            raise StudyError(f"unknown study settings: {', '.join(unknown)}; valid: {sorted(known)}")
+        values = {k: v for k, v in data.items() if k in known}
+        if "categories" in values:
+            values["categories"] = tuple(values["categories"])
+        try:
+            return cls(**values)
+        except TypeError as err:
+            raise StudyError(f"bad study settings: {err}") from err
+
+    def fingerprint(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+def load_study(path: str | Path) -> tuple[StudyConfig, Path]:
+    """The config in `path` and its database path (`db` setting, default `<stem>.sqlite`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise StudyError(f"{path}: study file not found; write a TOML file with a [study] table")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise StudyError(f"{path}: not valid TOML ({err})") from err
+    table = data.get("study", {})
+    if not isinstance(table, dict):
+        raise StudyError(f"{path}: [study] must be a table")
+    db = Path(table.get("db", f"{path.stem}.sqlite"))
+    if not db.is_absolute():
+        db = path.parent / db
+    return StudyConfig.from_dict(table), db

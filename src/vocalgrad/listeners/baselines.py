@@ -1,0 +1,216 @@
+"""Reference listeners: chance, fixed answers, and an ideal observer that measures the audio.
+
+They bracket every model's score: `random` and the fixed answers show what bias alone
+earns (50% accuracy, d' = 0), and the ideal observer is the acoustic ceiling: what a
+listener that really measures the signal can reach on this dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import librosa
+import numpy as np
+
+from vocalgrad.audio import load_audio, resample
+from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.errors import ConfigError
+from vocalgrad.listeners.base import Listener, Request
+
+REVERSED_SUFFIX = "#reversed"
+
+
+class RandomListener(Listener):
+    """Answers by a coin seeded from (seed, item id): same answer on every rerun."""
+
+    can_score = True
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.listener_id = "baseline:random"
+        self.revision = f"seed{seed}"
+
+    def _draw(self, request: Request) -> float:
+        digest = hashlib.sha256(f"{self.seed}|{request.item_id}|{request.prompt.variant}".encode()).digest()
+        return np.random.default_rng(list(digest[:8])).standard_normal()
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        return [r.prompt.options[0] if self._draw(r) > 0 else r.prompt.options[1] for r in requests]
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        out = []
+        for r in requests:
+            x = self._draw(r)
+            first, second = r.prompt.options[:2]
+            out.append({first: float(x / 2), second: float(-x / 2), **{o: -10.0 for o in r.prompt.options[2:]}})
+        return out
+
+
+class ConstantListener(Listener):
+    """Always gives the same answer: the pure-bias reference (|criterion| large, d' = 0)."""
+
+    can_score = True
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+        self.listener_id = f"baseline:always-{answer}"
+        self.revision = "1"
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        return [self.answer for _ in requests]
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        return [{o: (0.0 if o == self.answer else -5.0) for o in r.prompt.options} for r in requests]
+
+
+class IdealObserver(Listener):
+    """Answers from acoustic measurement of the clip against its unprocessed source.
+
+    Deliberately independent of the builder's verification code: librosa features
+    (YIN F0, RMS, MFCC alignment, spectral roll-off, envelope modulation) compared between
+    the first and last thirds of the clip, where the builder uses Praat and 20% windows.
+    It is an upper reference for what the audio supports, not a model of a human.
+    """
+
+    can_score = True
+    listener_id = "baseline:ideal"
+    revision = "1"
+
+    def __init__(self, dataset: str | Path) -> None:
+        self.root = Path(dataset)
+        self.references = load_references(self.root)
+        if not self.references:
+            raise ConfigError(f"{self.root}: the ideal observer needs the dataset's references/ folder")
+        self.rows = {r["item_id"]: r for r in load_rows(self.root)}
+        self._ref_cache: dict[str, np.ndarray] = {}
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        return [max(s, key=s.get) for s in self.score_choices(requests)]
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        out = []
+        for r in requests:
+            evidence = self.evidence(r)
+            scores = {"increase": evidence / 2, "decrease": -evidence / 2}
+            out.append({o: float(scores.get(o, -abs(evidence) - 1.0)) for o in r.prompt.options})
+        return out
+
+    def evidence(self, request: Request) -> float:
+        """Signed decision statistic: > 0 means the category increased."""
+        clip = request.target_audio
+        if clip is None or not np.any(clip):
+            return 0.0
+        base_id = request.item_id.removesuffix(REVERSED_SUFFIX)
+        row = self.rows.get(base_id)
+        if row is None:
+            raise ConfigError(f"item {base_id} is not in {self.root}")
+        ref = self._reference(row["source_id"])
+        if request.item_id.endswith(REVERSED_SUFFIX):
+            ref = ref[::-1].copy()
+        return float(_EVIDENCE[request.prompt.category](clip, ref, self.sample_rate))
+
+    def _reference(self, source_id: str) -> np.ndarray:
+        if source_id not in self._ref_cache:
+            audio, sr = load_audio(self.references[source_id]["path"])
+            self._ref_cache = {source_id: resample(audio, sr, self.sample_rate)}
+        return self._ref_cache[source_id]
+
+
+def _thirds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(x) // 3
+    return x[:n], x[-n:]
+
+
+def _db(x: np.ndarray) -> np.ndarray:
+    return 10 * np.log10(np.maximum(x, 1e-12))
+
+
+def _rms(y: np.ndarray) -> np.ndarray:
+    return librosa.feature.rms(y=y, frame_length=512, hop_length=160, center=False)[0]
+
+
+def _active(ref: np.ndarray) -> np.ndarray:
+    level = _rms(ref)
+    return level > level.max() * 10 ** (-30 / 20)
+
+
+def _speech_thirds(values: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last thirds of the frames where the source has speech."""
+    n = min(len(values), len(active))
+    return _thirds(values[:n][active[:n]])
+
+
+def _volume(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    n = min(len(clip), len(ref))
+    diff = _db(_rms(clip[:n]) ** 2) - _db(_rms(ref[:n]) ** 2)
+    first, last = _speech_thirds(diff, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
+def _pitch(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    n = min(len(clip), len(ref))
+    f_clip = librosa.yin(clip[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
+    f_ref = librosa.yin(ref[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
+    level = librosa.feature.rms(y=ref[:n], frame_length=1024, hop_length=160)[0]
+    m = min(len(f_clip), len(f_ref), len(level))
+    voiced = level[:m] > level.max() * 10 ** (-25 / 20)
+    diff = 12 * np.log2(f_clip[:m] / f_ref[:m])
+    first, last = _thirds(diff[voiced])
+    return float(np.median(last) - np.median(first))
+
+
+def _speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Align MFCCs by DTW; compare the source-over-clip time slope in first and last thirds."""
+    a = librosa.feature.mfcc(y=ref, sr=sr, n_mfcc=13, hop_length=160)
+    b = librosa.feature.mfcc(y=clip, sr=sr, n_mfcc=13, hop_length=160)
+    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
+    path = path[::-1]
+    first, last = _thirds(path)
+    slopes = [np.polyfit(p[:, 1], p[:, 0], 1)[0] for p in (first, last)]
+    return float(np.log(slopes[1] / slopes[0]))
+
+
+def _added(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Energy of what was added (noise, reverb, distortion error), late vs early, in dB."""
+    n = min(len(clip), len(ref))
+    gain = np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12)
+    added = _rms(clip[:n] - gain * ref[:n]) ** 2
+    first, last = _thirds(added)
+    return float(_db(np.array([last.mean()]))[0] - _db(np.array([first.mean()]))[0])
+
+
+def _clarity(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """High-band energy kept relative to the source: rising means clearer."""
+    n = min(len(clip), len(ref))
+    spec_c = np.abs(librosa.stft(clip[:n], n_fft=512, hop_length=160)) ** 2
+    spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
+    high = librosa.fft_frequencies(sr=sr, n_fft=512) > 1000
+    kept = _db(spec_c[high].sum(axis=0)) - _db(spec_r[high].sum(axis=0))
+    first, last = _speech_thirds(kept, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
+def _vibration(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Variance of the clip/source envelope ratio: tremolo makes it fluctuate."""
+    n = min(len(clip), len(ref))
+    c = librosa.feature.rms(y=clip[:n], frame_length=160, hop_length=80, center=False)[0]
+    r = librosa.feature.rms(y=ref[:n], frame_length=160, hop_length=80, center=False)[0]
+    ok = r > r.max() * 10 ** (-30 / 20)
+    ratio = np.log(np.maximum(c[ok], 1e-9) / r[ok])
+    first, last = _thirds(ratio)
+    return float(np.std(last) - np.std(first))
+
+
+_EVIDENCE = {
+    "volume": _volume,
+    "voice_pitch": _pitch,
+    "speaking_speed": _speed,
+    "background_noise": _added,
+    "echo": _added,
+    "audio_distortion": _added,
+    "audio_roughness": _added,
+    "voice_clarity": _clarity,
+    "voice_vibration": _vibration,
+}

@@ -1,0 +1,150 @@
+"""Score run folders: tables with clustered CIs, bias vs sensitivity, controls, comparisons.
+
+`summary.json` follows lm-evaluation-harness' results layout (results per task, the
+configuration, versions, sample counts), with CIs and the control diagnostics added.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+from vocalgrad.evaluate import load_results, selected
+from vocalgrad.metrics import (
+    constant_summary,
+    flip_rate,
+    paired_comparison,
+    same_answer_alarm,
+    summarise,
+)
+
+COLUMNS = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
+
+
+def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str | None = "source_id",
+              n_boot: int = 2000, seed: int = 0) -> dict:
+    """Everything `vocalgrad score` prints, as one dict (also written as summary.json)."""
+    manifest, rows = load_results(run)
+    out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": []}
+    for (variant, mode) in sorted({(r["variant"], r["mode"]) for r in rows}):
+        main = [r for r in selected(rows, variant=variant, mode=mode, control="none") if r["error"] is None]
+        changing = [r for r in main if r["direction"] in ("increase", "decrease")]
+        key = f"{variant}/{mode}"
+        out["groups"][key] = {
+            "table": summarise(changing, by=by, cluster=cluster, n_boot=n_boot, seed=seed),
+            "constant": constant_summary([r for r in main if r["direction"] == "constant"]),
+            "errors": sum(1 for r in selected(rows, variant=variant, mode=mode) if r["error"]),
+        }
+        alarm = same_answer_alarm(changing)
+        if alarm:
+            out["alarms"].append(f"{key}: {alarm}")
+        reversed_rows = [r for r in selected(rows, variant=variant, mode=mode, control="reversed") if r["error"] is None]
+        controls: dict = {}
+        if reversed_rows:
+            controls["reversed"] = flip_rate(changing, [r for r in reversed_rows if r["direction"] != "constant"])
+        for control in ("silence", "text_only"):
+            ctl = [r for r in selected(rows, variant=variant, mode=mode, control=control) if r["error"] is None]
+            if ctl:
+                controls[control] = _answer_rates(ctl)
+        out["controls"][key] = controls
+    out["results"] = _harness_results(out, by)
+    out["n-samples"] = {k: sum(g["n"] for g in v["table"] if g["group"] != "overall") for k, v in out["groups"].items()}
+    return out
+
+
+def _answer_rates(rows: list[dict]) -> dict:
+    n = len(rows)
+    said = [r["predicted"] for r in rows]
+    return {
+        "n": n,
+        "increase_rate": said.count("increase") / n,
+        "decrease_rate": said.count("decrease") / n,
+        "unparsed_rate": said.count(None) / n,
+    }
+
+
+def _harness_results(summary: dict, by: tuple[str, ...]) -> dict:
+    """lm-evaluation-harness style: results[task][metric,filter] = value."""
+    results: dict = {}
+    for key, group in summary["groups"].items():
+        variant, mode = key.split("/")
+        for g in group["table"]:
+            task = f"vocalgrad_{g['group']}" if g["group"] != "overall" else "vocalgrad"
+            entry = results.setdefault(task, {"alias": g["group"]})
+            for metric in COLUMNS:
+                if metric in g:
+                    entry[f"{metric},{variant}/{mode}"] = g[metric]
+                    entry[f"{metric}_ci,{variant}/{mode}"] = [g.get(f"{metric}_lo"), g.get(f"{metric}_hi")]
+            entry[f"increase_rate,{variant}/{mode}"] = g.get("increase_rate")
+            entry[f"unparsed_rate,{variant}/{mode}"] = g.get("unparsed_rate")
+    return results
+
+
+def _fmt(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def markdown(summary: dict) -> str:
+    lines = []
+    listener = summary["config"].get("listener", {}).get("listener", "?")
+    for key, group in summary["groups"].items():
+        lines += [f"### {listener} — {key}", "",
+                  "| group | n | accuracy [95% CI] | bal. acc. | increase rate | unparsed | d′ [95% CI] | c | AUC |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for g in group["table"]:
+            lines.append(
+                f"| {g['group']} | {g['n']} | {_fmt(g.get('accuracy'))} [{_fmt(g.get('accuracy_lo'))}, {_fmt(g.get('accuracy_hi'))}] "
+                f"| {_fmt(g.get('balanced_accuracy'))} | {_fmt(g.get('increase_rate'))} | {_fmt(g.get('unparsed_rate'))} "
+                f"| {_fmt(g.get('dprime'), 2)} [{_fmt(g.get('dprime_lo'), 2)}, {_fmt(g.get('dprime_hi'), 2)}] "
+                f"| {_fmt(g.get('criterion'), 2)} | {_fmt(g.get('auc'))} |"
+            )
+        constant = group["constant"]
+        if constant and constant[0].get("n"):
+            c = constant[0]
+            lines.append(f"\nConstant clips (nothing changes, n={c['n']}): says increase {_fmt(c.get('increase_rate'))}, "
+                         f"decrease {_fmt(c.get('decrease_rate'))}, constant {_fmt(c.get('constant_rate'))}.")
+        for name, ctl in summary["controls"].get(key, {}).items():
+            if name == "reversed":
+                lines.append(f"Time-reversed clips: answer flips for {_fmt(ctl['flip_rate'])} of {ctl['n_pairs']} pairs "
+                             "(a listener that hears must flip).")
+            else:
+                lines.append(f"{name.replace('_', ' ').capitalize()} control (n={ctl['n']}): says increase "
+                             f"{_fmt(ctl['increase_rate'])}, decrease {_fmt(ctl['decrease_rate'])}.")
+        if group["errors"]:
+            lines.append(f"{group['errors']} item(s) failed with errors (listed in results.jsonl, not scored).")
+        lines.append("")
+    lines += [f"**Alarm:** {a}" for a in summary["alarms"]]
+    return "\n".join(lines)
+
+
+def to_csv(summary: dict) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    header = ["listener", "prompt", "group", "n", *[f"{m}{s}" for m in COLUMNS for s in ("", "_lo", "_hi")],
+              "increase_rate", "unparsed_rate"]
+    writer.writerow(header)
+    listener = summary["config"].get("listener", {}).get("listener", "?")
+    for key, group in summary["groups"].items():
+        for g in group["table"]:
+            writer.writerow([listener, key, g["group"], g["n"], *[g.get(h) for h in header[4:]]])
+    return buf.getvalue()
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, cluster: str = "source_id", seed: int = 0) -> dict:
+    """Paired comparison on the items both runs answered (main condition, first prompt/mode)."""
+    _, a = load_results(run_a)
+    _, b = load_results(run_b)
+    pick = lambda rows: [r for r in rows if r["control"] == "none" and r["error"] is None  # noqa: E731
+                         and r["direction"] in ("increase", "decrease")]
+    return paired_comparison(pick(a), pick(b), cluster=cluster, seed=seed)
+
+
+def write_summary(run: str | Path, summary: dict) -> Path:
+    path = Path(run) / "summary.json"
+    path.write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    return path
