@@ -285,7 +285,11 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         logprobs = [a["logprobs"] for a in answers]
         options = sorted(set().union(*logprobs))
         mean = {o: float(np.mean([lp[o] for lp in logprobs if o in lp])) for o in options}
-        result.update(logprobs=mean, predicted=max(mean, key=mean.get), parse_status="ok")
+        best = max(mean.values())
+        winners = [o for o in options if mean[o] == best]
+        # an exact tie is no answer at all (e.g. silence for a measuring observer): never guessed
+        predicted = winners[0] if len(winners) == 1 else None
+        result.update(logprobs=mean, predicted=predicted, parse_status="ok" if predicted else "tie")
         if "increase" in mean and "decrease" in mean:
             result["llr"] = round(mean["increase"] - mean["decrease"], 6)
     options = build_prompt(row["category"], task.variant).options

@@ -1,0 +1,155 @@
+"""The evaluation harness on a small builtin benchmark with the reference listeners."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from vocalgrad.build import build
+from vocalgrad.config import BuildConfig
+from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.evaluate import AnswerCache, EvalConfig, evaluate, load_results
+from vocalgrad.listeners import Listener, Request, load_listener
+from vocalgrad.listeners.baselines import RandomListener
+from vocalgrad.score import score_run
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory, cache_dir) -> Path:
+    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
+    out = tmp_path_factory.mktemp("eval") / "ds"
+    build(BuildConfig(n_test=4, n_train=2, tiers=("low", "high"), curves=("linear", "jump")), out, workers=2)
+    return out
+
+
+def run(dataset: Path, spec: str, out: Path, **kw) -> dict:
+    listener = load_listener(spec, dataset=dataset)
+    evaluate(dataset, listener, out, EvalConfig(**kw), cache=AnswerCache(out.parent / f"{out.name}.sqlite"))
+    return score_run(out, n_boot=500)
+
+
+def overall(summary: dict, key: str = "default/choice") -> dict:
+    return summary["groups"][key]["table"][0]
+
+
+def test_baselines_behave_as_they_must(dataset, tmp_path):
+    rnd = overall(run(dataset, "baseline:random", tmp_path / "random"))
+    assert 0.4 < rnd["accuracy"] < 0.6 and rnd["accuracy_lo"] < 0.5 < rnd["accuracy_hi"]
+    assert abs(rnd["dprime"]) < 0.5
+    inc = overall(run(dataset, "baseline:always-increase", tmp_path / "inc"))
+    assert inc["accuracy"] == 0.5 and inc["increase_rate"] == 1.0 and abs(inc["criterion"]) > 1.5
+    assert abs(inc["dprime"]) < 1e-9
+    summary = run(dataset, "baseline:ideal", tmp_path / "ideal", controls=("reversed", "silence"))
+    table = summary["groups"]["default/choice"]["table"]
+    assert table[0]["accuracy"] >= 0.9 and table[0]["dprime"] > 2.5
+    for group in table[1:]:
+        assert group["accuracy_lo"] > 0.5, group["group"]
+    controls = summary["controls"]["default/choice"]
+    assert controls["reversed"]["flip_rate"] > 0.9
+    assert controls["silence"]["unparsed_rate"] == 1.0  # ties on silence are no answer, not a guess
+    assert any("same-answer alarm" in a for a in run(dataset, "baseline:always-decrease", tmp_path / "dec")["alarms"])
+
+
+def test_generate_mode_parses_free_text(dataset, tmp_path):
+    summary = run(dataset, "baseline:random", tmp_path / "gen", mode="generate", variants=("default", "swapped"))
+    assert set(summary["groups"]) == {"default/generate", "swapped/generate"}
+    _, rows = load_results(tmp_path / "gen")
+    assert all(r["parse_status"] == "ok" and r["response"] in ("increase", "decrease") for r in rows)
+
+
+class CountingListener(RandomListener):
+    """Random answers, counting how often the model is actually asked; fails on request."""
+
+    def __init__(self, fail_on: set[str] = frozenset()) -> None:
+        super().__init__(seed=3)
+        self.asked = 0
+        self.fail_on = set(fail_on)
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        if any(r.item_id in self.fail_on for r in requests):
+            raise VocalgradError("backend refused this batch")
+        self.asked += len(requests)
+        return super().score_choices(requests)
+
+
+def test_cache_makes_reruns_free_and_errors_are_recorded(dataset, tmp_path):
+    cache = AnswerCache(tmp_path / "cache.sqlite")
+    first = CountingListener()
+    evaluate(dataset, first, tmp_path / "a", EvalConfig(batch_size=8), cache=cache)
+    assert first.asked > 0
+    second = CountingListener()
+    evaluate(dataset, second, tmp_path / "b", EvalConfig(batch_size=8), cache=cache)
+    assert second.asked == 0, "an identical run in a new folder must come from the cache"
+    _, rows = load_results(tmp_path / "a")
+    victim = rows[0]["item_id"]
+    failing = CountingListener(fail_on={victim})
+    evaluate(dataset, failing, tmp_path / "c", EvalConfig(batch_size=1), cache=AnswerCache(tmp_path / "other.sqlite"))
+    _, rows = load_results(tmp_path / "c")
+    errored = [r for r in rows if r["error"]]
+    assert [r["item_id"] for r in errored] == [victim] and errored[0]["predicted"] is None
+    assert score_run(tmp_path / "c", n_boot=100)["groups"]["default/choice"]["errors"] == 1
+
+
+def test_run_folder_refuses_a_different_config(dataset, tmp_path):
+    evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=10), cache=AnswerCache(tmp_path / "c.sqlite"))
+    with pytest.raises(ConfigError, match="another listener"):
+        evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=11), cache=AnswerCache(tmp_path / "c.sqlite"))
+
+
+def test_killed_eval_resumes_without_duplicates(dataset, tmp_path):
+    env = {**os.environ, "VOCALGRAD_CACHE": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "vocalgrad.cli", "eval", str(dataset), "--listener", "baseline:ideal",
+            "--batch-size", "4", "--controls", "reversed"]
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([*args, "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = out / "results.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (results.is_file() and results.read_text().count("\n") >= 8):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = results.read_text().count("\n")
+    subprocess.run([*args, "--out", str(out)], env=env, check=True, capture_output=True)
+    clean = tmp_path / "clean"
+    subprocess.run([*args, "--out", str(clean)], env={**env, "VOCALGRAD_CACHE": str(tmp_path / "cache2")},
+                   check=True, capture_output=True)
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    keys = [r["key"] for r in lines]
+    assert len(keys) == len(set(keys)), "no row may be written twice"
+    strip = lambda rows: sorted(json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in rows)  # noqa: E731
+    assert strip(lines) == strip(load_results(clean)[1])
+    assert 0 < partial < len(lines)
+
+
+def test_unknown_listener_specs_are_clear():
+    with pytest.raises(ConfigError, match="unknown listener spec"):
+        load_listener("gpt:foo")
+    with pytest.raises(ConfigError, match="unknown baseline"):
+        load_listener("baseline:oracle")
+    with pytest.raises(ConfigError, match="needs the dataset"):
+        load_listener("baseline:ideal")
+
+
+def test_text_only_requests_carry_no_audio(dataset, tmp_path):
+    seen: list[Request] = []
+
+    class Spy(Listener):
+        listener_id = "spy"
+
+        def generate(self, requests, max_new_tokens=16):
+            seen.extend(requests)
+            return ["It decreases." for _ in requests]
+
+    evaluate(dataset, Spy(), tmp_path / "spy", EvalConfig(controls=("text_only",), limit=4),
+             cache=AnswerCache(tmp_path / "spy.sqlite"))
+    assert any(r.target_audio is None for r in seen) and any(r.target_audio is not None for r in seen)
+    _, rows = load_results(tmp_path / "spy")
+    assert {r["predicted"] for r in rows} == {"decrease"}
