@@ -16,10 +16,14 @@ RENDER_SR = 16000
 
 
 def arctic_path() -> Path:
-    """CMU ARCTIC utterance a0007 (speaker BDL), shipped inside the pysptk wheel."""
-    import pysptk
+    """CMU ARCTIC utterance a0007 (speaker BDL), shipped inside the pysptk wheel.
 
-    return Path(pysptk.__file__).parent / "example_audio_data" / "arctic_a0007.wav"
+    Located without importing pysptk (its import needs pkg_resources, gone from new setuptools)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pysptk")
+    assert spec is not None and spec.origin, "pysptk is a test dependency: pip install -e '.[test]'"
+    return Path(spec.origin).parent / "example_audio_data" / "arctic_a0007.wav"
 
 
 def alsa_paths() -> list[Path]:

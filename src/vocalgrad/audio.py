@@ -5,9 +5,12 @@ All audio inside vocalgrad is mono float32 in [-1, 1] at an explicit sample rate
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import tempfile
 from dataclasses import dataclass
+from functools import lru_cache
 from math import gcd
 from pathlib import Path
 
@@ -51,9 +54,14 @@ def resample(audio: np.ndarray, sr_from: int, sr_to: int) -> np.ndarray:
     return resample_poly(audio, sr_to // g, sr_from // g).astype(np.float32)
 
 
+@lru_cache(maxsize=8)
+def _meter(sr: int) -> pyloudnorm.Meter:
+    return pyloudnorm.Meter(sr)
+
+
 def loudness_lufs(audio: np.ndarray, sr: int) -> float:
     """Integrated loudness (ITU-R BS.1770-4) in LUFS; -inf for silence."""
-    meter = pyloudnorm.Meter(sr)
+    meter = _meter(sr)
     if len(audio) < int(0.4 * sr) + 1:  # the meter needs one 400 ms block
         audio = np.pad(audio, (0, int(0.4 * sr) + 1 - len(audio)))
     with np.errstate(divide="ignore"):
@@ -158,14 +166,20 @@ def _flatness(audio: np.ndarray) -> float:
     return float(np.exp(np.mean(np.log(spectrum))) / np.mean(spectrum))
 
 
-def write_flac_atomic(path: Path, audio: np.ndarray, sr: int) -> None:
-    """Write 16-bit FLAC via a temporary file + rename, so a kill never leaves half a file."""
+def write_flac_atomic(path: Path, audio: np.ndarray, sr: int) -> str:
+    """Write 16-bit FLAC via a temporary file + rename, so a kill never leaves half a file.
+
+    Encodes in memory first and returns the file's sha256, so nothing is read back."""
+    buffer = io.BytesIO()
+    sf.write(buffer, audio, sr, format="FLAC", subtype="PCM_16")
+    data = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".flac")
-    os.close(fd)
     try:
-        sf.write(tmp, audio, sr, format="FLAC", subtype="PCM_16")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return hashlib.sha256(data).hexdigest()

@@ -21,13 +21,14 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from vocalgrad import dimensions
+from vocalgrad.audio import write_flac_atomic
 from vocalgrad.card import write_card
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError
 from vocalgrad.plan import Condition, item_id, plan_conditions
 from vocalgrad.provenance import versions
-from vocalgrad.render import prepare_reference, render_condition, write_clip
+from vocalgrad.render import prepare_reference, render_condition
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
 
@@ -69,7 +70,7 @@ def _render_source(task: SourceTask) -> dict:
         "duration_s": round(ref.duration_s, 4),
         "speech_onset_s": round(ref.span.onset_s, 3),
         "speech_offset_s": round(ref.span.offset_s, 3),
-        "audio_sha256": write_clip(ref_path, ref.audio, ref.sr),
+        "audio_sha256": write_flac_atomic(ref_path, ref.audio, ref.sr),
     }
     rows = []
     for condition in task.conditions:
@@ -81,7 +82,7 @@ def _render_source(task: SourceTask) -> dict:
                          "source_id": source.source_id, "category": condition.category})
             continue
         file_name = f"{item}.flac"
-        sha = write_clip(out / task.split / file_name, result.audio, ref.sr)
+        sha = write_flac_atomic(out / task.split / file_name, result.audio, ref.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
     return {"source_id": source.source_id, "reference": reference_row, "rows": rows}
 
@@ -91,12 +92,10 @@ _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
 def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha: str,
          ref_name: str, result) -> dict:
-    from vocalgrad.analysis import Analysis
-
     spec = dimensions.get(condition.category).SPEC
     source = task.source
     sr = task.config.sample_rate
-    span = Analysis(result.audio, sr).span
+    span = result.clip.span
     return {
         "file_name": file_name,
         "item_id": item,

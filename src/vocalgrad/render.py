@@ -6,15 +6,13 @@ disk, so `vocalgrad verify` re-reading the files gets the same numbers.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.analysis import Analysis
-from vocalgrad.audio import limit_peak, load_audio, normalise, resample, write_flac_atomic
+from vocalgrad.audio import limit_peak, load_audio, normalise, resample
 from vocalgrad.confounds import measure_confounds
 from vocalgrad.dimensions.base import DimensionSpec, Measured
 from vocalgrad.errors import AudioError
@@ -73,6 +71,7 @@ def verdict(direction: str, change: float, spec: DimensionSpec) -> bool:
 @dataclass(frozen=True)
 class ClipResult:
     audio: np.ndarray
+    clip: Analysis
     measured: Measured
     change: float
     verified: bool
@@ -91,6 +90,7 @@ def render_condition(ref: Analysis, condition: Condition, seed: int, item: str) 
     blind = getattr(dim, "blind_change", None)
     return ClipResult(
         audio=audio,
+        clip=clip,
         measured=measured,
         change=change,
         verified=verdict(condition.direction, change, spec),
@@ -99,10 +99,3 @@ def render_condition(ref: Analysis, condition: Condition, seed: int, item: str) 
     )
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def write_clip(path: Path, audio: np.ndarray, sr: int) -> str:
-    write_flac_atomic(path, audio, sr)
-    return sha256_file(path)

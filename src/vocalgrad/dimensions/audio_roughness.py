@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.analysis import Analysis
-from vocalgrad.audio import frame_rms
-from vocalgrad.dimensions._shared import active_window_mean, residual
+from vocalgrad.audio import FRAME_S
+from vocalgrad.dimensions._shared import active_window_mean
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="audio_roughness",
@@ -17,7 +16,7 @@ SPEC = DimensionSpec(
     increase_means="rougher (coarser quantisation): the bit depth falls",
     tiers={"low": 8.0, "mid": 6.0, "high": 4.0},
     scale="linear",
-    measured="effective bit depth from the requantisation error level (speech-active frames)",
+    measured="effective bit depth from the smallest sample step (speech-active frames)",
     measured_unit="bits",
     min_change=1.0,
     measured_polarity=-1,
@@ -40,31 +39,32 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Full scale is the source's peak, so "4 bits" means 16 levels across the speech
-    whatever its recording level; fractional depths let the step change continuously."""
-    bits = track(sample_times(len(ref.audio), ref.sr))
+    whatever its recording level. A quantiser has no memory, so the step can change at any
+    sample without a click; it is updated every 10 ms (fractional depths allowed), which
+    keeps one grid per measurement frame and makes the realised depth exactly readable."""
+    n = int(round(FRAME_S * ref.sr))
+    frames = np.arange(len(ref.audio)) // n
+    bits = track((frames + 0.5) * FRAME_S)
     step = 2.0 ** (1.0 - bits) * _peak(ref)
     return (np.round(ref.audio / step) * step).astype(np.float32)
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """A uniform quantiser with step q leaves error RMS q / sqrt(12) whatever the signal,
-    with q = 2^(1 - bits) x peak: so the error level reads out the bit depth. Only frames
-    louder than the median active frame count, where the signal spans many steps."""
-    err_power = frame_rms(residual(clip, ref), ref.sr) ** 2
-    level = frame_rms(ref.audio, ref.sr)
-    n = min(len(err_power), len(level))
-    loud = level[:n] >= np.median(level[:n][ref.active[:n]])
-    err_power = np.where(loud, err_power[:n], np.nan)
-    head, tail = active_window_mean(err_power, ref)
-    return Measured(_bits(head, ref), _bits(tail, ref))
+    """Read the quantiser step straight off the samples: requantised audio moves in whole
+    steps, so within a 10 ms frame the smallest non-zero sample-to-sample difference is one
+    step (one 16-bit LSB when nothing was requantised). Independent of the speech content,
+    unlike the error level, which saturates once most samples round to zero."""
+    x = clip.audio.astype(np.float64)
+    n = int(round(FRAME_S * clip.sr))
+    d = np.abs(np.diff(x, prepend=x[0]))
+    usable = (len(d) // n) * n
+    diffs = d[:usable].reshape(-1, n)
+    diffs = np.where(diffs > 0, diffs, np.inf)
+    step = np.sort(diffs, axis=1)[:, 2]  # third smallest: one stray 16-bit rounding is ignored
+    bits = np.where(np.isfinite(step), 1.0 - np.log2(np.maximum(step, 2.0**-16) / _peak(clip)), np.nan)
+    head, tail = active_window_mean(np.minimum(bits, CLEAN_BITS), ref)
+    return Measured(head, tail)
 
 
 def _peak(ref: Analysis) -> float:
     return float(np.max(np.abs(ref.audio))) or 1.0
-
-
-def _bits(error_power: float, ref: Analysis) -> float:
-    if not np.isfinite(error_power):
-        return float("nan")
-    step = max(np.sqrt(error_power * 12.0), 2.0**-16)
-    return float(min(1.0 - np.log2(step / _peak(ref)), CLEAN_BITS))

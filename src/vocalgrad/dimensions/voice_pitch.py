@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis, head_tail, praat_tier
+from vocalgrad.analysis import F0_STEP_S, Analysis, head_tail, praat_tier
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 
@@ -50,7 +50,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     both = (f_clip[:n] > 0) & (f_ref[:n] > 0)
     diff = np.full(n, np.nan)
     diff[both] = 12 * np.log2(f_clip[:n][both] / f_ref[:n][both])
-    head, tail = ref.head_tail_frames(n)
+    head, tail = ref.head_tail_frames(n, F0_STEP_S)
     return Measured(*head_tail(diff, head, tail))
 
 
@@ -58,6 +58,6 @@ def blind_change(clip: Analysis) -> float:
     """F0 change (semitones, tail minus head) from the clip alone: no source needed."""
     _, f0 = clip.f0
     semis = np.where(f0 > 0, 12 * np.log2(np.maximum(f0, 1e-9) / 100.0), np.nan)
-    head, tail = clip.head_tail_frames(len(semis))
+    head, tail = clip.head_tail_frames(len(semis), F0_STEP_S)
     h, t = head_tail(semis, head, tail)
     return t - h

@@ -18,6 +18,7 @@ import email.utils
 import io
 import logging
 import math
+import os
 import random
 import threading
 import time
@@ -259,8 +260,6 @@ class OpenAIListener(Listener):
         extra_body: Mapping[str, Any] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import os
-
         model = model.removeprefix("openai:").strip()
         if not model:
             raise ConfigError("openai listener needs a model name: openai:<model>")
@@ -273,6 +272,11 @@ class OpenAIListener(Listener):
         host = (parts.hostname or "").lower()
         if parts.scheme not in ("http", "https") or not host:
             raise ConfigError(f"base_url {base_url!r} must be an http(s) URL with a host")
+        if parts.username or parts.password:
+            raise ConfigError(
+                "base_url must not carry credentials (they would land in manifests and logs); "
+                "put the key in the environment variable named by api_key_env"
+            )
         if parts.scheme != "https" and host not in LOOPBACK_HOSTS and not allow_insecure:
             raise ConfigError(
                 f"refusing to send audio over plain http to {host!r}; use https, a localhost "
@@ -342,9 +346,15 @@ class OpenAIListener(Listener):
         self.close()
 
     def manifest(self) -> dict:
-        """Identity plus decoding settings: two runs with equal manifests asked the same way."""
+        """Identity plus decoding settings: two runs with equal manifests asked the same way.
+
+        Its `revision` is the requested model, not the served snapshot in `self.revision`:
+        the manifest feeds cache keys and run identity, which must not change mid-run (or on
+        resume) when the first answer reveals the snapshot; result rows record that instead.
+        """
         return {
             **super().manifest(),
+            "revision": self.model,
             "base_url": self.base_url,
             "decoding": {
                 "temperature": 0.0,
@@ -370,7 +380,7 @@ class OpenAIListener(Listener):
         `cost_usd` is None until at least one price is given; a missing price counts as 0.
         """
         with self._lock:
-            tally = dict(self._tally)
+            tally: dict[str, Any] = dict(self._tally)
         tally["total_tokens"] = tally["prompt_tokens"] + tally["completion_tokens"]
         if all(p is None for p in self.prices.values()):
             tally["cost_usd"] = None
@@ -447,7 +457,10 @@ class OpenAIListener(Listener):
                         reason = f"malformed response: {err}"
                     else:
                         self._record(data)
-                        return parse(data)
+                        try:
+                            return parse(data)
+                        except _Malformed as err:
+                            reason = f"malformed response: {err}"
                 elif status in RETRYABLE_STATUS or status >= 500:
                     reason = f"HTTP {status}: {_snippet(response)}"
                     retry_after = _retry_after(response.headers)
@@ -476,7 +489,10 @@ class OpenAIListener(Listener):
         )
 
     def _map(
-        self, requests: Sequence[Request], bodies: list[dict[str, Any]], parse: Callable[[Any], T]
+        self,
+        requests: Sequence[Request],
+        bodies: Sequence[dict[str, Any]],
+        parsers: Sequence[Callable[[Any], T]],
     ) -> list[T]:
         """Run all requests concurrently; results in request order or one `APIError`."""
         results: list[Any] = [None] * len(requests)
@@ -487,7 +503,7 @@ class OpenAIListener(Listener):
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-listener") as pool:
             futures = {
                 pool.submit(self._call, r.item_id, body, parse): i
-                for i, (r, body) in enumerate(zip(requests, bodies, strict=True))
+                for i, (r, body, parse) in enumerate(zip(requests, bodies, parsers, strict=True))
             }
             for future in as_completed(futures):
                 i = futures[future]
@@ -519,7 +535,7 @@ class OpenAIListener(Listener):
             message = _first_choice(data).get("message") or {}
             return str(message.get("content") or message.get("refusal") or "")
 
-        return self._map(requests, bodies, parse)
+        return self._map(requests, bodies, [parse] * len(requests))
 
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
         """First-token log-probabilities of each option (see `option_logprobs`).
@@ -537,8 +553,11 @@ class OpenAIListener(Listener):
 
         def parser(options: tuple[str, ...], item_id: str) -> Callable[[Any], dict[str, float]]:
             def parse(data: Any) -> dict[str, float]:
-                content = (_first_choice(data).get("logprobs") or {}).get("content") or []
-                if not content or "top_logprobs" not in content[0]:
+                logprobs = _first_choice(data).get("logprobs")
+                content = logprobs.get("content") if isinstance(logprobs, dict) else None
+                if not content or not isinstance(content[0], dict) or not content[0].get(
+                    "top_logprobs"
+                ):
                     raise APIError(
                         f"item {item_id!r}: {self.base_url} returned no top_logprobs; the server "
                         "may not support logprobs on chat completions: use logprobs=False",
@@ -546,21 +565,13 @@ class OpenAIListener(Listener):
                         status_code=200,
                         attempts=1,
                     )
-                top = [(str(t["token"]), float(t["logprob"])) for t in content[0]["top_logprobs"]]
+                try:
+                    top = [(str(t["token"]), float(t["logprob"])) for t in content[0]["top_logprobs"]]
+                except (KeyError, TypeError, ValueError) as err:
+                    raise _Malformed(f"unreadable top_logprobs ({err})") from None
                 return option_logprobs(top, options, self.logprob_floor)
 
             return parse
 
         parsers = [parser(r.prompt.options, r.item_id) for r in requests]
-        index = {id(b): i for i, b in enumerate(bodies)}
-        return self._map(requests, bodies, lambda data, _p=parsers: data)  if False else [
-            parsed for parsed in self._map_each(requests, bodies, parsers)
-        ] if index else []
-
-    def _map_each(
-        self,
-        requests: Sequence[Request],
-        bodies: list[dict[str, Any]],
-        parsers: list[Callable[[Any], T]],
-    ) -> list[T]:
-        raise NotImplementedError
+        return self._map(requests, bodies, parsers)
