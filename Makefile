@@ -10,7 +10,9 @@ DEMO := out/demo
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	# the CPU build of torch first (a plain `torch` requirement would pull a multi-GB CUDA build)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[all,test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
