@@ -190,8 +190,16 @@ def _answer(batch: list[Task], listener: Listener, config: EvalConfig, train: li
                 answers = [{"logprobs": lp} for lp in listener.score_choices([r for r, _ in todo])]
             else:
                 answers = [{"response": text} for text in listener.generate([r for r, _ in todo], config.max_new_tokens)]
-        except VocalgradError as err:  # the whole batch failed: record per item, keep going
-            answers = [{"error": str(err)} for _ in todo]
+        except VocalgradError as err:
+            # A backend may report which requests of the batch failed (and keep the rest);
+            # otherwise the whole batch failed. Either way: record per item, keep going.
+            partial = getattr(err, "answers", None)
+            failures = getattr(err, "failures", {}) or {}
+            if partial is not None and len(partial) == len(todo):
+                key = "logprobs" if mode == "choice" else "response"
+                answers = [{"error": str(failures.get(i, err))} if a is None else {key: a} for i, a in enumerate(partial)]
+            else:
+                answers = [{"error": str(err)} for _ in todo]
         fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
     cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
     results = []
