@@ -190,3 +190,23 @@ def test_published_protocol_grid_and_sizes():
     assert config.n_test * per_category["volume"] == 2400
     assert config.n_test * len(conditions) == 21600
     assert config.n_train * len(conditions) == 108000
+
+
+def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
+    config = load_config(None, design="psychometric", n_test=2, n_train=0,
+                         categories=("audio_distortion", "volume"), include_constant=False)
+    assert config.curves == ("linear",) and not config.drop_unverified
+    conditions, _ = plan_conditions(config)
+    from vocalgrad.plan import change_size
+
+    for category in config.categories:
+        ups = [c for c in conditions if c.category == category and c.direction == "increase"]
+        assert [c.tier for c in ups] == [f"p{i}" for i in range(1, 7)]
+        sizes = [change_size(category, c.start, c.end) for c in ups]
+        assert sizes == sorted(sizes) and sizes[0] < sizes[-1] / 10
+    report = build(config, tmp_path / "psy", workers=2)
+    rows = load_rows(tmp_path / "psy")
+    assert report["clips_dropped"] == 0 and len(rows) == report["clips_rendered"]
+    weakest = [r["verified"] for r in rows if r["tier"] == "p1"]
+    strongest = [r["verified"] for r in rows if r["tier"] == "p6"]
+    assert all(strongest) and not all(weakest), "sub-threshold clips are kept and flagged, not dropped"

@@ -26,7 +26,7 @@ from vocalgrad.card import write_card
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError
-from vocalgrad.plan import Condition, item_id, plan_conditions
+from vocalgrad.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.provenance import versions
 from vocalgrad.render import prepare_reference, render_condition
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
@@ -105,6 +105,8 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "curve": condition.curve,
         "magnitude": condition.magnitude,
         "unit": spec.unit,
+        "change_size": round(change_size(condition.category, condition.start, condition.end), 6),
+        "change_unit": "octaves" if spec.scale == "log" else spec.unit,
         "param_start": round(condition.start, 6),
         "param_end": round(condition.end, 6),
         "source_id": source.source_id,
@@ -246,13 +248,14 @@ def _finalise(out: Path, state: Path, config: BuildConfig, selected, refused: li
             failed.append(entry)
         else:
             rows[entry["item_id"]] = entry
-    bad_pairs = {(r["source_id"], r["pair_key"]) for r in rows.values() if not r["verified"]}
-    bad_pairs |= {(r["source_id"], r["pair_key"]) for r in failed}
+    bad_pairs = {(r["source_id"], r["pair_key"]) for r in failed}
+    if config.drop_unverified:
+        bad_pairs |= {(r["source_id"], r["pair_key"]) for r in rows.values() if not r["verified"]}
     kept, dropped = [], []
     for row in rows.values():
         if row["direction"] != "constant" and (row["source_id"], row["pair_key"]) in bad_pairs:
             dropped.append(row)
-        elif row["direction"] == "constant" and not row["verified"]:
+        elif row["direction"] == "constant" and not row["verified"] and config.drop_unverified:
             dropped.append(row)
         else:
             kept.append(row)
@@ -300,8 +303,8 @@ def _report(config, kept, dropped, failed, refused, skipped, selected, seconds) 
         per_category[row["category"]]["kept"] += 1
     for row in dropped:
         per_category[row["category"]]["dropped"] += 1
-        if not row["verified"]:
-            per_category[row["category"]]["failed_verification"] += 1
+    for row in (*kept, *dropped):
+        per_category[row["category"]]["failed_verification"] += not row["verified"]
     rendered = len(kept) + len(dropped)
     agreement = {
         c: round(1 - v["failed_verification"] / max(v["kept"] + v["dropped"], 1), 4)

@@ -34,6 +34,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         seed=args.seed,
         speaker_pattern=args.speaker_pattern,
         include_constant=False if args.no_constant else None,
+        design=args.design,
+        levels=args.levels,
     )
     report = build(config, args.out, workers=args.workers, overwrite=args.overwrite)
     print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
@@ -162,6 +164,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int)
     b.add_argument("--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources")
     b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
+    b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
+    b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
     b.set_defaults(func=cmd_build)

@@ -33,6 +33,9 @@ class BuildConfig:
     seed: int = 0
     speaker_pattern: str | None = None
     magnitudes: dict[str, dict[str, float]] = field(default_factory=dict)  # overrides per category
+    design: str = "tiers"  # "tiers" (published grid) or "psychometric" (a magnitude sweep)
+    levels: int = 6  # magnitudes per dimension in the psychometric design
+    drop_unverified: bool = True  # drop clips (and their pair) whose measurement disagrees
 
     def __post_init__(self) -> None:
         for name in self.categories:
@@ -46,6 +49,10 @@ class BuildConfig:
                 raise ConfigError(f"unknown curve {curve!r}; choose from {', '.join(CURVE_NAMES)}")
         if not self.categories:
             raise ConfigError("no categories selected")
+        if self.design not in DESIGNS:
+            raise ConfigError(f"unknown design {self.design!r}; choose from {', '.join(DESIGNS)}")
+        if self.design == "psychometric" and self.levels < 2:
+            raise ConfigError("a psychometric design needs levels >= 2")
         if self.n_test < 1 or self.n_train < 0:
             raise ConfigError(f"n_test must be >= 1 and n_train >= 0 (got {self.n_test}, {self.n_train})")
         if not 8000 <= self.sample_rate <= 96000:
@@ -60,6 +67,14 @@ class BuildConfig:
     def replace(self, **changes: Any) -> BuildConfig:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+
+DESIGNS: dict[str, dict[str, Any]] = {
+    "tiers": {},
+    # A magnitude sweep per dimension for threshold fits. Clips below threshold are hard to
+    # measure too, so they are kept and flagged rather than dropped: dropping them would
+    # select stimuli by the measurement and bias the fitted threshold.
+    "psychometric": {"curves": ("linear",), "drop_unverified": False},
+}
 
 PROTOCOLS: dict[str, dict[str, Any]] = {
     # The published VocalGrad grid: 100 test sources (50 speakers x 2) and 500 train
@@ -83,11 +98,16 @@ def protocol(name: str) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
-    """Defaults <- protocol preset <- TOML file [build] table <- CLI overrides."""
+    """Defaults <- protocol preset <- design preset <- TOML [build] table <- CLI overrides."""
     values: dict[str, Any] = {}
     if overrides.get("protocol"):
         values.update(protocol(overrides["protocol"]))
     overrides.pop("protocol", None)
+    design = overrides.get("design")
+    if design:
+        if design not in DESIGNS:
+            raise ConfigError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
+        values.update(DESIGNS[design])
     if path is not None:
         values.update(_read_toml(Path(path)))
     values.update({k: v for k, v in overrides.items() if v is not None})

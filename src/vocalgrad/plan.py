@@ -41,7 +41,11 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
         dim = dimensions.get(name)
         spec = dim.SPEC
         magnitudes = {**spec.tiers, **config.magnitudes.get(name, {})}
-        for tier in config.tiers:
+        if config.design == "psychometric":
+            levels = design_magnitudes(name, config.levels, config.sample_rate)
+            magnitudes = {**magnitudes, **{f"p{i + 1}": m for i, m in enumerate(levels)}}
+        tiers = [f"p{i + 1}" for i in range(config.levels)] if config.design == "psychometric" else config.tiers
+        for tier in tiers:
             magnitude = float(magnitudes[tier])
             reason = dim.inaudible_reason(magnitude, config.sample_rate)
             if reason:
@@ -55,6 +59,23 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
             value = constant_value(name, magnitudes["mid"], config.sample_rate)
             conditions.append(Condition(name, "none", "none", "constant", 0.0, value, value))
     return conditions, refused
+
+
+def design_magnitudes(category: str, levels: int, sr: int) -> list[float]:
+    """Log-spaced magnitudes over the dimension's declared psychometric range (from below a
+    typical human threshold to beyond the published high tier), weakest change first."""
+    lo, hi = dimensions.get(category).SPEC.psychometric_range
+    magnitudes = [float(m) for m in np.geomspace(lo, hi, levels)]
+    return sorted(magnitudes, key=lambda m: change_size(category, *dimensions.get(category).endpoints(m, sr)))
+
+
+def change_size(category: str, start: float, end: float) -> float:
+    """How big a change is, in the dimension's own terms: |end - start| on its scale
+    (semitones, dB, ratio, bits...), or octaves for log-scale parameters. The common axis
+    for psychometric functions, whichever way the raw parameter runs."""
+    if dimensions.get(category).SPEC.scale == "log":
+        return float(abs(np.log2(end / start)))
+    return float(abs(end - start))
 
 
 def constant_value(category: str, mid_magnitude: float, sr: int) -> float:
