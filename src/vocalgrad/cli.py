@@ -207,6 +207,10 @@ def parser() -> argparse.ArgumentParser:
     sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
     sc.set_defaults(func=cmd_score)
 
+    from vocalgrad.human.cli import add_parser as add_human_parser
+
+    add_human_parser(sub)
+
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
     i.add_argument("dataset", nargs="?")
     i.add_argument("--sample-rate", type=int, default=16000)

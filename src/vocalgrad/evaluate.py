@@ -333,12 +333,20 @@ def _check_manifest(out: Path, manifest: dict) -> None:
 
 
 def load_results(run: str | Path) -> tuple[dict, list[dict]]:
-    """(manifest, rows) of a run folder; the last row wins for a repeated key."""
+    """(manifest, rows) of a run folder (or its results.jsonl); the last row wins per key."""
     run = Path(run)
+    if run.name == "results.jsonl":
+        run = run.parent
     if not (run / "results.jsonl").is_file():
         raise ConfigError(f"{run}: no results.jsonl; is this a `vocalgrad eval` output folder?")
     manifest = json.loads((run / "manifest.json").read_text()) if (run / "manifest.json").is_file() else {}
-    rows = {r["key"]: r for r in read_jsonl(run / "results.jsonl")}
+    rows = {}
+    for r in read_jsonl(run / "results.jsonl"):
+        # rows from other producers (e.g. the listening test) may omit run-only fields
+        r.setdefault("control", "none")
+        r.setdefault("mode", "generate")
+        r.setdefault("error", None)
+        rows[r.get("key") or f"{r['item_id']}|{r['listener']}|{r['variant']}|{r['control']}|{r['mode']}"] = r
     return manifest, list(rows.values())
 
 

@@ -29,24 +29,26 @@ def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str
     """Everything `vocalgrad score` prints, as one dict (also written as summary.json)."""
     manifest, rows = load_results(run)
     out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": []}
-    for (variant, mode) in sorted({(r["variant"], r["mode"]) for r in rows}):
-        main = [r for r in selected(rows, variant=variant, mode=mode, control="none") if r["error"] is None]
+    listeners = sorted({r["listener"] for r in rows})
+    for (listener, variant, mode) in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
+        mine = selected(rows, listener=listener)
+        main = [r for r in selected(mine, variant=variant, mode=mode, control="none") if r["error"] is None]
         changing = [r for r in main if r["direction"] in ("increase", "decrease")]
-        key = f"{variant}/{mode}"
+        key = f"{variant}/{mode}" if len(listeners) == 1 else f"{listener}|{variant}/{mode}"
         out["groups"][key] = {
             "table": summarise(changing, by=by, cluster=cluster, n_boot=n_boot, seed=seed),
             "constant": constant_summary([r for r in main if r["direction"] == "constant"]),
-            "errors": sum(1 for r in selected(rows, variant=variant, mode=mode) if r["error"]),
+            "errors": sum(1 for r in selected(mine, variant=variant, mode=mode) if r["error"]),
         }
         alarm = same_answer_alarm(changing)
         if alarm:
             out["alarms"].append(f"{key}: {alarm}")
-        reversed_rows = [r for r in selected(rows, variant=variant, mode=mode, control="reversed") if r["error"] is None]
+        reversed_rows = [r for r in selected(mine, variant=variant, mode=mode, control="reversed") if r["error"] is None]
         controls: dict = {}
         if reversed_rows:
             controls["reversed"] = flip_rate(changing, [r for r in reversed_rows if r["direction"] != "constant"])
         for control in ("silence", "text_only"):
-            ctl = [r for r in selected(rows, variant=variant, mode=mode, control=control) if r["error"] is None]
+            ctl = [r for r in selected(mine, variant=variant, mode=mode, control=control) if r["error"] is None]
             if ctl:
                 controls[control] = _answer_rates(ctl)
         out["controls"][key] = controls
@@ -67,19 +69,19 @@ def _answer_rates(rows: list[dict]) -> dict:
 
 
 def _harness_results(summary: dict, by: tuple[str, ...]) -> dict:
-    """lm-evaluation-harness style: results[task][metric,filter] = value."""
+    """lm-evaluation-harness style: results[task]["metric,filter"] = value, where the filter
+    names the prompt variant and mode (and the listener when a file holds several)."""
     results: dict = {}
     for key, group in summary["groups"].items():
-        variant, mode = key.split("/")
         for g in group["table"]:
             task = f"vocalgrad_{g['group']}" if g["group"] != "overall" else "vocalgrad"
             entry = results.setdefault(task, {"alias": g["group"]})
             for metric in COLUMNS:
                 if metric in g:
-                    entry[f"{metric},{variant}/{mode}"] = g[metric]
-                    entry[f"{metric}_ci,{variant}/{mode}"] = [g.get(f"{metric}_lo"), g.get(f"{metric}_hi")]
-            entry[f"increase_rate,{variant}/{mode}"] = g.get("increase_rate")
-            entry[f"unparsed_rate,{variant}/{mode}"] = g.get("unparsed_rate")
+                    entry[f"{metric},{key}"] = g[metric]
+                    entry[f"{metric}_ci,{key}"] = [g.get(f"{metric}_lo"), g.get(f"{metric}_hi")]
+            entry[f"increase_rate,{key}"] = g.get("increase_rate")
+            entry[f"unparsed_rate,{key}"] = g.get("unparsed_rate")
     return results
 
 

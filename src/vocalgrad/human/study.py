@@ -42,7 +42,7 @@ class StudyConfig:
 
     def __post_init__(self) -> None:
         get_variant(self.variant)
-        if get_variant(self.variant).options[:2] not in (
+        if get_variant(self.variant).options not in (
             ("increase", "decrease"),
             ("decrease", "increase"),
         ):
@@ -100,3 +100,21 @@ def load_study(path: str | Path) -> tuple[StudyConfig, Path]:
     if not db.is_absolute():
         db = path.parent / db
     return StudyConfig.from_dict(table), db
+
+
+def dataset_sha256(root: str | Path) -> str:
+    """The dataset's identity: build.json `content_sha256`, else a hash of its metadata files."""
+    import hashlib
+
+    root = Path(root)
+    build = root / "build.json"
+    if build.is_file():
+        value = json.loads(build.read_text()).get("content_sha256")
+        if value:
+            return str(value)
+    h = hashlib.sha256()
+    for split in ("test", "train"):
+        meta = root / split / "metadata.jsonl"
+        if meta.is_file():
+            h.update(meta.read_bytes())
+    return h.hexdigest()

@@ -1,0 +1,304 @@
+"""The listening-test web app: annotator API, audio, static page, and token-guarded admin API.
+
+What the browser may learn is decided here: a trial is an opaque id, an opaque audio URL,
+the question text models get and the answer options; never the item id, file name, tier,
+curve, direction or whether it is a catch trial. The server, not the page, decides when an
+answer may be given (audio served, play reported to the end, clip length elapsed).
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+import secrets
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import soundfile as sf
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Path as PathParam
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from vocalgrad.human import screening
+from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
+from vocalgrad.human.study import StudyError, dataset_sha256
+from vocalgrad.prompts import get_variant, question_text
+
+COOKIE = "vg_session"
+MAX_BODY = 4096  # bytes; every legitimate request body is well under 200
+TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{32,64}")
+STATIC = Path(__file__).parent / "static"
+SCREENING_QUESTION = (
+    "Which of the three noises contains a faint tone?\n\n"
+    "Listen with headphones; over loudspeakers the tone cannot be heard."
+)
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; media-src 'self' blob:; "
+       "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+       "form-action 'none'")
+TrialId = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_-]{24}$")]
+AudioKey = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_-]{32}$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Empty(_Strict):
+    pass
+
+
+class PlayEvent(_Strict):
+    event: Literal["start", "ended"]
+    played_s: float = Field(default=0.0, ge=0.0, le=600.0)
+
+
+class AnswerIn(_Strict):
+    answer: str = Field(min_length=1, max_length=16)
+    rt_s: float = Field(ge=0.0, le=3600.0)
+    submission_id: str = Field(pattern=r"^[A-Za-z0-9-]{8,64}$")
+
+
+class InviteIn(_Strict):
+    annotator: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    replace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for bodies over `limit` bytes, declared or streamed."""
+
+    def __init__(self, app: Any, limit: int = MAX_BODY):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await JSONResponse({"detail": "request body too large"}, 413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise HTTPException(413, "request body too large")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    return value[7:].strip() if value.lower().startswith("bearer ") else None
+
+
+def current_annotator(request: Request) -> dict:
+    """The annotator behind the session cookie (or a Bearer token); POSTs must be JSON."""
+    store: Store = request.app.state.store
+    token = request.cookies.get(COOKIE) or _bearer(request)
+    found = store.annotator_by_token(token) if token and TOKEN_RE.fullmatch(token) else None
+    if found is None:
+        raise HTTPException(401, "open the link you were sent to start or resume")
+    content_type = request.headers.get("content-type", "").split(";")[0].strip()
+    if request.method == "POST" and content_type != "application/json":
+        raise HTTPException(415, "send JSON")  # no cross-site form posts
+    return found
+
+
+def require_admin(request: Request) -> None:
+    given = _bearer(request) or ""
+    if not hmac.compare_digest(hash_token(given), request.app.state.admin_hash):
+        raise HTTPException(401, "admin token required (Authorization: Bearer ...)")
+
+
+Annotator = Annotated[dict, Depends(current_annotator)]
+
+
+def create_app(
+    store: Store,
+    dataset: str | Path,
+    admin_token: str | None = None,
+    production: bool = True,
+    cookie_secure: bool = False,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
+    """Build the app. Production needs an admin token of >= 32 characters: no default secret."""
+    if admin_token is None and not production:
+        admin_token = secrets.token_urlsafe(32)
+    if not admin_token or len(admin_token) < 32:
+        raise StudyError("set VOCALGRAD_ADMIN_TOKEN to a random string of at least 32 characters "
+                         "(python -c 'import secrets; print(secrets.token_urlsafe(32))'), "
+                         "or use --dev for a local try-out with a generated token")
+    admin_hash = hash_token(admin_token)
+    root = Path(dataset).resolve()
+    meta = store.meta()
+    if dataset_sha256(root) != meta["dataset_sha256"]:
+        raise StudyError(f"{root} is not the dataset this study was created from "
+                         f"(content hash differs from {meta['dataset_sha256'][:12]}...)")
+    config = store.config()
+    items = store.items()
+    options = list(get_variant(config.variant).options)
+
+    app = FastAPI(title="vocalgrad listening test", docs_url=None, redoc_url=None,
+                  openapi_url=None if production else "/openapi.json")
+    app.state.admin_token = admin_token
+    app.state.admin_hash = admin_hash
+    app.state.store = store
+    app.add_middleware(BodyLimit)
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Callable) -> Response:
+        response = await call_next(request)
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Frame-Options"] = "DENY"
+        if not request.url.path.startswith("/static/"):
+            response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.exception_handler(StudyError)
+    async def study_error(request: Request, err: StudyError) -> JSONResponse:
+        code = {NotFound: 404, Conflict: 409, Forbidden: 403}.get(type(err), 400)
+        return JSONResponse({"detail": str(err)}, code)
+
+    def trial_view(t: dict) -> dict:
+        if t["kind"] == "screening":
+            question, opts = SCREENING_QUESTION, ["1", "2", "3"]
+        else:
+            question, opts = question_text(items[t["item_id"]]["category"], config.variant), options
+        return {"id": t["id"], "audio": f"/api/audio/{t['audio_key']}", "question": question,
+                "options": opts, "plays": t["plays"], "answerable": t["plays"] > 0}
+
+    def state(a: dict) -> dict:
+        a = store.annotator(a["id"])
+        phase, trial, step = "done", None, None
+        if a["status"] == "excluded":
+            phase = "excluded"
+        elif a["began_at"] is None:
+            phase = "welcome"
+        elif a["volume_at"] is None:
+            phase = "volume"
+        else:
+            t = store.next_trial(a["id"])
+            if t is not None:
+                phase = {"catch": "test"}.get(t["kind"], t["kind"])
+                trial = trial_view(t)
+                counts = store.counts(a["id"])
+                kinds = ("test", "catch") if phase == "test" else (phase,)
+                done = sum(counts.get(k, (0, 0))[0] for k in kinds)
+                step = {"index": done + 1, "of": sum(counts.get(k, (0, 0))[1] for k in kinds)}
+        return {"phase": phase, "trial": trial, "step": step}
+
+    @app.get("/", response_class=HTMLResponse)
+    def home() -> str:
+        return "<!doctype html><title>Listening test</title><p>Open the link you were sent.</p>"
+
+    @app.get("/healthz")
+    def healthz() -> dict:
+        return {"ok": True}
+
+    @app.get("/s/{token}")
+    def login(token: str) -> Response:
+        if not TOKEN_RE.fullmatch(token) or store.annotator_by_token(token) is None:
+            return HTMLResponse("<!doctype html><title>Invalid link</title>"
+                                "<p>This link is not valid. Ask for a new one.</p>", 404)
+        response = RedirectResponse("/study", 303)
+        response.set_cookie(COOKIE, token, max_age=60 * 60 * 24 * 30, httponly=True,
+                            samesite="strict", secure=cookie_secure, path="/")
+        return response
+
+    @app.get("/study")
+    def page() -> FileResponse:
+        return FileResponse(STATIC / "study.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/api/state")
+    def get_state(a: Annotator) -> dict:
+        return state(a)
+
+    @app.post("/api/begin")
+    def begin(a: Annotator, body: Empty) -> dict:
+        store.begin(a["id"], clock())
+        return state(a)
+
+    @app.get("/api/calibration")
+    def calibration(a: Annotator) -> Response:
+        return Response(_calibration_wav(), media_type="audio/wav")
+
+    @app.post("/api/volume")
+    def volume(a: Annotator, body: Empty) -> dict:
+        store.set_volume(a["id"], clock())
+        return state(a)
+
+    @app.get("/api/audio/{key}")
+    def audio(a: Annotator, key: AudioKey) -> Response:
+        if store.annotator(a["id"])["volume_at"] is None:
+            raise HTTPException(409, "set the volume first")
+        t = store.trial_for_audio(a["id"], key, clock())
+        if t["kind"] == "screening":
+            wav = _screening_wav(t["seed"], config.screening_interval_s)
+        else:
+            split, name = store.item_file(t["item_id"])
+            path = (root / split / name).resolve()
+            if not path.is_relative_to(root) or not path.is_file():
+                raise HTTPException(404, "no such audio")
+            wav = _clip_wav(str(path))
+        return Response(wav, media_type="audio/wav")
+
+    @app.post("/api/trials/{trial_id}/play")
+    def play(a: Annotator, trial_id: TrialId, body: PlayEvent) -> dict:
+        return store.record_play(a["id"], trial_id, body.event, body.played_s, clock())
+
+    @app.post("/api/trials/{trial_id}/answer")
+    def answer(a: Annotator, trial_id: TrialId, body: AnswerIn) -> dict:
+        result = store.answer(a["id"], trial_id, body.answer, body.rt_s, body.submission_id, clock())
+        feedback = None
+        if result.kind == "practice":
+            feedback = {"correct": result.correct, "answer": result.truth}
+        return {"ok": True, "replayed": result.replayed, "feedback": feedback}
+
+    @app.get("/admin/api/progress", dependencies=[Depends(require_admin)])
+    def progress() -> dict:
+        return {"study": config.name, "annotators": store.progress()}
+
+    @app.post("/admin/api/invite", dependencies=[Depends(require_admin)])
+    def invite(request: Request, body: InviteIn) -> dict:
+        target = store.replace(body.replace) if body.replace else body.annotator
+        who, token = store.invite(target, clock())
+        return {"annotator": who, "link": f"{str(request.base_url).rstrip('/')}/s/{token}"}
+
+    @app.get("/admin/api/results", dependencies=[Depends(require_admin)])
+    def results() -> dict:
+        from vocalgrad.human.export import result_rows
+
+        return {"rows": result_rows(store)}
+
+    return app
+
+
+@lru_cache(maxsize=1)
+def _calibration_wav() -> bytes:
+    return screening.wav_bytes(screening.calibration_sound(), screening.SAMPLE_RATE)
+
+
+@lru_cache(maxsize=64)
+def _screening_wav(seed: int, interval_s: float) -> bytes:
+    audio, _ = screening.huggins_trial(seed, interval_s)
+    return screening.wav_bytes(audio, screening.SAMPLE_RATE)
+
+
+@lru_cache(maxsize=256)
+def _clip_wav(path: str) -> bytes:
+    """Decoded and re-encoded, so no tag or chunk of the stored file reaches the browser."""
+    audio, sr = sf.read(path, dtype="float32", always_2d=False)
+    return screening.wav_bytes(audio, sr)

@@ -1,0 +1,185 @@
+"""`vocalgrad human ...`: create a study, serve it, invite annotators, watch progress, export.
+
+Every command names the study file (`--study study.toml`); its database sits next to it
+unless `[study] db` says otherwise. The admin works on the database file directly, so
+`invite`, `progress` and `export` run while the server is up (SQLite WAL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+from pathlib import Path
+
+from vocalgrad.human.study import StudyError, dataset_sha256, load_study
+
+ADMIN_ENV = "VOCALGRAD_ADMIN_TOKEN"
+
+
+def _db(args: argparse.Namespace) -> Path:
+    _, db = load_study(args.study)
+    return Path(args.db) if args.db else db
+
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from vocalgrad.dataset import load_rows
+    from vocalgrad.human.assign import make_plan
+    from vocalgrad.human.store import create_study
+
+    config, db = load_study(args.study)
+    db = Path(args.db) if args.db else db
+    rows = load_rows(args.dataset)
+    plan = make_plan(rows, config)
+    create_study(db, config, plan, rows, Path(args.dataset), dataset_sha256(args.dataset))
+    sizes = {c: len(ids) for c, ids in plan.pool.items()}
+    per = {a: sum(s.kind == "test" for s in slots) for a, slots in plan.trials.items()}
+    print(f"created {db}: {sum(sizes.values())} items ({', '.join(f'{c} {n}' for c, n in sizes.items())}), "
+          f"{len(per)} annotator slots, {min(per.values())}-{max(per.values())} test trials each")
+    for note in plan.notes:
+        print(f"  note: {note}")
+    return 0
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from vocalgrad.human.app import create_app
+    from vocalgrad.human.store import Store
+
+    db = _db(args)
+    if not db.exists():
+        cmd_create(args)
+    token = os.environ.get(ADMIN_ENV) or None
+    secure = args.secure_cookies if args.secure_cookies is not None else not _is_loopback(args.host)
+    app = create_app(Store(db), args.dataset, admin_token=token, production=not args.dev,
+                     cookie_secure=secure)
+    if args.dev and token is None:
+        print(f"dev mode: admin token {app.state.admin_token}")
+    print(f"serving {db} on http://{args.host}:{args.port}/ (invite with `vocalgrad human invite`)")
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                proxy_headers=args.proxy_headers)
+    return 0
+
+
+def cmd_invite(args: argparse.Namespace) -> int:
+    from vocalgrad.human.store import Store
+
+    store = Store(_db(args))
+    targets: list[str | None]
+    if args.replace:
+        targets = [store.replace(args.replace)]
+    elif args.annotator:
+        targets = list(args.annotator)
+    else:
+        targets = [None] * args.n
+    base = args.base_url.rstrip("/")
+    for target in targets:
+        who, token = store.invite(target)
+        print(f"{who}\t{base}/s/{token}")
+    return 0
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    from vocalgrad.human.store import Store
+
+    rows = Store(_db(args)).progress()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print("| annotator | status | answered | catch | note |\n|---|---|---|---|---|")
+    for p in rows:
+        catch = "-" if p["catch_accuracy"] is None else f"{p['catch_accuracy']:.0%}"
+        note = "; ".join(x for x in (p["reason"], p["flag_reason"],
+                                     "not invited" if not p["invited"] else None) if x)
+        print(f"| {p['annotator']} | {p['status']} | {p['answered']}/{p['total']} | {catch} | {note} |")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from vocalgrad.human.export import export
+    from vocalgrad.human.store import Store
+
+    summary = export(Store(_db(args)), args.out, include_flagged=args.include_flagged)
+    pooled = summary["report"]["pooled_accuracy"]
+    agree = summary["report"]["agreement"]["overall"]
+    print(f"wrote {summary['rows']} rows to {Path(args.out) / 'results.jsonl'}; pooled accuracy "
+          f"{pooled['accuracy']:.1%} over {pooled['n']} items, Fleiss kappa "
+          f"{agree['fleiss_kappa']:.3f}, Krippendorff alpha {agree['krippendorff_alpha']:.3f}")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `human` and its sub-commands on the main CLI's sub-parsers."""
+    h = subparsers.add_parser("human", help="run a listening test with people (web app)")
+    sub = h.add_subparsers(dest="human_command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--study", required=True, help="study TOML file with a [study] table")
+        p.add_argument("--db", help="study database (default: from the study file)")
+
+    c = sub.add_parser("create", help="plan the balanced assignment and create the study database")
+    c.add_argument("dataset")
+    common(c)
+    c.set_defaults(func=cmd_create)
+
+    s = sub.add_parser("serve", help="serve the listening test (FastAPI under uvicorn)")
+    s.add_argument("dataset")
+    common(s)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--dev", action="store_true",
+                   help=f"allow a generated admin token when ${ADMIN_ENV} is unset")
+    s.add_argument("--secure-cookies", action=argparse.BooleanOptionalAction, default=None,
+                   help="mark the session cookie Secure (default: unless serving on loopback)")
+    s.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* (behind a proxy)")
+    s.add_argument("--log-level", default="warning")
+    s.set_defaults(func=cmd_serve)
+
+    i = sub.add_parser("invite", help="print one login link per annotator (tokens stored hashed)")
+    common(i)
+    i.add_argument("--base-url", required=True, help="public URL of the server, e.g. https://host")
+    group = i.add_mutually_exclusive_group()
+    group.add_argument("--n", type=int, default=1, help="invite the next N uninvited slots")
+    group.add_argument("--annotator", action="append", help="(re-)issue the link of this slot")
+    group.add_argument("--replace", help="add a slot with this annotator's items and invite it")
+    i.set_defaults(func=cmd_invite)
+
+    p = sub.add_parser("progress", help="per-annotator status, answers, catch accuracy")
+    common(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_progress)
+
+    e = sub.add_parser("export", help="write results in the evaluation format plus agreement")
+    common(e)
+    e.add_argument("--out", required=True, help="folder for results.jsonl, manifest.json, ...")
+    e.add_argument("--include-flagged", action="store_true",
+                   help="pool annotators flagged on catch trials too")
+    e.set_defaults(func=cmd_export)
+    return h
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m vocalgrad.human.cli`) until wired into `vocalgrad`."""
+    import sys
+
+    parser = argparse.ArgumentParser(prog="vocalgrad")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except StudyError as err:
+        print(f"vocalgrad: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

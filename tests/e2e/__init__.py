@@ -1,0 +1,1 @@
+"""Helpers for end-to-end tests (servers in subprocesses, synthetic datasets)."""

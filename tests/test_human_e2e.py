@@ -1,0 +1,149 @@
+"""A real browser end to end: Debian's Chromium driven by Playwright (no browser download).
+
+Logs in through an invite link, sets the volume, passes the headphone check, plays clips
+(the answer buttons must stay locked until a clip has played to the end), answers with mouse
+and keyboard, reloads mid-study and mid-trial, finishes, and checks the exported results.
+Screenshots of every page go to $VOCALGRAD_SCREENSHOTS when set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from e2e.human_helpers import make_dataset, start_server, stop_server, write_study
+
+from vocalgrad.human.cli import main
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", "--mute-audio",
+        "--autoplay-policy=no-user-gesture-required"]
+KEY = {"increase": "i", "decrease": "ArrowDown"}
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does)",
+)
+
+
+def _next(db: Path) -> tuple[str, str, str]:
+    with sqlite3.connect(db) as con:
+        return con.execute("SELECT id, kind, truth FROM trials WHERE annotator_id='a01' AND "
+                           "answer IS NULL ORDER BY seq LIMIT 1").fetchone()
+
+
+def _poll(page, expression: str, timeout_s: float = 15.0) -> None:
+    """wait_for_function compiles strings with eval, which our CSP forbids: poll instead."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(expression):
+        if time.monotonic() > deadline:
+            seen = page.evaluate("[document.body.dataset.page, "
+                                 "document.querySelector('#trial').dataset.trial, "
+                                 "document.querySelector('#play-status').textContent, "
+                                 "document.querySelector('#notice').textContent]")
+            raise TimeoutError(f"timed out waiting for {expression}; page shows {seen}")
+        time.sleep(0.05)
+
+
+def test_browser_study_end_to_end(tmp_path, capsys):
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    shots = Path(os.environ.get("VOCALGRAD_SCREENSHOTS", tmp_path / "shots"))
+    shots.mkdir(parents=True, exist_ok=True)
+    dataset = make_dataset(tmp_path / "ds", seconds=0.4)
+    study = write_study(tmp_path / "study.toml", categories=["volume"], n_annotators=1,
+                        annotators_per_item=1, n_practice=1, n_catch=1, screening_trials=2,
+                        screening_pass=2, screening_interval_s=0.2)
+    db = tmp_path / "study.sqlite"
+    proc, base = start_server(dataset, study)
+    try:
+        assert main(["human", "invite", "--study", str(study), "--base-url", base]) == 0
+        link = capsys.readouterr().out.split()[1]
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            page = browser.new_page(viewport={"width": 1000, "height": 720})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(link)
+            assert page.url == f"{base}/study"  # token gone from the address bar
+            page.wait_for_selector("#welcome:not([hidden])")
+            page.screenshot(path=str(shots / "1-welcome.png"))
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#volume:not([hidden])")
+            assert page.is_disabled("#volume-done")
+            page.click("#volume-play")
+            page.wait_for_selector("#volume-done:not([disabled])", timeout=10_000)
+            page.screenshot(path=str(shots / "2-volume.png"))
+            page.click("#volume-done")
+
+            answered, reloaded_mid_trial, shot = 0, False, set()
+            while True:
+                nxt = _next(db)
+                if nxt is None:
+                    break
+                trial_id, kind, truth = nxt
+                _poll(page, f"document.querySelector('#trial').dataset.trial === '{trial_id}' "
+                      "&& document.body.dataset.page === 'trial' "
+                      "&& !document.querySelector('#play').disabled")
+                locked = page.eval_on_selector_all("#answers button", "bs => bs.every(b => b.disabled)")
+                already = "Played" in page.inner_text("#play-status")
+                assert locked or already, "answers unlocked before the clip was played"
+                if not already:
+                    page.keyboard.press(" ") if answered % 2 else page.click("#play")
+                    page.wait_for_selector("#answers button:not([disabled])", timeout=10_000)
+                if kind not in shot:
+                    page.screenshot(path=str(shots / f"3-{kind}.png"))
+                    shot.add(kind)
+                if answered == 5 and not reloaded_mid_trial:  # played, not answered: reload
+                    reloaded_mid_trial = True
+                    page.reload()
+                    continue
+                if kind == "screening":
+                    page.keyboard.press(truth)
+                elif answered % 2:
+                    page.keyboard.press(KEY[truth])
+                else:
+                    page.click(f"#answers button[data-answer='{truth}']")
+                answered += 1
+                deadline = time.monotonic() + 10  # wait until the server has stored it
+                while (_next(db) or ("",))[0] == trial_id:
+                    assert time.monotonic() < deadline, "answer never stored"
+                    time.sleep(0.05)
+                if kind == "practice":
+                    page.wait_for_selector("#feedback:not([hidden])")
+                    assert "Correct" in page.inner_text("#feedback-text")
+                    page.screenshot(path=str(shots / "4-practice-feedback.png"))
+                    page.keyboard.press("Enter")
+                if answered == 7:  # reload between trials, once the answer is stored
+                    _poll(page, "document.body.dataset.page === 'trial' && "
+                          f"document.querySelector('#trial').dataset.trial !== '{trial_id}'")
+                    page.reload()
+            page.wait_for_selector("#done:not([hidden])")
+            page.screenshot(path=str(shots / "5-done.png"))
+            html = page.content()
+            browser.close()
+        assert not errors, errors
+        assert reloaded_mid_trial and answered == 2 + 1 + 8 + 1
+    finally:
+        stop_server(proc)
+
+    with sqlite3.connect(db) as con:
+        items = {r[0]: json.loads(r[1]) for r in con.execute("SELECT item_id, row_json FROM items")}
+        plays = con.execute("SELECT MIN(plays), MAX(fetches) FROM trials").fetchone()
+    assert plays[0] >= 1
+    assert not [i for i in items if i in html]
+    out = tmp_path / "export"
+    assert main(["human", "export", "--study", str(study), "--out", str(out)]) == 0
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    mine = [r for r in rows if r["listener"] == "human:a01"]
+    pooled = [r for r in rows if r["listener"] == "human"]
+    assert len(mine) == 8 and len(pooled) == 8
+    assert all(r["correct"] and r["category"] == "volume" for r in mine)
+    assert all(r["rt_s"] is not None and 0 <= r["rt_s"] < 30 and r["plays"] >= 1 for r in mine)
+    report = json.loads((out / "agreement.json").read_text())
+    assert report["per_annotator"]["a01"]["catch"]["accuracy"] == 1.0
+    assert report["pooled_accuracy"]["accuracy"] == 1.0
