@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 DEMO := out/demo
+RUNS := out/runs
+VG := $(VENV)/bin/vocalgrad
 
 .PHONY: demo test lint bench clean
 
@@ -16,9 +18,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/vocalgrad build --out $(DEMO) --n-test 8 --n-train 8
-	$(VENV)/bin/vocalgrad verify $(DEMO)
-	$(VENV)/bin/vocalgrad info $(DEMO)
+	$(VG) build --out $(DEMO) --n-test 8 --n-train 8
+	$(VG) verify $(DEMO)
+	$(VG) info $(DEMO)
+	$(VG) eval $(DEMO) --listener baseline:random --out $(RUNS)/random
+	$(VG) eval $(DEMO) --listener baseline:always-increase --out $(RUNS)/always-increase
+	$(VG) eval $(DEMO) --listener baseline:ideal --controls reversed --out $(RUNS)/ideal
+	$(VG) eval $(DEMO) --listener whisper:tiny.en --limit 270 --controls reversed --out $(RUNS)/whisper-tiny.en
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
