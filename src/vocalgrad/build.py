@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -59,7 +60,7 @@ def _render_source(task: SourceTask) -> dict:
     try:
         ref = prepare_reference(source.path, config.sample_rate, config.target_lufs)
     except AudioError as err:
-        return {"source_id": source.source_id, "skipped": str(err), "rows": []}
+        return {"source_id": source.source_id, "skipped": str(err), "rows": [], "n": len(task.conditions)}
     out = Path(task.out)
     ref_name = f"{item_id(config.seed, source.source_id, _REFERENCE)}.flac"
     ref_path = out / REFERENCES / ref_name
@@ -84,9 +85,10 @@ def _render_source(task: SourceTask) -> dict:
         file_name = f"{item}.flac"
         sha = write_flac_atomic(out / task.split / file_name, result.audio, ref.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
-    return {"source_id": source.source_id, "reference": reference_row, "rows": rows}
+    return {"source_id": source.source_id, "reference": reference_row, "rows": rows, "n": len(task.conditions)}
 
 
+# Reference files get opaque names from the same hash as clips, under a reserved condition.
 _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
 
@@ -152,23 +154,20 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     for split in (*SPLITS, REFERENCES):
         (out / split).mkdir(parents=True, exist_ok=True)
     total = sum(len(t.conditions) for t in tasks)
-    skipped: list[dict] = []
     with (state / "rows.jsonl").open("a") as log, tqdm(
         total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
     ) as bar:
         for result in _run(tasks, workers):
             if result.get("skipped"):
-                skipped.append({"source_id": result["source_id"], "reason": result["skipped"]})
                 log.write(dumps({"source_id": result["source_id"], "skipped": result["skipped"]}) + "\n")
             else:
                 log.write(dumps({"reference": result["reference"]}) + "\n")
                 for row in result["rows"]:
                     log.write(dumps(row) + "\n")
             log.flush()
-            os.fsync(log.fileno())
-            bar.update(len(result["rows"]) or sum(len(t.conditions) for t in tasks if t.source.source_id == result["source_id"]))
-    report = _finalise(out, state, config, selected, refused, time.time() - started)
-    return report
+            os.fsync(log.fileno())  # the log is the resume point: make it durable per source
+            bar.update(result["n"])
+    return _finalise(out, state, config, selected, refused, time.time() - started)
 
 
 def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[SpeechSource, str]]:
@@ -206,16 +205,9 @@ def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) 
                 f"{out} holds a build with a different config; pass --overwrite to replace it "
                 "or choose another --out"
             )
-        import shutil
-
         shutil.rmtree(out)
     elif out.exists() and not saved.is_file() and any(out.iterdir()):
-        if (out / "build.json").is_file() and overwrite:
-            import shutil
-
-            shutil.rmtree(out)
-        else:
-            raise ConfigError(f"{out} exists and is not a vocalgrad build in progress; choose an empty --out")
+        raise ConfigError(f"{out} exists and is not a vocalgrad build; choose an empty --out")
     state.mkdir(parents=True, exist_ok=True)
     saved.write_text(wanted)
 

@@ -43,21 +43,36 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Median semitone difference to the source F0 over voiced head and tail frames."""
-    _, f_clip = clip.f0
-    _, f_ref = ref.f0
-    n = min(len(f_clip), len(f_ref))
-    both = (f_clip[:n] > 0) & (f_ref[:n] > 0)
-    diff = np.full(n, np.nan)
-    diff[both] = 12 * np.log2(f_clip[:n][both] / f_ref[:n][both])
-    head, tail = ref.head_tail_frames(n, F0_STEP_S)
+    """Median semitone difference to the source F0 over voiced head and tail frames
+    (frames matched by time; pitch leaves timing untouched)."""
+    t_ref, f_ref = ref.f0
+    f_match = f0_at(clip, t_ref)
+    both = (f_match > 0) & (f_ref > 0)
+    diff = np.full(len(t_ref), np.nan)
+    diff[both] = 12 * np.log2(f_match[both] / f_ref[both])
+    head, tail = ref.head_tail_at(t_ref)
     return Measured(*head_tail(diff, head, tail))
+
+
+def f0_at(a: Analysis, times: np.ndarray) -> np.ndarray:
+    """F0 of `a` at the given times, interpolated on a log scale between two voiced
+    neighbouring frames; 0 where either neighbour is unvoiced or out of range."""
+    t, f = a.f0
+    right = np.searchsorted(t, times)
+    left = right - 1
+    ok = (left >= 0) & (right < len(t))
+    left, right = np.clip(left, 0, len(t) - 1), np.clip(right, 0, len(t) - 1)
+    ok &= (f[left] > 0) & (f[right] > 0) & (t[right] - t[left] <= 1.5 * F0_STEP_S)
+    span = np.where(t[right] > t[left], t[right] - t[left], 1.0)
+    w = np.clip((times - t[left]) / span, 0.0, 1.0)
+    logf = (1 - w) * np.log(np.maximum(f[left], 1e-9)) + w * np.log(np.maximum(f[right], 1e-9))
+    return np.where(ok, np.exp(logf), 0.0)
 
 
 def blind_change(clip: Analysis) -> float:
     """F0 change (semitones, tail minus head) from the clip alone: no source needed."""
-    _, f0 = clip.f0
+    times, f0 = clip.f0
     semis = np.where(f0 > 0, 12 * np.log2(np.maximum(f0, 1e-9) / 100.0), np.nan)
-    head, tail = clip.head_tail_frames(len(semis), F0_STEP_S)
+    head, tail = clip.head_tail_at(times)
     h, t = head_tail(semis, head, tail)
     return t - h
