@@ -12,7 +12,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.analysis import Analysis
-from vocalgrad.audio import limit_peak, load_audio, normalise, resample
+from vocalgrad.audio import SpeechSpan, limit_peak, load_audio, normalise, resample
 from vocalgrad.confounds import measure_confounds
 from vocalgrad.dimensions.base import DimensionSpec, Measured
 from vocalgrad.errors import AudioError
@@ -79,12 +79,22 @@ class ClipResult:
     blind_change: float | None
 
 
+def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
+    """The clip's speech span is the source's, moved by any time warp. Detecting it on the
+    clip instead would be wrong by design: a -18 dB start or a noisy end hides speech."""
+    warp = getattr(dim, "output_time", None)
+    if warp is None:
+        return ref.span
+    onset, offset = warp(track, np.array([ref.span.onset_s, ref.span.offset_s]))
+    return SpeechSpan(float(onset), float(offset), ref.span.plausible, ref.span.reason)
+
+
 def render_condition(ref: Analysis, condition: Condition, seed: int, item: str) -> ClipResult:
     dim = dimensions.get(condition.category)
     spec = dim.SPEC
     track = track_for(condition, spec.scale, ref.span.onset_s, ref.span.offset_s)
     audio = quantise16(limit_peak(dim.render(ref, track, item_rng(seed, item))))
-    clip = Analysis(audio, ref.sr)
+    clip = Analysis(audio, ref.sr, span=clip_span(dim, track, ref))
     measured = dim.measure(clip, ref)
     change = measured.change(spec.measured_scale)
     blind = getattr(dim, "blind_change", None)

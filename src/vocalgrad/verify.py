@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.analysis import Analysis
-from vocalgrad.audio import load_audio
+from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.confounds import measure_confounds
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import AudioError, DatasetError
@@ -63,7 +63,11 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         except AudioError as err:
             failures.append({"item_id": row["item_id"], "error": str(err)})
             continue
-        clip = Analysis(audio, sr)
+        # our rows carry the source's speech span; a clip's own detection is unreliable
+        # by design (a -18 dB start or a noisy end hides speech)
+        known = row.get("speech_onset_s") is not None and row.get("speech_offset_s") is not None
+        span = SpeechSpan(float(row["speech_onset_s"]), float(row["speech_offset_s"]), True) if known else None
+        clip = Analysis(audio, sr, span=span)
         ref_row = refs.get(row.get("source_id"))
         bucket = results[category]
         if ref_row is not None:

@@ -40,6 +40,14 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     return psola(ref, rng, duration_tier=praat_tier("DurationTier", times, 1.0 / track(times), ref.duration_s))
 
 
+def output_time(track: Track, times_s: np.ndarray) -> np.ndarray:
+    """Where source times land in the rendered clip: the integral of 1/rate."""
+    step = FRAME_S / 4
+    grid = np.arange(0.0, float(np.max(times_s)) + 2 * step, step)
+    elapsed = np.concatenate([[0.0], np.cumsum(step / track(grid[:-1] + step / 2))])
+    return np.interp(times_s, grid, elapsed)
+
+
 def measure(clip: Analysis, ref: Analysis) -> Measured:
     """Align clip to source by DTW on log-mel frames; the slope of source time over clip
     time within the head and tail of the source's speech span is the local rate."""

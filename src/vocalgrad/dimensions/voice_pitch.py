@@ -70,9 +70,17 @@ def f0_at(a: Analysis, times: np.ndarray) -> np.ndarray:
 
 
 def blind_change(clip: Analysis) -> float:
-    """F0 change (semitones, tail minus head) from the clip alone: no source needed."""
+    """F0 change (semitones, tail minus head) from the clip alone, for datasets without
+    sources. Frames more than half an octave from the clip's median F0 are dropped as
+    likely octave errors. Natural declination pulls it down: weaker evidence than the
+    source-relative measure."""
     times, f0 = clip.f0
-    semis = np.where(f0 > 0, 12 * np.log2(np.maximum(f0, 1e-9) / 100.0), np.nan)
+    voiced = f0 > 0
+    if voiced.sum() < 5:
+        return float("nan")
+    semis = np.full(len(f0), np.nan)
+    semis[voiced] = 12 * np.log2(f0[voiced] / np.median(f0[voiced]))
+    semis[np.abs(semis) > 6] = np.nan
     head, tail = clip.head_tail_at(times)
     h, t = head_tail(semis, head, tail)
     return t - h

@@ -43,8 +43,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 
 
 def blind_change(clip: Analysis) -> float:
-    """Level change (dB, tail minus head) of the clip alone, over its active frames."""
-    level = np.where(clip.active, clip.level_db, np.nan)
-    head, tail = clip.head_tail_frames(len(level))
-    h, t = head_tail(level, head, tail)
+    """Level change (dB, tail minus head) of the clip alone: the 90th percentile of frame
+    levels in each window, i.e. the loud (voiced) frames, with no activity threshold that
+    a large gain change would push a whole window under."""
+    head, tail = clip.head_tail_frames(len(clip.level_db))
+    h, t = head_tail(clip.level_db, head, tail, reduce=lambda x: np.percentile(x, 90))
     return t - h
