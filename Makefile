@@ -18,13 +18,25 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VG) build --out $(DEMO) --n-test 8 --n-train 8
-	$(VG) verify $(DEMO)
-	$(VG) info $(DEMO)
-	$(VG) eval $(DEMO) --listener baseline:random --out $(RUNS)/random
-	$(VG) eval $(DEMO) --listener baseline:always-increase --out $(RUNS)/always-increase
-	$(VG) eval $(DEMO) --listener baseline:ideal --controls reversed --out $(RUNS)/ideal
-	$(VG) eval $(DEMO) --listener whisper:tiny.en --limit 270 --controls reversed --out $(RUNS)/whisper-tiny.en
+	# 1. benchmarks from the builtin speech: the published tiers, and a magnitude sweep
+	$(VG) build --out $(DEMO)/tiers --n-test 8 --n-train 8
+	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 2 --n-train 0 --no-constant
+	$(VG) verify $(DEMO)/tiers
+	$(VG) info $(DEMO)/tiers
+	# 2. listeners: chance, pure bias, the acoustic ceiling, and Whisper tiny.en
+	$(VG) eval $(DEMO)/tiers --listener baseline:random --out $(RUNS)/random
+	$(VG) eval $(DEMO)/tiers --listener baseline:always-increase --out $(RUNS)/always-increase
+	$(VG) eval $(DEMO)/tiers --listener baseline:ideal --controls reversed --out $(RUNS)/ideal
+	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en --limit 270 --controls reversed --out $(RUNS)/whisper
+	$(VG) eval $(DEMO)/sweep --listener baseline:ideal --out $(RUNS)/sweep-ideal
+	$(VG) eval $(DEMO)/sweep --listener whisper:tiny.en --out $(RUNS)/sweep-whisper
+	# 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis
+	$(VG) build --out $(DEMO)/probe-set --n-test 4 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch
+	$(VG) probe $(DEMO)/probe-set --listener whisper:tiny.en --out $(DEMO)/probe
+	# 4. one self-contained report
+	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/whisper \
+		$(RUNS)/sweep-ideal $(RUNS)/sweep-whisper --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
+	@echo "demo finished: open $(DEMO)/report.html"
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -32,6 +44,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_build.py
+	$(PY) benchmarks/bench_eval.py
+	$(PY) benchmarks/bench_probe.py
 
 clean:
 	rm -rf $(VENV) out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections import Counter
 from pathlib import Path
@@ -105,6 +106,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.base_url:
         options["base_url"] = args.base_url
     listener = load_listener(args.listener, dataset=args.dataset, **options)
+    out = Path(args.out or Path("runs") / listener_slug(args.listener))
+    if args.adaptive:
+        from vocalgrad.evaluate_adaptive import describe, evaluate_adaptive
+
+        results = evaluate_adaptive(args.dataset, listener, out, args.categories or (),
+                                    method=args.adaptive, max_trials=args.max_trials)
+        print(f"{listener.listener_id}: adaptive ({args.adaptive}) thresholds -> {out}")
+        for result in results:
+            print("  " + describe(result))
+        return 0
     config = EvalConfig(
         mode=args.mode,
         variants=args.variants,
@@ -116,13 +127,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         few_shot=args.few_shot,
         audio_first=args.audio_first,
     )
-    out = Path(args.out or Path("runs") / listener_slug(args.listener))
     counts = evaluate(args.dataset, listener, out, config)
     print(f"{listener.listener_id}: answered {counts['answered']} ({counts['skipped_done']} already done, "
           f"{counts['errors']} errors) in {counts['seconds']:.1f} s -> {out}")
     summary = score_run(out)
     write_summary(out, summary)
     print(markdown(summary))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from vocalgrad.report import write_report
+
+    out = write_report(args.results, args.out, dataset=args.dataset, probe_dirs=args.probe, fmt=args.format,
+                       n_boot=args.n_boot, command=shlex.join(["vocalgrad", *sys.argv[1:]]))
+    print(f"report: {out}")
     return 0
 
 
@@ -196,6 +215,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--few-shot", type=int, default=0, help="examples per label from the train split")
     e.add_argument("--audio-first", action="store_true")
     e.add_argument("--base-url", help="for openai: listeners")
+    e.add_argument("--adaptive", choices=("quest", "staircase"),
+                   help="estimate a threshold per category with few trials, rendering clips on demand")
+    e.add_argument("--max-trials", type=int, default=40, help="trials per category for --adaptive")
     e.set_defaults(func=cmd_eval)
 
     sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")
@@ -207,8 +229,19 @@ def parser() -> argparse.ArgumentParser:
     sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
     sc.set_defaults(func=cmd_score)
 
-    from vocalgrad.human.cli import add_parser as add_human_parser
+    r = sub.add_parser("report", help="one self-contained HTML (or markdown) report")
+    r.add_argument("results", nargs="+", help="run folders from eval / human export")
+    r.add_argument("--out", default="report.html")
+    r.add_argument("--format", default="html", choices=("html", "md"))
+    r.add_argument("--dataset", help="dataset folder for the card section (default: from the runs)")
+    r.add_argument("--probe", action="append", default=[], help="probe output folder (repeatable)")
+    r.add_argument("--n-boot", type=int, default=1000)
+    r.set_defaults(func=cmd_report)
 
+    from vocalgrad.human.cli import add_parser as add_human_parser
+    from vocalgrad.probing.cli import add_parser as add_probe_parser
+
+    add_probe_parser(sub)
     add_human_parser(sub)
 
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sqlite3
 import sys
 import time
@@ -223,7 +224,7 @@ def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[di
     for ex, _ in examples:
         audio[ex["item_id"]] = _audio(ex, listener.sample_rate, memo)
     return [
-        Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id), audio)
+        Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id), audio, row["source_id"])
         for v in variants
     ]
 
@@ -317,6 +318,7 @@ def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple
         "modes": list(mode),
         "prompts": {v: build_prompt("volume", v).text for v in config.variants},
         "versions": versions(),
+        "command": shlex.join(["vocalgrad", *sys.argv[1:]]) if sys.argv and "vocalgrad" in sys.argv[0] else None,
     }
 
 

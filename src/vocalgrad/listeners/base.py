@@ -30,6 +30,7 @@ class Request:
     item_id: str
     prompt: Prompt
     audio: Mapping[str, np.ndarray | None] = field(default_factory=dict)
+    source_id: str | None = None  # the unprocessed source, for listeners that compare to it
 
     @property
     def target_audio(self) -> np.ndarray | None:

@@ -83,7 +83,7 @@ class IdealObserver(Listener):
         self.references = load_references(self.root)
         if not self.references:
             raise ConfigError(f"{self.root}: the ideal observer needs the dataset's references/ folder")
-        self.rows = {r["item_id"]: r for r in load_rows(self.root)}
+        self.rows = {r["item_id"]: r for r in load_rows(self.root)}  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
@@ -104,9 +104,10 @@ class IdealObserver(Listener):
             return 0.0
         base_id = request.item_id.removesuffix(REVERSED_SUFFIX)
         row = self.rows.get(base_id)
-        if row is None:
-            raise ConfigError(f"item {base_id} is not in {self.root}")
-        ref = self._reference(row["source_id"])
+        source_id = request.source_id or (row or {}).get("source_id")
+        if source_id not in self.references:
+            raise ConfigError(f"item {base_id}: no reference source in {self.root}")
+        ref = self._reference(source_id)
         if request.item_id.endswith(REVERSED_SUFFIX):
             ref = ref[::-1].copy()
         return float(_EVIDENCE[request.prompt.category](clip, ref, self.sample_rate))

@@ -1,0 +1,87 @@
+"""Adaptive threshold runs for costly listeners: render each trial's clip on demand.
+
+A staircase or QUEST+ procedure (`vocalgrad.adaptive`) chooses the next magnitude; the clip
+is rendered from one of the dataset's stored references with the builder's own
+`render_condition`, so adaptive trials are the same stimuli a sweep would contain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from vocalgrad import dimensions
+from vocalgrad.adaptive import AdaptiveResult, run_adaptive, save_adaptive
+from vocalgrad.analysis import Analysis
+from vocalgrad.audio import load_audio, resample
+from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.errors import ConfigError
+from vocalgrad.listeners import Listener, Request
+from vocalgrad.parsing import parse_answer
+from vocalgrad.plan import Condition
+from vocalgrad.prompts import build_prompt
+from vocalgrad.render import render_condition
+
+
+class TrialRenderer:
+    """`ask(category, magnitude, direction, trial)` for `run_adaptive`: render, ask, score."""
+
+    def __init__(self, dataset: str | Path, listener: Listener, split: str = "test", seed: int = 0) -> None:
+        refs = load_references(dataset)
+        if not refs:
+            raise ConfigError(f"{dataset}: adaptive runs render from references/; this dataset has none")
+        sources = sorted({r["source_id"] for r in load_rows(dataset) if r["split"] == split})
+        self.references = [refs[s] for s in sources if s in refs]
+        if not self.references:
+            raise ConfigError(f"{dataset}: no references for the {split} split")
+        self.listener = listener
+        self.seed = seed
+        self._loaded: dict[str, Analysis] = {}
+
+    def _reference(self, index: int) -> tuple[str, Analysis]:
+        row = self.references[index % len(self.references)]
+        if row["source_id"] not in self._loaded:
+            audio, sr = load_audio(row["path"])
+            self._loaded[row["source_id"]] = Analysis(audio, sr)
+        return row["source_id"], self._loaded[row["source_id"]]
+
+    def __call__(self, category: str, magnitude: float, direction: str, trial: int) -> bool:
+        source_id, ref = self._reference(trial)
+        dim = dimensions.get(category)
+        low, high = dim.endpoints(magnitude, ref.sr)
+        start, end = (low, high) if direction == "increase" else (high, low)
+        condition = Condition(category, "adaptive", "linear", direction, magnitude, start, end)
+        item = hashlib.sha256(f"{self.seed}|{source_id}|{condition.key}|{trial}".encode()).hexdigest()[:16]
+        clip = render_condition(ref, condition, self.seed, item).audio
+        audio = resample(clip, ref.sr, self.listener.sample_rate)
+        prompt = build_prompt(category, "default", item_id=item)
+        request = Request(item, prompt, {item: audio}, source_id)
+        if self.listener.can_score:
+            scores = self.listener.score_choices([request])[0]
+            answer = max(scores, key=scores.get) if len(set(scores.values())) > 1 else None
+        else:
+            answer = parse_answer(self.listener.generate([request])[0], prompt.options).label
+        return answer == direction
+
+
+def evaluate_adaptive(dataset: str | Path, listener: Listener, out: str | Path, categories: tuple[str, ...],
+                      method: str = "quest", max_trials: int = 40, seed: int = 0) -> list[AdaptiveResult]:
+    """One adaptive threshold estimate per category; writes adaptive.json + results rows."""
+    ask = TrialRenderer(dataset, listener, seed=seed)
+    results = [
+        run_adaptive(category, ask, method=method, seed=seed, max_trials=max_trials)
+        for category in (categories or dimensions.CATEGORIES)
+    ]
+    manifest = {"listener": listener.manifest(), "dataset": str(Path(dataset).resolve()),
+                "adaptive": {"method": method, "max_trials": max_trials, "seed": seed}}
+    save_adaptive(out, listener.listener_id, results, manifest)
+    return results
+
+
+def describe(result: AdaptiveResult) -> str:
+    value = "–" if result.threshold is None else f"{result.threshold:.3g} {result.unit}"
+    lo, hi = result.ci
+    ci = "" if lo is None or not np.isfinite(lo) else f" [{lo:.3g}, {hi:.3g}]"
+    return f"{result.category}: {result.status} {value}{ci} after {result.n_trials} trials"

@@ -1,0 +1,60 @@
+"""`vocalgrad probe DATASET --listener SPEC`: the sub-command, wired in by `add_parser`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from vocalgrad.evaluate import listener_slug
+    from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
+    from vocalgrad.probing.probes import ProbeSettings
+    from vocalgrad.probing.report import markdown
+
+    settings = ProbeSettings(seeds=args.seeds, mlp=not args.no_mlp, n_boot=args.n_boot)
+    config = ProbeConfig(
+        categories=args.categories or (),
+        pooling=args.pooling,
+        settings=settings,
+        random_control=not args.no_random,
+        dsp_control=not args.no_dsp,
+        batch_size=args.batch_size,
+        threads=args.threads,
+    )
+    out = Path(args.out or Path("probes") / listener_slug(args.listener))
+    summary = probe_dataset(
+        args.dataset, args.listener, out, config, results=args.results, cache=args.cache
+    )
+    print(markdown(summary).split("\n## ")[0])
+    print(f"{summary['seconds']:.1f} s; tables, curves and items in {out}")
+    return 0
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register `probe` on the main parser's sub-parsers."""
+    p = subparsers.add_parser(
+        "probe", help="layer-wise probes, controls, lens readout and diagnosis"
+    )
+    p.add_argument("dataset")
+    p.add_argument(
+        "--listener", required=True, help="whisper:tiny.en | hf:PATH (anything with hidden_states)"
+    )
+    p.add_argument("--results", help="a `vocalgrad eval` run folder: the model's actual answers")
+    p.add_argument("--out", help="output folder (default probes/<listener>)")
+    p.add_argument("--categories", type=_csv, help="comma-separated (default: all in the dataset)")
+    p.add_argument("--pooling", default="segments16", choices=("segments16", "halves", "mean"))
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--threads", type=int, default=1, help="torch threads for the probe solvers")
+    p.add_argument("--cache", help="feature cache folder (default: $VOCALGRAD_CACHE/features)")
+    p.add_argument("--no-mlp", action="store_true", help="skip the nonlinear probe")
+    p.add_argument("--no-random", action="store_true", help="skip the random-weights control")
+    p.add_argument("--no-dsp", action="store_true", help="skip the log-mel DSP reference")
+    p.set_defaults(func=cmd_probe)
+    return p

@@ -1,0 +1,200 @@
+"""Extract every stage of every item once, pool it, and keep it on disk for all later analyses.
+
+One folder per (dataset content, listener manifest, prompt, pooling, items): `index.json` plus
+one float16 memory-mapped `.npy` per stage (items x features) and `lens.npy` (items x layers,
+float32). Rows are written in a fixed item order and `index.json` records how many are done
+after each flushed batch, so a killed extraction resumes at the first unfinished item.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from vocalgrad.audio import load_audio, resample
+from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.probing.pooling import pool
+from vocalgrad.prompts import build_prompt
+
+FORMAT = "vocalgrad-features-v1"
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+LENS_OPTIONS = ("increase", "decrease")
+
+
+@dataclass
+class Features:
+    """Pooled features of one item list: stage -> (items x d) float16 memmap, in stage order."""
+
+    item_ids: list[str]
+    stages: dict[str, np.ndarray]
+    lens: np.ndarray | None  # items x lens layers: log p(increase) - log p(decrease)
+    lens_note: str  # why there is no lens, or how it was computed
+    folder: Path
+
+
+def feature_key(
+    dataset_sha: str,
+    listener: Listener,
+    category: str,
+    variant: str,
+    pooling: str,
+    item_ids: Sequence[str],
+) -> str:
+    """What the cached features depend on; any change gives a new folder."""
+    prompt = build_prompt(category, variant)
+    parts = {
+        "format": FORMAT,
+        "dataset": dataset_sha,
+        "listener": listener.manifest(),
+        "prompt": [prompt.text, list(prompt.options), prompt.audio_position],
+        "pooling": pooling,
+        "items": hashlib.sha256("\n".join(item_ids).encode()).hexdigest(),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def _file(stage: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", stage) + ".npy"
+
+
+def _audio(row: dict, sr: int) -> np.ndarray:
+    """In-memory `audio` (synthetic organisms) or the clip file, at the listener's rate."""
+    if row.get("audio") is not None:
+        return np.asarray(row["audio"], np.float32)
+    audio, file_sr = load_audio(row["path"])
+    return resample(audio, file_sr, sr)
+
+
+def _lens_from_states(listener: Listener, states: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    """Whisper-style lens on the answer states we already have (saves a second model pass)."""
+    inc, dec = (listener.option_ids(o)[0] for o in LENS_OPTIONS)  # type: ignore[attr-defined]
+    out = []
+    for st in states:
+        keys = sorted(
+            (k for k in st if k.endswith("@answer")), key=lambda k: int(re.findall(r"\d+", k)[-1])
+        )
+        logits = np.asarray(listener.lens_logits(np.stack([st[k] for k in keys])), np.float64)  # type: ignore[attr-defined]
+        logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+        out.append(logp[:, inc] - logp[:, dec])
+    return out
+
+
+def _lens(
+    listener: Listener, requests: list[Request], states: list[dict]
+) -> tuple[list | None, str]:
+    if hasattr(listener, "lens_logits") and hasattr(listener, "option_ids"):
+        return _lens_from_states(listener, states), "final norm + LM head on each answer state"
+    fn = getattr(listener, "answer_lens", None)
+    if fn is None:
+        return None, f"{listener.listener_id} has no answer_lens"
+    try:
+        return fn(requests, options=LENS_OPTIONS), "listener.answer_lens"
+    except NotImplementedError as err:
+        return None, str(err)
+
+
+def _write_index(folder: Path, index: dict) -> None:
+    tmp = folder / "index.json.tmp"
+    tmp.write_text(json.dumps(index, indent=1))
+    os.replace(tmp, folder / "index.json")
+
+
+def _open(folder: Path, index: dict, mode: str) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    n = len(index["item_ids"])
+    arrays = {
+        s: np.lib.format.open_memmap(
+            folder / _file(s), mode=mode, dtype=np.float16, shape=(n, d) if mode == "w+" else None
+        )
+        for s, d in index["stages"].items()
+    }
+    lens = None
+    if index.get("lens_layers"):
+        lens = np.lib.format.open_memmap(
+            folder / "lens.npy",
+            mode=mode,
+            dtype=np.float32,
+            shape=(n, index["lens_layers"]) if mode == "w+" else None,
+        )
+    return arrays, lens
+
+
+def extract(
+    rows: Sequence[dict],
+    listener: Listener,
+    folder: str | Path,
+    *,
+    category: str,
+    pooling: str = "segments16",
+    variant: str = "default",
+    batch_size: int = 8,
+    with_lens: bool = True,
+) -> Features:
+    """Features for `rows` (one category), reusing and completing what `folder` holds."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    item_ids = [r["item_id"] for r in rows]
+    index_path = folder / "index.json"
+    index = json.loads(index_path.read_text()) if index_path.is_file() else None
+    if index is not None and index.get("item_ids") != item_ids:
+        index = None  # a different item list in a reused folder: start over
+    arrays, lens = _open(folder, index, "r+") if index and index.get("stages") else ({}, None)
+    done = index["done"] if index and index.get("stages") else 0
+    prompt = build_prompt(category, variant)
+    with tqdm(
+        total=len(rows),
+        initial=done,
+        unit="item",
+        desc=f"{listener.listener_id} {category}",
+        disable=not sys.stderr.isatty(),
+    ) as bar:
+        for start in range(done, len(rows), batch_size):
+            batch = rows[start : start + batch_size]
+            requests = [
+                Request(
+                    r["item_id"],
+                    prompt.for_item(r["item_id"]),
+                    {r["item_id"]: _audio(r, listener.sample_rate)},
+                )
+                for r in batch
+            ]
+            states = listener.hidden_states(requests)
+            lens_rows, note = (
+                _lens(listener, requests, states) if with_lens else (None, "not asked")
+            )
+            pooled = [{k: pool(v, pooling) for k, v in st.items()} for st in states]
+            if not arrays:
+                index = {
+                    "format": FORMAT,
+                    "item_ids": item_ids,
+                    "done": 0,
+                    "pooling": pooling,
+                    "stages": {k: int(v.size) for k, v in pooled[0].items()},
+                    "lens_layers": len(lens_rows[0]) if lens_rows else 0,
+                    "lens_note": note,
+                    "clipped_values": 0,
+                }
+                arrays, lens = _open(folder, index, "w+")
+            for i, feats in enumerate(pooled):
+                for k, arr in arrays.items():
+                    v = feats[k]
+                    index["clipped_values"] += int(np.sum(np.abs(v) > FLOAT16_MAX))
+                    arr[start + i] = np.clip(v, -FLOAT16_MAX, FLOAT16_MAX)
+                if lens is not None and lens_rows is not None:
+                    lens[start + i] = lens_rows[i]
+            for arr in [*arrays.values(), *([lens] if lens is not None else [])]:
+                arr.flush()
+            index["done"] = start + len(batch)
+            _write_index(folder, index)
+            bar.update(len(batch))
+    assert index is not None
+    arrays, lens = _open(folder, index, "r")
+    return Features(item_ids, arrays, lens, index.get("lens_note", ""), folder)

@@ -1,0 +1,61 @@
+"""Lens readout per layer and the per-item link between probe, lens and the model's answer.
+
+The lens applies the model's own final norm and LM head to each layer's answer-position state
+and scores log p("increase") - log p("decrease"): where a probe decodes the direction but the
+lens does not, the model's readout is what fails. Balanced accuracy (sign of the score) shows
+what the model would answer; AUC (threshold-free) shows information the lens carries despite
+a bias towards one word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from vocalgrad.probing.stats import balanced_accuracy_ci
+
+
+def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: int) -> list[dict]:
+    """One row per lens layer (lens: items x layers, y: 1 = increase)."""
+    pos = y > 0.5
+    correct = ((lens > 0) == pos[:, None]).T.astype(float)
+    ba, lo, hi = balanced_accuracy_ci(correct, pos, clusters, n_boot, seed=1)
+    rows = []
+    for i in range(lens.shape[1]):
+        auc = float(roc_auc_score(pos, lens[:, i])) if 0 < pos.sum() < len(pos) else float("nan")
+        rows.append(
+            {
+                "layer": i,
+                "ba": float(ba[i]),
+                "ba_lo": float(lo[i]),
+                "ba_hi": float(hi[i]),
+                "auc": auc,
+                "increase_rate": float(np.mean(lens[:, i] > 0)),
+            }
+        )
+    return rows
+
+
+def behaviour_from_results(run: str | Path) -> dict[str, str | None]:
+    """item_id -> the model's answer in a `vocalgrad eval` run (default prompt, no control;
+    choice mode preferred over free text)."""
+    from vocalgrad.evaluate import load_results
+
+    _, rows = load_results(run)
+    out: dict[str, str | None] = {}
+    for mode in ("generate", "choice"):  # choice last so it wins
+        for r in rows:
+            if (
+                r.get("mode") == mode
+                and r.get("control") == "none"
+                and r.get("variant") == "default"
+            ):
+                out[r["item_id"]] = r.get("predicted")
+    return out
+
+
+def behaviour_from_lens(lens_last: np.ndarray) -> list[str]:
+    """The model's first-token preference at the last layer: its own answer between the two."""
+    return ["increase" if v > 0 else "decrease" for v in lens_last]

@@ -1,0 +1,345 @@
+"""The whole analysis for one listener: features -> probes + controls -> lens -> diagnosis.
+
+Outputs (in `out`): `summary.json`, `curves.csv`, `lens.csv`, `diagnosis.csv`, `diagnosis.md`,
+`items.csv` (per item: probe prediction, lens readout, model answer) and `curves_<cat>.png`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from vocalgrad.dataset import load_rows
+from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.listeners.base import Listener
+from vocalgrad.probing import report
+from vocalgrad.probing.adapters import DSPListener, randomised
+from vocalgrad.probing.diagnose import diagnose, late_stages, stage_order, thresholds
+from vocalgrad.probing.features import Features, extract, feature_key
+from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, lens_curve
+from vocalgrad.probing.pooling import POOLINGS
+from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
+from vocalgrad.probing.stats import balanced_accuracy_ci, cluster_ids
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    categories: tuple[str, ...] = ()
+    pooling: str = "segments16"
+    variant: str = "default"
+    settings: ProbeSettings = field(default_factory=ProbeSettings)
+    random_control: bool = True
+    dsp_control: bool = True
+    batch_size: int = 8
+    threads: int = 1  # torch threads for the solvers: small LAPACK calls lose to spin-waits
+
+    def __post_init__(self) -> None:
+        if self.pooling not in POOLINGS:
+            raise ConfigError(
+                f"unknown pooling {self.pooling!r}; choose from {', '.join(POOLINGS)}"
+            )
+
+
+def dataset_sha(root: Path, rows: Sequence[dict]) -> str:
+    build = root / "build.json"
+    if build.is_file():
+        sha = json.loads(build.read_text()).get("content_sha256")
+        if sha:
+            return str(sha)
+    keys = sorted(f"{r['item_id']}:{r.get('audio_sha256') or r.get('path')}" for r in rows)
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()
+
+
+def _items(rows: Sequence[dict], category: str) -> list[dict]:
+    items = [
+        r for r in rows if r["category"] == category and r["direction"] in ("increase", "decrease")
+    ]
+    return sorted(items, key=lambda r: (r["split"], r["item_id"]))
+
+
+def _extract(
+    items: list[dict],
+    listener: Listener,
+    cache: Path,
+    sha: str,
+    category: str,
+    config: ProbeConfig,
+    with_lens: bool,
+) -> Features:
+    key = feature_key(
+        sha, listener, category, config.variant, config.pooling, [r["item_id"] for r in items]
+    )
+    return extract(
+        items,
+        listener,
+        cache / key,
+        category=category,
+        pooling=config.pooling,
+        variant=config.variant,
+        batch_size=config.batch_size,
+        with_lens=with_lens,
+    )
+
+
+def _curve_records(
+    fits,
+    stages_kind: dict[str, str],
+    late: set[str],
+    order: list[str],
+    y: np.ndarray,
+    clusters: np.ndarray,
+    n_boot: int,
+) -> list[dict]:
+    pos = y > 0.5
+    blocks = {
+        "linear": (fits.linear > 0)[:, None] == pos,
+        "linear_control": (fits.linear_control > 0) == pos,
+    }
+    if fits.mlp is not None:
+        blocks["mlp"] = (fits.mlp > 0) == pos
+        blocks["mlp_control"] = (fits.mlp_control > 0) == pos
+    stats = {
+        k: balanced_accuracy_ci(v.mean(1), pos, clusters, n_boot, seed=2) for k, v in blocks.items()
+    }
+    records = []
+    for i, stage in enumerate(fits.stages):
+        rec: dict = {
+            "stage": stage,
+            "order": order.index(stage) if stage in order else -1,
+            "kind": stages_kind[stage],
+            "late": stage in late,
+            "n_test": len(y),
+            "best_c": float(np.exp(np.mean(np.log(fits.best_c[i])))),
+        }
+        for k, (ba, lo, hi) in stats.items():
+            rec |= {f"{k}_ba": float(ba[i]), f"{k}_lo": float(lo[i]), f"{k}_hi": float(hi[i])}
+        for p in ("linear", "mlp"):
+            if f"{p}_ba" in rec:
+                rec[f"{p}_selectivity"] = rec[f"{p}_ba"] - rec[f"{p}_control_ba"]
+        records.append(rec)
+    return records
+
+
+def probe_rows(
+    rows: Sequence[dict],
+    listener: Listener,
+    out: str | Path,
+    config: ProbeConfig,
+    *,
+    sha: str,
+    cache: str | Path,
+    behaviour: dict[str, str | None] | None = None,
+) -> dict:
+    """Probe every selected category of `rows` (dataset rows, or in-memory rows with `audio`)."""
+    out, cache = Path(out), Path(cache)
+    out.mkdir(parents=True, exist_ok=True)
+    cats = config.categories or tuple(sorted({r["category"] for r in rows}))
+    started = time.time()
+    notes: list[str] = []
+    twin = None
+    if config.random_control:
+        try:
+            twin = randomised(listener, seed=0)
+        except ConfigError as err:
+            notes.append(f"random-weights control unavailable: {err}")
+    summary: dict = {
+        "listener": listener.listener_id,
+        "revision": listener.revision,
+        "pooling": config.pooling,
+        "seeds": config.settings.seeds,
+        "settings": asdict(config.settings),
+        "thresholds": thresholds(),
+        "notes": notes,
+        "categories": {},
+    }
+    items_out: list[dict] = []
+    previous = torch.get_num_threads()
+    for cat in cats:
+        items = _items(rows, cat)
+        if not items:
+            raise ConfigError(f"no increase/decrease items for category {cat!r}")
+        feats = _extract(items, listener, cache, sha, cat, config, with_lens=True)
+        order = stage_order(list(feats.stages))
+        late = late_stages(order)
+        x = {s: feats.stages[s] for s in order}
+        kind = dict.fromkeys(order, "model")
+        if twin is not None:
+            rnd = _extract(items, twin, cache, sha, cat, config, with_lens=False)
+            x |= {f"random:{s}": rnd.stages[s] for s in stage_order(list(rnd.stages))}
+            kind |= {f"random:{s}": "random" for s in rnd.stages}
+        if config.dsp_control:
+            try:
+                dsp = _extract(items, DSPListener(), cache, sha, cat, config, with_lens=False)
+                x |= dict(dsp.stages)
+                kind |= dict.fromkeys(dsp.stages, "dsp")
+            except (VocalgradError, ValueError) as err:
+                if f"DSP reference unavailable: {err}" not in notes:
+                    notes.append(f"DSP reference unavailable: {err}")
+        torch.set_num_threads(config.threads)
+        try:
+            fits = fit_category(x, items, config.settings)
+        finally:
+            torch.set_num_threads(previous)
+        summary["split"] = fits.split
+        test_rows = [items[i] for i in fits.test_index]
+        y = labels(test_rows)
+        clusters = cluster_ids([r["source_id"] for r in test_rows])
+        records = _curve_records(fits, kind, late, order, y, clusters, config.settings.n_boot)
+        lens_rows: list[dict] = []
+        lens_test = None
+        if feats.lens is not None and feats.lens.shape[1]:
+            lens_test = np.asarray(feats.lens[fits.test_index], np.float64)
+            lens_rows = lens_curve(lens_test, y, clusters, config.settings.n_boot)
+        elif "lens" not in " ".join(notes):
+            notes.append(f"lens unavailable: {feats.lens_note}")
+        answers, source = _behaviour(test_rows, behaviour, lens_test)
+        beh = None
+        if answers is not None:
+            correct = np.array(
+                [a == r["direction"] for a, r in zip(answers, test_rows, strict=True)], float
+            )
+            ba, lo, hi = balanced_accuracy_ci(
+                correct[None], y > 0.5, clusters, config.settings.n_boot, seed=3
+            )
+            beh = {
+                "ba": float(ba[0]),
+                "ba_lo": float(lo[0]),
+                "ba_hi": float(hi[0]),
+                "source": source,
+            }
+        lens_stages = _lens_stages(listener, order, len(lens_rows))
+        data = {
+            "curves": records,
+            "lens": lens_rows,
+            "behaviour": beh,
+            "lens_by_stage": [
+                {**r, "stage": s} for r, s in zip(lens_rows, lens_stages, strict=False)
+            ],
+            "n_items": len(items),
+            "n_test": len(test_rows),
+        }
+        data["diagnosis"] = diagnose(records, beh)
+        summary["categories"][cat] = data
+        items_out += _item_rows(cat, test_rows, fits, records, lens_test, answers)
+    summary["seconds"] = round(time.time() - started, 2)
+    _write(out, summary, items_out)
+    return summary
+
+
+def _behaviour(
+    test_rows: list[dict], results: dict | None, lens: np.ndarray | None
+) -> tuple[list | None, str]:
+    if results is not None:
+        missing = [r["item_id"] for r in test_rows if r["item_id"] not in results]
+        if not missing:
+            return [results[r["item_id"]] for r in test_rows], "eval results"
+    if lens is not None:
+        return behaviour_from_lens(lens[:, -1]), "lens at the last layer"
+    return None, ""
+
+
+def _lens_stages(listener: Listener, order: list[str], n: int) -> list[str]:
+    named = getattr(listener, "lens_stages", None)
+    if named and len(named) == n:
+        return list(named)
+    answer = [s for s in order if s.endswith("@answer")]
+    return answer if len(answer) == n else []
+
+
+def _item_rows(
+    cat: str,
+    test_rows: list[dict],
+    fits,
+    records: list[dict],
+    lens: np.ndarray | None,
+    answers: list | None,
+) -> list[dict]:
+    model = [i for i, r in enumerate(records) if r["kind"] == "model"]
+    best = max(model, key=lambda i: records[i]["linear_ba"])
+    last = model[-1]
+    out = []
+    for k, r in enumerate(test_rows):
+        out.append(
+            {
+                "category": cat,
+                "item_id": r["item_id"],
+                "source_id": r["source_id"],
+                "direction": r["direction"],
+                "probe_best_stage": fits.stages[best],
+                "probe_best": "increase" if fits.linear[best, k] > 0 else "decrease",
+                "probe_last_stage": fits.stages[last],
+                "probe_last": "increase" if fits.linear[last, k] > 0 else "decrease",
+                "lens_last": None if lens is None else round(float(lens[k, -1]), 4),
+                "lens_best_layer": None if lens is None else int(np.argmax(np.abs(lens[k]))),
+                "model_answer": None if answers is None else answers[k],
+            }
+        )
+    return out
+
+
+def _write(out: Path, summary: dict, items: list[dict]) -> None:
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
+    curves = [{"category": c, **r} for c, d in summary["categories"].items() for r in d["curves"]]
+    report.write_csv(out / "curves.csv", curves, report.CURVE_COLUMNS)
+    report.write_csv(
+        out / "lens.csv",
+        [{"category": c, **r} for c, d in summary["categories"].items() for r in d["lens"]],
+        ["category", "layer", "ba", "ba_lo", "ba_hi", "auc", "increase_rate"],
+    )
+    diag = []
+    for c, d in summary["categories"].items():
+        b = d["behaviour"] or {}
+        diag.append(
+            {
+                "category": c,
+                "verdict": d["diagnosis"]["verdict"],
+                "behaviour_ba": b.get("ba"),
+                "behaviour_lo": b.get("ba_lo"),
+                "behaviour_hi": b.get("ba_hi"),
+                "behaviour_source": b.get("source"),
+                "evidence": " | ".join(d["diagnosis"]["evidence"]),
+            }
+        )
+    report.write_csv(out / "diagnosis.csv", diag)
+    report.write_csv(out / "items.csv", items)
+    (out / "diagnosis.md").write_text(report.markdown(summary))
+    for c, d in summary["categories"].items():
+        report.plot_category(out / f"curves_{c}.png", c, d)
+
+
+def probe_dataset(
+    dataset: str | Path,
+    listener: Listener | str,
+    out: str | Path,
+    config: ProbeConfig | None = None,
+    *,
+    results: str | Path | None = None,
+    cache: str | Path | None = None,
+) -> dict:
+    """`vocalgrad probe`: features cached under `cache` (default: the vocalgrad cache)."""
+    from vocalgrad.sources import default_cache_dir
+
+    config = config or ProbeConfig()
+    root = Path(dataset)
+    rows = load_rows(root)
+    if isinstance(listener, str):
+        from vocalgrad.listeners import load_listener
+
+        listener = load_listener(listener, dataset=root)
+    behaviour = behaviour_from_results(results) if results else None
+    return probe_rows(
+        rows,
+        listener,
+        out,
+        config,
+        sha=dataset_sha(root, rows),
+        cache=Path(cache) if cache else default_cache_dir() / "features",
+        behaviour=behaviour,
+    )

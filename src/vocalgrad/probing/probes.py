@@ -1,0 +1,195 @@
+"""Per-category probes on cached features: leak-free splits, inner CV, controls, seeds.
+
+For every stage: a linear probe (L2 logistic regression, C by grouped inner CV on log-loss),
+a small MLP, and for both the shuffled-label control task (same recipe, training labels
+permuted; selectivity = accuracy - control accuracy). Random-weight and DSP features are just
+more stages here (named `random:...` and `dsp:...`), so every curve gets the same treatment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from sklearn.model_selection import GroupKFold
+
+from vocalgrad.errors import ConfigError
+from vocalgrad.probing import solver
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The probe recipe; goes into the output so a table can be reproduced."""
+
+    cs: tuple[float, ...] = solver.DEFAULT_CS
+    inner_folds: int = 3
+    seeds: int = 3
+    cv_folds: int = 5  # outer grouped folds when the dataset has no train split
+    max_rank: int = 512
+    mlp: bool = True
+    mlp_rank: int = 64
+    mlp_hidden: int = 64
+    mlp_steps: int = 300
+    mlp_lr: float = 1e-2
+    mlp_weight_decay: float = 1e-3
+    n_boot: int = 1000
+
+
+@dataclass
+class StageFits:
+    """Test-set logits of every probe: items are `test_index` (positions in the rows)."""
+
+    stages: list[str]
+    test_index: np.ndarray
+    linear: np.ndarray  # stages x items
+    linear_control: np.ndarray  # stages x seeds x items
+    mlp: np.ndarray | None  # stages x seeds x items
+    mlp_control: np.ndarray | None
+    best_c: np.ndarray  # stages x outer folds
+    split: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def labels(rows: list[dict]) -> np.ndarray:
+    return np.array([r["direction"] == "increase" for r in rows], dtype=np.float64)
+
+
+def _groups(rows: list[dict], idx: np.ndarray, k: int) -> tuple[np.ndarray, str]:
+    """Speakers when there are enough of them (stricter), else source clips."""
+    for key in ("speaker_id", "source_id"):
+        vals = np.array([str(rows[i][key]) for i in idx])
+        if len(set(vals)) >= k:
+            return vals, key
+    raise ConfigError(f"need at least {k} distinct sources to split without leakage; got fewer")
+
+
+def outer_splits(
+    rows: list[dict], cv_folds: int
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], str]:
+    """The dataset's speaker- and text-disjoint train -> test split when it has both, else
+    grouped K-fold over the test split (never two clips of one speaker/source on both sides)."""
+    split = np.array([r["split"] for r in rows])
+    if (split == "train").any() and (split == "test").any():
+        return [(split == "train", split == "test")], "train -> test (speaker/text-disjoint)"
+    idx = np.arange(len(rows))
+    groups, key = _groups(rows, idx, 2)
+    k = min(cv_folds, len(set(groups)))
+    folds = []
+    for tr, te in GroupKFold(n_splits=k).split(idx, groups=groups):
+        a, b = np.zeros(len(rows), bool), np.zeros(len(rows), bool)
+        a[tr], b[te] = True, True
+        folds.append((a, b))
+    return folds, f"grouped {k}-fold CV by {key}"
+
+
+def inner_splits(
+    rows: list[dict], train: np.ndarray, k: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    idx = np.flatnonzero(train)
+    groups, _ = _groups(rows, idx, 2)
+    out = []
+    for tr, va in GroupKFold(n_splits=min(k, len(set(groups)))).split(idx, groups=groups):
+        a, b = np.zeros(len(rows), bool), np.zeros(len(rows), bool)
+        a[idx[tr]], b[idx[va]] = True, True
+        out.append((a, b))
+    return out
+
+
+def shuffled(y: np.ndarray, train: np.ndarray, seed: int) -> np.ndarray:
+    """Control-task labels: training labels permuted (test labels stay true)."""
+    out = y.copy()
+    idx = np.flatnonzero(train)
+    out[idx] = np.random.default_rng([seed, 7]).permutation(y[idx])
+    return out
+
+
+def linear_cv(
+    xs: list[np.ndarray],
+    y_sets: np.ndarray,
+    train: np.ndarray,
+    inner: list[tuple[np.ndarray, np.ndarray]],
+    settings: ProbeSettings,
+) -> tuple[np.ndarray, np.ndarray]:
+    """All stages x label sets at once. Returns (logits S x P x n at the chosen C, chosen C
+    index S x P); C maximises mean inner-fold validation log-likelihood, then a refit on all
+    training rows (scikit-learn LogisticRegressionCV's rule)."""
+    tasks = [tr for tr, _ in inner] + [train]
+    reduced = []
+    for x in xs:
+        reduced += solver.reduce_tasks(solver.standardise(x, train), tasks, settings.max_rank)
+    z = solver.pad(reduced)  # (S*T) x n x r
+    s_n, t_n, p_n, n = len(xs), len(tasks), y_sets.shape[0], y_sets.shape[1]
+    y = torch.as_tensor(y_sets).expand(s_n * t_n, p_n, n)
+    masks = torch.as_tensor(np.stack(tasks)).double()  # T x n
+    m = masks[None, :, None, :].expand(s_n, t_n, p_n, n).reshape(s_n * t_n, p_n, n)
+    val = torch.as_tensor(np.stack([va for _, va in inner])).double()
+    path = solver.logistic_path(z, y, m, settings.cs)
+    losses, finals = [], []
+    for w, b in path:
+        f = solver.decision(z, w, b).reshape(s_n, t_n, p_n, n)
+        yv = y.reshape(s_n, t_n, p_n, n)[:, :-1]
+        losses.append(solver.log_loss(f[:, :-1], yv, val[None, :, None, :]).mean(1))  # S x P
+        finals.append(f[:, -1])
+    best = torch.stack(losses).argmin(0)  # first (strongest C) among ties, as scikit-learn
+    chosen = torch.stack(finals)[best, torch.arange(s_n)[:, None], torch.arange(p_n)[None, :]]
+    return chosen.numpy(), best.numpy()
+
+
+def mlp_probe(
+    xs: list[np.ndarray],
+    y_sets: np.ndarray,
+    train: np.ndarray,
+    seeds: list[int],
+    settings: ProbeSettings,
+) -> np.ndarray:
+    """Logits S x P x n of one MLP per stage and label set (label set p uses seed p)."""
+    reduced = []
+    for x in xs:
+        reduced += solver.reduce_tasks(solver.standardise(x, train), [train], settings.mlp_rank)
+    z = solver.pad(reduced)
+    y = torch.as_tensor(y_sets).expand(len(xs), *y_sets.shape)
+    m = torch.as_tensor(train).double().expand_as(y)
+    return solver.mlp_fit(
+        z,
+        y,
+        m,
+        seeds,
+        hidden=settings.mlp_hidden,
+        steps=settings.mlp_steps,
+        lr=settings.mlp_lr,
+        weight_decay=settings.mlp_weight_decay,
+    ).numpy()
+
+
+def fit_category(
+    features: dict[str, np.ndarray], rows: list[dict], settings: ProbeSettings
+) -> StageFits:
+    """Every probe and control for one category's stages (dict order is kept)."""
+    stages = list(features)
+    xs = [np.asarray(features[s], np.float32) for s in stages]
+    y = labels(rows)
+    folds, split = outer_splits(rows, settings.cv_folds)
+    seeds = list(range(settings.seeds))
+    test_index = np.concatenate([np.flatnonzero(te) for _, te in folds])
+    pos = {i: k for k, i in enumerate(test_index)}
+    s_n, n_test = len(stages), len(test_index)
+    lin = np.zeros((s_n, n_test))
+    lin_ctl = np.zeros((s_n, len(seeds), n_test))
+    mlp = np.zeros((s_n, len(seeds), n_test)) if settings.mlp else None
+    mlp_ctl = np.zeros_like(mlp) if mlp is not None else None
+    best_c = np.zeros((s_n, len(folds)))
+    for f_i, (train, test) in enumerate(folds):
+        inner = inner_splits(rows, train, settings.inner_folds)
+        y_sets = np.stack([y, *[shuffled(y, train, s) for s in seeds]])
+        logits, best = linear_cv(xs, y_sets, train, inner, settings)
+        cols = [pos[i] for i in np.flatnonzero(test)]
+        lin[:, cols] = logits[:, 0][:, test]
+        lin_ctl[:, :, cols] = logits[:, 1:][:, :, test]
+        best_c[:, f_i] = np.asarray(settings.cs)[best[:, 0]]
+        if mlp is not None and mlp_ctl is not None:
+            y_mlp = np.stack([*[y for _ in seeds], *[shuffled(y, train, s) for s in seeds]])
+            out = mlp_probe(xs, y_mlp, train, seeds + seeds, settings)
+            mlp[:, :, cols] = out[:, : len(seeds)][:, :, test]
+            mlp_ctl[:, :, cols] = out[:, len(seeds) :][:, :, test]
+    return StageFits(stages, test_index, lin, lin_ctl, mlp, mlp_ctl, best_c, split)

@@ -1,0 +1,95 @@
+"""The report: one self-contained HTML file (or markdown) a reviewer reads in two minutes.
+
+Sections, with stable ids: `headline` (accuracy per category), `bias` (response bias vs
+sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and the
+diagnosis), `dataset` (the card: sources, verification, confounds) and `provenance`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import shlex
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from vocalgrad import __version__
+from vocalgrad.errors import ConfigError
+from vocalgrad.report import sections
+from vocalgrad.report.collect import (
+    load_dataset_info,
+    load_probe,
+    load_runs,
+    palette,
+    rows_by_listener,
+)
+from vocalgrad.report.model import Section
+from vocalgrad.report.render import to_html, to_markdown
+
+SECTION_IDS = ("headline", "bias", "psychometric", "probing", "dataset", "provenance")
+__all__ = ["SECTION_IDS", "build_sections", "write_report"]
+
+
+def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | None = None,
+                   probe_dirs: Iterable[str | Path] = (), n_boot: int = 1000,
+                   fit_boot: int = 300, seed: int = 0, command: str = "") -> list[Section]:
+    """Every section, in order. `n_boot` for accuracy CIs, `fit_boot` for threshold CIs."""
+    if not results_dirs:
+        raise ConfigError("report: give at least one results folder (a `vocalgrad eval` output)")
+    runs = load_runs(results_dirs)
+    by_listener = rows_by_listener(runs)
+    colours = palette([*by_listener, *(e["listener"] for r in runs for e in r.adaptive)])
+    scored, note = sections.headline_rows(by_listener)
+    summaries = sections.summaries_for(scored, n_boot, seed)
+    adaptive: dict[str, list[dict]] = {}
+    for run in runs:
+        for entry in run.adaptive:
+            adaptive.setdefault(entry["listener"], []).append(entry)
+    psych, _ = sections.psychometric(by_listener, adaptive, colours, fit_boot, seed)
+    probes = [p for p in (load_probe(d) for d in probe_dirs) if p is not None]
+    dataset_note = ""
+    if dataset is None:  # fall back on the dataset the first run was evaluated on
+        recorded = next((r.manifest.get("dataset") for r in runs if r.manifest.get("dataset")), None)
+        if recorded and Path(recorded).is_dir():
+            dataset = recorded
+        elif recorded:
+            dataset_note = f"The runs were evaluated on {recorded}, which is not here: section skipped."
+    info = load_dataset_info(dataset) if dataset is not None else None
+    generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        sections.headline(summaries, colours, note),
+        sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
+        psych,
+        sections.probing(probes),
+        sections.dataset(info, dataset_note),
+        sections.provenance(runs, command or _command(results_dirs, dataset, probe_dirs), generated),
+    ]
+
+
+def write_report(results_dirs: Sequence[str | Path], out_html: str | Path,
+                 dataset: str | Path | None = None, probe_dirs: Iterable[str | Path] = (),
+                 fmt: str = "html", n_boot: int = 1000, fit_boot: int = 300, seed: int = 0,
+                 command: str = "") -> Path:
+    """Write the report to `out_html` (markdown plus PNGs next to it with fmt="md")."""
+    if fmt not in ("html", "md"):
+        raise ConfigError(f"report format {fmt!r}: use html or md")
+    probe_dirs = list(probe_dirs)
+    parts = build_sections(results_dirs, dataset, probe_dirs, n_boot, fit_boot, seed, command)
+    out = Path(out_html)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    title = "vocalgrad report"
+    subtitle = (f"Do listeners hear gradual acoustic change? {len(results_dirs)} run(s), "
+                f"vocalgrad {__version__}.")
+    text = to_html(title, subtitle, parts) if fmt == "html" else to_markdown(title, subtitle, parts, out)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def _command(results_dirs, dataset, probe_dirs) -> str:
+    args = ["vocalgrad", "report", *map(str, results_dirs)]
+    if dataset is not None:
+        args += ["--dataset", str(dataset)]
+    for p in probe_dirs:
+        args += ["--probe", str(p)]
+    return shlex.join(args)

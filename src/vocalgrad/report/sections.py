@@ -1,0 +1,306 @@
+"""The report's sections, each built from loaded runs, probes and the dataset."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from vocalgrad import dimensions
+from vocalgrad.metrics import constant_summary, flip_rate, same_answer_alarm, summarise
+from vocalgrad.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.report import figures
+from vocalgrad.report.collect import (
+    ADAPTIVE_TIER,
+    DatasetInfo,
+    Probe,
+    Run,
+    is_human,
+    is_sweep,
+    primary,
+)
+from vocalgrad.report.model import Details, Figure, Section, Table, Text
+
+CONFOUNDS = (  # metadata field, label, how to summarise
+    ("confound_loudness_change_db", "loudness change dB", "abs"),
+    ("confound_level_slope_change_db", "level-slope change dB", "abs"),
+    ("confound_duration_change_ratio", "duration change (ratio − 1)", "ratio"),
+    ("confound_f0_change_st", "F0 change st", "abs"),
+)
+
+
+def fmt(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def _ci(row: Mapping, key: str, digits: int = 2) -> str:
+    return f"{fmt(row.get(key), digits)} [{fmt(row.get(key + '_lo'), digits)}, {fmt(row.get(key + '_hi'), digits)}]"
+
+
+def _changing(rows: Sequence[dict]) -> list[dict]:
+    return [r for r in rows if r.get("direction") in ("increase", "decrease")]
+
+
+def headline_rows(by_listener: Mapping[str, list[dict]]) -> tuple[dict[str, list[dict]], str]:
+    """Rows the headline scores per listener: the tiered benchmark where there is one (sweep
+    and adaptive trials answer a different question), else the sweep."""
+    picked = {name: primary(rows) for name, rows in by_listener.items()}
+    tiered = {n: [r for r in rows if not is_sweep(r) and r.get("tier") != ADAPTIVE_TIER]
+              for n, (rows, _) in picked.items()}
+    note = ""
+    if not any(_changing(v) for v in tiered.values()):
+        tiered = {n: [r for r in rows if r.get("tier") != ADAPTIVE_TIER] for n, (rows, _) in picked.items()}
+        note = "Only magnitude-sweep runs were given: accuracy is over the whole sweep."
+    modes = {n: m for n, (_, m) in picked.items()}
+    return {n: rows for n, rows in tiered.items() if _changing(rows)}, note + (
+        " Prompt/mode per listener: " + ", ".join(f"{n}: {m}" for n, m in modes.items() if m)
+    )
+
+
+def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], note: str) -> Section:
+    """Accuracy per category with clustered CIs; humans and chance alongside; best marked."""
+    cats = sorted({g["category"] for s in summaries.values() for g in s if g["group"] != "overall"})
+    columns = [*cats, "overall"]
+    order = sorted(summaries, key=lambda n: (is_human(n), -_overall(summaries[n])["accuracy"]))
+    acc = {n: {g["group"]: (g["accuracy"], g["accuracy_lo"], g["accuracy_hi"]) for g in summaries[n]}
+           for n in order}
+    best: dict[str, float] = {}
+    for col in columns:
+        vals = [acc[n][col][0] for n in order if col in acc[n] and math.isfinite(acc[n][col][0])]
+        best[col] = max(vals) if vals else float("nan")
+    table = Table(["listener", "kind", "n", *[c.replace("_", " ") for c in columns]], [],
+                  caption="Accuracy [95% CI, bootstrap over sources]. ★ best in column.")
+    for i, n in enumerate(order):
+        row = [n, "human" if is_human(n) else "model", str(_overall(summaries[n])["n"])]
+        for j, col in enumerate(columns):
+            a = acc[n].get(col)
+            row.append("–" if a is None else f"{fmt(a[0])} [{fmt(a[1])}, {fmt(a[2])}]")
+            if a is not None and a[0] == best[col]:
+                table.marked.add((i, j + 3))
+        table.rows.append(row)
+        table.swatches.append(colours.get(n))
+    table.rows.append(["chance", "reference", "–", *["0.50" for _ in columns]])
+    table.swatches.append(colours.get("chance"))
+    top = order[0] if order else None
+    glance = (f"Best overall: {top} at {fmt(_overall(summaries[top])['accuracy'])} accuracy "
+              f"({len(order)} listeners)." if top else "No scored rows.")
+    blocks: list = [table]
+    if order:
+        blocks.append(Figure("headline", figures.headline(acc, columns, colours),
+                             "Accuracy per category and overall; bars are 95% CIs clustered by "
+                             "source; dashed line: chance.", "accuracy per category per listener"))
+    if note.strip():
+        blocks.append(Text(note.strip(), "note"))
+    return Section("headline", "Headline: accuracy per category", blocks, glance)
+
+
+def _overall(summary: list[dict]) -> dict:
+    return next(g for g in summary if g["group"] == "overall")
+
+
+def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dict]],
+         colours: Mapping[str, str]) -> Section:
+    """Increase-response rate, d′ and c per listener, with controls and same-answer alarms."""
+    entries, rows_out, alarms = [], [], []
+    for name, summary in summaries.items():
+        o = _overall(summary)
+        main, _ = primary(by_listener[name])
+        per_cat = [(g["dprime"], g["criterion"]) for g in summary if g["group"] != "overall"]
+        entries.append({"listener": name, "increase_rate": o["increase_rate"], "dprime": o["dprime"],
+                        "criterion": o["criterion"], "per_category": per_cat})
+        rows = [r for r in by_listener[name] if r.get("error") is None]
+        forward = _changing(main)
+        reversed_rows = [r for r in rows if r.get("control") == "reversed"]
+        flip = flip_rate(forward, reversed_rows)["flip_rate"] if reversed_rows else float("nan")
+        constant = constant_summary([r for r in main if r.get("direction") == "constant"], by=())[0]
+        rows_out.append([name, fmt(o["increase_rate"]), _ci(o, "dprime"), _ci(o, "criterion"),
+                         fmt(o["unparsed_rate"]), fmt(flip), fmt(constant.get("increase_rate"))])
+        alarm = same_answer_alarm(forward)
+        if alarm:
+            alarms.append(f"{name}: {alarm}")
+    table = Table(["listener", "says increase", "d′ [95% CI]", "criterion c [95% CI]", "unparsed",
+                   "reversed: flip rate", "constant clips: says increase"], rows_out,
+                  swatches=[colours.get(e["listener"]) for e in entries],
+                  caption="d′ and c from answered trials, \"increase\" as the signal; a listener "
+                          "that hears flips its answer on time-reversed clips.")
+    blocks: list = [Text("Accuracy mixes hearing and habit: a listener that always says one word "
+                         "scores 50% whatever it hears. d′ measures hearing, c the lean.")]
+    blocks.append(table)
+    if entries:
+        blocks.append(Figure("bias", figures.bias(entries, colours),
+                             "Left: share of \"increase\" answers (0.5 = unbiased). Right: "
+                             "sensitivity d′ against criterion c.", "bias and sensitivity"))
+    blocks += [Text(a, "note") for a in alarms]
+    biased = [e["listener"] for e in entries if math.isfinite(e["increase_rate"])
+              and abs(e["increase_rate"] - 0.5) > 0.2]
+    glance = (f"Strong response bias: {', '.join(biased)}." if biased
+              else "No listener leans strongly to one answer.")
+    return Section("bias", "Bias vs sensitivity", blocks, glance)
+
+
+def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, list[dict]],
+                 colours: Mapping[str, str], n_boot: int, seed: int) -> tuple[Section, list[PsychometricFit]]:
+    """Fitted psychometric curves and 75% thresholds per listener x category, in units."""
+    fits: list[PsychometricFit] = []
+    for name, rows in by_listener.items():
+        main, _ = primary(rows)
+        for f in fit_rows([r for r in main if r.get("tier") != ADAPTIVE_TIER], n_boot=n_boot, seed=seed):
+            f.listener = name  # pooled/folded listener name, as in every other section
+            fits.append(f)
+    by_cat: dict[str, list[PsychometricFit]] = {}
+    for f in fits:
+        by_cat.setdefault(f.category, []).append(f)
+    if not by_cat and not adaptive:
+        return Section("psychometric", "Psychometric thresholds", [Text(
+            "No run had at least three magnitudes per category: build a sweep with "
+            "`vocalgrad build --design psychometric` and evaluate it.", "note")],
+            "No psychometric data."), fits
+    listeners = sorted({f.listener for f in fits} | set(adaptive), key=lambda n: (is_human(n), n))
+    columns = [*listeners]
+    header = ["category", "unit", *[n + (" [human]" if is_human(n) else "") for n in columns]]
+    adaptive_cols = [(n, e) for n, es in adaptive.items() for e in es]
+    cats = sorted(set(by_cat) | {e["category"] for _, e in adaptive_cols})
+    table = Table(header + [f"{n} (adaptive)" for n in adaptive], [],
+                  caption="75%-correct threshold [95% CI, bootstrap over sources]; \"no threshold "
+                          "within range\" when the listener never leaves chance.")
+    for cat in cats:
+        spec = dimensions.get(cat).SPEC
+        cell = {f.listener: f.label() for f in by_cat.get(cat, [])}
+        row = [cat.replace("_", " "), spec.unit, *[cell.get(n, "–") for n in columns]]
+        for n in adaptive:
+            e = next((e for e in adaptive[n] if e["category"] == cat), None)
+            row.append(_adaptive_label(e) if e else "–")
+        table.rows.append(row)
+    blocks: list = [Text("P(correct) against change magnitude for a two-alternative task "
+                         "(guess 0.5, fitted lapse ≤ 0.06), fitted by maximum likelihood on log "
+                         "magnitude. The threshold is the magnitude answered correctly 75% of the "
+                         "time, in the dimension's physical unit."), table]
+    if by_cat:
+        blocks.append(Figure("psychometric", figures.psychometric(by_cat, colours),
+                             "Observed accuracy per magnitude (Wilson 95% CIs), fitted curves, "
+                             "and thresholds (▼). Dashed: chance; dotted: 75%.",
+                             "psychometric curves per category"))
+    ok = [f for f in fits if f.status == OK]
+    glance = (f"{len(ok)} of {len(fits)} listener × category fits reach a threshold within range."
+              if fits else "Adaptive thresholds only.")
+    return Section("psychometric", "Psychometric thresholds", blocks, glance), fits
+
+
+def _adaptive_label(entry: Mapping) -> str:
+    n, method, t = entry.get("n_trials", 0), entry.get("method"), entry.get("threshold")
+    if t is None:
+        what = {"below_range": "below tested range", "no_threshold": "no threshold within range"}
+        return f"{what.get(entry.get('status'), entry.get('status'))} ({method}, {n} trials)"
+    lo, hi = entry.get("ci") or (None, None)
+    ci = f" [{format_magnitude(lo)}, {format_magnitude(hi)}]" if lo is not None and hi is not None else ""
+    return f"{format_magnitude(t)} {entry.get('unit', '')}{ci} ({method}, {n} trials)"
+
+
+def probing(probes: Sequence[Probe]) -> Section:
+    """Per-layer probe curves per stage, controls and lens, and the diagnosis table."""
+    if not probes:
+        return Section("probing", "Probing", [Text(
+            "No probe output given (pass --probe DIR with layers.csv and diagnosis.csv): "
+            "section skipped.", "note")], "No probing results.")
+    blocks: list = [Text("Can the information be read from the model's hidden states, stage by "
+                         "stage? Probes well above their controls at a layer mean the change is "
+                         "represented there; a gap between the probes and the answers points to "
+                         "where it is lost.")]
+    for i, p in enumerate(probes):
+        if p.layers:
+            blocks.append(Figure(f"probing-{i + 1}", figures.probing(p.layers, p.listener),
+                                 f"{p.listener}: balanced accuracy per layer and stage; shaded: "
+                                 "95% CI; grey: controls; black dashed: DSP features.",
+                                 f"probe curves for {p.listener}"))
+        if p.diagnosis:
+            header = list(p.diagnosis[0])
+            blocks.append(Table(header, [[str(r.get(h, "")) for h in header] for r in p.diagnosis[:60]],
+                                caption=f"{p.listener}: diagnosis"))
+    return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).")
+
+
+def dataset(info: DatasetInfo | None, note: str = "") -> Section:
+    """The dataset card: sources, verification agreement per category, confound statistics."""
+    if info is None:
+        return Section("dataset", "Dataset", [Text(note or "No dataset folder given (--dataset): "
+                                                   "section skipped.", "note")], "No dataset card.")
+    rows, cfg = info.rows, info.build.get("config", {})
+    splits = Counter(r.get("split") for r in rows)
+    facts = [
+        ["folder", str(info.path)],
+        ["source", str(cfg.get("source", "–"))],
+        ["design", str(cfg.get("design", "tiers"))],
+        ["clips", ", ".join(f"{k}: {v}" for k, v in sorted(splits.items(), key=lambda kv: str(kv[0])))],
+        ["sources", str(len({r.get("source_id") for r in rows}))],
+        ["speakers", str(len({r.get("speaker_id") for r in rows}))],
+        ["domains", ", ".join(f"{k} ({v})" for k, v in Counter(r.get("domain") for r in rows).items())],
+        ["sample rate", f"{cfg.get('sample_rate', '–')} Hz"],
+        ["seed", str(info.build.get("seed", cfg.get("seed", "–")))],
+        ["content sha256", str(info.build.get("content_sha256", "–"))[:16]],
+    ]
+    agreement = info.report.get("verification_agreement", {})
+    by_cat: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cat.setdefault(r["category"], []).append(r)
+    header = ["category", "clips", "verification agreement", "verified (kept)",
+              *[f"median |{label}|" for _, label, _ in CONFOUNDS], "max clipping ratio"]
+    table_rows = []
+    for cat in sorted(by_cat):
+        members = by_cat[cat]
+        row = [cat.replace("_", " "), str(len(members)),
+               f"{agreement[cat]:.1%}" if cat in agreement else "–",
+               f"{np.mean([bool(r.get('verified')) for r in members]):.1%}"]
+        for key, _, how in CONFOUNDS:
+            vals = np.array([r[key] for r in members if isinstance(r.get(key), (int, float))], float)
+            vals = np.abs(vals - 1) if how == "ratio" else np.abs(vals)
+            row.append(fmt(float(np.median(vals)), 3) if vals.size else "–")
+        clip = [r["confound_clipping_ratio"] for r in members if isinstance(r.get("confound_clipping_ratio"), (int, float))]
+        row.append(fmt(max(clip), 4) if clip else "–")
+        table_rows.append(row)
+    blocks: list = [Table([], facts, caption="What the benchmark is made of."),
+                    Table(header, table_rows, caption="Per category: how often measurement agreed "
+                          "with the label, and what else changed (confounds a listener could hear).")]
+    if info.card:
+        blocks.append(Details("Dataset card (README.md)", info.card))
+    low = [c for c, a in agreement.items() if a < 0.9]
+    glance = (f"{len(rows)} clips from {len({r.get('source_id') for r in rows})} sources; "
+              + (f"verification below 90% for {', '.join(low)}." if low else "verification ≥ 90% everywhere."))
+    return Section("dataset", "Dataset card", blocks, glance)
+
+
+def provenance(runs: Sequence[Run], command: str, generated: str) -> Section:
+    """Run manifests, package versions and the commands that made each file."""
+    rows = []
+    for run in runs:
+        m = run.manifest
+        lst = m.get("listener", {}) if isinstance(m.get("listener"), dict) else {}
+        cfg = m.get("config", {})
+        errors = sum(1 for r in run.rows if r.get("error"))
+        rows.append([run.name, str(lst.get("listener", "–")), str(lst.get("revision", "–")),
+                     str(m.get("dataset", "–")), str(m.get("dataset_sha256") or "–")[:12],
+                     ",".join(m.get("modes", [])) or "–", ",".join(cfg.get("variants", [])) or "–",
+                     ",".join(cfg.get("controls", [])) or "none", str(len(run.rows)), str(errors),
+                     str(m.get("command", "not recorded"))])
+    versions = sorted({k for r in runs for k in r.manifest.get("versions", {})})
+    version_rows = [[k, *[str(r.manifest.get("versions", {}).get(k, "–")) for r in runs]] for k in versions]
+    blocks: list = [
+        Text(f"Generated {generated} by:"),
+        Text(command, "code"),
+        Table(["run", "listener", "revision", "dataset", "dataset sha256", "modes", "variants",
+               "controls", "rows", "errors", "command"], rows, caption="Run manifests."),
+    ]
+    if version_rows:
+        blocks.append(Table(["package", *[r.name for r in runs]], version_rows,
+                            caption="Package versions recorded in each run manifest."))
+    for run in runs:
+        blocks.append(Details(f"manifest.json of {run.name}", json.dumps(run.manifest, indent=2, default=str)))
+    return Section("provenance", "Provenance", blocks, f"{len(runs)} run(s); manifests below.")
+
+
+def summaries_for(rows: Mapping[str, list[dict]], n_boot: int, seed: int) -> dict[str, list[dict]]:
+    return {n: summarise(_changing(r), by=("category",), n_boot=n_boot, seed=seed) for n, r in rows.items()}

@@ -1,0 +1,180 @@
+"""Units of the probing package: pooling, batched solver vs scikit-learn, CIs, cache resume."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegressionCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from test_probing_organisms import BLOCKS, Organism, listener, synthetic_rows
+
+from vocalgrad.errors import ConfigError
+from vocalgrad.probing.cli import add_parser
+from vocalgrad.probing.diagnose import late_stages, stage_order
+from vocalgrad.probing.features import extract
+from vocalgrad.probing.pooling import pool
+from vocalgrad.probing.probes import ProbeSettings, inner_splits, labels, linear_cv, outer_splits
+from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.prompts import build_prompt
+
+
+def test_pooling_keeps_or_destroys_direction() -> None:
+    ramp = np.linspace(0, 1, 50, dtype=np.float32)[:, None] * np.ones((1, 3), np.float32)
+    seg = pool(ramp, "segments16").reshape(16, 3)
+    assert seg.shape == (16, 3) and np.all(np.diff(seg[:, 0]) > 0)
+    assert pool(ramp, "halves")[0] > 0 > pool(ramp[::-1], "halves")[0]
+    np.testing.assert_allclose(pool(ramp, "mean"), pool(ramp[::-1], "mean"), atol=1e-6)
+    assert pool(np.ones((3, 2)), "segments16").shape == (32,)  # shorter than 16 frames
+    assert pool(np.ones(7), "mean").shape == (7,)
+    with pytest.raises(ConfigError):
+        pool(ramp, "max")
+
+
+def test_batched_solver_matches_sklearn() -> None:
+    rng = np.random.default_rng(0)
+    rows = [
+        {
+            "item_id": f"{s}-{k}",
+            "source_id": f"s{s}",
+            "speaker_id": f"s{s}",
+            "split": "train" if s < 12 else "test",
+            "direction": "increase" if k % 2 else "decrease",
+        }
+        for s in range(24)
+        for k in range(6)
+    ]
+    y = labels(rows)
+    xs = [
+        rng.normal(size=(len(rows), d)) + np.outer(y - 0.5, rng.normal(size=d)) * a
+        for d, a in ((300, 0.15), (20, 0.6), (300, 0.0))
+    ]
+    train, test = outer_splits(rows, 5)[0][0]
+    settings = ProbeSettings()
+    inner = inner_splits(rows, train, 3)
+    logits, best = linear_cv(xs, y[None], train, inner, settings)
+    cv = [(np.flatnonzero(a[train]), np.flatnonzero(b[train])) for a, b in inner]
+    for k, x in enumerate(xs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            clf = make_pipeline(
+                StandardScaler(),
+                LogisticRegressionCV(
+                    Cs=list(settings.cs), cv=cv, scoring="neg_log_loss", max_iter=5000, tol=1e-8
+                ),
+            )
+            clf.fit(x[train], y[train])
+        assert settings.cs[best[k, 0]] == pytest.approx(float(clf[-1].C_[0]))
+        np.testing.assert_allclose(logits[k, 0][test], clf.decision_function(x[test]), atol=2e-3)
+
+
+def test_clustered_ci_covers_point_and_widens_with_clusters() -> None:
+    pos = np.tile([True, False], 40)
+    correct = np.repeat([1.0, 1.0, 0.0, 1.0], 20)  # constant within each coarse cluster
+    fine, coarse = np.arange(80) // 2, np.arange(80) // 20
+    p1, lo1, hi1 = balanced_accuracy_ci(correct, pos, fine)
+    p2, lo2, hi2 = balanced_accuracy_ci(correct, pos, coarse)
+    assert p1[0] == p2[0] == pytest.approx(0.75)
+    assert lo1[0] <= 0.75 <= hi1[0] and (hi2[0] - lo2[0]) >= (hi1[0] - lo1[0]) - 1e-9
+
+
+def test_stage_order_and_late_stages() -> None:
+    names = [
+        "mel",
+        "encoder.10",
+        "encoder.2",
+        "decoder.1@answer",
+        "decoder.0@answer",
+        "decoder.4@answer",
+    ]
+    order = stage_order(names)
+    assert order == [
+        "mel",
+        "encoder.2",
+        "encoder.10",
+        "decoder.0@answer",
+        "decoder.1@answer",
+        "decoder.4@answer",
+    ]
+    assert late_stages(order) == {"decoder.4@answer"}
+    assert late_stages([f"block.{i}" for i in range(6)]) == {"block.4", "block.5"}
+
+
+class Crashing:
+    """Wraps a listener and raises after `allowed` hidden_states calls (a killed run)."""
+
+    def __init__(self, inner, allowed: int) -> None:
+        self.inner, self.allowed, self.seen = inner, allowed, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def hidden_states(self, requests):
+        if len(self.seen) >= self.allowed:
+            raise KeyboardInterrupt
+        self.seen.append([r.item_id for r in requests])
+        return self.inner.hidden_states(requests)
+
+
+def test_feature_cache_is_float16_memmap_and_resumes(tmp_path: Path) -> None:
+    rows = synthetic_rows("linear", n_sources=2, per_source=4)[:12]
+    base = listener(Organism(head_dim=0), "cache")
+    crashing = Crashing(base, allowed=1)
+    with pytest.raises(KeyboardInterrupt):
+        extract(rows, crashing, tmp_path, category="volume", batch_size=5)
+    assert json.loads((tmp_path / "index.json").read_text())["done"] == 5
+    again = Crashing(base, allowed=10)
+    feats = extract(rows, again, tmp_path, category="volume", batch_size=5)
+    assert [i for b in again.seen for i in b] == [r["item_id"] for r in rows[5:]]
+    arr = feats.stages["block.0"]
+    assert isinstance(arr, np.memmap) and arr.dtype == np.float16 and arr.shape == (12, 16)
+    np.testing.assert_allclose(arr[7], rows[7]["audio"], atol=1e-2)
+    assert feats.lens is not None and feats.lens.shape == (12, BLOCKS)
+
+
+def test_adapter_answers_and_random_twin() -> None:
+    torch.manual_seed(0)
+    lis = listener(Organism(head_dim=0), "answers")
+    row = synthetic_rows("linear", n_sources=1, per_source=2)[0]
+    from vocalgrad.listeners.base import Request
+
+    req = Request(
+        row["item_id"],
+        build_prompt("volume", item_id=row["item_id"]),
+        {row["item_id"]: row["audio"]},
+    )
+    scores = lis.score_choices([req])[0]
+    assert set(scores) == {"increase", "decrease"}
+    assert lis.generate([req]) == [max(scores, key=scores.get)]
+    twin = lis.with_random_weights(1)
+    assert twin.revision != lis.revision
+    assert not np.allclose(
+        twin.hidden_states([req])[0]["block.0"], lis.hidden_states([req])[0]["block.0"]
+    )
+
+
+def test_cli_parser_registers_probe() -> None:
+    p = argparse.ArgumentParser()
+    add_parser(p.add_subparsers(dest="command"))
+    args = p.parse_args(
+        [
+            "probe",
+            "ds",
+            "--listener",
+            "whisper:tiny.en",
+            "--categories",
+            "volume,echo",
+            "--pooling",
+            "halves",
+            "--seeds",
+            "2",
+        ]
+    )
+    assert args.categories == ("volume", "echo") and args.pooling == "halves" and args.seeds == 2
+    assert callable(args.func)
