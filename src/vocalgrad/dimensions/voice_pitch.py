@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import F0_STEP_S, Analysis, head_tail, praat_tier
+from vocalgrad.analysis import F0_STEP_S, HEAD_TAIL_FRACTION, Analysis, head_tail, praat_tier
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 
@@ -20,6 +20,9 @@ SPEC = DimensionSpec(
     min_change=0.5,
     psychometric_range=(0.1, 4.0),
 )
+
+
+OCTAVE_ERROR_ST = 8.0  # larger than any shift we render (4 st), smaller than an octave
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -50,8 +53,20 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     both = (f_match > 0) & (f_ref > 0)
     diff = np.full(len(t_ref), np.nan)
     diff[both] = 12 * np.log2(f_match[both] / f_ref[both])
-    head, tail = ref.head_tail_at(t_ref)
+    diff[np.abs(diff) > OCTAVE_ERROR_ST] = np.nan  # tracker octave jumps, not the shift
+    head, tail = voiced_head_tail(t_ref, f_ref)
     return Measured(*head_tail(diff, head, tail))
+
+
+def voiced_head_tail(times: np.ndarray, f0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last 20% of the *voiced* stretch: F0 only exists there, and an utterance
+    that ends on a long unvoiced consonant would otherwise leave the tail window empty."""
+    voiced = times[f0 > 0]
+    if voiced.size < 2:
+        return np.zeros(len(times), bool), np.zeros(len(times), bool)
+    onset, offset = voiced[0], voiced[-1]
+    width = HEAD_TAIL_FRACTION * (offset - onset)
+    return (times >= onset) & (times <= onset + width), (times >= offset - width) & (times <= offset)
 
 
 def f0_at(a: Analysis, times: np.ndarray) -> np.ndarray:
