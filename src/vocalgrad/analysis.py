@@ -19,6 +19,7 @@ from vocalgrad.audio import FRAME_S, SpeechSpan, frame_rms, loudness_lufs, speec
 
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.02
+F0_CANDIDATES = 5  # Praat's default is 15; 5 is enough for speech and ~15% cheaper
 F0_CEILING_HZ = 400.0  # covers high female voices shifted up 3 semitones
 HEAD_TAIL_FRACTION = 0.2  # measurements compare the first and last 20% of the speech span
 ACTIVE_RANGE_DB = 40.0  # frames within 40 dB of the loudest count as speech-active
@@ -65,7 +66,8 @@ class Analysis:
         lo = max(0.0, self.span.onset_s - 0.1)
         hi = min(self.duration_s, self.span.offset_s + 0.1)
         part = self.sound.extract_part(lo, hi, preserve_times=True) if hi - lo > 0.2 else self.sound
-        pitch = part.to_pitch_ac(time_step=F0_STEP_S, pitch_floor=F0_FLOOR_HZ, pitch_ceiling=F0_CEILING_HZ)
+        pitch = part.to_pitch_ac(time_step=F0_STEP_S, pitch_floor=F0_FLOOR_HZ, pitch_ceiling=F0_CEILING_HZ,
+                                 max_number_of_candidates=F0_CANDIDATES)
         return pitch.xs(), pitch.selected_array["frequency"]
 
     @cached_property
