@@ -20,7 +20,7 @@ from vocalgrad.audio import FRAME_S, SpeechSpan, frame_rms, loudness_lufs, speec
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.02
 F0_CANDIDATES = 5  # Praat's default is 15; 5 is enough for speech and ~15% cheaper
-F0_CEILING_HZ = 400.0  # covers high female voices shifted up 3 semitones
+F0_CEILING_HZ = 500.0  # high female voices shifted up 4 semitones peak above 400 Hz
 HEAD_TAIL_FRACTION = 0.2  # measurements compare the first and last 20% of the speech span
 ACTIVE_RANGE_DB = 40.0  # frames within 40 dB of the loudest count as speech-active
 LEVEL_FLOOR_DB = -120.0

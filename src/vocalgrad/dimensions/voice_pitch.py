@@ -54,19 +54,13 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     diff = np.full(len(t_ref), np.nan)
     diff[both] = 12 * np.log2(f_match[both] / f_ref[both])
     diff[np.abs(diff) > OCTAVE_ERROR_ST] = np.nan  # tracker octave jumps, not the shift
-    head, tail = voiced_head_tail(t_ref, f_ref)
-    return Measured(*head_tail(diff, head, tail))
-
-
-def voiced_head_tail(times: np.ndarray, f0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First and last 20% of the *voiced* stretch: F0 only exists there, and an utterance
-    that ends on a long unvoiced consonant would otherwise leave the tail window empty."""
-    voiced = times[f0 > 0]
-    if voiced.size < 2:
-        return np.zeros(len(times), bool), np.zeros(len(times), bool)
-    onset, offset = voiced[0], voiced[-1]
-    width = HEAD_TAIL_FRACTION * (offset - onset)
-    return (times >= onset) & (times <= onset + width), (times >= offset - width) & (times <= offset)
+    matched = diff[np.isfinite(diff)]
+    n = int(np.ceil(HEAD_TAIL_FRACTION * matched.size))
+    if matched.size < 4:
+        return Measured(float("nan"), float("nan"))
+    # the first and last 20% of the frames voiced in both signals: F0 exists only there, and
+    # an utterance ending on a long unvoiced consonant would leave a time window empty
+    return Measured(float(np.median(matched[:n])), float(np.median(matched[-n:])))
 
 
 def f0_at(a: Analysis, times: np.ndarray) -> np.ndarray:
