@@ -6,6 +6,9 @@ features standardised with training statistics. Prints wall time, the speed-up a
 test balanced-accuracy difference per stage.
 
     python benchmarks/bench_probe.py                      # Whisper-tiny-shaped synthetic features
+    python benchmarks/bench_probe.py --sources 100        # 400 train items instead of 192
+    python benchmarks/bench_probe.py --controls 3         # + 3 shuffled-label control fits, as
+                                                          #   `probe` runs them (both sides fit all)
     python benchmarks/bench_probe.py --dataset DS --listener whisper:tiny.en --category volume
 """
 
@@ -24,7 +27,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from vocalgrad.probing.probes import ProbeSettings, inner_splits, labels, linear_cv, outer_splits
+from vocalgrad.probing.probes import (
+    ProbeSettings,
+    inner_splits,
+    labels,
+    linear_cv,
+    outer_splits,
+    shuffled,
+)
 
 
 def synthetic(n_sources: int = 48, per_source: int = 8, seed: int = 0) -> tuple[dict, list[dict]]:
@@ -93,22 +103,33 @@ def main() -> None:
     ap.add_argument("--listener", default="whisper:tiny.en")
     ap.add_argument("--category", default="volume")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--sources", type=int, default=48, help="synthetic: source clips (8 items each, half train)"
+    )
+    ap.add_argument(
+        "--controls", type=int, default=0, help="shuffled-label control label sets fitted too"
+    )
     args = ap.parse_args()
-    feats, rows = real(args.dataset, args.listener, args.category) if args.dataset else synthetic()
+    feats, rows = (
+        real(args.dataset, args.listener, args.category)
+        if args.dataset
+        else synthetic(n_sources=args.sources)
+    )
     settings = ProbeSettings()
     train, test = outer_splits(rows, 5)[0][0]
     inner = inner_splits(rows, train, settings.inner_folds)
     y = labels(rows)
+    y_sets = np.stack([y, *[shuffled(y, train, seed) for seed in range(args.controls)]])
     xs = list(feats.values())
     print(
         f"{len(xs)} stages, dims {sorted({x.shape[1] for x in xs})}, {int(train.sum())} train / "
         f"{int(test.sum())} test items, {len(inner)} inner folds, {len(settings.cs)} C values, "
-        f"{args.threads} thread(s)"
+        f"{len(y_sets)} label set(s), {args.threads} thread(s)"
     )
     torch.set_num_threads(args.threads)
     with threadpool_limits(args.threads):
         t0 = time.perf_counter()
-        logits, _ = linear_cv(xs, y[None], train, inner, settings)
+        logits, _ = linear_cv(xs, y_sets, train, inner, settings)
         batched_s = time.perf_counter() - t0
         cv = [(np.flatnonzero(a[train]), np.flatnonzero(b[train])) for a, b in inner]
         sk_pred = []
@@ -116,14 +137,16 @@ def main() -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", (ConvergenceWarning, FutureWarning))
             for x in xs:
-                clf = make_pipeline(
-                    StandardScaler(),
-                    LogisticRegressionCV(
-                        Cs=list(settings.cs), cv=cv, scoring="neg_log_loss", max_iter=1000
-                    ),
-                )
-                clf.fit(x[train], y[train])
-                sk_pred.append(clf.predict(x[test]))
+                for k, ys in enumerate(y_sets):
+                    clf = make_pipeline(
+                        StandardScaler(),
+                        LogisticRegressionCV(
+                            Cs=list(settings.cs), cv=cv, scoring="neg_log_loss", max_iter=1000
+                        ),
+                    )
+                    clf.fit(x[train], ys[train])
+                    if k == 0:  # accuracy compared on the true labels
+                        sk_pred.append(clf.predict(x[test]))
         sklearn_s = time.perf_counter() - t0
     diffs = []
     for name, pred, lg in zip(feats, sk_pred, logits[:, 0], strict=True):

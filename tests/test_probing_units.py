@@ -178,3 +178,29 @@ def test_cli_parser_registers_probe() -> None:
     )
     assert args.categories == ("volume", "echo") and args.pooling == "halves" and args.seeds == 2
     assert callable(args.func)
+
+
+def test_logistic_path_matches_sklearn_per_c_for_every_label_set() -> None:
+    """Newton-CG path: each (problem, label set, C) equals an exact scikit-learn fit; rows
+    with zero weight are ignored (packed away) and features wider than the rows work."""
+    from sklearn.linear_model import LogisticRegression
+
+    from vocalgrad.probing import solver
+
+    rng = np.random.default_rng(3)
+    n, cs = 60, (1e-2, 1.0, 100.0)
+    xs = [rng.normal(size=(n, d)) for d in (8, 80)]
+    masks = [rng.random(n) < 0.7 for _ in xs]
+    z = solver.pad([solver.Reduced(torch.as_tensor(x), x.shape[1]) for x in xs])
+    y = torch.as_tensor((rng.random((2, 2, n)) < 0.5).astype(float))
+    m = torch.stack([torch.as_tensor(mk).double().expand(2, n) for mk in masks])
+    path = solver.logistic_path(z, y, m, cs)
+    for ci, c in enumerate(cs):
+        w, b = path[ci]
+        for k, x in enumerate(xs):
+            for p in range(2):
+                keep = masks[k]
+                ref = LogisticRegression(C=c, tol=1e-10, max_iter=10000)
+                ref.fit(x[keep], y[k, p].numpy()[keep])
+                got = x @ w[k, p, : x.shape[1]].numpy() + float(b[k, p])
+                np.testing.assert_allclose(got, ref.decision_function(x), atol=2e-3)
