@@ -14,6 +14,7 @@ from vocalgrad.build import build
 from vocalgrad.config import BuildConfig
 from vocalgrad.probing import ProbeConfig, TorchModuleListener, probe_dataset
 from vocalgrad.probing.adapters import DSPListener
+from vocalgrad.probing.diagnose import VERDICTS
 from vocalgrad.probing.probes import ProbeSettings
 
 FAST = ProbeSettings(seeds=2, n_boot=300, mlp_steps=150)
@@ -115,12 +116,5 @@ def test_whisper_tiny_probe_two_categories(dataset: Path, tmp_path: Path) -> Non
         stages = [r["stage"] for r in data["curves"]]
         assert "mel" in stages and "encoder.4" in stages and "decoder.4@answer" in stages
         assert len(data["lens"]) == 5 and data["behaviour"]["source"] == "lens at the last layer"
-        assert data["diagnosis"]["verdict"] in {
-            "heard and used",
-            "present but unused",
-            "lost across layers",
-            "only nonlinearly decodable",
-            "not encoded",
-            "inconclusive",
-        }
+        assert data["diagnosis"]["verdict"] in VERDICTS
     assert (tmp_path / "out" / "curves_volume.png").is_file()
