@@ -153,3 +153,22 @@ def test_text_only_requests_carry_no_audio(dataset, tmp_path):
     assert any(r.target_audio is None for r in seen) and any(r.target_audio is not None for r in seen)
     _, rows = load_results(tmp_path / "spy")
     assert {r["predicted"] for r in rows} == {"decrease"}
+
+
+def test_adaptive_eval_and_report_through_the_cli(dataset, tmp_path, capsys):
+    from vocalgrad.cli import main
+
+    out = tmp_path / "adaptive"
+    assert main(["eval", str(dataset), "--listener", "baseline:ideal", "--adaptive", "quest",
+                 "--max-trials", "16", "--categories", "volume", "--out", str(out)]) == 0
+    adaptive = json.loads((out / "adaptive.json").read_text())
+    assert adaptive["results"][0]["n_trials"] == 16
+    assert adaptive["results"][0]["status"] in ("ok", "below_range")  # the ideal observer hears it
+    run = tmp_path / "run"
+    assert main(["eval", str(dataset), "--listener", "baseline:random", "--limit", "40", "--out", str(run)]) == 0
+    report = tmp_path / "report.html"
+    assert main(["report", str(run), str(out), "--out", str(report), "--n-boot", "100"]) == 0
+    html = report.read_text()
+    for section in ("headline", "bias", "psychometric", "dataset", "provenance"):
+        assert f'id="{section}"' in html
+    assert "baseline:random" in html and "http://" not in html and "https://" not in html
