@@ -18,7 +18,7 @@ import parselmouth
 from vocalgrad.audio import FRAME_S, SpeechSpan, frame_rms, loudness_lufs, speech_span
 
 F0_FLOOR_HZ = 60.0
-F0_STEP_S = 0.02
+F0_STEP_S = 0.03
 F0_CANDIDATES = 5  # Praat's default is 15; 5 is enough for speech and ~15% cheaper
 F0_CEILING_HZ = 500.0  # high female voices shifted up 4 semitones peak above 400 Hz
 HEAD_TAIL_FRACTION = 0.2  # measurements compare the first and last 20% of the speech span

@@ -48,7 +48,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """STFT masking (75% overlap, Hann): per frame a raised-cosine low-pass at cutoff(t).
     Overlap-add makes the filter change smoothly, with no chunk boundaries."""
     sr = ref.sr
-    freqs, times, spec = stft(ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even")
+    freqs, times, spec = _stft(ref, boundary="even")
     cutoff = track(np.clip(times, 0, ref.duration_s))
     x = (freqs[:, None] - (cutoff[None, :] - TRANSITION_HZ / 2)) / TRANSITION_HZ
     mask = 0.5 + 0.5 * np.cos(np.pi * np.clip(x, 0.0, 1.0))
@@ -60,7 +60,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 def measure(clip: Analysis, ref: Analysis) -> Measured:
     """Effective cutoff in the head and tail windows, in Hz (compared in octaves)."""
     sr = ref.sr
-    f, t, r = stft(ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP)
+    f, t, r = _stft(ref)
     _, _, c = stft(clip.audio[: len(ref.audio)], fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP)
     n = min(r.shape[1], c.shape[1])
     pr, pc = np.abs(r[:, :n]) ** 2, np.abs(c[:, :n]) ** 2
@@ -71,6 +71,14 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         window = (t[:n] >= lo) & (t[:n] <= hi)
         cutoffs.append(_cutoff(f, pr[:, window].sum(axis=1), pc[:, window].sum(axis=1), sr))
     return Measured(*cutoffs)
+
+
+def _stft(ref: Analysis, boundary: str = "zeros") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The source's STFT, computed once per source and reused by every clip rendered from it."""
+    key = f"clarity_stft_{boundary}"
+    if key not in ref.cache:
+        ref.cache[key] = stft(ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=boundary)
+    return ref.cache[key]
 
 
 def _cutoff(freqs: np.ndarray, ref_power: np.ndarray, clip_power: np.ndarray, sr: int) -> float:
