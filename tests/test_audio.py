@@ -111,3 +111,18 @@ def test_flac_write_is_atomic_and_exact(tmp_path):
     assert sr == 16000
     np.testing.assert_array_equal(back, audio)
     assert [p.name for p in path.parent.iterdir()] == ["clip.flac"]
+
+
+def test_loudness_equals_pyloudnorm(arctic):
+    """Our vectorised BS.1770 gating must give pyloudnorm's numbers exactly."""
+    import pyloudnorm
+
+    audio, sr = arctic
+    rng = np.random.default_rng(1)
+    signals = [(audio, sr), (audio * 0.01, sr), (audio[:9000], sr), (rng.standard_normal(96000) * 0.05, 48000),
+               (np.concatenate([audio, np.zeros(32000, np.float32)]), sr)]
+    for signal, rate in signals:
+        padded = np.pad(signal.astype(np.float64), (0, max(0, int(0.4 * rate) + 1 - len(signal))))
+        expected = pyloudnorm.Meter(rate).integrated_loudness(padded)
+        assert loudness_lufs(signal.astype(np.float32), rate) == pytest.approx(expected, abs=1e-6)
+    assert loudness_lufs(np.zeros(20000, np.float32), sr) == float("-inf")

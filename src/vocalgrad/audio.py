@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pyloudnorm
 import soundfile as sf
-from scipy.signal import resample_poly
+from scipy.signal import resample_poly, sosfilt
 
 from vocalgrad.errors import AudioError
 
@@ -55,17 +55,42 @@ def resample(audio: np.ndarray, sr_from: int, sr_to: int) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _meter(sr: int) -> pyloudnorm.Meter:
-    return pyloudnorm.Meter(sr)
+def _k_weighting(sr: int) -> tuple[np.ndarray, float]:
+    """pyloudnorm's BS.1770 K-weighting filters for this rate, as second-order sections."""
+    sections, gain = [], 1.0
+    for stage in pyloudnorm.Meter(sr)._filters.values():
+        b, a = stage.generate_coefficients()
+        sections.append(np.concatenate([b, a]))
+        gain *= stage.passband_gain
+    return np.array(sections), gain
 
 
 def loudness_lufs(audio: np.ndarray, sr: int) -> float:
-    """Integrated loudness (ITU-R BS.1770-4) in LUFS; -inf for silence."""
-    meter = _meter(sr)
-    if len(audio) < int(0.4 * sr) + 1:  # the meter needs one 400 ms block
-        audio = np.pad(audio, (0, int(0.4 * sr) + 1 - len(audio)))
-    with np.errstate(divide="ignore"):
-        return float(meter.integrated_loudness(audio.astype(np.float64)))
+    """Integrated loudness (ITU-R BS.1770-4) in LUFS; -inf for silence.
+
+    The same numbers as `pyloudnorm.Meter(sr).integrated_loudness` (tested to 1e-9), with its
+    filters, block layout and two gates, but vectorised: it runs on every rendered clip, and
+    pyloudnorm redesigns its filters and loops over blocks in Python on each call.
+    """
+    block_s, step = 0.4, 0.25
+    if len(audio) < int(block_s * sr) + 1:  # the meter needs one 400 ms block
+        audio = np.pad(audio, (0, int(block_s * sr) + 1 - len(audio)))
+    sections, gain = _k_weighting(sr)
+    weighted = gain * sosfilt(sections, audio.astype(np.float64))
+    n_blocks = int(np.round((len(audio) / sr - block_s) / (block_s * step))) + 1
+    j = np.arange(n_blocks)
+    lower = (block_s * (j * step) * sr).astype(int)
+    upper = (block_s * (j * step + 1) * sr).astype(int)
+    energy = np.concatenate([[0.0], np.cumsum(weighted**2)])
+    z = (energy[np.minimum(upper, len(weighted))] - energy[lower]) / (block_s * sr)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        level = -0.691 + 10.0 * np.log10(z)
+        above_absolute = level >= -70.0
+        if not above_absolute.any():
+            return float("-inf")
+        relative = -0.691 + 10.0 * np.log10(z[above_absolute].mean()) - 10.0
+        gated = (level > relative) & (level > -70.0)
+        return float(-0.691 + 10.0 * np.log10(np.nan_to_num(z[gated].mean()) if gated.any() else 0.0))
 
 
 def normalise(audio: np.ndarray, sr: int, target_lufs: float) -> np.ndarray:
