@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	# the CPU build of torch first (a plain `torch` requirement would pull a multi-GB CUDA build)
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[all,test]'
+	# compile librosa's numba kernels once, before parallel workers could race on its cache
+	$(PY) -m vocalgrad.jit
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -27,6 +27,7 @@ from vocalgrad.card import write_card
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError
+from vocalgrad.jit import warm_up
 from vocalgrad.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.provenance import versions
 from vocalgrad.render import prepare_reference, render_condition
@@ -190,6 +191,7 @@ def _run(tasks: list[SourceTask], workers: int):
         for task in tasks:
             yield render_source(task)
         return
+    warm_up()  # workers must find librosa's numba caches written, not write them together
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(render_source, t) for t in tasks]
         for future in as_completed(futures):

@@ -1,0 +1,30 @@
+"""Compile librosa's numba kernels once, in one process, before anything runs in parallel.
+
+librosa caches its numba functions next to its own files. On a fresh install, several
+processes compiling and writing those caches at the same time can read a half-written
+cache and crash with a segmentation fault (seen with two test workers on a new venv). One
+call here, made before workers start, writes the caches; later processes only read them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def warm_up(sr: int = 16000) -> None:
+    """Touch every numba-compiled librosa path vocalgrad uses (about 10 s the first time)."""
+    import librosa
+
+    rng = np.random.default_rng(0)
+    y = (0.1 * rng.standard_normal(sr)).astype(np.float32)
+    mel = np.log(librosa.feature.melspectrogram(y=y, sr=sr, n_fft=512, hop_length=160, n_mels=40) + 1e-8)
+    librosa.sequence.dtw(X=mel, Y=mel, backtrack=True)
+    mfcc = librosa.feature.mfcc(y=y, sr=sr, n_mfcc=13, hop_length=160)
+    librosa.sequence.dtw(X=mfcc, Y=mfcc, metric="cosine")
+    librosa.yin(y, fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
+    librosa.feature.rms(y=y, frame_length=512, hop_length=160, center=False)
+    librosa.stft(y, n_fft=512, hop_length=160)
+
+
+if __name__ == "__main__":
+    warm_up()
