@@ -142,6 +142,8 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     started = time.time()
     state = out / STATE_DIR
     _check_resume(out, state, config, overwrite)
+    for stale in out.rglob(".tmp-*"):  # a SIGKILL between create and rename leaves these
+        stale.unlink()
     conditions, refused = plan_conditions(config)
     if not conditions:
         raise ConfigError("every requested condition was refused: " + "; ".join(r["reason"] for r in refused))
