@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from vocalgrad.adaptive import SimulatedObserver
+from vocalgrad.plan import design_magnitudes
 from vocalgrad.psychometric import (
     BELOW,
     INSUFFICIENT,
     NONE,
     OK,
-    design_magnitudes,
     fit_psychometric,
     fit_rows,
     format_magnitude,

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from vocalgrad.adaptive import SimulatedObserver, run_adaptive, save_adaptive
-from vocalgrad.psychometric import design_magnitudes
+from vocalgrad.plan import design_magnitudes
 from vocalgrad.report import SECTION_IDS, write_report
 
 CATEGORIES = ("voice_pitch", "volume", "voice_clarity")

@@ -77,6 +77,22 @@ class Analysis:
             return np.maximum(20 * np.log10(frame_rms(self.audio, self.sr)), LEVEL_FLOOR_DB)
 
     @cached_property
+    def median_f0(self) -> float:
+        """Median F0 of voiced frames (Hz), NaN when nothing is voiced."""
+        _, f0 = self.f0
+        voiced = f0[f0 > 0]
+        return float(np.median(voiced)) if voiced.size else float("nan")
+
+    @cached_property
+    def level_slope_db(self) -> float:
+        """Tail minus head level (dB) over speech-active frames: a source's value is compared
+        with every clip rendered from it, so it is computed once."""
+        level = np.where(self.active, self.level_db, np.nan)
+        head, tail = self.head_tail_frames(len(level))
+        h, t = head_tail(level, head, tail)
+        return t - h
+
+    @cached_property
     def active(self) -> np.ndarray:
         """10 ms frames that carry speech energy (within 40 dB of the loudest frame)."""
         level = self.level_db

@@ -8,31 +8,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis, head_tail
+from vocalgrad.analysis import Analysis
 
 CLIP_LEVEL = 0.999
 
 
-def _level_slope(a: Analysis) -> float:
-    """Tail minus head level (dB) over speech-active frames of the signal's own span."""
-    level = np.where(a.active, a.level_db, np.nan)
-    head, tail = a.head_tail_frames(len(level))
-    h, t = head_tail(level, head, tail)
-    return t - h
-
-
-def _median_f0(a: Analysis) -> float:
-    _, f0 = a.f0
-    voiced = f0[f0 > 0]
-    return float(np.median(voiced)) if voiced.size else float("nan")
-
-
 def measure_confounds(clip: Analysis, ref: Analysis) -> dict[str, float]:
     """Loudness, level slope, duration, clipping and F0 changes of clip vs its source."""
-    f_clip, f_ref = _median_f0(clip), _median_f0(ref)
+    f_clip, f_ref = clip.median_f0, ref.median_f0
     return {
         "loudness_change_db": round(clip.loudness_lufs - ref.loudness_lufs, 3),
-        "level_slope_change_db": round(_level_slope(clip) - _level_slope(ref), 3),
+        "level_slope_change_db": round(clip.level_slope_db - ref.level_slope_db, 3),
         "duration_change_ratio": round(len(clip.audio) / len(ref.audio), 4),
         "clipping_ratio": float(np.mean(np.abs(clip.audio) >= CLIP_LEVEL)),
         "peak_dbfs": round(float(20 * np.log10(max(np.max(np.abs(clip.audio)), 1e-9))), 2),

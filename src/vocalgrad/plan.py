@@ -61,7 +61,7 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
     return conditions, refused
 
 
-def design_magnitudes(category: str, levels: int, sr: int) -> list[float]:
+def design_magnitudes(category: str, levels: int = 6, sr: int = 16000) -> list[float]:
     """Log-spaced magnitudes over the dimension's declared psychometric range (from below a
     typical human threshold to beyond the published high tier), weakest change first."""
     lo, hi = dimensions.get(category).SPEC.psychometric_range

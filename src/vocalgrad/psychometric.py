@@ -32,7 +32,6 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad import dimensions
 from vocalgrad.plan import change_size
-from vocalgrad.plan import design_magnitudes as _plan_magnitudes
 
 GUESS = 0.5
 LAPSE_MAX = 0.06
@@ -61,18 +60,6 @@ MAX_BOOT = 2000
 
 # Status values of a fit.
 OK, BELOW, NONE, INSUFFICIENT = "ok", "below_range", "no_threshold", "insufficient_data"
-
-
-def design_magnitudes(category: str, n_levels: int = 6, sr: int = 16000) -> list[float]:
-    """Log-spaced magnitudes over the dimension's `SPEC.psychometric_range`, weakest first.
-
-    A magnitude is what the dimension's `endpoints(magnitude, sr)` takes. For dimensions whose
-    endpoints are symmetric (pitch -m..+m semitones, volume -m..+m dB, rate 1-m..1+m) the
-    change is 2m; for one-sided ones it is the distance from the clean value (noise, echo,
-    vibration: 0..m) or, where the parameter runs the other way (low-pass cutoff, bit depth),
-    a *smaller* magnitude is a larger change: see `polarity`.
-    """
-    return _plan_magnitudes(category, n_levels, sr)
 
 
 def polarity(category: str, sr: int = 16000) -> int:
