@@ -182,7 +182,8 @@ def test_cli_parser_registers_probe() -> None:
 
 def test_logistic_path_matches_sklearn_per_c_for_every_label_set() -> None:
     """Newton-CG path: each (problem, label set, C) equals an exact scikit-learn fit; rows
-    with zero weight are ignored (packed away) and features wider than the rows work."""
+    with zero weight are ignored (packed away), features wider than the rows work, and a
+    label set told to stop early holds its solution at that C."""
     from sklearn.linear_model import LogisticRegression
 
     from vocalgrad.probing import solver
@@ -194,7 +195,14 @@ def test_logistic_path_matches_sklearn_per_c_for_every_label_set() -> None:
     z = solver.pad([solver.Reduced(torch.as_tensor(x), x.shape[1]) for x in xs])
     y = torch.as_tensor((rng.random((2, 2, n)) < 0.5).astype(float))
     m = torch.stack([torch.as_tensor(mk).double().expand(2, n) for mk in masks])
-    path = solver.logistic_path(z, y, m, cs)
+    path = solver.logistic_path(z, y, m, cs, tol=1e-10)
+    stop = torch.tensor([[0, 2], [1, 0]])  # each label set ends at its own C
+    w_stop, b_stop = solver.logistic_path(z, y, m, cs, stop=stop, tol=1e-10)[-1]
+    for k in range(2):
+        for p in range(2):
+            w_ref, b_ref = path[int(stop[k, p])]
+            np.testing.assert_allclose(w_stop[k, p], w_ref[k, p], atol=1e-4)
+            assert float(b_stop[k, p]) == pytest.approx(float(b_ref[k, p]), abs=1e-4)
     for ci, c in enumerate(cs):
         w, b = path[ci]
         for k, x in enumerate(xs):

@@ -27,6 +27,7 @@ class ProbeSettings:
     seeds: int = 3
     cv_folds: int = 5  # outer grouped folds when the dataset has no train split
     max_rank: int = 512
+    tol: float = 1e-4  # scikit-learn's LogisticRegression default, same meaning
     mlp: bool = True
     mlp_rank: int = 64
     mlp_hidden: int = 64
@@ -113,27 +114,55 @@ def linear_cv(
 ) -> tuple[np.ndarray, np.ndarray]:
     """All stages x label sets at once. Returns (logits S x P x n at the chosen C, chosen C
     index S x P); C maximises mean inner-fold validation log-likelihood, then a refit on all
-    training rows (scikit-learn LogisticRegressionCV's rule)."""
-    tasks = [tr for tr, _ in inner] + [train]
-    reduced = []
-    for x in xs:
-        reduced += solver.reduce_tasks(solver.standardise(x, train), tasks, settings.max_rank)
-    z = solver.pad(reduced)  # (S*T) x n x r
-    s_n, t_n, p_n, n = len(xs), len(tasks), y_sets.shape[0], y_sets.shape[1]
-    y = torch.as_tensor(y_sets).expand(s_n * t_n, p_n, n)
-    masks = torch.as_tensor(np.stack(tasks)).double()  # T x n
-    m = masks[None, :, None, :].expand(s_n, t_n, p_n, n).reshape(s_n * t_n, p_n, n)
-    val = torch.as_tensor(np.stack([va for _, va in inner])).double()
-    path = solver.logistic_path(z, y, m, settings.cs)
-    losses, finals = [], []
-    for w, b in path:
-        f = solver.decision(z, w, b).reshape(s_n, t_n, p_n, n)
-        yv = y.reshape(s_n, t_n, p_n, n)[:, :-1]
-        losses.append(solver.log_loss(f[:, :-1], yv, val[None, :, None, :]).mean(1))  # S x P
-        finals.append(f[:, -1])
-    best = torch.stack(losses).argmin(0)  # first (strongest C) among ties, as scikit-learn
-    chosen = torch.stack(finals)[best, torch.arange(s_n)[:, None], torch.arange(p_n)[None, :]]
-    return chosen.numpy(), best.numpy()
+    training rows (scikit-learn LogisticRegressionCV's rule).
+
+    Two batched solves: the inner folds along the whole C grid, then the refits, each only up
+    to its chosen C. Only training rows enter the solves; the refit's weights are mapped back
+    to feature space to score every row."""
+    idx = np.flatnonzero(train)
+    folds = [tr[idx] for tr, _ in inner]
+    whole = np.ones(len(idx), bool)
+    standard = [solver.standardise(x, train) for x in xs]
+    fold_red, final_red = [], []
+    for xz in standard:
+        *f, last = solver.reduce_tasks(xz[idx], [*folds, whole], settings.max_rank)
+        fold_red += f
+        final_red.append(last)
+    s_n, f_n, p_n, k = len(xs), len(folds), y_sets.shape[0], len(idx)
+    y = torch.as_tensor(y_sets[:, idx])  # P x k
+    fit = torch.as_tensor(np.stack(folds)).double()  # F x k
+    val = torch.as_tensor(np.stack([va[idx] for _, va in inner])).double()
+    z = solver.pad(fold_red)  # (S*F) x k x r
+    path = solver.logistic_path(
+        z,
+        y.expand(s_n * f_n, p_n, k),
+        fit[None, :, None, :].expand(s_n, f_n, p_n, k).reshape(s_n * f_n, p_n, k),
+        settings.cs,
+        tol=settings.tol,
+    )
+    yv = y.expand(s_n, f_n, p_n, k)
+    losses = [
+        solver.log_loss(
+            solver.decision(z, w, b).reshape(s_n, f_n, p_n, k), yv, val[None, :, None, :]
+        ).mean(1)
+        for w, b in path
+    ]
+    best = torch.stack(losses).argmin(0)  # S x P: first (strongest C) among ties, as sklearn
+    w, b = solver.logistic_path(
+        solver.pad(final_red),
+        y.expand(s_n, p_n, k),
+        torch.ones(s_n, p_n, k, dtype=torch.float64),
+        settings.cs,
+        stop=best,
+        tol=settings.tol,
+    )[-1]
+    logits = np.stack(
+        [
+            (xz.double() @ red.feature_weights(xz[idx], w[i]).T + b[i]).T.numpy()
+            for i, (xz, red) in enumerate(zip(standard, final_red, strict=True))
+        ]
+    )
+    return logits, best.numpy()
 
 
 def mlp_probe(

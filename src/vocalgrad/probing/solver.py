@@ -5,11 +5,16 @@ one scikit-learn fit at a time spends its time in Python and in d-dimensional so
   * features are standardised once per outer training set (shared by inner folds and C),
   * each fold's problem is rotated onto its training rows' span (kernel trick: exact for L2
     logistic regression, since the optimum lies in that span), so a d = 6144 stage with 128
-    training rows is a 128-dimensional problem,
+    training rows is a 128-dimensional problem, and in those whitened coordinates a diagonal
+    preconditioner is nearly the Hessian's inverse,
   * all problems are zero-padded to one size and solved together by truncated Newton steps
     (conjugate gradients on batched Hessian-vector products, so a step costs O(n r), not
-    O(r^3)), walking the C grid from strong to weak regularisation with warm starts.
-The objective is scikit-learn's: C * sum(log-loss) + |w|^2 / 2, intercept not penalised.
+    O(r^3)), walking the C grid from strong to weak regularisation with warm starts, each
+    (problem, label set) stopping at the last C it needs,
+  * weights map back to feature space for the rows no fit trains on (test rows never enter
+    the Gram matrix).
+The objective is scikit-learn's: C * sum(log-loss) + |w|^2 / 2, intercept not penalised, and
+so is the stopping rule (`tol` on the gradient of that objective divided by C * n).
 """
 
 from __future__ import annotations
@@ -29,20 +34,34 @@ EIG_TOL = 1e-6  # relative eigenvalue floor (float32 Gram noise is below it; dir
 
 @dataclass
 class Reduced:
-    """Training-span coordinates of every row for one (stage, task): n x r, r <= max_rank."""
+    """Training-span coordinates of every row for one (stage, task): z is n x rank.
+
+    `basis` maps weights back to the standardised features (w_features = basis-map of w):
+    None when z is the features themselves, a d x rank matrix for principal directions, or
+    k x rank coefficients on the task's training rows `rows` (the Gram path)."""
 
     z: torch.Tensor
     rank: int
+    basis: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
+
+    def feature_weights(self, xz: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """Weights (P x rank) -> weights on the standardised features of xz (P x d)."""
+        w = w[:, : self.rank].to(self.z.dtype)
+        if self.basis is None:
+            return w
+        if self.rows is None:
+            return w @ self.basis.T
+        return (w @ self.basis.T) @ xz[self.rows].to(w.dtype)
 
 
 def standardise(x: np.ndarray, train: np.ndarray) -> torch.Tensor:
-    """z-score with training-row statistics (computed in float64, applied in float32: the
-    features are float32 already and the Gram products below are bandwidth-bound); constant
-    columns become zero."""
+    """z-score with training-row statistics (float32: the features are float32 already and
+    the Gram products below are bandwidth-bound); constant columns become zero."""
     t = torch.as_tensor(np.asarray(x, np.float32))
-    sd, mu = torch.std_mean(t[torch.as_tensor(train)].double(), 0, correction=0)
-    inv = torch.where(sd > 1e-12, 1.0 / sd, torch.zeros_like(sd))
-    return (t - mu.float()).mul_(inv.float())
+    sd, mu = torch.std_mean(t[torch.as_tensor(train)], 0, correction=0)
+    inv = torch.where(sd > 1e-6 * mu.abs().clamp_min(1e-6), 1.0 / sd, torch.zeros_like(sd))
+    return (t - mu).mul_(inv)
 
 
 def reduce_tasks(xz: torch.Tensor, masks: Sequence[np.ndarray], max_rank: int) -> list[Reduced]:
@@ -68,14 +87,14 @@ def reduce_tasks(xz: torch.Tensor, masks: Sequence[np.ndarray], max_rank: int) -
             continue
         if gram is None:  # many rows and many features: top principal directions only
             _, _, v = torch.pca_lowrank(xz[m].double(), q=max_rank, center=False, niter=4)
-            out.append(Reduced(xz.double() @ v, v.shape[1]))
+            out.append(Reduced(xz.double() @ v, v.shape[1], basis=v))
             continue
         sel = pos[torch.nonzero(m).squeeze(1)]
         lam, u = torch.linalg.eigh(gram[m][:, sel])
         lam, u = lam.flip(0), u.flip(1)
         keep = int(min(max_rank, int((lam > EIG_TOL * lam[0].clamp_min(1e-30)).sum())))
-        lam, u = lam[:keep], u[:, :keep]
-        out.append(Reduced(gram[:, sel] @ u / lam.sqrt(), keep))
+        coef = u[:, :keep] / lam[:keep].sqrt()
+        out.append(Reduced(gram[:, sel] @ coef, keep, basis=coef, rows=torch.nonzero(m)[:, 0]))
     return out
 
 
@@ -159,20 +178,25 @@ def logistic_path(
     y: torch.Tensor,
     m: torch.Tensor,
     cs: Sequence[float],
+    *,
+    stop: torch.Tensor | None = None,
     max_iter: int = 100,
-    tol: float = 1e-6,
+    tol: float = 1e-4,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """L2 logistic regression for every problem and C: z (B x n x r) features, y (B x P x n)
     0/1 label sets sharing z, m (B x P x n) training-row weights. Returns per C (w, b) with
-    w (B x P x r), b (B x P), warm-started along `cs` (ascending).
+    w (B x P x r), b (B x P), warm-started along `cs` (ascending). With `stop` (B x P indices
+    into the ascending `cs`) each label set stops at its own C: the path ends at the largest
+    stop and its last entry holds every label set's solution at its stop.
 
     Truncated Newton: only each problem's training rows are kept; each step solves H s = g by
     batched Jacobi-preconditioned conjugate gradients (a Hessian-vector product is two batched
     float32 matmuls, O(n r) per problem instead of O(n r^2 + r^3) for a dense Newton step;
     gradients and objective stay float64), then halves the step where the objective would
     rise. Converged problems leave the batch. Between C values a predictor step follows the
-    path's tangent in log C. A problem has converged when its gradient norm is below
-    tol * (1 + sqrt(C * sum(m)))."""
+    path's tangent in log C. A label set has converged when its gradient norm is below
+    tol * C * sum(m): scikit-learn's lbfgs rule (its objective is ours / (C * sum(m))), on
+    the 2-norm, which bounds the max-norm scikit-learn checks."""
     bsz, _, r = z.shape
     p = y.shape[1]
     zt, yt, mt = _pack_rows(z, y, m)
@@ -187,7 +211,9 @@ def logistic_path(
     reg[r] = 0.0  # intercept not penalised
     reg32 = reg.float()
     theta = z.new_zeros(bsz, p, r + 1)
-    scale_obj = 1.0 + mt.sum(-1)  # B x P
+    goal = tol * mt.sum(-1).clamp_min(1.0)  # B x P, times C below
+    cs = sorted(cs)
+    last = len(cs) - 1 if stop is None else int(stop.max())
 
     def logits(th: torch.Tensor) -> torch.Tensor:
         return torch.bmm(th, z1t)  # B x P x k
@@ -199,7 +225,8 @@ def logistic_path(
     path = []
     f = logits(theta)
     prev_c, tangent = None, None
-    for c in sorted(cs):
+    for j, c in enumerate(cs[: last + 1]):
+        on = torch.ones(bsz, p, dtype=torch.bool) if stop is None else stop >= j
         obj = objective(theta, f, c)
         if tangent is not None and prev_c is not None:
             # predictor along the path in log C: d theta / d log C = H^-1 (penalised theta)
@@ -216,13 +243,13 @@ def logistic_path(
             resid = (prob - yt) * mt
             g = c * torch.bmm(resid, z1) + theta * reg  # B x P x (r+1)
             gnorm = g.norm(dim=-1)
-            todo = (gnorm > tol * (1.0 + (c * scale_obj).sqrt())).any(-1)  # B
+            todo = (gnorm > c * goal) & on  # B x P
             if not bool(todo.any()):
                 break
             s32 = (c * prob * (1 - prob) * mt).float()
             diag32 = torch.bmm(s32, h1sq) + reg32 + 1e-10
-            # converged problems get a zero right-hand side: the solver drops them at once
-            g32 = torch.where(todo[:, None, None], g, torch.zeros_like(g)).float()
+            # converged label sets get a zero right-hand side: the solver drops them at once
+            g32 = torch.where(todo[..., None], g, torch.zeros_like(g)).float()
             # forcing term (superlinear finish), floored where float32 products stop helping
             g0 = gnorm if g0 is None else g0
             rtol = (gnorm / g0.clamp_min(1e-30)).sqrt().clamp(1e-3, 0.1).float()
@@ -243,12 +270,14 @@ def logistic_path(
             obj = torch.where(keep, new, obj)
         path.append((theta[..., :r].clone(), theta[..., r].clone()))
         prev_c = c
-        if c != max(cs):
+        if j < last:
             prob = torch.sigmoid(f)
             s32 = (c * prob * (1 - prob) * mt).float()
             diag32 = torch.bmm(s32, h1sq) + reg32 + 1e-10
             rt = torch.full((bsz, p), 0.1, dtype=torch.float32)
-            tangent = _cg(h1, s32, (theta * reg).float(), diag32, rt, reg32, 4 * r + 10).double()
+            moving = on if stop is None else stop > j  # frozen label sets get no predictor
+            rhs = torch.where(moving[..., None], theta * reg, 0.0)
+            tangent = _cg(h1, s32, rhs.float(), diag32, rt, reg32, 4 * r + 10).double()
     return path
 
 
