@@ -158,7 +158,7 @@ def linear_cv(
     )[-1]
     logits = np.stack(
         [
-            (xz.double() @ red.feature_weights(xz[idx], w[i]).T + b[i]).T.numpy()
+            (xz @ red.feature_weights(xz[idx], w[i]).T.float()).T.double().add_(b[i][:, None]).numpy()
             for i, (xz, red) in enumerate(zip(standard, final_red, strict=True))
         ]
     )

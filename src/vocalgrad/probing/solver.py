@@ -52,14 +52,16 @@ class Reduced:
             return w
         if self.rows is None:
             return w @ self.basis.T
-        return (w @ self.basis.T) @ xz[self.rows].to(w.dtype)
+        return ((w @ self.basis.T).float() @ xz[self.rows]).double()
 
 
 def standardise(x: np.ndarray, train: np.ndarray) -> torch.Tensor:
     """z-score with training-row statistics (float32: the features are float32 already and
     the Gram products below are bandwidth-bound); constant columns become zero."""
     t = torch.as_tensor(np.asarray(x, np.float32))
-    sd, mu = torch.std_mean(t[torch.as_tensor(train)], 0, correction=0)
+    rows = t[torch.as_tensor(np.flatnonzero(train))]  # (integer indexing: 4x a boolean mask)
+    mu = rows.mean(0)
+    sd = rows.sub_(mu).square_().mean(0).sqrt_()
     inv = torch.where(sd > 1e-6 * mu.abs().clamp_min(1e-6), 1.0 / sd, torch.zeros_like(sd))
     return (t - mu).mul_(inv)
 
@@ -93,8 +95,12 @@ def reduce_tasks(xz: torch.Tensor, masks: Sequence[np.ndarray], max_rank: int) -
         lam, u = torch.linalg.eigh(gram[m][:, sel])
         lam, u = lam.flip(0), u.flip(1)
         keep = int(min(max_rank, int((lam > EIG_TOL * lam[0].clamp_min(1e-30)).sum())))
-        coef = u[:, :keep] / lam[:keep].sqrt()
-        out.append(Reduced(gram[:, sel] @ coef, keep, basis=coef, rows=torch.nonzero(m)[:, 0]))
+        root = lam[:keep].sqrt()
+        coef = u[:, :keep] / root
+        z = xz.new_empty(n, keep, dtype=torch.float64)
+        z[m] = u[:, :keep] * root  # the training rows' own coordinates need no product
+        z[~m] = gram[~m][:, sel] @ coef
+        out.append(Reduced(z, keep, basis=coef, rows=torch.nonzero(m)[:, 0]))
     return out
 
 
@@ -218,20 +224,23 @@ def logistic_path(
     def logits(th: torch.Tensor) -> torch.Tensor:
         return torch.bmm(th, z1t)  # B x P x k
 
+    def logits32(th: torch.Tensor) -> torch.Tensor:  # of steps (float32 already)
+        return torch.bmm(th.float(), h1.transpose(1, 2)).double()
+
     def objective(th: torch.Tensor, f: torch.Tensor, c: float) -> torch.Tensor:
         loss = (F.softplus(f) - yt * f) * mt
         return c * loss.sum(-1) + 0.5 * (th * th * reg).sum(-1)
 
     path = []
-    f = logits(theta)
     prev_c, tangent = None, None
     for j, c in enumerate(cs[: last + 1]):
         on = torch.ones(bsz, p, dtype=torch.bool) if stop is None else stop >= j
+        f = logits(theta)  # exact again (steps below update it in float32)
         obj = objective(theta, f, c)
         if tangent is not None and prev_c is not None:
             # predictor along the path in log C: d theta / d log C = H^-1 (penalised theta)
             guess = theta + float(np.log(c / prev_c)) * tangent
-            fg = logits(guess)
+            fg = f + float(np.log(c / prev_c)) * logits32(tangent)
             og = objective(guess, fg, c)
             better = og < obj
             theta = torch.where(better[..., None], guess, theta)
@@ -252,10 +261,13 @@ def logistic_path(
             g32 = torch.where(todo[..., None], g, torch.zeros_like(g)).float()
             # forcing term (superlinear finish), floored where float32 products stop helping
             g0 = gnorm if g0 is None else g0
-            rtol = (gnorm / g0.clamp_min(1e-30)).sqrt().clamp(1e-3, 0.1).float()
+            # and no tighter than needed to land below the stopping rule in one step
+            enough = 0.3 * c * goal / gnorm.clamp_min(1e-30)
+            rtol = torch.maximum((gnorm / g0.clamp_min(1e-30)).sqrt(), enough)
+            rtol = rtol.clamp(1e-3, 0.1).float()
             step = _cg(h1, s32, g32, diag32, rtol, reg32, 4 * r + 10).double()
             scale = torch.ones_like(obj)
-            fstep = logits(step)
+            fstep = logits32(step)
             for _half in range(30):  # halve where the objective would rise
                 new_theta = theta - scale[..., None] * step
                 new_f = f - scale[..., None] * fstep
