@@ -1,14 +1,16 @@
 """Batched probe solver vs a per-stage scikit-learn loop on the same features.
 
 Both fit L2 logistic regression per stage with C chosen by the same grouped inner folds on
-validation log-loss and refit on the whole training split (LogisticRegressionCV's rule), on
-features standardised with training statistics. Prints wall time, the speed-up and the
-test balanced-accuracy difference per stage.
+validation log-loss and refit on the whole training split (LogisticRegressionCV's rule, same
+C grid, same stopping tolerance), on features standardised with training statistics, for
+the true labels and the shuffled-label control tasks `vocalgrad probe` fits with them (one
+per seed, 3 by default). Prints wall time, the speed-up and the test balanced-accuracy
+difference per stage.
 
-    python benchmarks/bench_probe.py                      # Whisper-tiny-shaped synthetic features
-    python benchmarks/bench_probe.py --sources 100        # 400 train items instead of 192
-    python benchmarks/bench_probe.py --controls 3         # + 3 shuffled-label control fits, as
-                                                          #   `probe` runs them (both sides fit all)
+    python benchmarks/bench_probe.py                  # Whisper-tiny-shaped synthetic features,
+                                                      #   192 train items (the default build)
+    python benchmarks/bench_probe.py --sources 100    # 400 train items
+    python benchmarks/bench_probe.py --controls 0     # the true labels only
     python benchmarks/bench_probe.py --dataset DS --listener whisper:tiny.en --category volume
 """
 
@@ -107,7 +109,10 @@ def main() -> None:
         "--sources", type=int, default=48, help="synthetic: source clips (8 items each, half train)"
     )
     ap.add_argument(
-        "--controls", type=int, default=0, help="shuffled-label control label sets fitted too"
+        "--controls",
+        type=int,
+        default=ProbeSettings().seeds,
+        help="shuffled-label control label sets fitted too (default: as many as `probe` fits)",
     )
     args = ap.parse_args()
     feats, rows = (

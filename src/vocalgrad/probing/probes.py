@@ -26,7 +26,7 @@ class ProbeSettings:
     inner_folds: int = 3
     seeds: int = 3
     cv_folds: int = 5  # outer grouped folds when the dataset has no train split
-    max_rank: int = 512
+    max_rank: int = 1024  # exact below this many training rows, top principal directions above
     tol: float = 1e-4  # scikit-learn's LogisticRegression default, same meaning
     mlp: bool = True
     mlp_rank: int = 64
