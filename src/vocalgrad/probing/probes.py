@@ -27,7 +27,9 @@ class ProbeSettings:
     seeds: int = 3
     cv_folds: int = 5  # outer grouped folds when the dataset has no train split
     max_rank: int = 1024  # exact below this many training rows, top principal directions above
-    tol: float = 1e-4  # scikit-learn's LogisticRegression default, same meaning
+    # stopping rule in scikit-learn's scaling; its 1e-4 default stops large-C fits early enough
+    # on real (ill-conditioned) features to flip the inner-CV choice of C
+    tol: float = 1e-6
     mlp: bool = True
     mlp_rank: int = 64
     mlp_hidden: int = 64
@@ -156,13 +158,11 @@ def linear_cv(
         stop=best,
         tol=settings.tol,
     )[-1]
-    logits = np.stack(
-        [
-            (xz @ red.feature_weights(xz[idx], w[i]).T.float()).T.double().add_(b[i][:, None]).numpy()
-            for i, (xz, red) in enumerate(zip(standard, final_red, strict=True))
-        ]
-    )
-    return logits, best.numpy()
+    logits = [
+        (xz @ red.feature_weights(xz[idx], w[i]).T.float()).T.double() + b[i][:, None]
+        for i, (xz, red) in enumerate(zip(standard, final_red, strict=True))
+    ]
+    return torch.stack(logits).numpy(), best.numpy()
 
 
 def mlp_probe(

@@ -14,7 +14,7 @@ one scikit-learn fit at a time spends its time in Python and in d-dimensional so
   * weights map back to feature space for the rows no fit trains on (test rows never enter
     the Gram matrix).
 The objective is scikit-learn's: C * sum(log-loss) + |w|^2 / 2, intercept not penalised, and
-so is the stopping rule (`tol` on the gradient of that objective divided by C * n).
+so is the scaling of the stopping rule (`tol` on the gradient of that objective / (C * n)).
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def logistic_path(
     *,
     stop: torch.Tensor | None = None,
     max_iter: int = 100,
-    tol: float = 1e-4,
+    tol: float = 1e-6,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """L2 logistic regression for every problem and C: z (B x n x r) features, y (B x P x n)
     0/1 label sets sharing z, m (B x P x n) training-row weights. Returns per C (w, b) with
@@ -261,10 +261,7 @@ def logistic_path(
             g32 = torch.where(todo[..., None], g, torch.zeros_like(g)).float()
             # forcing term (superlinear finish), floored where float32 products stop helping
             g0 = gnorm if g0 is None else g0
-            # and no tighter than needed to land below the stopping rule in one step
-            enough = 0.3 * c * goal / gnorm.clamp_min(1e-30)
-            rtol = torch.maximum((gnorm / g0.clamp_min(1e-30)).sqrt(), enough)
-            rtol = rtol.clamp(1e-3, 0.1).float()
+            rtol = (gnorm / g0.clamp_min(1e-30)).sqrt().clamp(1e-3, 0.1).float()
             step = _cg(h1, s32, g32, diag32, rtol, reg32, 4 * r + 10).double()
             scale = torch.ones_like(obj)
             fstep = logits32(step)
