@@ -315,7 +315,8 @@ def mlp_fit(
     """One-hidden-layer ReLU MLPs, all problems at once (full-batch Adam, float32).
 
     z (B x n x r) inputs, y / m (B x P x n) labels and training weights, one init seed per
-    label set (P = len(seeds)). Returns logits for every row: (B x P x n).
+    label set (P = len(seeds)). Trains on the weighted rows only; returns logits for every
+    row: (B x P x n).
     """
     bsz, n, r = z.shape
     p = y.shape[1]
@@ -329,20 +330,22 @@ def mlp_fit(
     b2 = torch.zeros(bsz, p)
     params = [t.requires_grad_() for t in (w1, b1, w2, b2)]
     opt = torch.optim.Adam(params, lr=lr)
-    yf, mf = y.float(), m.float()
-    count = mf.sum(-1).clamp_min(1)
+    xt, yt, mt = _pack_rows(x, y.float(), m.float())
+    count = mt.sum(-1).clamp_min(1)
 
-    def forward() -> torch.Tensor:
-        hid = torch.relu(torch.einsum("bnr,bprh->bpnh", x, w1) + b1[:, :, None])
-        return torch.einsum("bpnh,bph->bpn", hid, w2) + b2[..., None]
+    def forward(inp: torch.Tensor) -> torch.Tensor:
+        # every label set's first layer in one product: (B x n x r) @ (B x r x P*h)
+        pre = torch.bmm(inp, w1.permute(0, 2, 1, 3).reshape(bsz, r, p * hidden))
+        hid = torch.relu(pre.view(bsz, -1, p, hidden) + b1[:, None])
+        return torch.einsum("bnph,bph->bpn", hid, w2) + b2[..., None]
 
     with torch.enable_grad():
         for _ in range(steps):
             opt.zero_grad()
-            f = forward()
-            loss = ((F.softplus(f) - yf * f) * mf).sum(-1) / count
+            f = forward(xt)
+            loss = ((F.softplus(f) - yt * f) * mt).sum(-1) / count
             reg = weight_decay * ((w1 * w1).sum((-1, -2)) + (w2 * w2).sum(-1))
             (loss + reg).sum().backward()
             opt.step()
     with torch.no_grad():
-        return forward().double()
+        return forward(x).double()
