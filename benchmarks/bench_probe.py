@@ -125,7 +125,8 @@ def main() -> None:
     train, test = outer_splits(rows, 5)[0][0]
     inner = inner_splits(rows, train, settings.inner_folds)
     y = labels(rows)
-    y_sets = np.stack([y, *[shuffled(y, train, seed) for seed in range(args.controls)]])
+    sources = np.array([r["source_id"] for r in rows])
+    y_sets = np.stack([y, *[shuffled(y, train, s, sources) for s in range(args.controls)]])
     xs = list(feats.values())
     print(
         f"{len(xs)} stages, dims {sorted({x.shape[1] for x in xs})}, {int(train.sum())} train / "

@@ -20,7 +20,14 @@ from vocalgrad.probing.cli import add_parser
 from vocalgrad.probing.diagnose import late_stages, stage_order
 from vocalgrad.probing.features import extract
 from vocalgrad.probing.pooling import pool
-from vocalgrad.probing.probes import ProbeSettings, inner_splits, labels, linear_cv, outer_splits
+from vocalgrad.probing.probes import (
+    ProbeSettings,
+    inner_splits,
+    labels,
+    linear_cv,
+    outer_splits,
+    shuffled,
+)
 from vocalgrad.probing.stats import balanced_accuracy_ci
 from vocalgrad.prompts import build_prompt
 
@@ -72,6 +79,26 @@ def test_batched_solver_matches_sklearn() -> None:
             clf.fit(x[train], y[train])
         assert settings.cs[best[k, 0]] == pytest.approx(float(clf[-1].C_[0]))
         np.testing.assert_allclose(logits[k, 0][test], clf.decision_function(x[test]), atol=2e-3)
+
+
+def test_control_labels_carry_no_direction_within_any_source() -> None:
+    rng = np.random.default_rng(1)
+    sources = np.repeat(np.arange(12), 10)
+    y = np.tile(np.r_[np.ones(5), np.zeros(5)], 12)
+    rng.shuffle(y[:10])
+    y[10:15] = [1, 1, 1, 0, 0]  # an odd cell: 3 increase, 7 decrease in source 1
+    y[15:20] = 0
+    train = sources < 8
+    ctl = shuffled(y, train, 0, sources)
+    np.testing.assert_array_equal(ctl[~train], y[~train])  # test labels stay true
+    for s in range(8):
+        for label in (0, 1):
+            cell = ctl[(sources == s) & (y == label)]
+            assert abs(cell.sum() - len(cell) / 2) <= 0.5  # half of every cell each way
+    assert not np.array_equal(ctl, shuffled(y, train, 1, sources))
+    np.testing.assert_array_equal(ctl, shuffled(y, train, 0, sources))
+    plain = shuffled(y, train, 0)  # without groups: balanced over the whole training split
+    assert abs(plain[train & (y == 1)].mean() - 0.5) < 0.05
 
 
 def test_clustered_ci_covers_point_and_widens_with_clusters() -> None:
