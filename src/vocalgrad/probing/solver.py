@@ -224,23 +224,20 @@ def logistic_path(
     def logits(th: torch.Tensor) -> torch.Tensor:
         return torch.bmm(th, z1t)  # B x P x k
 
-    def logits32(th: torch.Tensor) -> torch.Tensor:  # of steps (float32 already)
-        return torch.bmm(th.float(), h1.transpose(1, 2)).double()
-
     def objective(th: torch.Tensor, f: torch.Tensor, c: float) -> torch.Tensor:
         loss = (F.softplus(f) - yt * f) * mt
         return c * loss.sum(-1) + 0.5 * (th * th * reg).sum(-1)
 
     path = []
+    f = logits(theta)
     prev_c, tangent = None, None
     for j, c in enumerate(cs[: last + 1]):
         on = torch.ones(bsz, p, dtype=torch.bool) if stop is None else stop >= j
-        f = logits(theta)  # exact again (steps below update it in float32)
         obj = objective(theta, f, c)
         if tangent is not None and prev_c is not None:
             # predictor along the path in log C: d theta / d log C = H^-1 (penalised theta)
             guess = theta + float(np.log(c / prev_c)) * tangent
-            fg = f + float(np.log(c / prev_c)) * logits32(tangent)
+            fg = logits(guess)
             og = objective(guess, fg, c)
             better = og < obj
             theta = torch.where(better[..., None], guess, theta)
@@ -264,7 +261,7 @@ def logistic_path(
             rtol = (gnorm / g0.clamp_min(1e-30)).sqrt().clamp(1e-3, 0.1).float()
             step = _cg(h1, s32, g32, diag32, rtol, reg32, 4 * r + 10).double()
             scale = torch.ones_like(obj)
-            fstep = logits32(step)
+            fstep = logits(step)
             for _half in range(30):  # halve where the objective would rise
                 new_theta = theta - scale[..., None] * step
                 new_f = f - scale[..., None] * fstep
@@ -274,6 +271,8 @@ def logistic_path(
                     break
                 scale = torch.where(worse, scale / 2, scale)
             keep = new <= obj
+            if not bool((keep & (new < obj) & todo).any()):
+                break  # at the float64 floor: no label set can improve any more
             theta = torch.where(keep[..., None], new_theta, theta)
             f = torch.where(keep[..., None], new_f, f)
             obj = torch.where(keep, new, obj)
