@@ -13,6 +13,8 @@ difference per stage.
     python benchmarks/bench_probe.py --sources 100    # 400 train items
     python benchmarks/bench_probe.py --controls 0     # the true labels only
     python benchmarks/bench_probe.py --dataset DS --listener whisper:tiny.en --category volume
+    python benchmarks/bench_probe.py --exact          # + untimed scikit-learn fits at tol 1e-8:
+                                                      #   the accuracy both should have
 """
 
 from __future__ import annotations
@@ -115,6 +117,11 @@ def main() -> None:
         default=ProbeSettings().seeds,
         help="shuffled-label control label sets fitted too (default: as many as `probe` fits)",
     )
+    ap.add_argument(
+        "--exact",
+        action="store_true",
+        help="also compare both with scikit-learn at tol=1e-8 (untimed; slow on real features)",
+    )
     args = ap.parse_args()
     feats, rows = (
         real(args.dataset, args.listener, args.category)
@@ -141,34 +148,78 @@ def main() -> None:
         logits, _ = linear_cv(xs, y_sets, train, inner, settings)
         batched_s = time.perf_counter() - t0
         cv = [(np.flatnonzero(a[train]), np.flatnonzero(b[train])) for a, b in inner]
-        sk_pred = []
         t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", (ConvergenceWarning, FutureWarning))
-            for x in xs:
-                for k, ys in enumerate(y_sets):
-                    clf = make_pipeline(
-                        StandardScaler(),
-                        LogisticRegressionCV(
-                            Cs=list(settings.cs), cv=cv, scoring="neg_log_loss", max_iter=1000
-                        ),
-                    )
-                    clf.fit(x[train], ys[train])
-                    if k == 0:  # accuracy compared on the true labels
-                        sk_pred.append(clf.predict(x[test]))
+        sk_pred = sklearn_loop(xs, y_sets, train, test, cv, settings.cs, 1e-4, 1000)
         sklearn_s = time.perf_counter() - t0
-    diffs = []
-    for name, pred, lg in zip(feats, sk_pred, logits[:, 0], strict=True):
-        a = balanced_accuracy_score(y[test], pred)
-        b = balanced_accuracy_score(y[test], (lg[test] > 0).astype(float))
-        diffs.append(b - a)
-        print(f"  {name:22s} sklearn {a:.3f}  batched {b:.3f}  diff {b - a:+.3f}")
+        exact = (
+            sklearn_loop(xs, y_sets[:1], train, test, cv, settings.cs, 1e-8, 100000)
+            if args.exact
+            else None
+        )
+    ours = [(lg[test] > 0).astype(float) for lg in logits[:, 0]]
+    diffs = report(list(feats), y[test], sk_pred, ours, "sklearn", "batched")
     print(
         f"per-stage sklearn loop: {sklearn_s:.2f} s; batched: {batched_s:.2f} s; "
         f"speed-up {sklearn_s / batched_s:.1f}x"
     )
+    summary("sklearn", diffs)
+    if exact is not None:
+        print("against scikit-learn at tol=1e-8:")
+        summary("exact", report(list(feats), y[test], exact, ours, "exact", "batched"))
+        summary(
+            "exact, sklearn at its default",
+            report(list(feats), y[test], exact, sk_pred, "exact", "sklearn"),
+        )
+
+
+def sklearn_loop(
+    xs: list[np.ndarray],
+    y_sets: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    cv: list[tuple[np.ndarray, np.ndarray]],
+    cs: tuple[float, ...],
+    tol: float,
+    max_iter: int,
+) -> list[np.ndarray]:
+    """One LogisticRegressionCV per stage and label set; test predictions for the true labels
+    (the first label set) of every stage."""
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (ConvergenceWarning, FutureWarning))
+        for x in xs:
+            for k, ys in enumerate(y_sets):
+                clf = make_pipeline(
+                    StandardScaler(),
+                    LogisticRegressionCV(
+                        Cs=list(cs), cv=cv, scoring="neg_log_loss", max_iter=max_iter, tol=tol
+                    ),
+                )
+                clf.fit(x[train], ys[train])
+                if k == 0:
+                    out.append(clf.predict(x[test]))
+    return out
+
+
+def report(
+    names: list[str],
+    y: np.ndarray,
+    reference: list[np.ndarray],
+    other: list[np.ndarray],
+    ref_name: str,
+    other_name: str,
+) -> list[float]:
+    diffs = []
+    for name, ref, pred in zip(names, reference, other, strict=True):
+        a, b = balanced_accuracy_score(y, ref), balanced_accuracy_score(y, pred)
+        diffs.append(b - a)
+        print(f"  {name:22s} {ref_name} {a:.3f}  {other_name} {b:.3f}  diff {b - a:+.3f}")
+    return diffs
+
+
+def summary(what: str, diffs: list[float]) -> None:
     print(
-        f"balanced accuracy difference (batched - sklearn): mean {np.mean(diffs) * 100:+.2f} "
+        f"balanced accuracy difference (vs {what}): mean {np.mean(diffs) * 100:+.2f} "
         f"points, max |diff| {np.max(np.abs(diffs)) * 100:.2f} points"
     )
 
