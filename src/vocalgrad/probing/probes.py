@@ -134,23 +134,60 @@ def linear_cv(
     index S x P); C maximises mean inner-fold validation log-likelihood, then a refit on all
     training rows (scikit-learn LogisticRegressionCV's rule).
 
-    Two batched solves: the inner folds along the whole C grid, then the refits, each only up
-    to its chosen C. Only training rows enter the solves; the refit's weights are mapped back
-    to feature space to score every row."""
+    Stages of similar reduced rank are solved together (padding a 384-wide stage to a
+    1,024-wide one would triple its cost): per group two batched solves, the inner folds
+    along the whole C grid, then the refits, each only up to its chosen C. Only training
+    rows enter the solves; the refit's weights are mapped back to feature space to score
+    every row."""
     idx = np.flatnonzero(train)
     folds = [tr[idx] for tr, _ in inner]
-    whole = np.ones(len(idx), bool)
     standard = [solver.standardise(x, train) for x in xs]
-    fold_red, final_red = [], []
-    for xz in standard:
-        *f, last = solver.reduce_tasks(xz[idx], [*folds, whole], settings.max_rank)
-        fold_red += f
-        final_red.append(last)
-    s_n, f_n, p_n, k = len(xs), len(folds), y_sets.shape[0], len(idx)
-    y = torch.as_tensor(y_sets[:, idx])  # P x k
-    fit = torch.as_tensor(np.stack(folds)).double()  # F x k
+    reduced = [
+        solver.reduce_tasks(xz[idx], [*folds, np.ones(len(idx), bool)], settings.max_rank)
+        for xz in standard
+    ]
     val = torch.as_tensor(np.stack([va[idx] for _, va in inner])).double()
-    z = solver.pad(fold_red)  # (S*F) x k x r
+    logits = np.empty((len(xs), *y_sets.shape))
+    best = np.empty((len(xs), y_sets.shape[0]), int)
+    for group in _rank_groups([max(r.rank for r in red) for red in reduced]):
+        fits = _fit_group(
+            [standard[i] for i in group],
+            [reduced[i] for i in group],
+            y_sets,
+            idx,
+            np.stack(folds),
+            val,
+            settings,
+        )
+        logits[group], best[group] = fits
+    return logits, best
+
+
+def _rank_groups(ranks: list[int], slack: float = 1.5) -> list[list[int]]:
+    """Stage indices grouped so that no rank in a group exceeds slack x its smallest."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(ranks)), key=lambda i: ranks[i]):
+        if groups and ranks[i] <= slack * max(ranks[groups[-1][0]], 1):
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def _fit_group(
+    standard: list[torch.Tensor],
+    reduced: list[list[solver.Reduced]],
+    y_sets: np.ndarray,
+    idx: np.ndarray,
+    folds: np.ndarray,
+    val: torch.Tensor,
+    settings: ProbeSettings,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`linear_cv` for stages whose reductions are padded together."""
+    s_n, f_n, p_n, k = len(standard), len(folds), y_sets.shape[0], len(idx)
+    y = torch.as_tensor(y_sets[:, idx])  # P x k
+    fit = torch.as_tensor(folds).double()  # F x k
+    z = solver.pad([r for red in reduced for r in red[:-1]])  # (S*F) x k x r
     path = solver.logistic_path(
         z,
         y.expand(s_n * f_n, p_n, k),
@@ -166,8 +203,9 @@ def linear_cv(
         for w, b in path
     ]
     best = torch.stack(losses).argmin(0)  # S x P: first (strongest C) among ties, as sklearn
+    finals = [red[-1] for red in reduced]
     w, b = solver.logistic_path(
-        solver.pad(final_red),
+        solver.pad(finals),
         y.expand(s_n, p_n, k),
         torch.ones(s_n, p_n, k, dtype=torch.float64),
         settings.cs,
@@ -176,7 +214,7 @@ def linear_cv(
     )[-1]
     logits = [
         (xz @ red.feature_weights(xz[idx], w[i]).T.float()).T.double() + b[i][:, None]
-        for i, (xz, red) in enumerate(zip(standard, final_red, strict=True))
+        for i, (xz, red) in enumerate(zip(standard, finals, strict=True))
     ]
     return torch.stack(logits).numpy(), best.numpy()
 

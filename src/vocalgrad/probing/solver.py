@@ -68,7 +68,12 @@ def standardise(x: np.ndarray, train: np.ndarray) -> torch.Tensor:
 
 def reduce_tasks(xz: torch.Tensor, masks: Sequence[np.ndarray], max_rank: int) -> list[Reduced]:
     """Per task (a boolean training-row mask) the coordinates of all rows in the span of its
-    training rows, largest principal directions first; exact when the span fits max_rank."""
+    training rows, largest principal directions first; exact when the span fits max_rank.
+
+    Coordinates are principal axes (Z^T Z diagonal on the training rows), which is what makes
+    the solver's diagonal preconditioner nearly exact: tasks with fewer rows than features get
+    their own rows' Gram eigenbasis, the others share the features' covariance eigenbasis
+    over all training rows (a rotation, so exact for every task)."""
     n, d = xz.shape
     rows = [int(np.asarray(t, bool).sum()) for t in masks]
     # rotate whenever a task has fewer training rows than features (the span is smaller)
@@ -82,10 +87,12 @@ def reduce_tasks(xz: torch.Tensor, masks: Sequence[np.ndarray], max_rank: int) -
     pos = torch.full((n,), -1, dtype=torch.long)
     pos[cols] = torch.arange(len(cols))
     out = []
+    axes = None  # the covariance rotation, made for the first task with few features
     for mask, count in zip(masks, rows, strict=True):
         m = torch.as_tensor(mask)
-        if few or (d <= min(count, max_rank)):  # few features: as they are (standardised)
-            out.append(Reduced(xz.double(), d))
+        if few or (d <= min(count, max_rank)):  # few features: rotated onto principal axes
+            axes = _principal_axes(xz, union) if axes is None else axes
+            out.append(axes)
             continue
         if gram is None:  # many rows and many features: top principal directions only
             _, _, v = torch.pca_lowrank(xz[m].double(), q=max_rank, center=False, niter=4)
@@ -102,6 +109,17 @@ def reduce_tasks(xz: torch.Tensor, masks: Sequence[np.ndarray], max_rank: int) -
         z[~m] = gram[~m][:, sel] @ coef
         out.append(Reduced(z, keep, basis=coef, rows=torch.nonzero(m)[:, 0]))
     return out
+
+
+def _principal_axes(xz: torch.Tensor, rows: torch.Tensor) -> Reduced:
+    """All rows on the covariance eigenvectors of `rows` (zero-variance directions dropped:
+    no training row reaches them, so their weights stay zero under L2)."""
+    x = xz[torch.nonzero(rows).squeeze(1)].double()
+    lam, v = torch.linalg.eigh(x.T @ x)
+    lam, v = lam.flip(0), v.flip(1)
+    keep = int((lam > EIG_TOL * lam[0].clamp_min(1e-30)).sum())
+    v = v[:, :keep]
+    return Reduced(xz.double() @ v, keep, basis=v)
 
 
 def pad(reduced: Sequence[Reduced]) -> torch.Tensor:
