@@ -111,6 +111,23 @@ def test_clustered_ci_covers_point_and_widens_with_clusters() -> None:
     assert lo1[0] <= 0.75 <= hi1[0] and (hi2[0] - lo2[0]) >= (hi1[0] - lo1[0]) - 1e-9
 
 
+def test_seed_resampling_widens_ci_when_seeds_disagree() -> None:
+    rng = np.random.default_rng(0)
+    pos = np.tile([True, False], 60)
+    clusters = np.arange(120) // 4
+    agree = np.repeat((rng.random((1, 1, 120)) < 0.7).astype(float), 3, axis=1)
+    disagree = np.stack([rng.random(120) < q for q in (0.3, 0.5, 0.9)]).astype(float)[None]
+    for correct in (agree, disagree):
+        point, lo, hi = balanced_accuracy_ci(correct, pos, clusters)
+        mean_only = balanced_accuracy_ci(correct.mean(1), pos, clusters)
+        assert point[0] == pytest.approx(mean_only[0][0])  # the point is the seed average
+        width, width_mean = hi[0] - lo[0], mean_only[2][0] - mean_only[1][0]
+        if correct is agree:  # identical seeds: nothing to add
+            assert width == pytest.approx(width_mean, rel=0.15)
+        else:  # seeds at 0.3 / 0.5 / 0.9 correct: the interval must say so
+            assert width > 2 * width_mean
+
+
 def test_stage_order_and_late_stages() -> None:
     names = [
         "mel",

@@ -106,7 +106,7 @@ def _curve_records(
         blocks["mlp"] = (fits.mlp > 0) == pos
         blocks["mlp_control"] = (fits.mlp_control > 0) == pos
     stats = {
-        k: balanced_accuracy_ci(v.mean(1), pos, clusters, n_boot, seed=2) for k, v in blocks.items()
+        k: balanced_accuracy_ci(v, pos, clusters, n_boot, seed=2) for k, v in blocks.items()
     }
     records = []
     for i, stage in enumerate(fits.stages):

@@ -29,24 +29,33 @@ def balanced_accuracy_ci(
     n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(point, lo, hi) per curve. `correct` is (curves x items) in [0, 1] (fractions when
-    seeds are averaged), `positive` marks "increase" items, `clusters` the source of each."""
-    correct = np.atleast_2d(np.asarray(correct, np.float64))
+    """(point, lo, hi) per curve. `correct` is (curves x items) in [0, 1], or (curves x seeds
+    x items) for probes fitted with several seeds: the point is then the seed average and
+    every bootstrap draw resamples the seeds as well as the source clips, so the interval
+    also covers seed-to-seed variation (large for shuffled-label controls). `positive` marks
+    "increase" items, `clusters` the source of each."""
+    correct = np.asarray(correct, np.float64)
+    correct = correct.reshape((-1, 1, correct.shape[-1]) if correct.ndim < 3 else correct.shape)
     pos = np.asarray(positive, bool)
-    g = int(clusters.max()) + 1
+    g, n_seeds = int(clusters.max()) + 1, correct.shape[1]
     onehot = np.zeros((len(pos), g))
     onehot[np.arange(len(pos)), clusters] = 1.0
-    pos_sum, neg_sum = (correct * pos) @ onehot, (correct * ~pos) @ onehot  # curves x G
+    pos_sum, neg_sum = (correct * pos) @ onehot, (correct * ~pos) @ onehot  # curves x seeds x G
     pos_n, neg_n = pos @ onehot, (~pos) @ onehot  # G
 
-    def ba(w: np.ndarray) -> np.ndarray:
+    def ba(seed_w: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Seed weights (draws x seeds, rows summing to 1), cluster weights (draws x G)."""
+        p = np.einsum("csg,bs,bg->cb", pos_sum, seed_w, w)
+        n = np.einsum("csg,bs,bg->cb", neg_sum, seed_w, w)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return 0.5 * (pos_sum @ w.T / (pos_n @ w.T) + neg_sum @ w.T / (neg_n @ w.T))
+            return 0.5 * (p / (w @ pos_n) + n / (w @ neg_n))
 
-    point = ba(np.ones((1, g)))[:, 0]
+    point = ba(np.full((1, n_seeds), 1 / n_seeds), np.ones((1, g)))[:, 0]
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, g, size=(n_boot, g))
     weights = np.apply_along_axis(np.bincount, 1, draws, minlength=g).astype(float)
-    boot = ba(weights)  # curves x n_boot
+    seed_draws = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
+    seed_w = np.apply_along_axis(np.bincount, 1, seed_draws, minlength=n_seeds) / n_seeds
+    boot = ba(seed_w, weights)  # curves x n_boot
     lo, hi = np.nanpercentile(boot, [50 * (1 - LEVEL), 50 * (1 + LEVEL)], axis=1)
     return point, lo, hi
