@@ -51,7 +51,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--threads", type=int, default=1, help="torch threads for the probe solvers")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for the probe solvers (more: faster; MLP results then depend "
+        "slightly on the thread count)",
+    )
     p.add_argument("--cache", help="feature cache folder (default: $VOCALGRAD_CACHE/features)")
     p.add_argument("--no-mlp", action="store_true", help="skip the nonlinear probe")
     p.add_argument("--no-random", action="store_true", help="skip the random-weights control")
