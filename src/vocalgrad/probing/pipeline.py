@@ -158,6 +158,7 @@ def probe_rows(
         "pooling": config.pooling,
         "seeds": config.settings.seeds,
         "settings": asdict(config.settings),
+        "threads": config.threads,  # MLP results depend slightly on it
         "thresholds": thresholds(),
         "notes": notes,
         "categories": {},
