@@ -44,6 +44,23 @@ WHISPER_ENC = dict(
     num_mel_bins=128, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=32, d_model=16
 )
 
+# tiny sub-configs shared by the processor-path builders and the model-only adapter checks
+OMNI_TEXT = dict(
+    **TEXT,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]},
+)
+OMNI_VISION = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32)
+PHI4_AUDIO = dict(
+    hidden_size=16,
+    intermediate_size=16,
+    num_blocks=2,
+    num_attention_heads=2,
+    ext_pw_out_channel=16,
+    depthwise_separable_out_channel=16,
+    nemo_conv_channels=16,
+)
+PHI4_VISION = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1)
+
 
 def make_tokenizer(specials: list[str], extra: dict[str, str], **kwargs: str) -> object:
     """A byte-level BPE tokenizer trained on the benchmark's words, specials at ids 0.."""
@@ -142,22 +159,8 @@ def build_qwen2_5_omni(folder: Path) -> None:
     ids = {k: tok.convert_tokens_to_ids(v) for k, v in names.items()}
     config = transformers.Qwen2_5OmniThinkerConfig(
         audio_config=dict(**WHISPER_ENC, output_dim=32, n_window=50),
-        vision_config=dict(
-            depth=1,
-            hidden_size=16,
-            intermediate_size=16,
-            num_heads=2,
-            out_hidden_size=32,
-            fullatt_block_indexes=[0],
-        ),
-        text_config=dict(
-            **TEXT,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "mrope_section": [1, 1, 2],
-            },
-        ),
+        vision_config=dict(**OMNI_VISION, fullatt_block_indexes=[0]),
+        text_config=OMNI_TEXT,
         audio_token_index=ids["audio_token"],
         image_token_index=ids["image_token"],
         video_token_index=ids["video_token"],
@@ -210,22 +213,9 @@ def build_phi4_multimodal(folder: Path) -> None:
     config = transformers.Phi4MultimodalConfig(
         **TEXT,
         vision_config=dict(
-            hidden_size=16,
-            intermediate_size=16,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_token_id=tok.image_token_id,
+            **PHI4_VISION, num_attention_heads=2, image_token_id=tok.image_token_id
         ),
-        audio_config=dict(
-            hidden_size=16,
-            intermediate_size=16,
-            num_blocks=2,
-            num_attention_heads=2,
-            ext_pw_out_channel=16,
-            depthwise_separable_out_channel=16,
-            nemo_conv_channels=16,
-            audio_token_id=tok.audio_token_id,
-        ),
+        audio_config=dict(**PHI4_AUDIO, audio_token_id=tok.audio_token_id),
         pad_token_id=0,
         eos_token_id=tok.eos_token_id,
         bos_token_id=0,
@@ -362,31 +352,14 @@ def tiny_model(name: str) -> object:
     if name == "qwen2_5_omni":
         config = transformers.Qwen2_5OmniThinkerConfig(
             audio_config=dict(**WHISPER_ENC, output_dim=32, n_window=50),
-            vision_config=dict(
-                depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32
-            ),
-            text_config=dict(
-                **TEXT,
-                rope_parameters={
-                    "rope_type": "default",
-                    "rope_theta": 10000.0,
-                    "mrope_section": [1, 1, 2],
-                },
-            ),
+            vision_config=OMNI_VISION,
+            text_config=OMNI_TEXT,
         )
         return transformers.Qwen2_5OmniThinkerForConditionalGeneration(config)
     config = transformers.Phi4MultimodalConfig(
         **TEXT,
-        vision_config=dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1),
-        audio_config=dict(
-            hidden_size=16,
-            intermediate_size=16,
-            num_blocks=2,
-            num_attention_heads=2,
-            ext_pw_out_channel=16,
-            depthwise_separable_out_channel=16,
-            nemo_conv_channels=16,
-        ),
+        vision_config=PHI4_VISION,
+        audio_config=PHI4_AUDIO,
         pad_token_id=0,
     )
     return transformers.Phi4MultimodalForCausalLM(config)
