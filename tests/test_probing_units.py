@@ -236,7 +236,9 @@ def test_logistic_path_matches_sklearn_per_c_for_every_label_set() -> None:
     n, cs = 60, (1e-2, 1.0, 100.0)
     xs = [rng.normal(size=(n, d)) for d in (8, 80)]
     masks = [rng.random(n) < 0.7 for _ in xs]
-    z = solver.pad([solver.Reduced(torch.as_tensor(x), x.shape[1]) for x in xs])
+    z = solver.pad(
+        [solver.Reduced(torch.as_tensor(x), x.shape[1], torch.eye(x.shape[1])) for x in xs]
+    )
     y = torch.as_tensor((rng.random((2, 2, n)) < 0.5).astype(float))
     m = torch.stack([torch.as_tensor(mk).double().expand(2, n) for mk in masks])
     path = solver.logistic_path(z, y, m, cs, tol=1e-10)
