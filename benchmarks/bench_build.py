@@ -38,8 +38,8 @@ from vocalgrad.build import SourceTask, build, prepare_sources, render_source
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS
 from vocalgrad.dimensions import CATEGORIES
-from vocalgrad.plan import plan_conditions
 from vocalgrad.sources import SpeechSource
+from vocalgrad.stimuli.plan import plan_conditions
 
 ALL = "all nine"
 TARGET_RATIO = 2.0

@@ -26,8 +26,8 @@ from scipy.signal import butter, lfilter, sosfilt
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dimensions.echo import rt60_for
-from vocalgrad.plan import Condition
-from vocalgrad.render import track_for
+from vocalgrad.stimuli.plan import Condition
+from vocalgrad.stimuli.render import track_for
 
 CHUNK_S = 0.050  # the published processing step
 CONTEXT_S = 0.050  # audio processed on each side of a chunk, then discarded

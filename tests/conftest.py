@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from vocalgrad.audio import load_audio, normalise, resample
-from vocalgrad.render import quantise16
+from vocalgrad.stimuli.render import quantise16
 
 RENDER_SR = 16000
 

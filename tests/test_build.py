@@ -17,7 +17,7 @@ from vocalgrad.build import build
 from vocalgrad.config import BuildConfig, load_config
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
-from vocalgrad.plan import plan_conditions
+from vocalgrad.stimuli.plan import plan_conditions
 
 SMALL = BuildConfig(n_test=2, n_train=2, tiers=("low", "high"))
 
@@ -197,7 +197,7 @@ def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
                          categories=("audio_distortion", "volume"), include_constant=False)
     assert config.curves == ("linear",) and not config.drop_unverified
     conditions, _ = plan_conditions(config)
-    from vocalgrad.plan import change_size
+    from vocalgrad.stimuli.plan import change_size
 
     for category in config.categories:
         ups = [c for c in conditions if c.category == category and c.direction == "increase"]

@@ -7,11 +7,11 @@ import pytest
 from conftest import RENDER_SR
 
 from vocalgrad import dimensions
-from vocalgrad.analysis import Analysis
 from vocalgrad.config import BuildConfig
-from vocalgrad.confounds import measure_confounds
-from vocalgrad.plan import Condition, item_id, plan_conditions
-from vocalgrad.render import prepare_reference, render_condition, track_for
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.confounds import measure_confounds
+from vocalgrad.stimuli.plan import Condition, item_id, plan_conditions
+from vocalgrad.stimuli.render import prepare_reference, render_condition, track_for
 
 CONFIG = BuildConfig(sample_rate=RENDER_SR)
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from vocalgrad.adaptive import SimulatedObserver
-from vocalgrad.plan import design_magnitudes
 from vocalgrad.psychometric import (
     BELOW,
     INSUFFICIENT,
@@ -17,6 +16,7 @@ from vocalgrad.psychometric import (
     format_magnitude,
     polarity,
 )
+from vocalgrad.stimuli.plan import design_magnitudes
 
 
 def sweep(observer: SimulatedObserver, category: str, n_sources: int = 8, reps: int = 4,

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from vocalgrad.adaptive import SimulatedObserver, run_adaptive, save_adaptive
-from vocalgrad.plan import design_magnitudes
 from vocalgrad.report import SECTION_IDS, write_report
+from vocalgrad.stimuli.plan import design_magnitudes
 
 CATEGORIES = ("voice_pitch", "volume", "voice_clarity")
 TIERS = {"voice_pitch": (1.0, 2.0, 3.0), "volume": (6.0, 12.0, 18.0), "voice_clarity": (5000.0, 2500.0, 1200.0)}

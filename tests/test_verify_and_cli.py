@@ -19,7 +19,7 @@ from vocalgrad.build import build
 from vocalgrad.cli import main
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
-from vocalgrad.verify import verify_dataset
+from vocalgrad.stimuli.verify import verify_dataset
 
 CONFIG = BuildConfig(n_test=2, n_train=0, tiers=("high",), curves=("linear", "jump"))
 

@@ -23,16 +23,16 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import write_flac_atomic
-from vocalgrad.card import write_card
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError
 from vocalgrad.jit import warm_up
-from vocalgrad.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.provenance import versions
-from vocalgrad.render import prepare_reference, render_condition
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
+from vocalgrad.stimuli.card import write_card
+from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
+from vocalgrad.stimuli.render import prepare_reference, render_condition
 
 STATE_DIR = ".build"
 

@@ -52,7 +52,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from vocalgrad.verify import format_report, verify_dataset
+    from vocalgrad.stimuli.verify import format_report, verify_dataset
 
     report = verify_dataset(args.dataset, limit=args.limit)
     print(format_report(report))
@@ -76,7 +76,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from vocalgrad.card import dimension_table
+    from vocalgrad.stimuli.card import dimension_table
 
     if args.dataset is None:
         print(dimension_table(args.sample_rate))

@@ -10,7 +10,7 @@ from typing import Any
 
 from vocalgrad.dimensions import CATEGORIES
 from vocalgrad.errors import ConfigError
-from vocalgrad.trajectories import CURVE_NAMES
+from vocalgrad.stimuli.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
 

@@ -14,15 +14,15 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.adaptive import AdaptiveResult, run_adaptive, save_adaptive
-from vocalgrad.analysis import Analysis
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.parsing import parse_answer
-from vocalgrad.plan import Condition
 from vocalgrad.prompts import build_prompt
-from vocalgrad.render import render_condition
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.plan import Condition
+from vocalgrad.stimuli.render import render_condition
 
 
 class TrialRenderer:

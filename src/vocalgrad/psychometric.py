@@ -31,7 +31,7 @@ from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
 from vocalgrad import dimensions
-from vocalgrad.plan import change_size
+from vocalgrad.stimuli.plan import change_size
 
 GUESS = 0.5
 LAPSE_MAX = 0.06

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis, head_tail
 from vocalgrad.audio import FRAME_S, frame_rms
+from vocalgrad.stimuli.analysis import Analysis, head_tail
 
 
 def residual(clip: Analysis, ref: Analysis) -> np.ndarray:
@@ -53,7 +53,7 @@ def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tie
     """
     from parselmouth.praat import call, run
 
-    from vocalgrad.analysis import F0_CEILING_HZ, F0_FLOOR_HZ, praat_tier
+    from vocalgrad.stimuli.analysis import F0_CEILING_HZ, F0_FLOOR_HZ, praat_tier
 
     if "manipulation" not in ref.cache:
         manip = call(ref.sound, "To Manipulation", FRAME_S, F0_FLOOR_HZ, F0_CEILING_HZ)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import active_window_mean
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.trajectories import sample_times
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="audio_distortion",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import active_window_mean
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.stimuli.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="audio_roughness",

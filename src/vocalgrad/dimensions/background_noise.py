@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis
 from vocalgrad.dimensions._shared import added_rms_ratio
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.trajectories import sample_times
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="background_noise",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import fftconvolve, lfilter
 
-from vocalgrad.analysis import Analysis
 from vocalgrad.audio import FRAME_S, frame_rms
 from vocalgrad.dimensions._shared import residual
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.trajectories import sample_times
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="echo",

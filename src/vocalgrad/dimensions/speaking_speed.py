@@ -5,10 +5,10 @@ from __future__ import annotations
 import librosa
 import numpy as np
 
-from vocalgrad.analysis import Analysis, praat_tier
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.stimuli.analysis import Analysis, praat_tier
 
 SPEC = DimensionSpec(
     name="speaking_speed",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import istft, stft
 
-from vocalgrad.analysis import Analysis
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.stimuli.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="voice_clarity",

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import F0_STEP_S, HEAD_TAIL_FRACTION, Analysis, head_tail, praat_tier
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.stimuli.analysis import (
+    F0_STEP_S,
+    HEAD_TAIL_FRACTION,
+    Analysis,
+    head_tail,
+    praat_tier,
+)
 
 SPEC = DimensionSpec(
     name="voice_pitch",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis, head_tail
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.trajectories import sample_times
+from vocalgrad.stimuli.analysis import Analysis, head_tail
+from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="voice_vibration",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis, head_tail
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.trajectories import sample_times
+from vocalgrad.stimuli.analysis import Analysis, head_tail
+from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="volume",

@@ -16,12 +16,12 @@ import numpy as np
 from tqdm import tqdm
 
 from vocalgrad import dimensions
-from vocalgrad.analysis import Analysis
 from vocalgrad.audio import SpeechSpan, load_audio
-from vocalgrad.confounds import measure_confounds
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import AudioError, DatasetError
-from vocalgrad.render import verdict
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.confounds import measure_confounds
+from vocalgrad.stimuli.render import verdict
 
 OFFICIAL_DIRECTIONS = {"up": "increase", "down": "decrease", "increase": "increase", "decrease": "decrease"}
 

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.analysis import Analysis
 from vocalgrad.audio import SpeechSpan, limit_peak, load_audio, normalise, resample
-from vocalgrad.confounds import measure_confounds
 from vocalgrad.dimensions.base import DimensionSpec, Measured
 from vocalgrad.errors import AudioError
-from vocalgrad.plan import Condition, item_rng
-from vocalgrad.trajectories import parameter_track
+from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.confounds import measure_confounds
+from vocalgrad.stimuli.plan import Condition, item_rng
+from vocalgrad.stimuli.trajectories import parameter_track
 
 INT16_SCALE = 32768.0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.analysis import Analysis
+from vocalgrad.stimuli.analysis import Analysis
 
 CLIP_LEVEL = 0.999
 
