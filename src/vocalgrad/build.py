@@ -32,7 +32,12 @@ from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
 from vocalgrad.stimuli.card import write_card
 from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
-from vocalgrad.stimuli.render import prepare_reference, render_condition
+from vocalgrad.stimuli.render import (
+    prepare_reference,
+    prepare_source,
+    render_condition,
+    tone_seed_for,
+)
 
 STATE_DIR = ".build"
 
@@ -59,32 +64,35 @@ def render_source(task: SourceTask) -> dict:
 def _render_source(task: SourceTask) -> dict:
     config, source = task.config, task.source
     try:
-        ref = prepare_reference(source.path, config.sample_rate, config.target_lufs)
+        clean = prepare_reference(source.path, config.sample_rate, config.target_lufs)
     except AudioError as err:
         return {"source_id": source.source_id, "skipped": str(err), "rows": [], "n": len(task.conditions)}
     out = Path(task.out)
     ref_name = f"{item_id(config.seed, source.source_id, _REFERENCE)}.flac"
     ref_path = out / REFERENCES / ref_name
+    prepared = prepare_source(clean, tone_seed_for(config.seed, source.source_id))
     reference_row = {
         "file_name": ref_name,
         "source_id": source.source_id,
-        "sample_rate": ref.sr,
-        "duration_s": round(ref.duration_s, 4),
-        "speech_onset_s": round(ref.span.onset_s, 3),
-        "speech_offset_s": round(ref.span.offset_s, 3),
-        "audio_sha256": write_flac_atomic(ref_path, ref.audio, ref.sr),
+        "sample_rate": clean.sr,
+        "duration_s": round(clean.duration_s, 4),
+        "speech_onset_s": round(clean.span.onset_s, 3),
+        "speech_offset_s": round(clean.span.offset_s, 3),
+        "room_tone_seed": prepared.tone_seed,
+        "room_tone_rms": float(prepared.tone_rms),
+        "audio_sha256": write_flac_atomic(ref_path, clean.audio, clean.sr),
     }
     rows = []
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
         try:
-            result = render_condition(ref, condition, config.seed, item)
+            result = render_condition(prepared, condition, config.seed, item)
         except ValueError as err:  # e.g. no voiced frames to shift
             rows.append({"item_id": item, "failed": str(err), "pair_key": condition.pair_key,
                          "source_id": source.source_id, "category": condition.category})
             continue
         file_name = f"{item}.flac"
-        sha = write_flac_atomic(out / task.split / file_name, result.audio, ref.sr)
+        sha = write_flac_atomic(out / task.split / file_name, result.audio, clean.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
     return {"source_id": source.source_id, "reference": reference_row, "rows": rows, "n": len(task.conditions)}
 
@@ -110,8 +118,9 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "unit": spec.unit,
         "change_size": round(change_size(condition.category, condition.start, condition.end), 6),
         "change_unit": "octaves" if spec.scale == "log" else spec.unit,
-        "param_start": round(condition.start, 6),
-        "param_end": round(condition.end, 6),
+        "param_start": round(result.param_start, 6),
+        "param_end": round(result.param_end, 6),
+        "level_rove_db": round(result.rove_db, 3),
         "source_id": source.source_id,
         "speaker_id": source.speaker_id,
         "text_id": source.text_id,
@@ -126,9 +135,9 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "measured_end": round(result.measured.end, 4),
         "measured_change": round(result.change, 4),
         "measured_unit": spec.measured_unit,
-        "blind_change": None if result.blind_change is None else round(result.blind_change, 4),
         **{f"confound_{k}": v for k, v in result.confounds.items()},
         "verified": bool(result.verified),
+        "verdict": result.verdict,
         "reference_file": f"{REFERENCES}/{ref_name}",
         "audio_sha256": sha,
         "pair_key": condition.pair_key,
@@ -294,16 +303,22 @@ def _content_hash(rows: list[dict]) -> str:
 
 
 def _report(config, kept, dropped, failed, refused, skipped, selected, seconds) -> dict:
-    per_category: dict[str, dict] = defaultdict(lambda: {"kept": 0, "dropped": 0, "failed_verification": 0})
+    per_category: dict[str, dict] = defaultdict(
+        lambda: {"kept": 0, "dropped": 0, "failed_verification": 0, "refused_inaudible": 0}
+    )
     for row in kept:
         per_category[row["category"]]["kept"] += 1
     for row in dropped:
         per_category[row["category"]]["dropped"] += 1
     for row in (*kept, *dropped):
-        per_category[row["category"]]["failed_verification"] += not row["verified"]
+        verdict = row.get("verdict", "verified" if row["verified"] else "disagrees")
+        per_category[row["category"]]["failed_verification"] += verdict == "disagrees"
+        per_category[row["category"]]["refused_inaudible"] += verdict == "inaudible"
     rendered = len(kept) + len(dropped)
+    # agreement among the clips whose realised change a listener could hear at all: the
+    # inaudible ones are refused (and counted) rather than counted as disagreements
     agreement = {
-        c: round(1 - v["failed_verification"] / max(v["kept"] + v["dropped"], 1), 4)
+        c: round(1 - v["failed_verification"] / max(v["kept"] + v["dropped"] - v["refused_inaudible"], 1), 4)
         for c, v in per_category.items()
     }
     return {

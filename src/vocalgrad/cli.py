@@ -61,6 +61,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from vocalgrad.stimuli.audit import audit_dataset, format_audit
+
+    report = audit_dataset(args.dataset, workers=args.workers)
+    print(format_audit(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    failing = [c for c, r in report["per_category"].items() if r["passes"] is False]
+    for category in failing:
+        print(f"FAIL {category}: {'; '.join(report['per_category'][category]['reasons'])}")
+    if failing:
+        print(f"shortcut audit failed for {len(failing)} of {len(report['per_category'])} categories")
+        return 1
+    print("shortcut audit passed: no label is recoverable from cues other than the change over time")
+    return 0
+
+
 def cmd_sources(args: argparse.Namespace) -> int:
     from vocalgrad.sources import resolve_sources
 
@@ -195,6 +212,12 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--json", help="also write the full report here")
     v.set_defaults(func=cmd_verify)
 
+    a = sub.add_parser("audit", help="check that no label is recoverable from cues other than the change over time")
+    a.add_argument("dataset")
+    a.add_argument("--json", help="also write the full report here (always written to DATASET/audit.json)")
+    a.add_argument("--workers", type=int, default=1, help="processes measuring clip cues")
+    a.set_defaults(func=cmd_audit)
+
     s = sub.add_parser("sources", help="list what a source spec resolves to")
     s.add_argument("spec")
     s.add_argument("--speaker-pattern")
@@ -203,7 +226,7 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("eval", help="ask a listener every item of a dataset (resumable)")
     e.add_argument("dataset")
-    e.add_argument("--listener", required=True, help="baseline:random | baseline:ideal | whisper:tiny.en | hf:PATH | openai:MODEL")
+    e.add_argument("--listener", required=True, help="baseline:random | baseline:ideal | baseline:shortcut | whisper:tiny.en | hf:PATH | openai:MODEL")
     e.add_argument("--out", help="run folder (default runs/<listener>)")
     e.add_argument("--mode", default="auto", choices=("auto", "choice", "generate", "both"))
     e.add_argument("--variants", type=_csv, default=("default",), help="prompt variants, e.g. default,clip,ternary")

@@ -22,7 +22,7 @@ from vocalgrad.parsing import parse_answer
 from vocalgrad.prompts import build_prompt
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.plan import Condition
-from vocalgrad.stimuli.render import render_condition
+from vocalgrad.stimuli.render import PreparedSource, prepare_source, render_condition, tone_seed_for
 
 
 class TrialRenderer:
@@ -38,13 +38,14 @@ class TrialRenderer:
             raise ConfigError(f"{dataset}: no references for the {split} split")
         self.listener = listener
         self.seed = seed
-        self._loaded: dict[str, Analysis] = {}
+        self._loaded: dict[str, PreparedSource] = {}
 
-    def _reference(self, index: int) -> tuple[str, Analysis]:
+    def _reference(self, index: int) -> tuple[str, PreparedSource]:
         row = self.references[index % len(self.references)]
         if row["source_id"] not in self._loaded:
             audio, sr = load_audio(row["path"])
-            self._loaded[row["source_id"]] = Analysis(audio, sr)
+            tone_seed = row.get("room_tone_seed", tone_seed_for(self.seed, row["source_id"]))
+            self._loaded[row["source_id"]] = prepare_source(Analysis(audio, sr), tone_seed, row.get("room_tone_rms"))
         return row["source_id"], self._loaded[row["source_id"]]
 
     def __call__(self, category: str, magnitude: float, direction: str, trial: int) -> bool:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.audio import FRAME_S
-from vocalgrad.dimensions._shared import active_window_mean
+from vocalgrad.dimensions._shared import noise_to_mask_db
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.trajectories import sample_times
@@ -17,13 +16,16 @@ SPEC = DimensionSpec(
     increase_means="more distorted: the effective rate falls",
     tiers={"low": 18000.0, "mid": 12000.0, "high": 6000.0},
     scale="log",
-    measured="effective sample rate: sr x share of samples that are not a held repeat",
-    measured_unit="Hz",
-    min_change=0.1,
-    measured_scale="log",
-    measured_polarity=-1,
+    measured="error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
+             "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
+    measured_unit="dB",
+    audibility_floor=3.0,
+    floor_basis=("an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
+                 "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"),
+    constant_tolerance=5.0,  # the speech content moves a held error level by a few dB
     psychometric_range=(3000.0, 15500.0),
 )
+MASK_OFFSET_DB = 20.0
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -52,14 +54,6 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """A sample-and-hold at rate r repeats each value so that a share 1 - r/sr of samples
-    equal their predecessor; natural speech almost never does at speech level. This reads
-    the effective rate from the clip alone, independent of the speech content."""
-    audio = clip.audio
-    repeats = np.zeros(len(audio))
-    repeats[1:] = audio[1:] == audio[:-1]
-    n = int(round(FRAME_S * clip.sr))
-    usable = (len(audio) // n) * n
-    share = repeats[:usable].reshape(-1, n).mean(axis=1)
-    head, tail = active_window_mean(share, ref)
-    return Measured(clip.sr * (1 - head), clip.sr * (1 - tail))
+    """Error-to-mask ratio of the clip against the source in a mel-band representation:
+    what the hold adds (images, droop) where the speech does not mask it."""
+    return Measured(*noise_to_mask_db(clip, ref, MASK_OFFSET_DB))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.audio import FRAME_S
-from vocalgrad.dimensions._shared import active_window_mean
+from vocalgrad.dimensions._shared import noise_to_mask_db
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 
@@ -16,12 +16,16 @@ SPEC = DimensionSpec(
     increase_means="rougher (coarser quantisation): the bit depth falls",
     tiers={"low": 8.0, "mid": 6.0, "high": 4.0},
     scale="linear",
-    measured="effective bit depth from the smallest sample step (speech-active frames)",
-    measured_unit="bits",
-    min_change=1.0,
-    measured_polarity=-1,
+    measured="error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
+             "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
+    measured_unit="dB",
+    audibility_floor=3.0,
+    floor_basis=("an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
+                 "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"),
+    constant_tolerance=3.0,
     psychometric_range=(3.0, 14.0),
 )
+MASK_OFFSET_DB = 20.0
 CLEAN_BITS = 16.0
 
 
@@ -50,20 +54,10 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Read the quantiser step straight off the samples: requantised audio moves in whole
-    steps, so within a 10 ms frame the smallest non-zero sample-to-sample difference is one
-    step (one 16-bit LSB when nothing was requantised). Independent of the speech content,
-    unlike the error level, which saturates once most samples round to zero."""
-    x = clip.audio.astype(np.float64)
-    n = int(round(FRAME_S * clip.sr))
-    d = np.abs(np.diff(x, prepend=x[0]))
-    usable = (len(d) // n) * n
-    diffs = d[:usable].reshape(-1, n)
-    diffs = np.where(diffs > 0, diffs, np.inf)
-    step = np.sort(diffs, axis=1)[:, 2]  # third smallest: one stray 16-bit rounding is ignored
-    bits = np.where(np.isfinite(step), 1.0 - np.log2(np.maximum(step, 2.0**-16) / _peak(clip)), np.nan)
-    head, tail = active_window_mean(np.minimum(bits, CLEAN_BITS), ref)
-    return Measured(head, tail)
+    """Error-to-mask ratio of the clip against the source in a mel-band representation.
+    A requantisation finer than the 16-bit grid's noise or the room tone is masked and
+    reads 0 dB: a 14-bit "change" on 16-bit speech is refused as inaudible."""
+    return Measured(*noise_to_mask_db(clip, ref, MASK_OFFSET_DB))
 
 
 def _peak(ref: Analysis) -> float:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import added_rms_ratio
+from vocalgrad.audio import frame_rms
+from vocalgrad.dimensions._shared import db, gain_matched_residual, quiet_power, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.analysis import Analysis, head_tail
 from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -16,10 +17,14 @@ SPEC = DimensionSpec(
     increase_means="more background noise",
     tiers={"low": 0.03, "mid": 0.07, "high": 0.12},
     scale="linear",
-    measured="RMS of the added signal / speech RMS",
-    measured_unit="ratio",
-    min_change=0.005,
+    measured="level of what the clip adds to the gain-matched source, above its floor, re speech",
+    measured_unit="dB",
+    audibility_floor=3.0,
+    floor_basis=("noise-level JND ~1 dB (Miller 1947); 3 dB (the noise heard over the source's own "
+                 "floor doubles) so that noise under the room tone is refused"),
     psychometric_range=(0.003, 0.2),
+    constant_tolerance=3.0,
+    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence"),
 )
 
 
@@ -39,4 +44,11 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    return Measured(*added_rms_ratio(clip, ref))
+    """Residual power (clip minus the gain-matched source) over the head and tail of the
+    speech span, pauses included, plus the source's own floor, in dB re the speech: noise
+    quieter than the floor already there reads as the floor."""
+    power = frame_rms(gain_matched_residual(clip, ref), ref.sr) ** 2
+    head, tail = windows(ref, len(power))
+    floor, speech = quiet_power(ref), max(ref.speech_rms, 1e-10) ** 2
+    h, t = head_tail(power, head, tail, reduce=np.mean)
+    return Measured(db((h + floor) / speech), db((t + floor) / speech))

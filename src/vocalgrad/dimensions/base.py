@@ -26,18 +26,33 @@ class DimensionSpec:
     scale: str  # "linear" or "log": the scale on which the trajectory is interpolated
     measured: str  # what verification measures
     measured_unit: str
-    min_change: float  # smallest measured change (on measured_scale) that counts
+    # The audibility floor: the smallest realised change (in measured_unit, on
+    # measured_scale) a listener can hear, from a published JND (floor_basis cites it). A
+    # clip whose measured change is smaller is refused as inaudible, never labelled.
+    audibility_floor: float
+    floor_basis: str
     psychometric_range: tuple[float, float]  # magnitudes a threshold sweep should span
     measured_scale: str = "linear"  # "log": changes are compared in octaves (log2 ratio)
     measured_polarity: int = 1  # sign of the measured change for an "increase" clip
+    # How the trajectory is centred so that its time-average does not depend on curve x
+    # direction (else a quadratic increase is lower on average than its decrease twin, and
+    # mean F0, loudness or duration give the label away): "none", "mean" (arithmetic mean
+    # over the speech span is the midpoint), "harmonic" (mean of 1/value is 1: speed, so
+    # every clip keeps the source's duration).
+    centre: str = "none"
+    neutral_value: float | None = None  # the parameter outside the speech span, if held neutral
+    loudness_neutral: bool = True  # compensate loudness the processing changes as a side effect
+    # Audit cue families that measure the target itself on this dimension (legitimate to
+    # differ between directions): e.g. the level in the last 300 ms *is* a volume cue.
+    target_cues: tuple[str, ...] = ()
     # Largest |change| a constant clip may show. Measures whose value depends on the speech
     # content (error or reverb level re the speech) vary between head and tail even when the
-    # parameter is held, so they need more room than min_change.
+    # parameter is held, so they need more room than the audibility floor.
     constant_tolerance: float | None = None
 
     @property
     def constant_limit(self) -> float:
-        return self.constant_tolerance if self.constant_tolerance is not None else self.min_change
+        return self.constant_tolerance if self.constant_tolerance is not None else self.audibility_floor
 
     def to_dict(self) -> dict:
         return asdict(self)

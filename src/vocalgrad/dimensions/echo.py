@@ -6,7 +6,7 @@ import numpy as np
 from scipy.signal import fftconvolve, lfilter
 
 from vocalgrad.audio import FRAME_S, frame_rms
-from vocalgrad.dimensions._shared import residual
+from vocalgrad.dimensions._shared import db, gain_matched_residual, quiet_power, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.trajectories import sample_times
@@ -18,13 +18,17 @@ SPEC = DimensionSpec(
     increase_means="more reverberant (echoey)",
     tiers={"low": 0.28, "mid": 0.40, "high": 0.52},
     scale="linear",
-    measured="reverb RMS / source RMS after a generic 0.6 s energy decay",
-    measured_unit="ratio",
-    min_change=0.03,
-    constant_tolerance=0.15,  # content still moves it; the low tier changes by ~0.25
+    measured="reverberant energy (gain-matched residual, above the floor) re the source energy "
+             "passed through a generic 0.6 s decay",
+    measured_unit="dB",
+    audibility_floor=3.0,
+    floor_basis="direct-to-reverberant ratio JND 2-3 dB near 0-10 dB DRR (Larsen, Iyer, Lutfi & Hartmann 2008)",
+    constant_tolerance=4.0,  # the speech content still moves it a little
     psychometric_range=(0.03, 0.7),
+    target_cues=("edge_level", "edge_silence"),  # the tail after the last word is the reverb itself
 )
 PREDELAY_S = 0.012
+TAIL_S = 1.0  # every echo clip of a source, any direction, rings on for this long after the source ends
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
 
 
@@ -53,13 +57,15 @@ def room_response(rt60_s: float, sr: int, rng: np.random.Generator) -> np.ndarra
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Scale the *send* into the room: a tail started while the send was high keeps
     ringing after it falls, as a real room would, in both directions."""
+    n = len(ref.audio) + int(round(TAIL_S * ref.sr))
+    dry = np.pad(ref.audio.astype(np.float64), (0, n - len(ref.audio)))
     send = track(sample_times(len(ref.audio), ref.sr))
     magnitude = float(np.max(np.abs(send)))
     if magnitude == 0:
-        return ref.audio.copy()
+        return dry.astype(np.float32)
     ir = room_response(rt60_for(magnitude), ref.sr, rng)
-    wet = fftconvolve(ref.audio * send, ir)[: len(ref.audio)]
-    return (ref.audio + wet).astype(np.float32)
+    wet = fftconvolve(ref.audio * send, ir)[:n]
+    return (dry + np.pad(wet, (0, n - len(wet)))).astype(np.float32)
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
@@ -67,14 +73,14 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     of the last second or so. Dividing the clip's reverb energy by the source energy
     passed through a generic exponential decay cancels that memory (build-up at the start,
     ringing after loud words), so a held send reads as held and a ramp as a ramp."""
-    wet = frame_rms(residual(clip, ref), ref.sr) ** 2
+    wet = frame_rms(gain_matched_residual(clip, ref), ref.sr) ** 2
     dry = frame_rms(ref.audio, ref.sr) ** 2
     a = np.exp(-6.908 * 2 * FRAME_S / MODEL_RT60_S)  # energy decays at twice the amplitude rate
     expected = lfilter([1 - a], [1, -a], dry)
     n = min(len(wet), len(expected))
-    head, tail = ref.head_tail_frames(n)
+    floor = quiet_power(ref)
     out = []
-    for window in (head, tail):
-        w, e = wet[:n][window].sum(), expected[:n][window].sum()
-        out.append(float(np.sqrt(w / e)) if e > 0 else float("nan"))
+    for window in windows(ref, n):
+        w, e = wet[:n][window].sum() + floor * window.sum(), expected[:n][window].sum()
+        out.append(db(w / e) if e > 0 else float("nan"))
     return Measured(out[0], out[1])

@@ -19,8 +19,11 @@ SPEC = DimensionSpec(
     scale="linear",
     measured="local speaking rate relative to the source, from DTW alignment",
     measured_unit="x",
-    min_change=0.05,
+    audibility_floor=0.05,
+    floor_basis="speech tempo JND ~5% (Quene 2007, J. Phonetics 35)",
     psychometric_range=(0.02, 0.50),
+    centre="harmonic",  # every clip keeps the source's speech duration
+    neutral_value=1.0,  # silences before and after the speech are not stretched
 )
 
 
@@ -46,6 +49,14 @@ def output_time(track: Track, times_s: np.ndarray) -> np.ndarray:
     grid = np.arange(0.0, float(np.max(times_s)) + 2 * step, step)
     elapsed = np.concatenate([[0.0], np.cumsum(step / track(grid[:-1] + step / 2))])
     return np.interp(times_s, grid, elapsed)
+
+
+def source_time(track: Track, clip_times_s: np.ndarray) -> np.ndarray:
+    """Where clip times came from in the source: the inverse of output_time."""
+    clip_times_s = np.asarray(clip_times_s, dtype=np.float64)
+    top = float(np.max(clip_times_s)) * 2 + 1.0
+    grid = np.arange(0.0, top, FRAME_S / 4)
+    return np.interp(clip_times_s, output_time(track, grid), grid)
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import istft, stft
 
+from vocalgrad.dimensions._shared import band_floor, db, mel_centres, mel_power, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 
@@ -15,12 +16,19 @@ SPEC = DimensionSpec(
     increase_means="the voice gets clearer (less muffled): the cutoff rises",
     tiers={"low": 5000.0, "mid": 2500.0, "high": 1200.0},
     scale="log",
-    measured="effective cutoff (-6 dB point of clip/source spectrum ratio)",
-    measured_unit="Hz",
-    min_change=0.15,
+    measured="level above 1 kHz relative to the source (mel bands where the source has energy), "
+             "re the 150-1000 Hz band",
+    measured_unit="dB",
+    audibility_floor=2.0,
+    floor_basis=("spectral-shape (profile) discrimination ~1-2 dB for a level change of part of a "
+                 "spectrum (Green 1988; Moore, Oldfield & Dooley 1989)"),
     psychometric_range=(600.0, 7000.0),
-    measured_scale="log",
+    constant_tolerance=2.0,
 )
+SPLIT_HZ = 1000.0
+LOW_BAND_HZ = (150.0, 1000.0)
+USABLE_DB = 15.0  # a band counts where the source is 15 dB above its own floor in both windows
+KEPT_RANGE_DB = 15.0  # deeper losses read as -15 dB: the floor would swamp them anyway
 TRANSITION_HZ = 800.0
 N_FFT = 512
 HOP = 128
@@ -58,19 +66,30 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Effective cutoff in the head and tail windows, in Hz (compared in octaves)."""
-    sr = ref.sr
-    f, t, r = _stft(ref)
-    _, _, c = stft(clip.audio[: len(ref.audio)], fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP)
-    n = min(r.shape[1], c.shape[1])
-    pr, pc = np.abs(r[:, :n]) ** 2, np.abs(c[:, :n]) ** 2
-    onset, offset = ref.span.onset_s, ref.span.offset_s
-    width = 0.2 * (offset - onset)
-    cutoffs = []
-    for lo, hi in ((onset, onset + width), (offset - width, offset)):
-        window = (t[:n] >= lo) & (t[:n] <= hi)
-        cutoffs.append(_cutoff(f, pr[:, window].sum(axis=1), pc[:, window].sum(axis=1), sr))
-    return Measured(*cutoffs)
+    """How much of the source's high band (> 1 kHz) the clip keeps, in dB: mean over the
+    mel bands where the source has energy of the clip/source band level, minus the same
+    for the 150-1000 Hz band (so overall gain cancels), over the head and tail speech
+    frames. Bands where the source has nothing (telephone speech above 4 kHz) do not count:
+    a low-pass there changes nothing a listener could hear, and reads as no change."""
+    c, r = mel_power(clip), mel_power(ref)
+    n = min(c.shape[1], r.shape[1])
+    centres = mel_centres(ref.sr)
+    floor = band_floor(ref)
+    sums = [(c[:, :n][:, w].sum(axis=1), r[:, :n][:, w].sum(axis=1), max(int(w.sum()), 1))
+            for w in windows(ref, n, active_only=True)]
+    # the same bands in both windows: those where the source stands well clear of its floor
+    # in each, so the head and tail compare like with like whatever is being said
+    usable = np.logical_and.reduce([rw > floor * k * 10 ** (USABLE_DB / 10) for _, rw, k in sums])
+    low = usable & (centres >= LOW_BAND_HZ[0]) & (centres < LOW_BAND_HZ[1])
+    high = usable & (centres >= SPLIT_HZ)
+    if not low.any() or not high.any():
+        return Measured(0.0, 0.0)
+    out = []
+    for cw, rw, _ in sums:
+        offset = db(cw[low].sum() / rw[low].sum())
+        kept = 10 * np.log10(np.maximum(cw[high], 1e-30) / rw[high]) - offset
+        out.append(float(np.mean(np.clip(kept, -KEPT_RANGE_DB, 10.0))))
+    return Measured(*out)
 
 
 def _stft(ref: Analysis, boundary: str = "zeros") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -79,15 +98,3 @@ def _stft(ref: Analysis, boundary: str = "zeros") -> tuple[np.ndarray, np.ndarra
     if key not in ref.cache:
         ref.cache[key] = stft(ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=boundary)
     return ref.cache[key]
-
-
-def _cutoff(freqs: np.ndarray, ref_power: np.ndarray, clip_power: np.ndarray, sr: int) -> float:
-    """Lowest frequency above which the clip stays >= 6 dB under the source (smoothed)."""
-    kernel = np.ones(5) / 5
-    ratio = np.convolve(clip_power, kernel, "same") / np.maximum(np.convolve(ref_power, kernel, "same"), 1e-20)
-    usable = ref_power > 1e-7 * ref_power.max()
-    below = (ratio < 10 ** (-6 / 10)) | ~usable
-    below &= freqs >= MIN_CUTOFF_HZ
-    above_cut = np.flatnonzero(~below & (freqs >= MIN_CUTOFF_HZ))
-    last_pass = above_cut[-1] if above_cut.size else 0
-    return float(min(freqs[min(last_pass + 1, len(freqs) - 1)], sr / 2))

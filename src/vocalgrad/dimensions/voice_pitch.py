@@ -23,8 +23,11 @@ SPEC = DimensionSpec(
     scale="linear",
     measured="F0 relative to the source (voiced frames)",
     measured_unit="semitones",
-    min_change=0.5,
+    audibility_floor=0.5,
+    floor_basis=("F0 DL for steady vowels 0.3-0.5% (Flanagan & Saslow 1958) and 1.5-3 semitones for "
+                 "intonation movements ('t Hart 1981): 0.5 semitone between the two"),
     psychometric_range=(0.1, 4.0),
+    centre="mean",
 )
 
 

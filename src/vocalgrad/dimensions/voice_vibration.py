@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.signal import butter, sosfiltfilt
 
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
@@ -16,11 +17,16 @@ SPEC = DimensionSpec(
     increase_means="stronger tremolo (more vibration)",
     tiers={"low": 0.60, "mid": 0.75, "high": 0.90},
     scale="linear",
-    measured="modulation depth of the clip/source gain (5 ms frames)",
-    measured_unit="depth",
-    min_change=0.15,
+    measured="4-12 Hz modulation of the clip/source envelope ratio (amplitude, dB; 0.8 dB = inaudible)",
+    measured_unit="dB",
+    audibility_floor=1.0,
+    floor_basis=("AM detection threshold ~-25 dB (m ~ 0.06, ~0.5 dB) at 4-16 Hz on broadband carriers "
+                 "(Viemeister 1979); speech's own modulation masks more, so 1 dB"),
     psychometric_range=(0.05, 0.95),
+    constant_tolerance=1.0,
 )
+MODULATION_BAND_HZ = (4.0, 12.0)
+MASKED_AMPLITUDE_DB = 0.8  # modulation below this reads as none
 LFO_HZ = 8.0  # fixed: the published LFO rate ramp (0 -> 20 Hz) was a second, confounding cue
 GAIN_FRAME_S = 0.005
 
@@ -45,16 +51,22 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Depth = (p95 - p5) / (p95 + p5) of the frame gain clip/source over active frames."""
+    """Amplitude (dB) of the 4-12 Hz envelope modulation the clip has and the source has
+    not: the log ratio of 5 ms envelopes over the source's speech frames, band-passed, as
+    sqrt(2) x RMS in the head and tail. A slow level change (volume) or a noise floor moves
+    the ratio outside the band and reads as no tremolo."""
     g_clip = frame_rms(clip.audio, clip.sr, GAIN_FRAME_S)
     g_ref = frame_rms(ref.audio, ref.sr, GAIN_FRAME_S)
     n = min(len(g_clip), len(g_ref))
-    floor = g_ref.max() * 10 ** (-30 / 20)
-    gain = np.where(g_ref[:n] > floor, g_clip[:n] / np.maximum(g_ref[:n], 1e-12), np.nan)
+    active = g_ref[:n] > g_ref.max() * 10 ** (-30 / 20)
+    if active.sum() < 10:
+        return Measured(float("nan"), float("nan"))
+    ratio = np.full(n, np.nan)
+    ratio[active] = 20 * np.log10(np.maximum(g_clip[:n][active], 1e-12) / g_ref[:n][active])
+    index = np.arange(n)
+    filled = np.interp(index, index[active], ratio[active])
+    sos = butter(2, MODULATION_BAND_HZ, btype="bandpass", fs=1 / GAIN_FRAME_S, output="sos")
+    band = np.where(active, sosfiltfilt(sos, filled - filled.mean()), np.nan)
     head, tail = ref.head_tail_frames(n, GAIN_FRAME_S)
-    return Measured(*head_tail(gain, head, tail, reduce=_depth))
-
-
-def _depth(gain: np.ndarray) -> float:
-    lo, hi = np.percentile(gain, [5, 95])
-    return float((hi - lo) / (hi + lo)) if hi + lo > 0 else float("nan")
+    h, t = head_tail(band, head, tail, reduce=lambda x: np.sqrt(2 * np.mean(x**2)))
+    return Measured(max(h, MASKED_AMPLITUDE_DB), max(t, MASKED_AMPLITUDE_DB))

@@ -6,6 +6,7 @@ import numpy as np
 
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis, head_tail
+from vocalgrad.stimuli.neutralise import k_weighted_frame_power
 from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -15,10 +16,14 @@ SPEC = DimensionSpec(
     increase_means="the voice gets louder",
     tiers={"low": 6.0, "mid": 12.0, "high": 18.0},
     scale="linear",
-    measured="frame level relative to the source (speech-active frames)",
+    measured="K-weighted frame level relative to the source (speech-active frames)",
     measured_unit="dB",
-    min_change=2.0,
+    audibility_floor=1.0,
+    floor_basis="intensity JND for broadband sounds 0.5-1.5 dB (Jesteadt, Wier & Green 1977; Miller 1947)",
     psychometric_range=(0.5, 24.0),
+    centre="mean",
+    loudness_neutral=False,  # loudness is the target
+    target_cues=("edge_level", "edge_silence"),
 )
 
 
@@ -36,10 +41,20 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    n = min(len(clip.level_db), len(ref.level_db))
-    diff = np.where(ref.active[:n], clip.level_db[:n] - ref.level_db[:n], np.nan)
+    """Median K-weighted (loudness-weighted) level difference to the source over the
+    source's speech frames in the head and tail: what the ear hears as louder or softer."""
+    c, r = k_level_db(clip), k_level_db(ref)
+    n = min(len(c), len(r), len(ref.active))
+    diff = np.where(ref.active[:n], c[:n] - r[:n], np.nan)
     head, tail = ref.head_tail_frames(n)
     return Measured(*head_tail(diff, head, tail))
+
+
+def k_level_db(a: Analysis) -> np.ndarray:
+    if "k_level_db" not in a.cache:
+        with np.errstate(divide="ignore"):
+            a.cache["k_level_db"] = np.maximum(10 * np.log10(k_weighted_frame_power(a.audio, a.sr)), -120.0)
+    return a.cache["k_level_db"]
 
 
 def blind_change(clip: Analysis) -> float:

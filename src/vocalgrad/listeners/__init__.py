@@ -1,6 +1,7 @@
 """Everything that answers: spec strings -> Listener objects.
 
     baseline:random[:SEED]  baseline:always-increase  baseline:always-decrease  baseline:ideal
+    baseline:shortcut  (answers from cues other than the change over time; needs a train split)
     whisper:tiny.en | whisper:base | whisper:<local HF folder> | whisper:<hub id in local cache>
     hf:<local path or hub id in local cache>   (Qwen2-Audio, Qwen2.5-Omni thinker, Audio Flamingo 3,
                                                Voxtral, Gemma 3n, Phi-4-multimodal)
@@ -33,7 +34,13 @@ def load_listener(spec: str, *, dataset: str | Path | None = None, **options: An
             if dataset is None:
                 raise ConfigError("baseline:ideal needs the dataset it answers about")
             return baselines.IdealObserver(dataset)
-        raise ConfigError(f"unknown baseline {name!r}; use random, always-increase, always-decrease or ideal")
+        if name == "shortcut":
+            if dataset is None:
+                raise ConfigError("baseline:shortcut needs the dataset whose train split it learns from")
+            return baselines.ShortcutListener(dataset)
+        raise ConfigError(
+            f"unknown baseline {name!r}; use random, always-increase, always-decrease, ideal or shortcut"
+        )
     if scheme == "whisper":
         from vocalgrad.listeners.whisper import WhisperListener
 

@@ -1,13 +1,17 @@
-"""Reference listeners: chance, fixed answers, and an ideal observer that measures the audio.
+"""Reference listeners: chance, fixed answers, an ideal observer that measures the audio,
+and a shortcut listener that answers from cues other than the change over time.
 
 They bracket every model's score: `random` and the fixed answers show what bias alone
 earns (50% accuracy, d' = 0), and the ideal observer is the acoustic ceiling: what a
-listener that really measures the signal can reach on this dataset.
+listener that really measures the signal can reach on this dataset. The shortcut listener
+is what a listener can earn without hearing the change at all (overall level, duration,
+silences, the first and last 300 ms): on a clean dataset it stays at chance.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -202,6 +206,79 @@ def _vibration(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     ratio = np.log(np.maximum(c[ok], 1e-9) / r[ok])
     first, last = _thirds(ratio)
     return float(np.std(last) - np.std(first))
+
+
+class ShortcutListener(Listener):
+    """Answers from direction-invariant cues only (`vocalgrad.stimuli.audit.clip_cues`).
+
+    Per category it fits the shortcut audit's logistic regression on the train split's
+    changing clips, using every cue family except the dimension's target cues, and answers
+    P(increase) from the clip's cues. It never sees the clip's course over time, so any
+    accuracy above chance is a shortcut the dataset leaves open (reversed controls are
+    answered from their audio like any other clip).
+    """
+
+    can_score = True
+    listener_id = "baseline:shortcut"
+
+    def __init__(self, dataset: str | Path, workers: int = 1) -> None:
+        from vocalgrad.stimuli import audit
+
+        self.root = Path(dataset)
+        if not (self.root / "train" / "metadata.jsonl").is_file():
+            raise ConfigError(
+                f"{self.root}: baseline:shortcut learns its cues from the train split, and this "
+                "dataset has none (train/metadata.jsonl); build it with --n-train > 0"
+            )
+        rows = load_rows(self.root, splits=("train",))
+        changing = [r for r in rows if r["direction"] in ("increase", "decrease")]
+        if not changing:
+            raise ConfigError(f"{self.root}: the train split has no increase/decrease clips to learn cues from")
+        rates = Counter(int(r["sample_rate"]) for r in rows)
+        self.sample_rate = rates.most_common(1)[0][0]
+        self.revision = f"cues{audit.CUES_VERSION}"
+        cues = audit.dataset_cues(self.root, changing, workers=workers)
+        self._models: dict[str, tuple[list[str], np.ndarray, object]] = {}
+        for category in sorted({r["category"] for r in changing}):
+            members = sorted((r for r in changing if r["category"] == category), key=lambda r: str(r["item_id"]))
+            names = audit.feature_names(audit.allowed_families(category))
+            x = np.array([[cues[r["item_id"]].get(n, np.nan) for n in names] for r in members], dtype=float)
+            y = np.array([int(r["direction"] == "increase") for r in members])
+            fill = audit.fill_values(x)
+            if len(np.unique(y)) < 2:
+                model: object = float(y.mean())  # one label only: answer its base rate
+            else:
+                model = audit.make_classifiers()["lr"].fit(audit.impute(x, fill), y)
+            self._models[category] = (names, fill, model)
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        return [max(s, key=s.get) for s in self.score_choices(requests)]
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        out = []
+        for r in requests:
+            p = float(np.clip(self.p_increase(r), 1e-6, 1 - 1e-6))
+            scores = {"increase": float(np.log(p)), "decrease": float(np.log1p(-p))}
+            low = min(scores.values()) - 5.0
+            out.append({o: float(scores.get(o, low)) for o in r.prompt.options})
+        return out
+
+    def p_increase(self, request: Request) -> float:
+        """P(increase) from the clip's cues; 0.5 without audio (text-only and silence controls)."""
+        from vocalgrad.stimuli.audit import clip_cues, impute
+
+        category = request.prompt.category
+        if category not in self._models:
+            raise ConfigError(f"baseline:shortcut: the train split of {self.root} has no {category} clips")
+        clip = request.target_audio
+        if clip is None or not np.any(clip):
+            return 0.5
+        names, fill, model = self._models[category]
+        if isinstance(model, float):
+            return model
+        cues = clip_cues(clip, self.sample_rate)
+        x = impute(np.array([[cues.get(n, np.nan) for n in names]], dtype=float), fill)
+        return float(model.predict_proba(x)[0, 1])  # type: ignore[attr-defined]
 
 
 _EVIDENCE = {

@@ -26,6 +26,7 @@ from vocalgrad.report.model import Details, Figure, Section, Table, Text
 
 CONFOUNDS = (  # metadata field, label, how to summarise
     ("confound_loudness_change_db", "loudness change dB", "abs"),
+    ("confound_loudness_drift_db", "late-minus-early loudness drift dB", "abs"),
     ("confound_level_slope_change_db", "level-slope change dB", "abs"),
     ("confound_duration_change_ratio", "duration change (ratio − 1)", "ratio"),
     ("confound_f0_change_st", "F0 change st", "abs"),

@@ -9,6 +9,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.config import BuildConfig
+from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 
 
 def dimension_table(sr: int | None = None) -> str:
@@ -57,6 +58,11 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "",
         f"- clips: {len(rows)} ({', '.join(f'{k}: {v}' for k, v in sorted(splits.items()))})",
         f"- sample rate: {config.sample_rate} Hz, 16-bit FLAC, sources normalised to {config.target_lufs} LUFS",
+        f"- every clip carries its source's room-tone floor (pink noise {-ROOM_TONE_DB:.0f} dB under the speech; "
+        "no exact digital silence) and a random overall level offset (level roving, uniform "
+        f"±{ROVE_DB:g} dB, seeded by item, `level_rove_db`), so absolute level and peak carry no label",
+        "- trajectories are centred (pitch, volume: mean over the speech span; speed: every clip keeps "
+        "the source's duration and silences) and non-volume processing is loudness-compensated",
         f"- source spec: `{config.source}`, seed {config.seed}",
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",
         "",
@@ -72,9 +78,13 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "",
         "## Verification and confounds",
         "",
-        "| category | clips | agreement | median measured change by tier (low / mid / high) | "
-        "median abs. loudness change dB | median abs. level-slope change dB | max clipping ratio |",
-        "|---|---|---|---|---|---|---|",
+        "Verification measures each clip against its source (never the rendering parameter) and "
+        "requires the realised change to clear an audibility floor taken from published JNDs; clips "
+        "under it are refused as inaudible and counted, not labelled.",
+        "",
+        "| category | clips | agreement | refused (inaudible) | median measured change by tier (low / mid / high) | "
+        "median abs. loudness drift dB | median abs. level-slope change dB | max clipping ratio |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, cat_rows in by_cat.items():
         unit = dimensions.get(name).SPEC.measured_unit
@@ -82,14 +92,20 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         for tier in ("low", "mid", "high"):
             changes = [abs(r["measured_change"]) for r in cat_rows if r["tier"] == tier and r["measured_change"] is not None]
             by_tier.append(f"{np.median(changes):.2f}" if changes else "–")
-        loud = [abs(r["confound_loudness_change_db"]) for r in cat_rows]
+        drift = [abs(r["confound_loudness_drift_db"]) for r in cat_rows
+                 if r.get("confound_loudness_drift_db") is not None]
         slope = [abs(r["confound_level_slope_change_db"]) for r in cat_rows if r["confound_level_slope_change_db"] is not None]
         clip = [r["confound_clipping_ratio"] for r in cat_rows]
         lines.append(
             f"| `{name}` | {len(cat_rows)} | {report['verification_agreement'].get(name, float('nan')):.2%} "
-            f"| {' / '.join(by_tier)} {unit} | {np.median(loud):.2f} | {np.median(slope) if slope else float('nan'):.2f} "
+            f"| {report['per_category'].get(name, {}).get('refused_inaudible', 0)} "
+            f"| {' / '.join(by_tier)} {unit} | {np.median(drift) if drift else float('nan'):.2f} "
+            f"| {np.median(slope) if slope else float('nan'):.2f} "
             f"| {max(clip):.4f} |"
         )
+    lines += ["", "Audibility floors (smallest realised change that counts):", ""]
+    lines += [f"- `{n}`: {d.SPEC.audibility_floor:g} {d.SPEC.measured_unit} — {d.SPEC.floor_basis}"
+              for n, d in dimensions.DIMENSIONS.items() if n in by_cat]
     if report["refused_conditions"]:
         lines += ["", "Refused conditions (they would change nothing at this sample rate):", ""]
         lines += [f"- `{r['category']}` {r['tier']}: {r['reason']}" for r in report["refused_conditions"]]

@@ -1,26 +1,49 @@
 """Non-target changes of a rendered clip: what a listener could hear besides the target.
 
 Stored for every clip so a reviewer can check that, say, tremolo did not make the clip
-quieter or noise did not move the pitch tracker.
+quieter, pitch shifting did not make the end louder, or noise did not move the pitch
+tracker.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from vocalgrad.audio import FRAME_S
 from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.neutralise import k_weighted_frame_power
 
 CLIP_LEVEL = 0.999
 
 
-def measure_confounds(clip: Analysis, ref: Analysis) -> dict[str, float]:
-    """Loudness, level slope, duration, clipping and F0 changes of clip vs its source."""
+def measure_confounds(clip: Analysis, ref: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
+    """Loudness, loudness drift, level slope, duration, clipping and F0 changes of clip vs
+    its source. ``clip_mid_s`` is where the source's speech midpoint lies in the clip
+    (moved only by a time warp)."""
     f_clip, f_ref = clip.median_f0, ref.median_f0
     return {
         "loudness_change_db": round(clip.loudness_lufs - ref.loudness_lufs, 3),
+        "loudness_drift_db": round(loudness_drift_db(clip, ref, clip_mid_s), 3),
         "level_slope_change_db": round(clip.level_slope_db - ref.level_slope_db, 3),
         "duration_change_ratio": round(len(clip.audio) / len(ref.audio), 4),
         "clipping_ratio": float(np.mean(np.abs(clip.audio) >= CLIP_LEVEL)),
         "peak_dbfs": round(float(20 * np.log10(max(np.max(np.abs(clip.audio)), 1e-9))), 2),
         "f0_change_st": round(float(12 * np.log2(f_clip / f_ref)), 3) if f_clip > 0 and f_ref > 0 else float("nan"),
     }
+
+
+def loudness_drift_db(clip: Analysis, ref: Analysis, clip_mid_s: float | None = None) -> float:
+    """Late-minus-early loudness of the clip minus the same of its source (dB): K-weighted
+    energy of the second half of the speech span over the first half. A loudness-neutral
+    process keeps it near 0 whatever the direction of the target."""
+    mid_ref = (ref.span.onset_s + ref.span.offset_s) / 2
+    mid_clip = mid_ref if clip_mid_s is None else clip_mid_s
+
+    def halves(a: Analysis, mid: float) -> float:
+        power = k_weighted_frame_power(a.audio, a.sr)
+        t = (np.arange(len(power)) + 0.5) * FRAME_S
+        early = power[(t >= a.span.onset_s) & (t < mid)].mean()
+        late = power[(t >= mid) & (t <= a.span.offset_s)].mean()
+        return float(10 * np.log10(late / early)) if early > 0 and late > 0 else float("nan")
+
+    return halves(clip, mid_clip) - halves(ref, mid_ref)

@@ -1,4 +1,5 @@
-"""Render one source's clips: prepare the reference, apply each condition, measure, verify.
+"""Render one source's clips: prepare the source, apply each condition, neutralise every
+cue but the target, measure, verify.
 
 Runs inside build workers. Measurement happens on exactly the 16-bit samples written to
 disk, so `vocalgrad verify` re-reading the files gets the same numbers.
@@ -6,16 +7,32 @@ disk, so `vocalgrad verify` re-reading the files gets the same numbers.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.audio import SpeechSpan, limit_peak, load_audio, normalise, resample
-from vocalgrad.dimensions.base import DimensionSpec, Measured
+from vocalgrad.audio import (
+    FRAME_S,
+    SpeechSpan,
+    limit_peak,
+    load_audio,
+    loudness_lufs,
+    normalise,
+    resample,
+)
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
+from vocalgrad.stimuli.neutralise import (
+    compensate_loudness,
+    k_weighted_frame_power,
+    room_tone_rms,
+    rove_gain_db,
+    with_room_tone,
+)
 from vocalgrad.stimuli.plan import Condition, item_rng
 from vocalgrad.stimuli.trajectories import parameter_track
 
@@ -26,6 +43,36 @@ def quantise16(audio: np.ndarray) -> np.ndarray:
     """What a 16-bit file will hold, as the float32 values soundfile reads back."""
     q = np.clip(np.round(audio.astype(np.float64) * INT16_SCALE), -32768, 32767)
     return (q / INT16_SCALE).astype(np.float32)
+
+
+@dataclass
+class PreparedSource:
+    """One source, ready to render from and to measure against.
+
+    ``clean`` is the loudness-normalised source the dimensions process (and what
+    `references/` stores); ``heard`` is the same with the source's room-tone floor added,
+    which is what every clip of the source sounds like before processing and what
+    verification compares clips with.
+    """
+
+    clean: Analysis
+    heard: Analysis
+    tone_seed: int
+    tone_rms: float
+
+    @property
+    def sr(self) -> int:
+        return self.clean.sr
+
+    def k_power(self) -> np.ndarray:
+        if "k_power" not in self.clean.cache:
+            self.clean.cache["k_power"] = k_weighted_frame_power(self.clean.audio, self.sr)
+        return self.clean.cache["k_power"]
+
+
+def tone_seed_for(seed: int, source_id: str) -> int:
+    """The room-tone generator seed of one source, from (global seed, source id) alone."""
+    return int(hashlib.sha256(f"{seed}|{source_id}|room-tone".encode()).hexdigest()[:8], 16)
 
 
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
@@ -46,26 +93,70 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     return ref
 
 
-def track_for(condition: Condition, scale: str, onset_s: float, offset_s: float):
-    """The parameter as a function of source time, interpolated on the dimension's scale."""
+def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = None) -> PreparedSource:
+    """Attach the room-tone floor (by default 50 dB under the speech) to a clean source."""
+    rms = room_tone_rms(clean.speech_rms) if tone_rms is None else tone_rms
+    heard = Analysis(quantise16(with_room_tone(clean.audio, tone_seed, rms)), clean.sr, span=clean.span)
+    return PreparedSource(clean, heard, tone_seed, rms)
+
+
+def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float) -> Track:
+    """The parameter as a function of source time: interpolated on the dimension's scale,
+    centred so its time-average over the speech span does not depend on curve x direction,
+    and held at the neutral value outside the span where the dimension asks for it."""
     start, end = condition.start, condition.end
     curve = "linear" if condition.direction == "constant" else condition.curve
-    if scale == "log":
+    if spec.scale == "log":
         lo, hi = np.log(start), np.log(end)
-        return lambda t: np.exp(parameter_track(curve, lo, hi, t, onset_s, offset_s))
-    return lambda t: parameter_track(curve, start, end, t, onset_s, offset_s)
+
+        def base(t):
+            return np.exp(parameter_track(curve, lo, hi, t, onset_s, offset_s))
+    else:
+
+        def base(t):
+            return parameter_track(curve, start, end, t, onset_s, offset_s)
+
+    grid = np.linspace(onset_s, offset_s, 4001)
+    if spec.centre == "mean":
+        shift = float(np.mean(base(grid))) - (start + end) / 2
+
+        def centred(t):
+            return base(t) - shift
+    elif spec.centre == "harmonic":
+        factor = float(np.mean(1.0 / base(grid)))
+
+        def centred(t):
+            return base(t) * factor
+    else:
+        centred = base
+    if spec.neutral_value is None:
+        return centred
+    neutral = spec.neutral_value
+
+    def held(t):
+        t = np.asarray(t, dtype=np.float64)
+        return np.where((t >= onset_s) & (t <= offset_s), centred(t), neutral)
+
+    return held
 
 
-def verdict(direction: str, change: float, spec: DimensionSpec) -> bool:
-    """Does the measured change agree with the label?"""
+VERDICTS = ("verified", "inaudible", "disagrees")
+
+
+def verdict(direction: str, change: float, spec: DimensionSpec) -> str:
+    """verified: the measured change has the label's sign and clears the audibility floor;
+    inaudible: a changing clip whose realised change is under the floor (refused, counted);
+    disagrees: anything else (the wrong sign, or a constant clip that moves)."""
     if not np.isfinite(change):
-        return False
-    signed = change * spec.measured_polarity
-    if direction == "increase":
-        return signed >= spec.min_change
-    if direction == "decrease":
-        return signed <= -spec.min_change
-    return abs(change) < spec.constant_limit
+        return "disagrees"
+    if direction == "constant":
+        return "verified" if abs(change) < spec.constant_limit else "disagrees"
+    signed = change * spec.measured_polarity * (1 if direction == "increase" else -1)
+    if signed >= spec.audibility_floor:
+        return "verified"
+    if abs(change) < spec.audibility_floor:
+        return "inaudible"
+    return "disagrees"
 
 
 @dataclass(frozen=True)
@@ -74,9 +165,15 @@ class ClipResult:
     clip: Analysis
     measured: Measured
     change: float
-    verified: bool
+    verdict: str
     confounds: dict[str, float]
-    blind_change: float | None
+    param_start: float  # the realised trajectory's values at speech onset and offset
+    param_end: float
+    rove_db: float
+
+    @property
+    def verified(self) -> bool:
+        return self.verdict == "verified"
 
 
 def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
@@ -89,23 +186,61 @@ def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
     return SpeechSpan(float(onset), float(offset), ref.span.plausible, ref.span.reason)
 
 
-def render_condition(ref: Analysis, condition: Condition, seed: int, item: str) -> ClipResult:
+def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, seed: int,
+           item: str) -> tuple[np.ndarray, float]:
+    """From processed audio to the 16-bit clip a listener hears: loudness compensation
+    where the dimension asks for it, the source's loudness, the room-tone floor, a roved
+    overall level, peak limiting. Returns (audio, rove dB)."""
+    dim = dimensions.get(category)
+    sr = source.sr
+    if dim.SPEC.loudness_neutral:
+        source_time = None
+        inverse = getattr(dim, "source_time", None)
+        if inverse is not None:
+            centres = (np.arange(len(processed) // int(round(FRAME_S * sr))) + 0.5) * FRAME_S
+            source_time = inverse(track, centres)
+        processed = compensate_loudness(processed, source.k_power(), sr, source_time)
+    loudness = loudness_lufs(processed, sr)
+    if np.isfinite(loudness):
+        processed = processed * np.float32(10 ** ((source.clean.loudness_lufs - loudness) / 20))
+    audio = with_room_tone(processed, source.tone_seed, source.tone_rms)
+    rove = rove_gain_db(seed, item)
+    audio = limit_peak(audio * np.float32(10 ** (rove / 20)))
+    return quantise16(audio), rove
+
+
+def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span: SpeechSpan,
+                 direction: str) -> tuple[Analysis, Measured, float, str]:
+    """Verification: the clip against the heard source, never the rendering parameter."""
+    dim = dimensions.get(category)
+    clip = Analysis(audio, source.sr, span=span)
+    measured = dim.measure(clip, source.heard)
+    change = measured.change(dim.SPEC.measured_scale)
+    return clip, measured, change, verdict(direction, change, dim.SPEC)
+
+
+def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
     dim = dimensions.get(condition.category)
     spec = dim.SPEC
-    track = track_for(condition, spec.scale, ref.span.onset_s, ref.span.offset_s)
-    audio = quantise16(limit_peak(dim.render(ref, track, item_rng(seed, item))))
-    clip = Analysis(audio, ref.sr, span=clip_span(dim, track, ref))
-    measured = dim.measure(clip, ref)
-    change = measured.change(spec.measured_scale)
-    blind = getattr(dim, "blind_change", None)
+    span = source.clean.span
+    track = track_for(condition, spec, span.onset_s, span.offset_s)
+    processed = dim.render(source.clean, track, item_rng(seed, item))
+    audio, rove = finish(source, condition.category, processed, track, seed, item)
+    clip, measured, change, result = measure_clip(
+        source, condition.category, audio, clip_span(dim, track, source.clean), condition.direction
+    )
+    ends = track(np.array([span.onset_s, span.offset_s]))
+    midpoint = np.array([(span.onset_s + span.offset_s) / 2])
+    warp = getattr(dim, "output_time", None)
+    clip_mid = float(warp(track, midpoint)[0]) if warp else float(midpoint[0])
     return ClipResult(
         audio=audio,
         clip=clip,
         measured=measured,
         change=change,
-        verified=verdict(condition.direction, change, spec),
-        confounds=measure_confounds(clip, ref),
-        blind_change=blind(clip) if blind else None,
+        verdict=result,
+        confounds=measure_confounds(clip, source.heard, clip_mid),
+        param_start=float(ends[0]),
+        param_end=float(ends[1]),
+        rove_db=rove,
     )
-
-

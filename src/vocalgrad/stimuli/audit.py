@@ -1,0 +1,573 @@
+"""Shortcut audit: can a label be read off cues that are not the target's course over time?
+
+The benchmark promises that a listener who answers right has heard the gradual change. If
+increase clips were, say, louder overall, longer, or had more leading silence than their
+decrease twins, a listener could answer right without following the change at all. The
+audit measures direction-invariant cues of every clip (whole-clip level, duration, spectral
+centroid, F0, file size, digital silence, and what the first and last 300 ms look like),
+trains simple classifiers on the train split and reports how well they predict the label on
+the test split. A clean benchmark keeps them at chance.
+
+Some cue families measure the target itself on some dimensions (the level of the last
+300 ms *is* the volume at the end): each dimension declares those in
+`DimensionSpec.target_cues`, and they are left out of its audit.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+from threadpoolctl import threadpool_limits
+
+from vocalgrad.audio import load_audio, loudness_lufs, speech_span
+from vocalgrad.dataset import dumps, load_rows, read_jsonl
+from vocalgrad.metrics import (
+    _BootstrapAUC,
+    _cluster_ids,
+    _percentile_ci,
+    _resample_weights,
+    _rng,
+)
+from vocalgrad.stimuli.analysis import Analysis
+
+FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+CUE_NAMES: dict[str, tuple[str, ...]] = {
+    "global": (
+        "global_duration_s", "global_loudness_lufs", "global_peak_dbfs", "global_centroid_hz",
+        "global_f0_hz", "global_file_bytes", "global_zero_share",
+    ),
+    "edge_silence": ("edge_silence_lead_s", "edge_silence_trail_s"),
+    "edge_level": ("edge_level_first_db", "edge_level_last_db"),
+    "edge_spectrum": ("edge_spectrum_first_hz", "edge_spectrum_last_hz"),
+    "edge_zeros": ("edge_zeros_first", "edge_zeros_last"),
+}  # fmt: skip
+EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
+
+MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
+MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
+CUES_VERSION = 1  # bump when clip_cues changes: cached cues of another version are recomputed
+EDGE_S = 0.3
+FLOOR_DB = -120.0
+N_BOOT = 2000
+SEED = 0
+CACHE_DIR = ".audit"
+CACHE_FILE = "cues.jsonl"
+REPORT_FILE = "audit.json"
+_BATCH = 128  # clips per appended cache batch
+_CHANGING = ("increase", "decrease")
+
+
+# ---------------------------------------------------------------------------------------
+# Cues of one clip
+
+
+def _centroid_hz(x: np.ndarray, sr: int) -> float:
+    """Spectral centroid of the summed power spectrum over Hann frames of ~32 ms (hop 50%),
+    i.e. the per-frame centroids averaged with each frame's power as weight; 0 for silence."""
+    n_fft = 1 << max(6, int(math.ceil(math.log2(0.032 * sr))))
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < n_fft:
+        x = np.pad(x, (0, n_fft - len(x)))
+    hop = n_fft // 2
+    frames = np.lib.stride_tricks.sliding_window_view(x, n_fft)[::hop]
+    power = (np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=1)) ** 2).sum(axis=0)
+    total = float(power.sum())
+    if total <= 1e-20:
+        return 0.0
+    return float(np.dot(np.fft.rfftfreq(n_fft, 1 / sr), power) / total)
+
+
+def _rms_db(x: np.ndarray) -> float:
+    if x.size == 0:
+        return FLOOR_DB
+    rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
+    return max(FLOOR_DB, 20 * math.log10(rms)) if rms > 0 else FLOOR_DB
+
+
+def _flac_bytes(audio: np.ndarray, sr: int) -> int:
+    buffer = io.BytesIO()
+    sf.write(buffer, audio, sr, format="FLAC", subtype="PCM_16")
+    return len(buffer.getvalue())
+
+
+def clip_cues(audio: np.ndarray, sr: int) -> dict[str, float]:
+    """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
+
+    None of them follows the course of the clip over time: they summarise the whole clip or
+    its first and last 300 ms. `global_f0_hz` is NaN when nothing is voiced (the audit fills
+    it with the training median)."""
+    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    duration = len(audio) / sr
+    quantised_zero = np.round(audio.astype(np.float64) * 32768) == 0
+    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+    lufs = loudness_lufs(audio, sr)
+    span = speech_span(audio, sr)
+    n_edge = max(1, min(len(audio), int(round(EDGE_S * sr))))
+    first, last = audio[:n_edge], audio[len(audio) - n_edge:]
+    return {
+        "global_duration_s": duration,
+        "global_loudness_lufs": max(FLOOR_DB, lufs) if math.isfinite(lufs) else FLOOR_DB,
+        "global_peak_dbfs": max(FLOOR_DB, 20 * math.log10(peak)) if peak > 0 else FLOOR_DB,
+        "global_centroid_hz": _centroid_hz(audio, sr),
+        "global_f0_hz": Analysis(audio, sr, span=span).median_f0,
+        "global_file_bytes": float(_flac_bytes(audio, sr)),
+        "global_zero_share": float(quantised_zero.mean()) if audio.size else 1.0,
+        "edge_silence_lead_s": float(span.onset_s),
+        "edge_silence_trail_s": float(max(0.0, duration - span.offset_s)),
+        "edge_level_first_db": _rms_db(first),
+        "edge_level_last_db": _rms_db(last),
+        "edge_spectrum_first_hz": _centroid_hz(first, sr),
+        "edge_spectrum_last_hz": _centroid_hz(last, sr),
+        "edge_zeros_first": float(quantised_zero[:n_edge].mean()),
+        "edge_zeros_last": float(quantised_zero[len(audio) - n_edge:].mean()),
+    }
+
+
+def allowed_families(category: str) -> tuple[str, ...]:
+    """Cue families the audit of `category` uses: all but the dimension's target cues."""
+    from vocalgrad.dimensions import get
+
+    excluded = set(get(category).SPEC.target_cues)
+    return tuple(f for f in FAMILIES if f not in excluded)
+
+
+def feature_names(families: Iterable[str]) -> list[str]:
+    return [name for family in families for name in CUE_NAMES[family]]
+
+
+# ---------------------------------------------------------------------------------------
+# Cue cache
+
+
+def _cache_key(row: Mapping) -> str:
+    return f"{row['item_id']}|{row.get('audio_sha256') or ''}"
+
+
+def _read_cache(path: Path) -> tuple[dict[str, dict[str, float]], int, bool]:
+    """(key -> cues, number of lines, whether the file needs rewriting: torn or stale lines)."""
+    if not path.is_file():
+        return {}, 0, False
+    cues: dict[str, dict[str, float]] = {}
+    n = 0
+    dirty = not path.read_bytes().endswith(b"\n") and path.stat().st_size > 0
+    for entry in read_jsonl(path):
+        n += 1
+        if entry.get("v") != CUES_VERSION or not isinstance(entry.get("cues"), dict):
+            dirty = True
+            continue
+        cues[entry["key"]] = {k: (float("nan") if v is None else float(v)) for k, v in entry["cues"].items()}
+    return cues, n, dirty or n != len(cues)
+
+
+def _write_cache(path: Path, entries: Mapping[str, Mapping[str, float]]) -> None:
+    """Replace the cache atomically (temporary file + rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w") as f:
+        for key, cues in entries.items():
+            f.write(dumps({"key": key, "v": CUES_VERSION, "cues": dict(cues)}) + "\n")
+    os.replace(tmp, path)
+
+
+def _append_cache(path: Path, entries: Mapping[str, Mapping[str, float]]) -> None:
+    """Append one batch in a single write (a killed run leaves at most a torn last line,
+    which the next read skips and rewrites)."""
+    text = "".join(dumps({"key": k, "v": CUES_VERSION, "cues": dict(c)}) + "\n" for k, c in entries.items())
+    with path.open("a") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _init_worker() -> None:
+    threadpool_limits(1)
+
+
+def _cues_of_file(path: str) -> dict[str, float]:
+    audio, sr = load_audio(path)
+    return clip_cues(audio, sr)
+
+
+def dataset_cues(
+    root: str | Path,
+    rows: Sequence[Mapping] | None = None,
+    *,
+    cache: bool = True,
+    workers: int = 1,
+    compact: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, dict[str, float]]:
+    """item_id -> cues for `rows` (default: every clip of the dataset at `root`).
+
+    Cues are cached in `root/.audit/cues.jsonl`, keyed by item id and audio sha256, and the
+    cache is appended batch by batch, so a rerun reads instead of measuring and an
+    interrupted run resumes. `compact` drops cached entries of clips not in `rows` (only
+    sensible when `rows` is the whole dataset)."""
+    root = Path(root)
+    rows = list(load_rows(root) if rows is None else rows)
+    path = root / CACHE_DIR / CACHE_FILE
+    cached, _, dirty = _read_cache(path) if cache else ({}, 0, False)
+    wanted = {_cache_key(r) for r in rows}
+    if cache and (dirty or (compact and any(k not in wanted for k in cached))):
+        if compact:
+            cached = {k: v for k, v in cached.items() if k in wanted}
+        _write_cache(path, cached)
+    todo: dict[str, str] = {}
+    for r in rows:
+        key = _cache_key(r)
+        if key not in cached:
+            todo.setdefault(key, r["path"])
+    if todo:
+        if cache:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        keys = list(todo)
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) if workers > 1 else None
+        try:
+            for begin in range(0, len(keys), _BATCH):
+                batch = keys[begin:begin + _BATCH]
+                paths = [todo[k] for k in batch]
+                if pool is None:
+                    with threadpool_limits(1):
+                        measured = [_cues_of_file(p) for p in paths]
+                else:
+                    measured = list(pool.map(_cues_of_file, paths, chunksize=max(1, len(paths) // (4 * workers))))
+                fresh = dict(zip(batch, measured, strict=True))
+                cached.update(fresh)
+                if cache:
+                    _append_cache(path, fresh)
+                if progress is not None:
+                    progress(begin + len(batch), len(keys))
+        finally:
+            if pool is not None:
+                pool.shutdown()
+    return {r["item_id"]: cached[_cache_key(r)] for r in rows}
+
+
+# ---------------------------------------------------------------------------------------
+# Classifiers
+
+
+def _matrix(rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
+    x = np.array([[cues[r["item_id"]].get(n, np.nan) for n in names] for r in rows], dtype=float)
+    return x.reshape(len(rows), len(names))
+
+
+def fill_values(x: np.ndarray) -> np.ndarray:
+    """Per-column median of the finite training values (0 where a column has none)."""
+    out = np.zeros(x.shape[1])
+    for j in range(x.shape[1]):
+        finite = x[:, j][np.isfinite(x[:, j])]
+        out[j] = float(np.median(finite)) if finite.size else 0.0
+    return out
+
+
+def impute(x: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(x), x, fill[None, :])
+
+
+def make_classifiers() -> dict:
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return {
+        "lr": make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000)),
+        "hgb": HistGradientBoostingClassifier(max_iter=100, random_state=0),
+    }
+
+
+def _fit_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, which: Sequence[str]) -> dict[str, np.ndarray]:
+    """P(y = 1) on the test rows for each classifier (the training base rate when the
+    training labels have one class only)."""
+    fill = fill_values(x_train)
+    x_train, x_test = impute(x_train, fill), impute(x_test, fill)
+    out = {}
+    for name, clf in make_classifiers().items():
+        if name not in which:
+            continue
+        if len(np.unique(y_train)) < 2:
+            out[name] = np.full(len(x_test), float(np.mean(y_train)) if len(y_train) else 0.5)
+            continue
+        clf.fit(x_train, y_train)
+        out[name] = clf.predict_proba(x_test)[:, 1]
+    return out
+
+
+def _n_groups(rows: Sequence[Mapping]) -> int:
+    return len({r["source_id"] for r in rows})
+
+
+def _predictions(
+    train: Sequence[Mapping], test: Sequence[Mapping], label: Callable[[Mapping], int],
+    cues: Mapping[str, Mapping[str, float]], names: Sequence[str], which: Sequence[str] = ("lr", "hgb"),
+) -> tuple[str, dict[str, np.ndarray]] | None:
+    """(protocol, classifier -> P(label = 1) per test row): train->test when the train split
+    has two sources and both labels, else grouped cross-validation by source on test; None
+    when neither is possible (fewer than two test sources)."""
+    y_test = np.array([label(r) for r in test])
+    y_train = np.array([label(r) for r in train])
+    if _n_groups(train) >= 2 and len(np.unique(y_train)) == 2:
+        return "train->test", _fit_predict(_matrix(train, cues, names), y_train, _matrix(test, cues, names), which)
+    if _n_groups(test) < 2:
+        return None
+    from sklearn.model_selection import GroupKFold
+
+    x = _matrix(test, cues, names)
+    groups = np.array([str(r["source_id"]) for r in test])
+    probs = {name: np.full(len(test), np.nan) for name in which}
+    for fit_idx, held_idx in GroupKFold(n_splits=min(5, _n_groups(test))).split(x, y_test, groups):
+        fold = _fit_predict(x[fit_idx], y_test[fit_idx], x[held_idx], which)
+        for name in which:
+            probs[name][held_idx] = fold[name]
+    return "grouped-cv", probs
+
+
+def _accuracy(correct: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[str, float]:
+    """Accuracy with a 95% CI from resampling source clusters (N_BOOT, seeded by key)."""
+    cid = _cluster_ids(rows, "source_id")
+    n_clusters = int(cid.max()) + 1
+    k = np.bincount(cid, weights=correct.astype(float), minlength=n_clusters)
+    n = np.bincount(cid, minlength=n_clusters).astype(float)
+    w = _resample_weights(_rng(SEED, key), N_BOOT, n_clusters).astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot = (w @ k) / (w @ n)
+    lo, hi = _percentile_ci(boot)
+    return {"accuracy": float(correct.mean()), "lo": lo, "hi": hi, "n": int(len(correct))}
+
+
+def _auc(scores: np.ndarray, positive: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[str, float]:
+    from sklearn.metrics import roc_auc_score
+
+    cid = _cluster_ids(rows, "source_id")
+    n_clusters = int(cid.max()) + 1
+    boot = _BootstrapAUC(scores, positive, cid, n_clusters)(
+        _resample_weights(_rng(SEED, key), N_BOOT, n_clusters)
+    )
+    lo, hi = _percentile_ci(boot)
+    return {"auc": float(roc_auc_score(positive, scores)), "lo": lo, "hi": hi, "n": int(len(scores))}
+
+
+def _is_increase(row: Mapping) -> int:
+    return int(row["direction"] == "increase")
+
+
+def _is_constant(row: Mapping) -> int:
+    return int(row["direction"] == "constant")
+
+
+def _sort_rows(rows: Iterable[Mapping]) -> list[Mapping]:
+    return sorted(rows, key=lambda r: str(r["item_id"]))
+
+
+def audit_category(
+    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+) -> dict:
+    """The audit of one category: see `audit_dataset`."""
+    families = allowed_families(category)
+    excluded = [f for f in FAMILIES if f not in families]
+    names = feature_names(families)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    out: dict = {
+        "category": category,
+        "families": list(families),
+        "excluded_target_cues": excluded,
+        "features": names,
+        "n_items_test": len(test),
+        "n_sources_test": _n_groups(test),
+        "n_items_train": len(train),
+        "n_sources_train": _n_groups(train),
+        "protocol": None,
+        "direction": None,
+        "shortcut_accuracy": None,
+        "shortcut_ci": None,
+        "shortcut_classifier": None,
+        "by_family_set": {},
+        "per_curve": {},
+        "worst_curve": None,
+        "constant": None,
+        "constant_auc": None,
+        "constant_ci": None,
+        "passes": None,
+        "reasons": [],
+    }
+    y_test = np.array([_is_increase(r) for r in test])
+    predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
+    if predicted is None:
+        out["reasons"].append("too few changing clips or sources to audit")
+        return out
+    protocol, probs = predicted
+    out["protocol"] = protocol
+    direction = {
+        name: _accuracy((p > 0.5).astype(int) == y_test, test, f"{category}|direction|{name}")
+        for name, p in probs.items()
+    }
+    out["direction"] = direction
+    best = max(direction, key=lambda name: direction[name]["accuracy"])
+    out["shortcut_accuracy"] = direction[best]["accuracy"]
+    out["shortcut_ci"] = [direction[best]["lo"], direction[best]["hi"]]
+    out["shortcut_classifier"] = best
+
+    edge = [f for f in families if f in EDGE_FAMILIES]
+    for label, subset in (("global", [f for f in families if f == "global"]), ("edge", edge), ("all", list(families))):
+        if not subset:
+            out["by_family_set"][label] = None
+            continue
+        _, sub = _predictions(train, test, _is_increase, cues, feature_names(subset), which=("lr",))  # type: ignore[misc]
+        acc = _accuracy((sub["lr"] > 0.5).astype(int) == y_test, test, f"{category}|family|{label}")
+        out["by_family_set"][label] = {**acc, "families": subset}
+
+    curves: dict[str, list[int]] = {}
+    for i, r in enumerate(test):
+        curves.setdefault(str(r.get("curve")), []).append(i)
+    for curve, idx in sorted(curves.items()):
+        ix = np.array(idx)
+        out["per_curve"][curve] = {
+            "n": len(idx),
+            **{name: float(((p[ix] > 0.5).astype(int) == y_test[ix]).mean()) for name, p in probs.items()},
+        }
+    worst = max(out["per_curve"].items(), key=lambda kv: max(kv[1]["lr"], kv[1]["hgb"]))
+    out["worst_curve"] = {"curve": worst[0], "accuracy": max(worst[1]["lr"], worst[1]["hgb"]), "n": worst[1]["n"]}
+
+    constant_test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in (*_CHANGING, "constant"))
+    constant_train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in (*_CHANGING, "constant"))
+    positive = np.array([_is_constant(r) for r in constant_test], dtype=bool)
+    c_predicted = None
+    if positive.any() and not positive.all():
+        c_predicted = _predictions(constant_train, constant_test, _is_constant, cues, names)
+    if c_predicted is not None:
+        c_protocol, c_probs = c_predicted
+        aucs = {name: _auc(p, positive, constant_test, f"{category}|constant|{name}") for name, p in c_probs.items()}
+        c_best = max(aucs, key=lambda name: aucs[name]["auc"])
+        out["constant"] = {"protocol": c_protocol, "n_constant_test": int(positive.sum()), **aucs}
+        out["constant_auc"] = aucs[c_best]["auc"]
+        out["constant_ci"] = [aucs[c_best]["lo"], aucs[c_best]["hi"]]
+
+    lo, hi = out["shortcut_ci"]
+    if out["shortcut_accuracy"] > MAX_SHORTCUT_ACCURACY:
+        out["reasons"].append(
+            f"direction predicted from {best.upper()} cues with accuracy {out['shortcut_accuracy']:.2f} "
+            f"> {MAX_SHORTCUT_ACCURACY:.2f}"
+        )
+    if not (lo <= 0.5 <= hi):
+        out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
+    if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
+        out["reasons"].append(f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}")
+    out["passes"] = not out["reasons"]
+    return out
+
+
+def _json_safe(value):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return _json_safe(value.item())
+    return value
+
+
+def audit_dataset(
+    root: str | Path,
+    *,
+    cache: bool = True,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict:
+    """Shortcut audit of a dataset folder; writes `root/audit.json` and returns the report.
+
+    Per category, classifiers (standardised logistic regression, gradient-boosted trees) are
+    trained on the train split's cues (all families but the dimension's target cues) and
+    predict the test split's labels: direction on changing clips, and constant vs changing
+    where constant clips exist. Without a usable train split they are scored by grouped
+    cross-validation over test sources. CIs resample sources. A category passes when the
+    best direction accuracy is at most MAX_SHORTCUT_ACCURACY with a CI that includes chance,
+    and the constant AUC (if any) is at most MAX_CONSTANT_AUC; a category too small to
+    audit gets passes = None and does not fail the dataset.
+    """
+    started = time.time()
+    root = Path(root)
+    rows = load_rows(root)
+    cues = dataset_cues(root, rows, cache=cache, workers=workers, compact=True, progress=progress)
+    measured = time.time() - started
+    with threadpool_limits(1):  # tiny fits: OpenMP threads cost more than they save
+        per_category = {
+            category: audit_category(category, [r for r in rows if r["category"] == category], cues)
+            for category in sorted({r["category"] for r in rows})
+        }
+    protocols = {c["protocol"] for c in per_category.values() if c["protocol"]}
+    report = {
+        "dataset": str(root),
+        "protocol": protocols.pop() if len(protocols) == 1 else ("mixed" if protocols else None),
+        "thresholds": {"max_shortcut_accuracy": MAX_SHORTCUT_ACCURACY, "max_constant_auc": MAX_CONSTANT_AUC},
+        "n_boot": N_BOOT,
+        "seed": SEED,
+        "cues_version": CUES_VERSION,
+        "n_clips": len(rows),
+        "seconds_cues": round(measured, 2),
+        "seconds": round(time.time() - started, 2),
+        "per_category": per_category,
+        "passes": all(c["passes"] is not False for c in per_category.values()),
+    }
+    report = _json_safe(report)
+    out = root / REPORT_FILE
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(tmp, out)
+    return report
+
+
+# ---------------------------------------------------------------------------------------
+# Report
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def format_audit(report: Mapping) -> str:
+    """Markdown table of an audit report, with a legend of the excluded target cues."""
+    lines = [
+        f"Shortcut audit of {report['dataset']} (protocol {report.get('protocol') or 'n/a'}; "
+        f"pass: accuracy <= {MAX_SHORTCUT_ACCURACY:.2f} with a CI including 0.5, "
+        f"constant AUC <= {MAX_CONSTANT_AUC:.2f})",
+        "",
+        "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
+        "worst curve | constant AUC | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    excluded = []
+    for category, c in report["per_category"].items():
+        if c["excluded_target_cues"]:
+            excluded.append(f"{category}: {', '.join(c['excluded_target_cues'])}")
+        if c["shortcut_accuracy"] is None:
+            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | "
+                         f"n/a ({'; '.join(c['reasons'])}) |")
+            continue
+        lo, hi = c["shortcut_ci"]
+        fam = c["by_family_set"]
+        worst = c["worst_curve"]
+        constant = "n/a" if c["constant_auc"] is None else (
+            f"{c['constant_auc']:.2f} [{_pct(c['constant_ci'][0])}, {_pct(c['constant_ci'][1])}]")
+        lines.append(
+            f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | "
+            f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] ({c['shortcut_classifier'].upper()}) | "
+            f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
+            f"{_pct((fam.get('global') or {}).get('accuracy'))} | {_pct((fam.get('edge') or {}).get('accuracy'))} | "
+            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {'yes' if c['passes'] else 'NO'} |"
+        )
+    lines.append("")
+    lines.append("Cue families excluded as target cues: " + ("; ".join(excluded) if excluded else "none") + ".")
+    return "\n".join(lines)

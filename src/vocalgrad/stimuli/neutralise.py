@@ -1,0 +1,116 @@
+"""Make every clip of a source alike in everything but the target dimension.
+
+A clip leaks its label through cues no listener should use when those cues differ between
+an increase clip and its decrease twin: exact digital silence at one end, absolute level
+or peak, loudness that a process changes as a side effect. Three steps remove them:
+
+- a **room-tone floor**: the same low, steady pink noise under every clip of a source (and
+  under its reference), added after processing, so no clip has exact digital silence and
+  the edges differ only by the target;
+- **loudness compensation**: a slow gain that makes the clip's momentary loudness follow
+  the source's, for dimensions whose processing changes loudness as a side effect;
+- **level roving**: each clip's overall level is drawn at random (seeded by the item), so
+  absolute level and peak carry nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.ndimage import uniform_filter1d
+from scipy.signal import lfilter, sosfilt
+
+from vocalgrad.audio import FRAME_S, _k_weighting, frame_rms
+
+ROOM_TONE_DB = -50.0  # room-tone RMS relative to the source's speech RMS
+ROVE_DB = 3.0  # overall level drawn uniformly from +-ROVE_DB
+MOMENTARY_S = 0.4  # BS.1770 momentary-loudness window: the loudness the gain follows
+GAIN_SMOOTHING_S = 0.2  # extra smoothing so the compensation itself is a slow gain
+ACTIVE_DB = 30.0  # frames within 30 dB of the loudest momentary level count as speech
+
+# Paul Kellet's 3-pole approximation of a -3 dB/octave (pink) spectrum.
+_PINK_B = np.array([0.049922035, -0.095993537, 0.050612699, -0.004408786])
+_PINK_A = np.array([1.0, -2.494956002, 2.017265875, -0.522189400])
+
+
+def room_tone(n_samples: int, seed: int, rms: float) -> np.ndarray:
+    """Pink noise of the given RMS. Deterministic and prefix-stable: the first n samples
+    are the same whatever length is asked, so a clip with a reverb tail and its reference
+    share the same floor sample for sample."""
+    white = np.random.default_rng(seed).standard_normal(n_samples + _WARM_UP)
+    pink = lfilter(_PINK_B, _PINK_A, white)[_WARM_UP:]
+    return (pink * (rms / _PINK_RMS)).astype(np.float32)
+
+
+_WARM_UP = 4096  # samples the pink filter settles on before the output starts
+
+
+def _pink_rms() -> float:
+    white = np.random.default_rng(12345).standard_normal(1 << 18)
+    return float(np.sqrt(np.mean(lfilter(_PINK_B, _PINK_A, white)[_WARM_UP:] ** 2)))
+
+
+_PINK_RMS = _pink_rms()
+
+
+def room_tone_rms(speech_rms: float) -> float:
+    return float(speech_rms * 10 ** (ROOM_TONE_DB / 20))
+
+
+def with_room_tone(audio: np.ndarray, seed: int, rms: float) -> np.ndarray:
+    return (audio + room_tone(len(audio), seed, rms)).astype(np.float32)
+
+
+def rove_gain_db(seed: int, item: str) -> float:
+    """The clip's overall level offset (dB), from (global seed, item id) alone."""
+    return float(np.random.default_rng([seed, int(item, 16), 7]).uniform(-ROVE_DB, ROVE_DB))
+
+
+def k_weighted_frame_power(audio: np.ndarray, sr: int) -> np.ndarray:
+    """Mean square of the BS.1770 K-weighted signal per 10 ms frame."""
+    sections, gain = _k_weighting(sr)
+    weighted = gain * sosfilt(sections, audio.astype(np.float64))
+    return frame_rms(weighted, sr) ** 2
+
+
+def momentary_power(frame_power: np.ndarray) -> np.ndarray:
+    """K-weighted power over a sliding 400 ms window (the momentary-loudness window)."""
+    return uniform_filter1d(frame_power, max(1, int(round(MOMENTARY_S / FRAME_S))), mode="nearest")
+
+
+def compensate_loudness(
+    clip: np.ndarray,
+    ref_frame_power: np.ndarray,
+    sr: int,
+    source_time: np.ndarray | None = None,
+) -> np.ndarray:
+    """Apply a slow gain so the clip's momentary loudness follows the source's.
+
+    ``ref_frame_power`` is the source's K-weighted 10 ms frame power; ``source_time`` maps
+    the clip's frame centres to source time where the clip is time-warped (speaking
+    speed). The gain is estimated on speech frames only and held across pauses, so a
+    reverb tail or the room tone in a pause is never pumped up or down.
+    """
+    for _ in range(2):  # a second pass corrects what the smoothing of the first left over
+        clip = _compensate_once(clip, ref_frame_power, sr, source_time)
+    return clip
+
+
+def _compensate_once(clip, ref_frame_power, sr, source_time):
+    clip_power = k_weighted_frame_power(clip, sr)
+    n = len(clip_power)
+    centres = (np.arange(n) + 0.5) * FRAME_S
+    ref_times = centres if source_time is None else source_time
+    ref_centres = (np.arange(len(ref_frame_power)) + 0.5) * FRAME_S
+    ref_power = np.interp(ref_times, ref_centres, ref_frame_power, left=0.0, right=0.0)
+    ref_m, clip_m = momentary_power(ref_power), momentary_power(clip_power)
+    active = ref_m > ref_m.max() * 10 ** (-ACTIVE_DB / 10)
+    active &= clip_m > 0
+    if not active.any():
+        return clip
+    gain_db = np.full(n, np.nan)
+    gain_db[active] = 10 * np.log10(ref_m[active] / clip_m[active])
+    index = np.arange(n)
+    gain_db = np.interp(index, index[active], gain_db[active])  # held across pauses and edges
+    gain_db = uniform_filter1d(gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest")
+    sample_gain = np.interp(np.arange(len(clip)) / sr, centres, gain_db)
+    return (clip * 10 ** (sample_gain / 20)).astype(np.float32)

@@ -1,0 +1,241 @@
+"""The shortcut audit on tiny hand-built datasets: leaks are caught, clean twins pass.
+
+Each dataset is written directly (FLAC + metadata.jsonl), with speech-like signals: a
+harmonic complex on a random F0 with a 4 Hz syllabic envelope, one voice per source. The
+increase and decrease clips of a source are twins: the same signal under a gain ramp up or
+down, loudness-matched, with the same silences, unless a test plants a leak.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vocalgrad import cli
+from vocalgrad.audio import load_audio, normalise, write_flac_atomic
+from vocalgrad.dataset import write_jsonl
+from vocalgrad.dimensions import get
+from vocalgrad.errors import ConfigError
+from vocalgrad.listeners import Request, load_listener
+from vocalgrad.prompts import build_prompt
+from vocalgrad.stimuli.audit import (
+    CACHE_DIR,
+    CACHE_FILE,
+    CUE_NAMES,
+    FAMILIES,
+    audit_dataset,
+    clip_cues,
+    format_audit,
+)
+
+SR = 16000
+N_SOURCES = 12
+RAMP_DB = 6.0
+DIRECTIONS = ("increase", "decrease")
+
+
+def _voice(rng: np.random.Generator, seconds: float = 2.0) -> np.ndarray:
+    """A sustained voiced 'utterance': harmonics of a slowly wandering F0, 4 Hz syllables."""
+    t = np.arange(int(seconds * SR)) / SR
+    f0 = rng.uniform(95, 230) * (1 + 0.04 * np.sin(2 * np.pi * rng.uniform(0.4, 0.9) * t + rng.uniform(0, 6.3)))
+    phase = 2 * np.pi * np.cumsum(f0) / SR
+    tilt = rng.uniform(0.9, 1.6)
+    x = sum(k ** -tilt * np.sin(k * phase + rng.uniform(0, 6.3)) for k in range(1, 30) if k * f0.max() < 0.45 * SR)
+    syllables = (0.5 * (1 - np.cos(2 * np.pi * rng.uniform(3.5, 4.5) * t + rng.uniform(0, 6.3)))) ** 1.5
+    edges = np.minimum(1.0, np.minimum(t, t[-1] - t) / 0.05)  # 50 ms fades at the utterance edges
+    return (x * syllables * edges).astype(np.float32)
+
+
+def make_dataset(
+    root: Path,
+    category: str,
+    *,
+    silences: dict[str, tuple[float, float]] | None = None,
+    gain_db: dict[str, float] | None = None,
+    splits: tuple[str, ...] = ("train", "test"),
+    constant: bool = False,
+) -> Path:
+    """Twin clips per source; `silences` (lead, trail s) and `gain_db` per direction plant leaks."""
+    directions = DIRECTIONS + (("constant",) if constant else ())
+    for s_index, split in enumerate(splits):
+        rows = []
+        for i in range(N_SOURCES):
+            rng = np.random.default_rng([7, s_index, i])
+            base = _voice(rng)
+            source_id = f"{split}-src{i:02d}"
+            curve = ("linear", "quadratic")[i % 2]
+            for direction in directions:
+                sign = {"increase": 1.0, "decrease": -1.0, "constant": 0.0}[direction]
+                ramp_db = sign * RAMP_DB * np.linspace(-1, 1, len(base))
+                x = normalise(base * (10 ** (ramp_db / 20)).astype(np.float32), SR, -26.0)
+                x = x * np.float32(10 ** ((gain_db or {}).get(direction, 0.0) / 20))
+                lead, trail = (silences or {}).get(direction, (0.4, 0.4))
+                audio = np.concatenate([np.zeros(int(lead * SR), np.float32), x, np.zeros(int(trail * SR), np.float32)])
+                item_id = f"{category}-{source_id}-{direction}"
+                file_name = f"{item_id}.flac"
+                sha = write_flac_atomic(root / split / file_name, audio, SR)
+                rows.append({
+                    "file_name": file_name, "item_id": item_id, "category": category,
+                    "direction": direction, "tier": "high", "curve": curve, "magnitude": RAMP_DB * 2,
+                    "unit": "dB", "source_id": source_id, "speaker_id": f"spk-{source_id}",
+                    "split": split, "sample_rate": SR, "duration_s": len(audio) / SR,
+                    "speech_onset_s": lead, "speech_offset_s": lead + len(x) / SR, "verified": True,
+                    "audio_sha256": sha,
+                })  # fmt: skip
+        write_jsonl(root / split / "metadata.jsonl", rows)
+    return root
+
+
+# lead, trail: increase clips start with 0.6 s of silence, decrease clips with 0.2 s (same length)
+SILENCE_LEAK = {"increase": (0.6, 0.2), "decrease": (0.2, 0.6)}
+
+
+@pytest.fixture(scope="module")
+def silence_leak(tmp_path_factory) -> Path:
+    category = "speaking_speed"
+    assert "edge_silence" not in get(category).SPEC.target_cues
+    return make_dataset(tmp_path_factory.mktemp("audit") / "silence-leak", category, silences=SILENCE_LEAK)
+
+
+@pytest.fixture(scope="module")
+def level_leak(tmp_path_factory) -> Path:
+    return make_dataset(tmp_path_factory.mktemp("audit") / "level-leak", "volume",
+                        gain_db={"increase": 6.0}, constant=True)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> Path:
+    assert {"edge_level", "edge_silence"} <= set(get("volume").SPEC.target_cues)
+    return make_dataset(tmp_path_factory.mktemp("audit") / "clean", "volume")
+
+
+def test_clip_cues_names_and_values():
+    audio = np.concatenate([np.zeros(SR // 2, np.float32), normalise(_voice(np.random.default_rng(1)), SR, -26.0),
+                            np.zeros(SR // 4, np.float32)])
+    cues = clip_cues(audio, SR)
+    assert list(cues) == [n for f in FAMILIES for n in CUE_NAMES[f]]
+    assert all(name.startswith(family) for family in FAMILIES for name in CUE_NAMES[family])
+    assert cues["global_duration_s"] == pytest.approx(2.75)
+    assert cues["global_loudness_lufs"] == pytest.approx(-26.0, abs=1.0)  # gating sees the silences
+    assert 90 < cues["global_f0_hz"] < 240
+    # the detector finds the first and last syllable, at most one syllable (~0.25 s) inside
+    assert 0.5 <= cues["edge_silence_lead_s"] <= 0.8 and 0.25 <= cues["edge_silence_trail_s"] <= 0.55
+    assert cues["edge_zeros_first"] == 1.0 and cues["edge_level_first_db"] == -120.0
+    assert cues["edge_spectrum_first_hz"] == 0.0
+    assert 0.1 < cues["global_zero_share"] < 0.5 and cues["global_file_bytes"] > 1000
+    silent = clip_cues(np.zeros(SR, np.float32), SR)
+    assert np.isnan(silent["global_f0_hz"]) and silent["global_zero_share"] == 1.0
+
+
+def test_leading_silence_leak_is_flagged(silence_leak):
+    report = audit_dataset(silence_leak, workers=2)
+    c = report["per_category"]["speaking_speed"]
+    assert report["protocol"] == "train->test" and c["protocol"] == "train->test"
+    assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False and report["passes"] is False
+    assert c["shortcut_ci"][0] > 0.5
+    assert c["n_items_test"] == 2 * N_SOURCES and c["n_sources_test"] == N_SOURCES
+    assert c["by_family_set"]["edge"]["accuracy"] >= 0.9
+    assert set(c["per_curve"]) == {"linear", "quadratic"}
+    assert json.loads((silence_leak / "audit.json").read_text())["passes"] is False
+
+
+def test_overall_level_leak_is_flagged(level_leak):
+    report = audit_dataset(level_leak)
+    c = report["per_category"]["volume"]
+    assert c["excluded_target_cues"] == ["edge_silence", "edge_level"]
+    assert not any(f.startswith(("edge_silence", "edge_level")) for f in c["features"])
+    assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
+    assert c["by_family_set"]["global"]["accuracy"] >= 0.9
+    assert c["constant"]["n_constant_test"] == N_SOURCES and 0.0 <= c["constant_auc"] <= 1.0
+    table = format_audit(report)
+    assert "| volume | 24 | 12 |" in table and "NO |" in table
+    assert "volume: edge_silence, edge_level" in table
+
+
+def test_clean_twins_pass(clean):
+    report = audit_dataset(clean)
+    c = report["per_category"]["volume"]
+    lo, hi = c["shortcut_ci"]
+    assert c["shortcut_accuracy"] <= 0.70 and lo <= 0.5 <= hi, c
+    assert c["passes"] is True and report["passes"] is True
+    assert "yes |" in format_audit(report)
+
+
+def test_cues_are_cached_and_resumed(tmp_path):
+    root = make_dataset(tmp_path / "ds", "volume", splits=("test",))
+    first = audit_dataset(root)
+    assert first["protocol"] == "grouped-cv"  # no train split
+    cache = root / CACHE_DIR / CACHE_FILE
+    content = cache.read_bytes()
+    lines = content.splitlines(keepends=True)
+    assert len(lines) == 2 * N_SOURCES
+    # the second run must not need the audio: its cues are cached, and the cache is untouched
+    victim = json.loads(lines[0])["key"].split("|")[0]
+    (root / "test" / f"{victim}.flac").unlink()
+    second = audit_dataset(root)
+    assert cache.read_bytes() == content
+    assert second["per_category"] == first["per_category"]
+    # an interrupted writer leaves a torn last line: it is dropped, and only that clip remeasured
+    cache.write_bytes(b"".join(lines[:-1]) + lines[-1][:40])
+    third = audit_dataset(root)
+    assert third["per_category"] == first["per_category"]
+    assert sorted(cache.read_bytes().splitlines()) == sorted(content.splitlines())
+
+
+def test_grouped_cv_without_train_split_still_flags(tmp_path):
+    root = make_dataset(tmp_path / "ds", "speaking_speed", silences=SILENCE_LEAK, splits=("test",))
+    c = audit_dataset(root)["per_category"]["speaking_speed"]
+    assert c["protocol"] == "grouped-cv" and c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
+
+
+def _requests(root: Path, category: str) -> tuple[list[Request], list[str]]:
+    rows = [json.loads(line) for line in (root / "test" / "metadata.jsonl").read_text().splitlines()]
+    requests, truth = [], []
+    for row in rows:
+        audio, _ = load_audio(root / "test" / row["file_name"])
+        item_id = row["item_id"]
+        requests.append(Request(item_id, build_prompt(category, item_id=item_id), {item_id: audio}, row["source_id"]))
+        truth.append(row["direction"])
+    return requests, truth
+
+
+def test_shortcut_listener_exploits_the_leak(silence_leak, tmp_path):
+    listener = load_listener("baseline:shortcut", dataset=silence_leak)
+    assert listener.listener_id == "baseline:shortcut" and listener.can_score and listener.sample_rate == SR
+    requests, truth = _requests(silence_leak, "speaking_speed")
+    answers = listener.generate(requests)
+    assert np.mean([a == t for a, t in zip(answers, truth, strict=True)]) >= 0.9
+    scores = listener.score_choices(requests[:1])[0]
+    assert set(scores) == {"increase", "decrease"}
+    assert np.exp(scores["increase"]) + np.exp(scores["decrease"]) == pytest.approx(1.0)
+    # reversed controls are answered from their audio; ternary options get a low score
+    r = requests[0]
+    rev_id = r.item_id + "#reversed"
+    reversed_request = Request(rev_id, build_prompt("speaking_speed", "ternary", item_id=rev_id),
+                               {rev_id: r.target_audio[::-1].copy()}, r.source_id)
+    rev_scores = listener.score_choices([reversed_request])[0]
+    assert set(rev_scores) == {"increase", "decrease", "constant"}
+    assert rev_scores["constant"] < min(rev_scores["increase"], rev_scores["decrease"])
+    silent = Request("s", build_prompt("speaking_speed", item_id="s"), {"s": None})
+    assert listener.score_choices([silent])[0]["increase"] == pytest.approx(np.log(0.5))
+
+    no_train = make_dataset(tmp_path / "no-train", "speaking_speed", splits=("test",))
+    with pytest.raises(ConfigError, match="train split"):
+        load_listener("baseline:shortcut", dataset=no_train)
+    with pytest.raises(ConfigError, match="needs the dataset"):
+        load_listener("baseline:shortcut")
+
+
+def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
+    out = tmp_path / "audit.json"
+    assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "| category | items | sources | shortcut acc [CI]" in printed
+    assert "FAIL speaking_speed" in printed
+    assert json.loads(out.read_text())["per_category"]["speaking_speed"]["passes"] is False
+    assert cli.main(["audit", str(clean)]) == 0
+    assert "shortcut audit passed" in capsys.readouterr().out
+    assert cli.main(["audit", str(tmp_path / "missing")]) == 2
