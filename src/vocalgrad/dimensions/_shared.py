@@ -14,16 +14,16 @@ import numpy as np
 from vocalgrad.audio import FRAME_S, frame_rms
 from vocalgrad.stimuli.analysis import Analysis, head_tail
 
-GAIN_WINDOW_FRAMES = 8  # the gain fit pools 80 ms around each 10 ms frame
+GAIN_WINDOW_FRAMES = 4  # the gain fit pools 40 ms around each 10 ms frame
 GAIN_ACTIVE_DB = 40.0  # only frames within 40 dB of the source's loudest inform the fit
 QUIET_PERCENTILE = 1  # the source's floor: its quietest 1% of frames (room tone, mic noise)
 N_MELS = 40
 
 
 def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:
-    """clip - g(t) * source, with g(t) a least-squares gain per 80 ms (10 ms hop) on the
-    source's speech frames, interpolated across pauses. What remains is what the process
-    added (noise, reverb, distortion error), expressed at the source's scale."""
+    """(clip - g(t) * source) / g(t), with g(t) a least-squares gain per 40 ms (10 ms hop)
+    on the source's speech frames, interpolated across pauses. What remains is what the
+    process added (noise, reverb, distortion error), at the source's scale."""
     key = f"residual:{id(ref)}"
     if key in clip.cache:
         return clip.cache[key]
@@ -41,8 +41,9 @@ def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     gain = np.interp(np.arange(len(clip.audio)), centres, frame_gain)
     source = np.zeros(len(clip.audio))
     source[:n] = ref.audio[:n]
-    scale = float(np.median(frame_gain[ok])) if ok.any() else 1.0
-    residual = (clip.audio - gain * source) / (scale if abs(scale) > 1e-6 else 1.0)
+    # at the source's scale moment by moment: what was added relative to the speech as heard
+    scale = np.where(np.abs(gain) > 1e-6, gain, 1.0)
+    residual = (clip.audio - gain * source) / scale
     clip.cache[key] = residual
     return residual
 

@@ -28,6 +28,7 @@ SPEC = DimensionSpec(
     target_cues=("edge_level", "edge_silence"),  # the tail after the last word is the reverb itself
 )
 PREDELAY_S = 0.012
+INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none
 TAIL_S = 1.0  # every echo clip of a source, any direction, rings on for this long after the source ends
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
 
@@ -82,5 +83,5 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     out = []
     for window in windows(ref, n):
         w, e = wet[:n][window].sum() + floor * window.sum(), expected[:n][window].sum()
-        out.append(db(w / e) if e > 0 else float("nan"))
+        out.append(db(w / e + INAUDIBLE_RATIO) if e > 0 else float("nan"))
     return Measured(out[0], out[1])

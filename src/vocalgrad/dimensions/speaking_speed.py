@@ -19,8 +19,9 @@ SPEC = DimensionSpec(
     scale="linear",
     measured="local speaking rate relative to the source, from DTW alignment",
     measured_unit="x",
-    audibility_floor=0.05,
-    floor_basis="speech tempo JND ~5% (Quene 2007, J. Phonetics 35)",
+    audibility_floor=0.1,
+    floor_basis=("speech tempo JND ~5% (Quene 2007, J. Phonetics 35) at each end, so 0.1 between the "
+                 "start and end rates; also above what DTW alignment of short utterances resolves"),
     psychometric_range=(0.02, 0.50),
     centre="harmonic",  # every clip keeps the source's speech duration
     neutral_value=1.0,  # silences before and after the speech are not stretched

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis, head_tail
 from vocalgrad.stimuli.neutralise import k_weighted_frame_power
@@ -41,20 +42,22 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Median K-weighted (loudness-weighted) level difference to the source over the
-    source's speech frames in the head and tail: what the ear hears as louder or softer."""
-    c, r = k_level_db(clip), k_level_db(ref)
+    """K-weighted (loudness-weighted) energy of the clip over the source's, summed over the
+    source's speech frames in the head and tail: what the ear hears as louder or softer.
+    Energy, not a median of frame levels: added noise lifts quiet frames a lot but the
+    loudness of the speech hardly at all."""
+    c, r = k_power(clip), k_power(ref)
     n = min(len(c), len(r), len(ref.active))
-    diff = np.where(ref.active[:n], c[:n] - r[:n], np.nan)
-    head, tail = ref.head_tail_frames(n)
-    return Measured(*head_tail(diff, head, tail))
+    out = []
+    for window in windows(ref, n, active_only=True):
+        out.append(db(c[:n][window].sum() / r[:n][window].sum()) if window.any() else float("nan"))
+    return Measured(*out)
 
 
-def k_level_db(a: Analysis) -> np.ndarray:
-    if "k_level_db" not in a.cache:
-        with np.errstate(divide="ignore"):
-            a.cache["k_level_db"] = np.maximum(10 * np.log10(k_weighted_frame_power(a.audio, a.sr)), -120.0)
-    return a.cache["k_level_db"]
+def k_power(a: Analysis) -> np.ndarray:
+    if "k_power" not in a.cache:
+        a.cache["k_power"] = k_weighted_frame_power(a.audio, a.sr)
+    return a.cache["k_power"]
 
 
 def blind_change(clip: Analysis) -> float:

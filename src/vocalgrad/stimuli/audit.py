@@ -20,6 +20,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -29,7 +30,7 @@ import soundfile as sf
 from threadpoolctl import threadpool_limits
 
 from vocalgrad.audio import load_audio, loudness_lufs, speech_span
-from vocalgrad.dataset import dumps, load_rows, read_jsonl
+from vocalgrad.dataset import dumps, load_rows
 from vocalgrad.metrics import (
     _BootstrapAUC,
     _cluster_ids,
@@ -157,20 +158,22 @@ def _read_cache(path: Path) -> tuple[dict[str, dict[str, float]], int, bool]:
     if not path.is_file():
         return {}, 0, False
     cues: dict[str, dict[str, float]] = {}
-    n = 0
-    dirty = not path.read_bytes().endswith(b"\n") and path.stat().st_size > 0
-    for entry in read_jsonl(path):
-        n += 1
-        if entry.get("v") != CUES_VERSION or not isinstance(entry.get("cues"), dict):
+    text = path.read_text(errors="replace")
+    dirty = bool(text) and not text.endswith("\n")
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in lines:
+        try:
+            entry = json.loads(line)
+            if entry.get("v") != CUES_VERSION:
+                raise ValueError("another cue version")
+            cues[entry["key"]] = {k: (float("nan") if v is None else float(v)) for k, v in entry["cues"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):  # torn, foreign or stale line
             dirty = True
-            continue
-        cues[entry["key"]] = {k: (float("nan") if v is None else float(v)) for k, v in entry["cues"].items()}
-    return cues, n, dirty or n != len(cues)
+    return cues, len(lines), dirty or len(lines) != len(cues)
 
 
 def _write_cache(path: Path, entries: Mapping[str, Mapping[str, float]]) -> None:
     """Replace the cache atomically (temporary file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("w") as f:
         for key, cues in entries.items():
@@ -186,6 +189,19 @@ def _append_cache(path: Path, entries: Mapping[str, Mapping[str, float]]) -> Non
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _try(write: Callable[[Path, Mapping], None], path: Path, entries: Mapping) -> bool:
+    """Write to the cache if the dataset folder allows it (a read-only release does not:
+    the cues are then measured on every run)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write(path, entries)
+        return True
+    except OSError as err:
+        warnings.warn(f"{path}: cannot write the cue cache ({err}); cues will be remeasured next time",
+                      stacklevel=3)
+        return False
 
 
 def _init_worker() -> None:
@@ -217,18 +233,17 @@ def dataset_cues(
     path = root / CACHE_DIR / CACHE_FILE
     cached, _, dirty = _read_cache(path) if cache else ({}, 0, False)
     wanted = {_cache_key(r) for r in rows}
+    writable = cache
     if cache and (dirty or (compact and any(k not in wanted for k in cached))):
         if compact:
             cached = {k: v for k, v in cached.items() if k in wanted}
-        _write_cache(path, cached)
+        writable = _try(_write_cache, path, cached)
     todo: dict[str, str] = {}
     for r in rows:
         key = _cache_key(r)
         if key not in cached:
             todo.setdefault(key, r["path"])
     if todo:
-        if cache:
-            path.parent.mkdir(parents=True, exist_ok=True)
         keys = list(todo)
         pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) if workers > 1 else None
         try:
@@ -242,8 +257,8 @@ def dataset_cues(
                     measured = list(pool.map(_cues_of_file, paths, chunksize=max(1, len(paths) // (4 * workers))))
                 fresh = dict(zip(batch, measured, strict=True))
                 cached.update(fresh)
-                if cache:
-                    _append_cache(path, fresh)
+                if writable:
+                    writable = _try(_append_cache, path, fresh)
                 if progress is not None:
                     progress(begin + len(batch), len(keys))
         finally:
@@ -569,5 +584,7 @@ def format_audit(report: Mapping) -> str:
             f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {'yes' if c['passes'] else 'NO'} |"
         )
     lines.append("")
-    lines.append("Cue families excluded as target cues: " + ("; ".join(excluded) if excluded else "none") + ".")
+    others = len(report["per_category"]) > len(excluded)
+    lines.append("Cue families excluded as target cues: " + "; ".join(excluded or ["none"])
+                 + ("; other categories: none." if excluded and others else "."))
     return "\n".join(lines)
