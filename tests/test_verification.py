@@ -61,8 +61,9 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
         neutral = NEUTRAL.get(labelled.category, labelled.start)
 
         def outside(t):  # untouched speech; the change lives in the leading and trailing silences
-            t = np.asarray(t, dtype=np.float64)
-            return np.where(t < span.onset_s, labelled.start, np.where(t > span.offset_s, labelled.end, neutral))
+            t = np.asarray(t, dtype=np.float64)  # (100 ms clear of the detected span's edges)
+            before, after = t < span.onset_s - 0.1, t > span.offset_s + 0.1
+            return np.where(before, labelled.start, np.where(after, labelled.end, neutral))
 
         raw = dim.render(source.clean, outside, rng)
     else:

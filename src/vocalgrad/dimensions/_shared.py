@@ -42,7 +42,9 @@ def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     source = np.zeros(len(clip.audio))
     source[:n] = ref.audio[:n]
     # at the source's scale moment by moment: what was added relative to the speech as heard
-    scale = np.where(np.abs(gain) > 1e-6, gain, 1.0)
+    # (never divided by a gain the fit could not pin down: floored at a quarter of the typical)
+    typical = float(np.median(np.abs(frame_gain[ok]))) if ok.any() else 1.0
+    scale = np.maximum(np.abs(gain), max(0.25 * typical, 1e-6))
     residual = (clip.audio - gain * source) / scale
     clip.cache[key] = residual
     return residual
