@@ -25,10 +25,11 @@ demo: $(STAMP)
 	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 2 --n-train 0 --no-constant
 	$(VG) verify $(DEMO)/tiers
 	$(VG) info $(DEMO)/tiers
-	# 2. listeners: chance, pure bias, the acoustic ceiling, and Whisper tiny.en
+	# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en
 	$(VG) eval $(DEMO)/tiers --listener baseline:random --out $(RUNS)/random
 	$(VG) eval $(DEMO)/tiers --listener baseline:always-increase --out $(RUNS)/always-increase
 	$(VG) eval $(DEMO)/tiers --listener baseline:ideal --controls reversed --out $(RUNS)/ideal
+	$(VG) eval $(DEMO)/tiers --listener baseline:shortcut --out $(RUNS)/shortcut
 	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en --limit 270 --controls reversed --out $(RUNS)/whisper
 	$(VG) eval $(DEMO)/sweep --listener baseline:ideal --out $(RUNS)/sweep-ideal
 	$(VG) eval $(DEMO)/sweep --listener whisper:tiny.en --out $(RUNS)/sweep-whisper
@@ -36,7 +37,7 @@ demo: $(STAMP)
 	$(VG) build --out $(DEMO)/probe-set --n-test 4 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch
 	$(VG) probe $(DEMO)/probe-set --listener whisper:tiny.en --out $(DEMO)/probe
 	# 4. one self-contained report
-	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/whisper \
+	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/whisper \
 		$(RUNS)/sweep-ideal $(RUNS)/sweep-whisper --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
 	@echo "demo finished: open $(DEMO)/report.html"
 

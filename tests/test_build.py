@@ -40,7 +40,10 @@ def test_every_category_verifies_on_builtin_speech(small):
     _, report = small
     assert set(report["verification_agreement"]) == set(SMALL.categories)
     assert all(v >= 0.99 for v in report["verification_agreement"].values()), report["verification_agreement"]
-    assert report["clips_kept"] >= 0.98 * report["clips_rendered"]
+    assert report["clips_kept"] >= 0.95 * report["clips_rendered"]
+    refused = sum(c["refused_inaudible"] for c in report["per_category"].values())
+    failed = sum(c["failed_verification"] for c in report["per_category"].values())
+    assert report["clips_dropped"] >= refused + failed  # refused clips take their pair partner along
 
 
 def test_rows_follow_the_schema_and_names_reveal_nothing(small):

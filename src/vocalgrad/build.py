@@ -30,7 +30,7 @@ from vocalgrad.jit import warm_up
 from vocalgrad.provenance import versions
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
-from vocalgrad.stimuli.card import write_card
+from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.stimuli.render import (
     prepare_reference,
@@ -145,8 +145,9 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
 
 
 def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: bool = False,
-          cache_dir: Path | None = None) -> dict:
-    """Build (or resume building) a dataset into `out`; returns the build report."""
+          cache_dir: Path | None = None, audit: bool = True) -> dict:
+    """Build (or resume building) a dataset into `out`, then audit it for shortcuts (the
+    audit's table goes into the dataset card); returns the build report."""
     out = Path(out)
     started = time.time()
     state = out / STATE_DIR
@@ -179,7 +180,13 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
             log.flush()
             os.fsync(log.fileno())  # the log is the resume point: make it durable per source
             bar.update(result["n"])
-    return _finalise(out, state, config, selected, refused, time.time() - started)
+    report = _finalise(out, state, config, selected, refused, time.time() - started)
+    if audit:
+        from vocalgrad.stimuli.audit import audit_dataset
+
+        report["shortcut_audit"] = audit_dataset(out, workers=workers)
+        append_audit(out, report["shortcut_audit"])
+    return report
 
 
 def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[SpeechSource, str]]:

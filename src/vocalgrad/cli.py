@@ -38,7 +38,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         design=args.design,
         levels=args.levels,
     )
-    report = build(config, args.out, workers=args.workers, overwrite=args.overwrite)
+    report = build(config, args.out, workers=args.workers, overwrite=args.overwrite, audit=not args.no_audit)
     print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
           f"({report['clips_dropped']} dropped after verification, "
           f"{len(report['refused_conditions'])} refused conditions, "
@@ -48,6 +48,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     for s in report["skipped_sources"]:
         print(f"  skipped {s['source_id']}: {s['reason']}")
     print("verification agreement: " + ", ".join(f"{k} {v:.1%}" for k, v in report["verification_agreement"].items()))
+    refused = {k: v["refused_inaudible"] for k, v in report["per_category"].items() if v["refused_inaudible"]}
+    if refused:
+        print("refused as inaudible: " + ", ".join(f"{k} {v}" for k, v in refused.items()))
+    if "shortcut_audit" in report:
+        from vocalgrad.stimuli.audit import format_audit
+
+        print(format_audit(report["shortcut_audit"]))
     return 0
 
 
@@ -204,6 +211,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
+    b.add_argument("--no-audit", action="store_true", help="skip the shortcut audit at the end")
     b.set_defaults(func=cmd_build)
 
     v = sub.add_parser("verify", help="re-measure a dataset and report label agreement and confounds")

@@ -113,3 +113,23 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
     lines += [f"- {domain}: {n} sources. Licence: {lic}. {attr}" for (domain, lic, attr), n in licences.items()]
     lines += ["", "Provenance: `build.json` (config, versions, content hash); `build_report.json`."]
     (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def append_audit(out: Path, audit: dict) -> None:
+    """Add the shortcut audit (`audit.json`) to the dataset card."""
+    from vocalgrad.stimuli.audit import format_audit
+
+    verdict = {True: "every audited category passes", False: "some categories FAIL", None: "too small to audit"}
+    text = [
+        "",
+        "## Shortcut audit",
+        "",
+        "Classifiers on cues that should carry no direction (duration, loudness, peak, centroid, F0, "
+        "file size, exact zeros, edge silences and edge levels/spectra, minus the cue families that "
+        "*are* the target on a dimension), trained on the train split and tested on the test split, "
+        f"CIs clustered by source: {verdict.get(audit.get('passes'), 'see audit.json')}.",
+        "",
+        format_audit(audit),
+    ]
+    with (out / "README.md").open("a") as f:
+        f.write("\n".join(text) + "\n")
