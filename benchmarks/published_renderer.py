@@ -86,8 +86,7 @@ def published_span(audio: np.ndarray, sr: int) -> tuple[float, float]:
 
 def chunk_values(src: PublishedSource, condition: Condition, n_samples: int) -> np.ndarray:
     """The parameter at each chunk's centre, from vocalgrad's own curve and endpoints."""
-    scale = dimensions.get(condition.category).SPEC.scale
-    track = track_for(condition, scale, src.onset_s, src.offset_s)
+    track = track_for(condition, dimensions.get(condition.category).SPEC, src.onset_s, src.offset_s)
     centres = (np.arange(0, n_samples, int(CHUNK_S * src.sr)) + 0.5 * CHUNK_S * src.sr) / src.sr
     return np.asarray(track(np.minimum(centres, src.duration_s)), dtype=np.float64)
 
