@@ -9,6 +9,7 @@ from conftest import RENDER_SR
 from scipy.signal import butter, sosfiltfilt
 
 from vocalgrad import dimensions
+from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     PreparedSource,
@@ -17,6 +18,7 @@ from vocalgrad.stimuli.render import (
     measure_clip,
     prepare_reference,
     prepare_source,
+    quantise16,
     render_condition,
     track_for,
 )
@@ -89,9 +91,6 @@ def test_every_planted_broken_renderer_fails_verification(sources, category):
 def telephone(source: PreparedSource) -> PreparedSource:
     """The same recording through a 300-3400 Hz telephone band."""
     sos = butter(8, [300, 3400], btype="bandpass", fs=RENDER_SR, output="sos")
-    from vocalgrad.stimuli.analysis import Analysis
-    from vocalgrad.stimuli.render import quantise16
-
     narrow = quantise16(sosfiltfilt(sos, source.clean.audio).astype(np.float32))
     return prepare_source(Analysis(narrow, RENDER_SR, span=source.clean.span), source.tone_seed)
 

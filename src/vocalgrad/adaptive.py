@@ -29,7 +29,7 @@ from typing import Protocol
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.dataset import write_jsonl
+from vocalgrad.dataset import clean, write_jsonl
 from vocalgrad.psychometric import (
     BELOW,
     FUNCTIONS,
@@ -333,21 +333,8 @@ def save_adaptive(run_dir: str | Path, listener: str, results: list[AdaptiveResu
     payload = {"listener": listener, "manifest": manifest or {},
                "results": [r.to_dict() for r in results]}
     path = run_dir / "adaptive.json"
-    path.write_text(json.dumps(_clean(payload), indent=2) + "\n")
+    path.write_text(json.dumps(clean(payload), indent=2) + "\n")
     write_jsonl(run_dir / "results.jsonl", [row for r in results for row in trial_rows(r, listener)])
     if manifest is not None and not (run_dir / "manifest.json").is_file():
         (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     return path
-
-
-def _clean(value):
-    """JSON has no NaN: write undefined numbers (e.g. an unfitted slope) as null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        return _clean(value.item())
-    return value

@@ -93,6 +93,13 @@ def loudness_lufs(audio: np.ndarray, sr: int) -> float:
         return float(-0.691 + 10.0 * np.log10(np.nan_to_num(z[gated].mean()) if gated.any() else 0.0))
 
 
+def k_weighted_frame_power(audio: np.ndarray, sr: int, frame_s: float = FRAME_S) -> np.ndarray:
+    """Mean square of the BS.1770 K-weighted signal per frame: loudness-weighted energy."""
+    sections, gain = _k_weighting(sr)
+    weighted = gain * sosfilt(sections, audio.astype(np.float64))
+    return frame_rms(weighted, sr, frame_s) ** 2
+
+
 def normalise(audio: np.ndarray, sr: int, target_lufs: float) -> np.ndarray:
     """Set integrated loudness, then pull the peak under -1 dBFS if needed (never clips)."""
     lufs = loudness_lufs(audio, sr)

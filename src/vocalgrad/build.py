@@ -30,6 +30,7 @@ from vocalgrad.jit import warm_up
 from vocalgrad.provenance import versions
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
+from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.stimuli.render import (
@@ -182,8 +183,6 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
             bar.update(result["n"])
     report = _finalise(out, state, config, selected, refused, time.time() - started)
     if audit:
-        from vocalgrad.stimuli.audit import audit_dataset
-
         report["shortcut_audit"] = audit_dataset(out, workers=workers)
         append_audit(out, report["shortcut_audit"])
     return report

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from vocalgrad.errors import DatasetError
 
 SPLITS = ("test", "train")
@@ -30,11 +32,16 @@ REQUIRED_FIELDS = (
 
 
 def clean(value: Any) -> Any:
-    """JSON has no NaN: write missing measurements as null."""
+    """JSON has no NaN: write missing or undefined numbers as null (numpy scalars as plain
+    numbers), through dicts, lists and tuples."""
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
     return value
 
 

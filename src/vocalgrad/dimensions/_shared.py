@@ -8,25 +8,31 @@ compensation or a volume ramp mislabelled as another dimension leave nothing beh
 
 from __future__ import annotations
 
-import librosa
 import numpy as np
 
-from vocalgrad.audio import FRAME_S, frame_rms
-from vocalgrad.stimuli.analysis import Analysis, head_tail
+from vocalgrad.audio import FRAME_S
+from vocalgrad.stimuli.analysis import Analysis, mel_spectrogram
 
 GAIN_WINDOW_FRAMES = 4  # the gain fit pools 40 ms around each 10 ms frame
 GAIN_ACTIVE_DB = 40.0  # only frames within 40 dB of the source's loudest inform the fit
-QUIET_PERCENTILE = 1  # the source's floor: its quietest 1% of frames (room tone, mic noise)
-N_MELS = 40
+MASK_OFFSET_DB = 20.0  # speech masks an error this far below it in the same band
+
+# What audio_distortion and audio_roughness share: both are verified as an error a process
+# adds to the speech, read as an error-to-mask ratio (`error_to_mask_db`).
+ERROR_TO_MASK_SPEC = {
+    "measured": "error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
+                "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
+    "measured_unit": "dB",
+    "audibility_floor": 3.0,
+    "floor_basis": ("an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
+                    "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"),
+}
 
 
 def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     """(clip - g(t) * source) / g(t), with g(t) a least-squares gain per 40 ms (10 ms hop)
     on the source's speech frames, interpolated across pauses. What remains is what the
     process added (noise, reverb, distortion error), at the source's scale."""
-    key = f"residual:{id(ref)}"
-    if key in clip.cache:
-        return clip.cache[key]
     n = min(len(clip.audio), len(ref.audio))
     hop = int(round(FRAME_S * ref.sr))
     usable = (n // hop) * hop
@@ -45,46 +51,11 @@ def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     # (never divided by a gain the fit could not pin down: floored at a quarter of the typical)
     typical = float(np.median(np.abs(frame_gain[ok]))) if ok.any() else 1.0
     scale = np.maximum(np.abs(gain), max(0.25 * typical, 1e-6))
-    residual = (clip.audio - gain * source) / scale
-    clip.cache[key] = residual
-    return residual
-
-
-def quiet_power(ref: Analysis) -> float:
-    """Mean-square level of the source's floor (10 ms frames, quietest 5%)."""
-    power = frame_rms(ref.audio, ref.sr) ** 2
-    return float(np.percentile(power, QUIET_PERCENTILE)) if power.size else 0.0
+    return (clip.audio - gain * source) / scale
 
 
 def db(x: float) -> float:
     return float(10 * np.log10(x)) if x > 0 else float("nan")
-
-
-def mel_power(a: Analysis) -> np.ndarray:
-    """40-band mel power spectrogram, 10 ms hop: the band representation error and
-    spectral measures are read in (cached per signal)."""
-    if "mel_power" not in a.cache:
-        a.cache["mel_power"] = _mel(a.audio, a.sr)
-    return a.cache["mel_power"]
-
-
-def _mel(audio: np.ndarray, sr: int) -> np.ndarray:
-    hop = int(round(FRAME_S * sr))
-    return librosa.feature.melspectrogram(
-        y=np.asarray(audio, dtype=np.float32), sr=sr, n_fft=512 if sr <= 24000 else 2048, hop_length=hop,
-        n_mels=N_MELS, center=False, power=2.0,
-    )
-
-
-def band_floor(ref: Analysis) -> np.ndarray:
-    """Per-band power of the source's floor (quietest 1% of frames)."""
-    if "band_floor" not in ref.cache:
-        ref.cache["band_floor"] = np.percentile(mel_power(ref), QUIET_PERCENTILE, axis=1)
-    return ref.cache["band_floor"]
-
-
-def mel_centres(sr: int) -> np.ndarray:
-    return librosa.mel_frequencies(n_mels=N_MELS + 2, fmax=sr / 2)[1:-1]
 
 
 def windows(ref: Analysis, n_frames: int, active_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -99,29 +70,24 @@ def windows(ref: Analysis, n_frames: int, active_only: bool = False) -> tuple[np
     return head, tail
 
 
-def noise_to_mask_db(clip: Analysis, ref: Analysis, mask_offset_db: float) -> tuple[float, float]:
-    """Error-to-mask ratio over the head and tail: 10 log10(1 + mean E/M) over mel bands and
-    speech frames, so 0 dB means the error hides under its mask everywhere.
+def error_to_mask_db(clip: Analysis, ref: Analysis) -> tuple[float, float]:
+    """Error-to-mask ratio over the head and tail: 10 log10(1 + E/M) per speech frame, E/M
+    averaged over mel bands, median over the window's frames; 0 dB means the error hides
+    under its mask everywhere.
 
     Error E = mel power of the gain-matched residual per 10 ms frame; mask M = the source's
-    own power in that band and frame `mask_offset_db` down (speech masks error well below
-    it in the same band) plus the source's floor in that band. Frame by frame, so the quiet
-    stretches where an error is most audible are not averaged away by the loud vowels."""
-    error = _mel(gain_matched_residual(clip, ref).astype(np.float32), ref.sr)
-    signal = mel_power(ref)
+    own power in that band and frame MASK_OFFSET_DB down plus the source's floor in that
+    band. Frame by frame, so the quiet stretches where an error is most audible are not
+    averaged away by the loud vowels."""
+    error = mel_spectrogram(gain_matched_residual(clip, ref), ref.sr)
+    signal = ref.mel_power
     n = min(error.shape[1], signal.shape[1])
-    mask = signal[:, :n] * 10 ** (-mask_offset_db / 10) + band_floor(ref)[:, None]
+    mask = signal[:, :n] * 10 ** (-MASK_OFFSET_DB / 10) + ref.band_floor[:, None]
     per_frame = 10 * np.log10(1.0 + (error[:, :n] / mask).mean(axis=0))
     out = []
     for window in windows(ref, n, active_only=True):
         out.append(float(np.median(per_frame[window])) if window.any() else float("nan"))
     return out[0], out[1]
-
-
-def active_window_mean(per_frame: np.ndarray, ref: Analysis) -> tuple[float, float]:
-    """Mean of a per-10-ms-frame quantity over the speech-active head and tail frames."""
-    head, tail = windows(ref, min(len(per_frame), len(ref.active)), active_only=True)
-    return head_tail(per_frame, head, tail, reduce=np.mean)
 
 
 def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tier=None) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import noise_to_mask_db
+from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.trajectories import sample_times
@@ -16,16 +16,10 @@ SPEC = DimensionSpec(
     increase_means="more distorted: the effective rate falls",
     tiers={"low": 18000.0, "mid": 12000.0, "high": 6000.0},
     scale="log",
-    measured="error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
-             "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
-    measured_unit="dB",
-    audibility_floor=3.0,
-    floor_basis=("an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
-                 "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"),
+    **ERROR_TO_MASK_SPEC,
     constant_tolerance=8.0,  # the speech content moves a held error level by several dB (tiers: ~15 dB)
     psychometric_range=(3000.0, 15500.0),
 )
-MASK_OFFSET_DB = 20.0
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -56,4 +50,4 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 def measure(clip: Analysis, ref: Analysis) -> Measured:
     """Error-to-mask ratio of the clip against the source in a mel-band representation:
     what the hold adds (images, droop) where the speech does not mask it."""
-    return Measured(*noise_to_mask_db(clip, ref, MASK_OFFSET_DB))
+    return Measured(*error_to_mask_db(clip, ref))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.audio import FRAME_S
-from vocalgrad.dimensions._shared import noise_to_mask_db
+from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 
@@ -16,16 +16,10 @@ SPEC = DimensionSpec(
     increase_means="rougher (coarser quantisation): the bit depth falls",
     tiers={"low": 8.0, "mid": 6.0, "high": 4.0},
     scale="linear",
-    measured="error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
-             "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
-    measured_unit="dB",
-    audibility_floor=3.0,
-    floor_basis=("an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
-                 "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"),
+    **ERROR_TO_MASK_SPEC,
     constant_tolerance=3.0,
     psychometric_range=(3.0, 14.0),
 )
-MASK_OFFSET_DB = 20.0
 CLEAN_BITS = 16.0
 
 
@@ -57,7 +51,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     """Error-to-mask ratio of the clip against the source in a mel-band representation.
     A requantisation finer than the 16-bit grid's noise or the room tone is masked and
     reads 0 dB: a 14-bit "change" on 16-bit speech is refused as inaudible."""
-    return Measured(*noise_to_mask_db(clip, ref, MASK_OFFSET_DB))
+    return Measured(*error_to_mask_db(clip, ref))
 
 
 def _peak(ref: Analysis) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.audio import frame_rms
-from vocalgrad.dimensions._shared import db, gain_matched_residual, quiet_power, windows
+from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis, head_tail
 from vocalgrad.stimuli.trajectories import sample_times
@@ -49,6 +49,6 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     quieter than the floor already there reads as the floor."""
     power = frame_rms(gain_matched_residual(clip, ref), ref.sr) ** 2
     head, tail = windows(ref, len(power))
-    floor, speech = quiet_power(ref), max(ref.speech_rms, 1e-10) ** 2
+    floor, speech = ref.floor_power, max(ref.speech_rms, 1e-10) ** 2
     h, t = head_tail(power, head, tail, reduce=np.mean)
     return Measured(db((h + floor) / speech), db((t + floor) / speech))

@@ -26,14 +26,12 @@ class DimensionSpec:
     scale: str  # "linear" or "log": the scale on which the trajectory is interpolated
     measured: str  # what verification measures
     measured_unit: str
-    # The audibility floor: the smallest realised change (in measured_unit, on
-    # measured_scale) a listener can hear, from a published JND (floor_basis cites it). A
+    # The audibility floor: the smallest realised change (in measured_unit; "increase"
+    # clips change upward) a listener can hear, from a published JND (floor_basis cites it). A
     # clip whose measured change is smaller is refused as inaudible, never labelled.
     audibility_floor: float
     floor_basis: str
     psychometric_range: tuple[float, float]  # magnitudes a threshold sweep should span
-    measured_scale: str = "linear"  # "log": changes are compared in octaves (log2 ratio)
-    measured_polarity: int = 1  # sign of the measured change for an "increase" clip
     # How the trajectory is centred so that its time-average does not depend on curve x
     # direction (else a quadratic increase is lower on average than its decrease twin, and
     # mean F0, loudness or duration give the label away): "none", "mean" (arithmetic mean
@@ -65,10 +63,9 @@ class Measured:
     start: float
     end: float
 
-    def change(self, scale: str = "linear") -> float:
-        """end - start, or log2(end / start) octaves on a log scale."""
-        if scale == "log":
-            return float(np.log2(self.end / self.start)) if self.start > 0 and self.end > 0 else float("nan")
+    @property
+    def change(self) -> float:
+        """end - start, in the measured unit; positive for an "increase" clip."""
         return self.end - self.start
 
 

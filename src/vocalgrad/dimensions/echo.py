@@ -6,7 +6,7 @@ import numpy as np
 from scipy.signal import fftconvolve, lfilter
 
 from vocalgrad.audio import FRAME_S, frame_rms
-from vocalgrad.dimensions._shared import db, gain_matched_residual, quiet_power, windows
+from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.trajectories import sample_times
@@ -79,7 +79,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     a = np.exp(-6.908 * 2 * FRAME_S / MODEL_RT60_S)  # energy decays at twice the amplitude rate
     expected = lfilter([1 - a], [1, -a], dry)
     n = min(len(wet), len(expected))
-    floor = quiet_power(ref)
+    floor = ref.floor_power
     out = []
     for window in windows(ref, n):
         w, e = wet[:n][window].sum() + floor * window.sum(), expected[:n][window].sum()

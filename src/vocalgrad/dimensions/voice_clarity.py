@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import istft, stft
 
-from vocalgrad.dimensions._shared import band_floor, db, mel_centres, mel_power, windows
+from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.analysis import Analysis, mel_centres
 
 SPEC = DimensionSpec(
     name="voice_clarity",
@@ -71,10 +71,10 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     for the 150-1000 Hz band (so overall gain cancels), over the head and tail speech
     frames. Bands where the source has nothing (telephone speech above 4 kHz) do not count:
     a low-pass there changes nothing a listener could hear, and reads as no change."""
-    c, r = mel_power(clip), mel_power(ref)
+    c, r = clip.mel_power, ref.mel_power
     n = min(c.shape[1], r.shape[1])
     centres = mel_centres(ref.sr)
-    floor = band_floor(ref)
+    floor = ref.band_floor
     sums = [(c[:, :n][:, w].sum(axis=1), r[:, :n][:, w].sum(axis=1), max(int(w.sum()), 1))
             for w in windows(ref, n, active_only=True)]
     # the same bands in both windows: those where the source stands well clear of its floor

@@ -7,7 +7,6 @@ import numpy as np
 from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis, head_tail
-from vocalgrad.stimuli.neutralise import k_weighted_frame_power
 from vocalgrad.stimuli.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -46,18 +45,13 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     source's speech frames in the head and tail: what the ear hears as louder or softer.
     Energy, not a median of frame levels: added noise lifts quiet frames a lot but the
     loudness of the speech hardly at all."""
-    c, r = k_power(clip), k_power(ref)
+    c, r = clip.k_power, ref.k_power
     n = min(len(c), len(r), len(ref.active))
     out = []
     for window in windows(ref, n, active_only=True):
         out.append(db(c[:n][window].sum() / r[:n][window].sum()) if window.any() else float("nan"))
     return Measured(*out)
 
-
-def k_power(a: Analysis) -> np.ndarray:
-    if "k_power" not in a.cache:
-        a.cache["k_power"] = k_weighted_frame_power(a.audio, a.sr)
-    return a.cache["k_power"]
 
 
 def blind_change(clip: Analysis) -> float:

@@ -241,19 +241,8 @@ class ShortcutListener(Listener):
             f"{r['item_id']}:{r.get('audio_sha256') or ''}" for r in changing)).encode()).hexdigest()
         self.revision = f"cues{audit.CUES_VERSION}-train{learnt[:12]}"
         cues = audit.dataset_cues(self.root, changing, workers=workers)
-        self._models: dict[str, tuple[list[str], np.ndarray, object]] = {}
+        self._models = {c: audit.fit_direction_model(c, changing, cues) for c in sorted({r["category"] for r in changing})}
         self._cues: dict[str, dict[str, float]] = {}
-        for category in sorted({r["category"] for r in changing}):
-            members = sorted((r for r in changing if r["category"] == category), key=lambda r: str(r["item_id"]))
-            names = audit.feature_names(audit.allowed_families(category))
-            x = np.array([[cues[r["item_id"]].get(n, np.nan) for n in names] for r in members], dtype=float)
-            y = np.array([int(r["direction"] == "increase") for r in members])
-            fill = audit.fill_values(x)
-            if len(np.unique(y)) < 2:
-                model: object = float(y.mean())  # one label only: answer its base rate
-            else:
-                model = audit.make_classifiers()["lr"].fit(audit.impute(x, fill), y)
-            self._models[category] = (names, fill, model)
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
         return [max(s, key=s.get) for s in self.score_choices(requests)]
@@ -269,7 +258,7 @@ class ShortcutListener(Listener):
 
     def p_increase(self, request: Request) -> float:
         """P(increase) from the clip's cues; 0.5 without audio (text-only and silence controls)."""
-        from vocalgrad.stimuli.audit import clip_cues, impute
+        from vocalgrad.stimuli.audit import clip_cues
 
         category = request.prompt.category
         if category not in self._models:
@@ -277,9 +266,6 @@ class ShortcutListener(Listener):
         clip = request.target_audio
         if clip is None or not np.any(clip):
             return 0.5
-        names, fill, model = self._models[category]
-        if isinstance(model, float):
-            return model
         key = hashlib.sha1(np.ascontiguousarray(clip, dtype=np.float32).tobytes()).hexdigest()
         cues = self._cues.get(key)
         if cues is None:  # the same clip comes back once per prompt variant and option order
@@ -287,8 +273,7 @@ class ShortcutListener(Listener):
             if len(self._cues) >= 4096:
                 self._cues.clear()
             self._cues[key] = cues
-        x = impute(np.array([[cues.get(n, np.nan) for n in names]], dtype=float), fill)
-        return float(model.predict_proba(x)[0, 1])  # type: ignore[attr-defined]
+        return self._models[category].p_increase(cues)
 
 
 _EVIDENCE = {

@@ -15,7 +15,14 @@ import librosa
 import numpy as np
 import parselmouth
 
-from vocalgrad.audio import FRAME_S, SpeechSpan, frame_rms, loudness_lufs, speech_span
+from vocalgrad.audio import (
+    FRAME_S,
+    SpeechSpan,
+    frame_rms,
+    k_weighted_frame_power,
+    loudness_lufs,
+    speech_span,
+)
 
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.03
@@ -24,6 +31,8 @@ F0_CEILING_HZ = 500.0  # high female voices shifted up 4 semitones peak above 40
 HEAD_TAIL_FRACTION = 0.2  # measurements compare the first and last 20% of the speech span
 ACTIVE_RANGE_DB = 40.0  # frames within 40 dB of the loudest count as speech-active
 LEVEL_FLOOR_DB = -120.0
+N_MELS = 40
+QUIET_PERCENTILE = 1  # a signal's floor: its quietest 1% of frames (room tone, mic noise)
 
 
 _TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -105,13 +114,30 @@ class Analysis:
         return float(np.sqrt(np.mean(rms[self.active] ** 2))) if self.active.any() else 0.0
 
     @cached_property
+    def floor_power(self) -> float:
+        """Mean-square level of the signal's floor (10 ms frames, quietest 1%)."""
+        power = frame_rms(self.audio, self.sr) ** 2
+        return float(np.percentile(power, QUIET_PERCENTILE)) if power.size else 0.0
+
+    @cached_property
+    def k_power(self) -> np.ndarray:
+        """K-weighted (loudness-weighted) energy per 10 ms frame."""
+        return k_weighted_frame_power(self.audio, self.sr)
+
+    @cached_property
+    def mel_power(self) -> np.ndarray:
+        """40-band mel power spectrogram at 10 ms hop: spectral measures and alignment."""
+        return mel_spectrogram(self.audio, self.sr)
+
+    @cached_property
+    def band_floor(self) -> np.ndarray:
+        """Per-band power of the signal's floor (quietest 1% of frames in each band)."""
+        return np.percentile(self.mel_power, QUIET_PERCENTILE, axis=1)
+
+    @cached_property
     def log_mel(self) -> np.ndarray:
         """40-band log-mel spectrogram at 10 ms hop, for time alignment."""
-        hop = int(round(FRAME_S * self.sr))
-        mel = librosa.feature.melspectrogram(
-            y=self.audio, sr=self.sr, n_fft=512 if self.sr <= 24000 else 2048, hop_length=hop, n_mels=40, center=False
-        )
-        return np.log(mel + 1e-8)
+        return np.log(self.mel_power + 1e-8)
 
     def head_tail_frames(self, n_frames: int, frame_s: float = FRAME_S) -> tuple[np.ndarray, np.ndarray]:
         """Boolean masks for frames in the first and last 20% of this signal's speech span."""
@@ -124,6 +150,20 @@ class Analysis:
         head = (centres >= onset) & (centres < onset + width)
         tail = (centres > offset - width) & (centres <= offset)
         return head, tail
+
+
+def mel_spectrogram(audio: np.ndarray, sr: int) -> np.ndarray:
+    """40-band mel power spectrogram, 10 ms hop, frames not centred (frame i covers the
+    10 ms frame i of `frame_rms` and what follows it)."""
+    return librosa.feature.melspectrogram(
+        y=np.asarray(audio, dtype=np.float32), sr=sr, n_fft=512 if sr <= 24000 else 2048,
+        hop_length=int(round(FRAME_S * sr)), n_mels=N_MELS, center=False,
+    )
+
+
+def mel_centres(sr: int) -> np.ndarray:
+    """Centre frequencies (Hz) of the bands of `mel_spectrogram`."""
+    return librosa.mel_frequencies(n_mels=N_MELS + 2, fmax=sr / 2)[1:-1]
 
 
 def praat_tier(kind: str, times: np.ndarray, values: np.ndarray, xmax: float) -> parselmouth.Data:

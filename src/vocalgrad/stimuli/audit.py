@@ -23,6 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,7 @@ import soundfile as sf
 from threadpoolctl import threadpool_limits
 
 from vocalgrad.audio import load_audio, loudness_lufs, speech_span
-from vocalgrad.dataset import dumps, load_rows
+from vocalgrad.dataset import clean, dumps, load_rows
 from vocalgrad.metrics import (
     _BootstrapAUC,
     _cluster_ids,
@@ -318,6 +319,34 @@ def _fit_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, w
     return out
 
 
+@dataclass(frozen=True)
+class DirectionModel:
+    """The audit's logistic regression for one category, fitted on changing clips' cues:
+    what `baseline:shortcut` answers with."""
+
+    names: list[str]
+    fill: np.ndarray
+    model: object  # a fitted classifier, or the base rate when training had one label only
+
+    def p_increase(self, cues: Mapping[str, float]) -> float:
+        if isinstance(self.model, float):
+            return self.model
+        x = impute(np.array([[cues.get(n, np.nan) for n in self.names]], dtype=float), self.fill)
+        return float(self.model.predict_proba(x)[0, 1])  # type: ignore[attr-defined]
+
+
+def fit_direction_model(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> DirectionModel:
+    """Fit the direction classifier on the changing clips of `category` among `rows`."""
+    members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in _CHANGING)
+    names = feature_names(allowed_families(category))
+    x = _matrix(members, cues, names)
+    y = np.array([_is_increase(r) for r in members])
+    fill = fill_values(x)
+    if len(np.unique(y)) < 2:
+        return DirectionModel(names, fill, float(y.mean()) if len(y) else 0.5)
+    return DirectionModel(names, fill, make_classifiers()["lr"].fit(impute(x, fill), y))
+
+
 def _n_groups(rows: Sequence[Mapping]) -> int:
     return len({r["source_id"] for r in rows})
 
@@ -482,18 +511,6 @@ def audit_category(
     return out
 
 
-def _json_safe(value):
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        return _json_safe(value.item())
-    return value
-
-
 def audit_dataset(
     root: str | Path,
     *,
@@ -536,7 +553,7 @@ def audit_dataset(
         "per_category": per_category,
         "passes": all(c["passes"] is not False for c in per_category.values()),
     }
-    report = _json_safe(report)
+    report = clean(report)
     out = root / REPORT_FILE
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")

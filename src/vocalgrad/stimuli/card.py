@@ -9,6 +9,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.config import BuildConfig
+from vocalgrad.stimuli.audit import format_audit
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 
 
@@ -117,8 +118,6 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
 
 def append_audit(out: Path, audit: dict) -> None:
     """Add the shortcut audit (`audit.json`) to the dataset card."""
-    from vocalgrad.stimuli.audit import format_audit
-
     verdict = {True: "every audited category passes", False: "some categories FAIL", None: "too small to audit"}
     text = [
         "",

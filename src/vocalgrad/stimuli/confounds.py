@@ -11,7 +11,6 @@ import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.stimuli.analysis import Analysis
-from vocalgrad.stimuli.neutralise import k_weighted_frame_power
 
 CLIP_LEVEL = 0.999
 
@@ -40,7 +39,7 @@ def loudness_drift_db(clip: Analysis, ref: Analysis, clip_mid_s: float | None = 
     mid_clip = mid_ref if clip_mid_s is None else clip_mid_s
 
     def halves(a: Analysis, mid: float) -> float:
-        power = k_weighted_frame_power(a.audio, a.sr)
+        power = a.k_power
         t = (np.arange(len(power)) + 0.5) * FRAME_S
         early = power[(t >= a.span.onset_s) & (t < mid)].mean()
         late = power[(t >= mid) & (t <= a.span.offset_s)].mean()

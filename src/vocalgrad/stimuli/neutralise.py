@@ -15,11 +15,13 @@ or peak, loudness that a process changes as a side effect. Three steps remove th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.ndimage import uniform_filter1d
-from scipy.signal import lfilter, sosfilt
+from scipy.signal import lfilter
 
-from vocalgrad.audio import FRAME_S, _k_weighting, frame_rms
+from vocalgrad.audio import FRAME_S, k_weighted_frame_power
 
 ROOM_TONE_DB = -50.0  # room-tone RMS relative to the source's speech RMS
 ROVE_DB = 3.0  # overall level drawn uniformly from +-ROVE_DB
@@ -30,6 +32,7 @@ ACTIVE_DB = 30.0  # frames within 30 dB of the loudest momentary level count as 
 # Paul Kellet's 3-pole approximation of a -3 dB/octave (pink) spectrum.
 _PINK_B = np.array([0.049922035, -0.095993537, 0.050612699, -0.004408786])
 _PINK_A = np.array([1.0, -2.494956002, 2.017265875, -0.522189400])
+_WARM_UP = 4096  # samples the pink filter settles on before the output starts
 
 
 def room_tone(n_samples: int, seed: int, rms: float) -> np.ndarray:
@@ -40,8 +43,6 @@ def room_tone(n_samples: int, seed: int, rms: float) -> np.ndarray:
     pink = lfilter(_PINK_B, _PINK_A, white)[_WARM_UP:]
     return (pink * (rms / _PINK_RMS)).astype(np.float32)
 
-
-_WARM_UP = 4096  # samples the pink filter settles on before the output starts
 
 
 def _pink_rms() -> float:
@@ -65,13 +66,6 @@ def rove_gain_db(seed: int, item: str) -> float:
     return float(np.random.default_rng([seed, int(item, 16), 7]).uniform(-ROVE_DB, ROVE_DB))
 
 
-def k_weighted_frame_power(audio: np.ndarray, sr: int) -> np.ndarray:
-    """Mean square of the BS.1770 K-weighted signal per 10 ms frame."""
-    sections, gain = _k_weighting(sr)
-    weighted = gain * sosfilt(sections, audio.astype(np.float64))
-    return frame_rms(weighted, sr) ** 2
-
-
 def momentary_power(frame_power: np.ndarray) -> np.ndarray:
     """K-weighted power over a sliding 400 ms window (the momentary-loudness window)."""
     return uniform_filter1d(frame_power, max(1, int(round(MOMENTARY_S / FRAME_S))), mode="nearest")
@@ -81,25 +75,24 @@ def compensate_loudness(
     clip: np.ndarray,
     ref_frame_power: np.ndarray,
     sr: int,
-    source_time: np.ndarray | None = None,
+    to_source_time: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> np.ndarray:
     """Apply a slow gain so the clip's momentary loudness follows the source's.
 
-    ``ref_frame_power`` is the source's K-weighted 10 ms frame power; ``source_time`` maps
-    the clip's frame centres to source time where the clip is time-warped (speaking
-    speed). The gain is estimated on speech frames only and held across pauses, so a
+    ``ref_frame_power`` is the source's K-weighted 10 ms frame power; ``to_source_time``
+    maps clip times to source times where the clip is time-warped (speaking speed). The gain is estimated on speech frames only and held across pauses, so a
     reverb tail or the room tone in a pause is never pumped up or down.
     """
     for _ in range(2):  # a second pass corrects what the smoothing of the first left over
-        clip = _compensate_once(clip, ref_frame_power, sr, source_time)
+        clip = _compensate_once(clip, ref_frame_power, sr, to_source_time)
     return clip
 
 
-def _compensate_once(clip, ref_frame_power, sr, source_time):
+def _compensate_once(clip, ref_frame_power, sr, to_source_time):
     clip_power = k_weighted_frame_power(clip, sr)
     n = len(clip_power)
     centres = (np.arange(n) + 0.5) * FRAME_S
-    ref_times = centres if source_time is None else source_time
+    ref_times = centres if to_source_time is None else to_source_time(centres)
     ref_centres = (np.arange(len(ref_frame_power)) + 0.5) * FRAME_S
     ref_power = np.interp(ref_times, ref_centres, ref_frame_power, left=0.0, right=0.0)
     ref_m, clip_m = momentary_power(ref_power), momentary_power(clip_power)

@@ -14,7 +14,6 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.audio import (
-    FRAME_S,
     SpeechSpan,
     limit_peak,
     load_audio,
@@ -28,7 +27,6 @@ from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.neutralise import (
     compensate_loudness,
-    k_weighted_frame_power,
     room_tone_rms,
     rove_gain_db,
     with_room_tone,
@@ -63,11 +61,6 @@ class PreparedSource:
     @property
     def sr(self) -> int:
         return self.clean.sr
-
-    def k_power(self) -> np.ndarray:
-        if "k_power" not in self.clean.cache:
-            self.clean.cache["k_power"] = k_weighted_frame_power(self.clean.audio, self.sr)
-        return self.clean.cache["k_power"]
 
 
 def tone_seed_for(seed: int, source_id: str) -> int:
@@ -106,41 +99,26 @@ def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_
     and held at the neutral value outside the span where the dimension asks for it."""
     start, end = condition.start, condition.end
     curve = "linear" if condition.direction == "constant" else condition.curve
-    if spec.scale == "log":
-        lo, hi = np.log(start), np.log(end)
+    log = spec.scale == "log"
+    lo, hi = (np.log(start), np.log(end)) if log else (start, end)
 
-        def base(t):
-            return np.exp(parameter_track(curve, lo, hi, t, onset_s, offset_s))
-    else:
+    def base(t: np.ndarray) -> np.ndarray:
+        values = parameter_track(curve, lo, hi, t, onset_s, offset_s)
+        return np.exp(values) if log else values
 
-        def base(t):
-            return parameter_track(curve, start, end, t, onset_s, offset_s)
-
-    grid = np.linspace(onset_s, offset_s, 4001)
-    if spec.centre == "mean":
-        shift = float(np.mean(base(grid))) - (start + end) / 2
-
-        def centred(t):
-            return base(t) - shift
-    elif spec.centre == "harmonic":
-        factor = float(np.mean(1.0 / base(grid)))
-
-        def centred(t):
-            return base(t) * factor
-    else:
-        centred = base
-    if spec.neutral_value is None:
-        return centred
+    grid = base(np.linspace(onset_s, offset_s, 4001))
+    factor = float(np.mean(1.0 / grid)) if spec.centre == "harmonic" else 1.0
+    shift = float(np.mean(grid)) - (start + end) / 2 if spec.centre == "mean" else 0.0
     neutral = spec.neutral_value
 
-    def held(t):
+    def track(t):
         t = np.asarray(t, dtype=np.float64)
-        return np.where((t >= onset_s) & (t <= offset_s), centred(t), neutral)
+        values = base(t) * factor - shift
+        if neutral is None:
+            return values
+        return np.where((t >= onset_s) & (t <= offset_s), values, neutral)
 
-    return held
-
-
-VERDICTS = ("verified", "inaudible", "disagrees")
+    return track
 
 
 def verdict(direction: str, change: float, spec: DimensionSpec) -> str:
@@ -151,7 +129,7 @@ def verdict(direction: str, change: float, spec: DimensionSpec) -> str:
         return "disagrees"
     if direction == "constant":
         return "verified" if abs(change) < spec.constant_limit else "disagrees"
-    signed = change * spec.measured_polarity * (1 if direction == "increase" else -1)
+    signed = change if direction == "increase" else -change
     if signed >= spec.audibility_floor:
         return "verified"
     if abs(change) < spec.audibility_floor:
@@ -194,12 +172,9 @@ def finish(source: PreparedSource, category: str, processed: np.ndarray, track: 
     dim = dimensions.get(category)
     sr = source.sr
     if dim.SPEC.loudness_neutral:
-        source_time = None
-        inverse = getattr(dim, "source_time", None)
-        if inverse is not None:
-            centres = (np.arange(len(processed) // int(round(FRAME_S * sr))) + 0.5) * FRAME_S
-            source_time = inverse(track, centres)
-        processed = compensate_loudness(processed, source.k_power(), sr, source_time)
+        warp = getattr(dim, "source_time", None)
+        to_source = (lambda times: warp(track, times)) if warp else None
+        processed = compensate_loudness(processed, source.clean.k_power, sr, to_source)
     loudness = loudness_lufs(processed, sr)
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.clean.loudness_lufs - loudness) / 20))
@@ -215,7 +190,7 @@ def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span:
     dim = dimensions.get(category)
     clip = Analysis(audio, source.sr, span=span)
     measured = dim.measure(clip, source.heard)
-    change = measured.change(dim.SPEC.measured_scale)
+    change = measured.change
     return clip, measured, change, verdict(direction, change, dim.SPEC)
 
 

@@ -65,9 +65,7 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
             continue
         # our rows carry the source's speech span; a clip's own detection is unreliable
         # by design (a -18 dB start or a noisy end hides speech)
-        known = row.get("speech_onset_s") is not None and row.get("speech_offset_s") is not None
-        span = SpeechSpan(float(row["speech_onset_s"]), float(row["speech_offset_s"]), True) if known else None
-        clip = Analysis(audio, sr, span=span)
+        clip = Analysis(audio, sr, span=row_span(row))
         ref_row = refs.get(row.get("source_id"))
         bucket = results[category]
         if ref_row is not None:
@@ -76,7 +74,7 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
                 ref_cache.clear()  # rows are grouped by source: keep one reference in memory
                 ref = ref_cache[ref_row["path"]] = heard_reference(ref_row, sr)
             measured = dim.measure(clip, ref)
-            change = measured.change(dim.SPEC.measured_scale)
+            change = measured.change
             result = verdict(row["direction"], change, dim.SPEC)
             ok = result == "verified"
             conf = measure_confounds(clip, ref)
@@ -117,13 +115,17 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
     return {"dataset": str(root), "official": official, "per_category": summary, "failures": failures}
 
 
+def row_span(row: dict) -> SpeechSpan | None:
+    """The speech span a row records (the source's, moved by any time warp), if any."""
+    if row.get("speech_onset_s") is None or row.get("speech_offset_s") is None:
+        return None
+    return SpeechSpan(float(row["speech_onset_s"]), float(row["speech_offset_s"]), True)
+
+
 def heard_reference(ref_row: dict, sr: int) -> Analysis:
     """The source as every clip of it sounds before processing: the stored clean source
     plus its room-tone floor (seed and level recorded in the reference row)."""
-    audio, _ = load_audio(ref_row["path"])
-    known = ref_row.get("speech_onset_s") is not None and ref_row.get("speech_offset_s") is not None
-    span = SpeechSpan(float(ref_row["speech_onset_s"]), float(ref_row["speech_offset_s"]), True) if known else None
-    clean = Analysis(audio, sr, span=span)
+    clean = Analysis(load_audio(ref_row["path"])[0], sr, span=row_span(ref_row))
     if ref_row.get("room_tone_seed") is None:  # built before room tone existed
         return clean
     return prepare_source(clean, int(ref_row["room_tone_seed"]), float(ref_row["room_tone_rms"])).heard
