@@ -64,14 +64,18 @@ def make_dataset(
         rows = []
         for i in range(N_SOURCES):
             rng = np.random.default_rng([7, s_index, i])
-            base = _voice(rng)
+            half = _voice(rng, seconds=1.0)
+            # a palindrome: each increase twin is its decrease twin played backwards, so every
+            # cue that ignores time order is identical between them (a clean benchmark's ideal)
+            base = np.concatenate([half, half[::-1]])
             source_id = f"{split}-src{i:02d}"
             curve = ("linear", "quadratic")[i % 2]
             for direction in directions:
                 sign = {"increase": 1.0, "decrease": -1.0, "constant": 0.0}[direction]
                 ramp_db = sign * RAMP_DB * np.linspace(-1, 1, len(base))
                 x = normalise(base * (10 ** (ramp_db / 20)).astype(np.float32), SR, -26.0)
-                x = x * np.float32(10 ** ((gain_db or {}).get(direction, 0.0) / 20))
+                rove_db = rng.uniform(-3.0, 3.0)  # level roving, as the builder does
+                x = x * np.float32(10 ** (((gain_db or {}).get(direction, 0.0) + rove_db) / 20))
                 lead, trail = (silences or {}).get(direction, (0.4, 0.4))
                 audio = np.concatenate([np.zeros(int(lead * SR), np.float32), x, np.zeros(int(trail * SR), np.float32)])
                 item_id = f"{category}-{source_id}-{direction}"
@@ -130,6 +134,21 @@ def test_clip_cues_names_and_values():
     assert np.isnan(silent["global_f0_hz"]) and silent["global_zero_share"] == 1.0
 
 
+def test_with_a_span_edge_cues_read_only_the_silences():
+    """An edge window that reached into the speech would measure the target itself; with the
+    row's span, edge cues see the silence only (NaN where a recording has none), and the
+    level cues summarise the speech span."""
+    voice = normalise(_voice(np.random.default_rng(2)), SR, -26.0)
+    hiss = (1e-3 * np.random.default_rng(3).standard_normal(SR // 5)).astype(np.float32)
+    audio = np.concatenate([hiss, voice, hiss])
+    span = (0.2, 0.2 + len(voice) / SR)
+    cues = clip_cues(audio, SR, span)
+    assert cues["edge_level_first_db"] == pytest.approx(-60.0, abs=1.0)  # the hiss, not the voice
+    assert cues["global_loudness_lufs"] == pytest.approx(-26.0, abs=0.5)
+    tight = clip_cues(voice, SR, (0.0, len(voice) / SR))
+    assert np.isnan(tight["edge_level_first_db"]) and np.isnan(tight["edge_zeros_last"])
+
+
 def test_leading_silence_leak_is_flagged(silence_leak):
     report = audit_dataset(silence_leak, workers=2)
     c = report["per_category"]["speaking_speed"]
@@ -145,8 +164,8 @@ def test_leading_silence_leak_is_flagged(silence_leak):
 def test_overall_level_leak_is_flagged(level_leak):
     report = audit_dataset(level_leak)
     c = report["per_category"]["volume"]
-    assert c["excluded_target_cues"] == ["edge_silence", "edge_level"]
-    assert not any(f.startswith(("edge_silence", "edge_level")) for f in c["features"])
+    assert c["excluded_target_cues"] == ["edge_silence", "edge_level", "edge_spectrum", "edge_zeros"]
+    assert not any(f.startswith("edge_") for f in c["features"])
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
     assert c["by_family_set"]["global"]["accuracy"] >= 0.9
     assert c["constant"]["n_constant_test"] == N_SOURCES and 0.0 <= c["constant_auc"] <= 1.0

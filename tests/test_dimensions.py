@@ -186,3 +186,16 @@ def test_specs_declare_units_polarity_and_ranges():
         assert 0 < lo < hi
     assert "clearer" in dimensions.get("voice_clarity").SPEC.increase_means
     assert "falls" in dimensions.get("audio_distortion").SPEC.increase_means
+
+
+def test_constant_clips_hold_a_value_drawn_per_clip(references):
+    """A fixed middle value made "a middling amount" mark the constant clips: each now holds
+    its own value, drawn within the mid tier's range, recorded in param_start/param_end."""
+    conditions, _ = plan_conditions(BuildConfig(categories=("voice_pitch",)))
+    constant = next(c for c in conditions if c.direction == "constant")
+    held = [render_condition(references[0], constant, 0, f"{i:016x}") for i in (1, 2, 3)]
+    values = [r.param_start for r in held]
+    assert all(r.param_start == r.param_end for r in held)
+    assert len(set(values)) == 3 and all(-2.0 <= v <= 2.0 for v in values)
+    assert all(r.verified for r in held)
+

@@ -70,8 +70,9 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
         raw = dim.render(source.clean, outside, rng)
     else:
         raise ValueError(kind)
-    audio, _ = finish(source, labelled.category, raw, track, 0, ITEM)
-    return measure_clip(source, labelled.category, audio, clip_span(dim, track, source.clean), labelled.direction)[3]
+    span = clip_span(dim, track, source.clean)
+    audio, _ = finish(source, labelled.category, raw, track, span, 0, ITEM)
+    return measure_clip(source, labelled.category, audio, span, labelled.direction)[3]
 
 
 # the parameter value that leaves the speech untouched (where it is not the increase's start)

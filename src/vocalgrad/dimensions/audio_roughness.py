@@ -19,6 +19,10 @@ SPEC = DimensionSpec(
     **ERROR_TO_MASK_SPEC,
     constant_tolerance=3.0,
     psychometric_range=(3.0, 14.0),
+    # a coarse quantiser also silences a recording's own low-level background in its
+    # pauses (it gates): the level, spectrum and digital zeros of the silences at each end
+    # follow the bit depth there
+    target_cues=("edge_level", "edge_spectrum", "edge_zeros"),
 )
 CLEAN_BITS = 16.0
 

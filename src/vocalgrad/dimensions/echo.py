@@ -25,7 +25,8 @@ SPEC = DimensionSpec(
     floor_basis="direct-to-reverberant ratio JND 2-3 dB near 0-10 dB DRR (Larsen, Iyer, Lutfi & Hartmann 2008)",
     constant_tolerance=7.0,  # the speech content moves it (tiers change it by ~25 dB)
     psychometric_range=(0.03, 0.7),
-    target_cues=("edge_level", "edge_silence"),  # the tail after the last word is the reverb itself
+    # the tail after the last word is the reverb itself, in every edge cue
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros"),
 )
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none

@@ -23,7 +23,9 @@ SPEC = DimensionSpec(
     psychometric_range=(0.5, 24.0),
     centre="mean",
     loudness_neutral=False,  # loudness is the target
-    target_cues=("edge_level", "edge_silence"),
+    # the gain acts on the whole recording: its background in the silences and where a
+    # detector finds the speech follow the level at each end
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros"),
 )
 
 

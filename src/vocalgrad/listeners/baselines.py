@@ -242,6 +242,7 @@ class ShortcutListener(Listener):
         self.revision = f"cues{audit.CUES_VERSION}-train{learnt[:12]}"
         cues = audit.dataset_cues(self.root, changing, workers=workers)
         self._models = {c: audit.fit_direction_model(c, changing, cues) for c in sorted({r["category"] for r in changing})}
+        self._spans = {r["item_id"]: audit.row_span(r) for r in load_rows(self.root)}
         self._cues: dict[str, dict[str, float]] = {}
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
@@ -256,6 +257,13 @@ class ShortcutListener(Listener):
             out.append({o: float(scores.get(o, low)) for o in r.prompt.options})
         return out
 
+    def _span(self, item_id: str, duration_s: float) -> tuple[float, float] | None:
+        """The item's speech span, mirrored for a time-reversed control."""
+        span = self._spans.get(item_id.removesuffix(REVERSED_SUFFIX))
+        if span is None or not item_id.endswith(REVERSED_SUFFIX):
+            return span
+        return duration_s - span[1], duration_s - span[0]
+
     def p_increase(self, request: Request) -> float:
         """P(increase) from the clip's cues; 0.5 without audio (text-only and silence controls)."""
         from vocalgrad.stimuli.audit import clip_cues
@@ -269,7 +277,7 @@ class ShortcutListener(Listener):
         key = hashlib.sha1(np.ascontiguousarray(clip, dtype=np.float32).tobytes()).hexdigest()
         cues = self._cues.get(key)
         if cues is None:  # the same clip comes back once per prompt variant and option order
-            cues = clip_cues(clip, self.sample_rate)
+            cues = clip_cues(clip, self.sample_rate, self._span(request.item_id, len(clip) / self.sample_rate))
             if len(self._cues) >= 4096:
                 self._cues.clear()
             self._cues[key] = cues

@@ -56,7 +56,7 @@ EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-CUES_VERSION = 1  # bump when clip_cues changes: cached cues of another version are recomputed
+CUES_VERSION = 2  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 FLOOR_DB = -120.0
 N_BOOT = 2000
@@ -101,37 +101,62 @@ def _flac_bytes(audio: np.ndarray, sr: int) -> int:
     return len(buffer.getvalue())
 
 
-def clip_cues(audio: np.ndarray, sr: int) -> dict[str, float]:
+def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = None) -> dict[str, float]:
     """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
 
-    None of them follows the course of the clip over time: they summarise the whole clip or
-    its first and last 300 ms. `global_f0_hz` is NaN when nothing is voiced (the audit fills
-    it with the training median)."""
+    None of them follows the course of the clip over time: they summarise the clip, or what
+    lies before and after the speech. With the speech span (onset, offset) in seconds, the
+    level, spectrum, F0, size and zero cues summarise the speech span, and the edge cues the
+    silences in the first and last 300 ms only: an edge window that reached into speech
+    would measure the target itself at the start or end (recordings trimmed close to the
+    speech have no silence there; those cues are then NaN). Without a span, the whole clip
+    and its first and last 300 ms. NaN cues are filled with the training median."""
     audio = np.ascontiguousarray(audio, dtype=np.float32)
     duration = len(audio) / sr
-    quantised_zero = np.round(audio.astype(np.float64) * 32768) == 0
-    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-    lufs = loudness_lufs(audio, sr)
-    span = speech_span(audio, sr)
+    detected = speech_span(audio, sr)
     n_edge = max(1, min(len(audio), int(round(EDGE_S * sr))))
-    first, last = audio[:n_edge], audio[len(audio) - n_edge:]
+    if span is None:
+        body, first, last = audio, audio[:n_edge], audio[len(audio) - n_edge:]
+    else:
+        onset, offset = (int(round(t * sr)) for t in span)
+        onset, offset = min(max(onset, 0), len(audio)), min(max(offset, onset), len(audio))
+        body = audio[onset:offset] if offset - onset > sr // 10 else audio
+        first, last = audio[:min(onset, n_edge)], audio[max(offset, len(audio) - n_edge):]
+    peak = float(np.max(np.abs(body))) if body.size else 0.0
+    lufs = loudness_lufs(body, sr)
     return {
         "global_duration_s": duration,
         "global_loudness_lufs": max(FLOOR_DB, lufs) if math.isfinite(lufs) else FLOOR_DB,
         "global_peak_dbfs": max(FLOOR_DB, 20 * math.log10(peak)) if peak > 0 else FLOOR_DB,
-        "global_centroid_hz": _centroid_hz(audio, sr),
-        "global_f0_hz": Analysis(audio, sr, span=span).median_f0,
-        "global_file_bytes": float(_flac_bytes(audio, sr)),
-        "global_zero_share": float(quantised_zero.mean()) if audio.size else 1.0,
-        "edge_silence_lead_s": float(span.onset_s),
-        "edge_silence_trail_s": float(max(0.0, duration - span.offset_s)),
-        "edge_level_first_db": _rms_db(first),
-        "edge_level_last_db": _rms_db(last),
-        "edge_spectrum_first_hz": _centroid_hz(first, sr),
-        "edge_spectrum_last_hz": _centroid_hz(last, sr),
-        "edge_zeros_first": float(quantised_zero[:n_edge].mean()),
-        "edge_zeros_last": float(quantised_zero[len(audio) - n_edge:].mean()),
+        "global_centroid_hz": _centroid_hz(body, sr),
+        "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
+        "global_file_bytes": float(_flac_bytes(body, sr)),
+        "global_zero_share": _zero_share(body),
+        "edge_silence_lead_s": float(detected.onset_s),
+        "edge_silence_trail_s": float(max(0.0, duration - detected.offset_s)),
+        "edge_level_first_db": _edge(first, sr, _rms_db),
+        "edge_level_last_db": _edge(last, sr, _rms_db),
+        "edge_spectrum_first_hz": _edge(first, sr, lambda x: _centroid_hz(x, sr)),
+        "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
+        "edge_zeros_first": _edge(first, sr, _zero_share),
+        "edge_zeros_last": _edge(last, sr, _zero_share),
     }
+
+
+def _zero_share(x: np.ndarray) -> float:
+    """Share of samples that a 16-bit file holds as exact zeros."""
+    return float(np.mean(np.round(x.astype(np.float64) * 32768) == 0)) if x.size else 1.0
+
+
+def _edge(x: np.ndarray, sr: int, cue: Callable[[np.ndarray], float]) -> float:
+    """A cue of an edge window, NaN where the window holds under 20 ms of silence."""
+    return cue(x) if len(x) >= 0.02 * sr else float("nan")
+
+
+def row_span(row: Mapping) -> tuple[float, float] | None:
+    """The speech span a dataset row records, if any."""
+    onset, offset = row.get("speech_onset_s"), row.get("speech_offset_s")
+    return None if onset is None or offset is None else (float(onset), float(offset))
 
 
 def allowed_families(category: str) -> tuple[str, ...]:
@@ -209,9 +234,10 @@ def _init_worker() -> None:
     threadpool_limits(1)
 
 
-def _cues_of_file(path: str) -> dict[str, float]:
+def _cues_of_file(job: tuple[str, tuple[float, float] | None]) -> dict[str, float]:
+    path, span = job
     audio, sr = load_audio(path)
-    return clip_cues(audio, sr)
+    return clip_cues(audio, sr, span)
 
 
 def dataset_cues(
@@ -239,23 +265,23 @@ def dataset_cues(
         if compact:
             cached = {k: v for k, v in cached.items() if k in wanted}
         writable = _try(_write_cache, path, cached)
-    todo: dict[str, str] = {}
+    todo: dict[str, tuple[str, tuple[float, float] | None]] = {}
     for r in rows:
         key = _cache_key(r)
         if key not in cached:
-            todo.setdefault(key, r["path"])
+            todo.setdefault(key, (r["path"], row_span(r)))
     if todo:
         keys = list(todo)
         pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) if workers > 1 else None
         try:
             for begin in range(0, len(keys), _BATCH):
                 batch = keys[begin:begin + _BATCH]
-                paths = [todo[k] for k in batch]
+                jobs = [todo[k] for k in batch]
                 if pool is None:
                     with threadpool_limits(1):
-                        measured = [_cues_of_file(p) for p in paths]
+                        measured = [_cues_of_file(job) for job in jobs]
                 else:
-                    measured = list(pool.map(_cues_of_file, paths, chunksize=max(1, len(paths) // (4 * workers))))
+                    measured = list(pool.map(_cues_of_file, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
                 fresh = dict(zip(batch, measured, strict=True))
                 cached.update(fresh)
                 if writable:

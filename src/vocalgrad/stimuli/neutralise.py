@@ -57,10 +57,6 @@ def room_tone_rms(speech_rms: float) -> float:
     return float(speech_rms * 10 ** (ROOM_TONE_DB / 20))
 
 
-def with_room_tone(audio: np.ndarray, seed: int, rms: float) -> np.ndarray:
-    return (audio + room_tone(len(audio), seed, rms)).astype(np.float32)
-
-
 def rove_gain_db(seed: int, item: str) -> float:
     """The clip's overall level offset (dB), from (global seed, item id) alone."""
     return float(np.random.default_rng([seed, int(item, 16), 7]).uniform(-ROVE_DB, ROVE_DB))
@@ -80,15 +76,10 @@ def compensate_loudness(
     """Apply a slow gain so the clip's momentary loudness follows the source's.
 
     ``ref_frame_power`` is the source's K-weighted 10 ms frame power; ``to_source_time``
-    maps clip times to source times where the clip is time-warped (speaking speed). The gain is estimated on speech frames only and held across pauses, so a
-    reverb tail or the room tone in a pause is never pumped up or down.
+    maps clip times to source times where the clip is time-warped (speaking speed). The
+    gain is estimated on speech frames only and held across pauses, so a reverb tail or
+    the room tone in a pause is never pumped up or down.
     """
-    for _ in range(2):  # a second pass corrects what the smoothing of the first left over
-        clip = _compensate_once(clip, ref_frame_power, sr, to_source_time)
-    return clip
-
-
-def _compensate_once(clip, ref_frame_power, sr, to_source_time):
     clip_power = k_weighted_frame_power(clip, sr)
     n = len(clip_power)
     centres = (np.arange(n) + 0.5) * FRAME_S

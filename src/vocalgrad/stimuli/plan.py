@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 
@@ -13,7 +14,8 @@ from vocalgrad.config import BuildConfig
 
 @dataclass(frozen=True)
 class Condition:
-    """One cell of the grid. Constant clips have tier = curve = "none" and start == end."""
+    """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the
+    range their held value is drawn from (`held_constant`)."""
 
     category: str
     tier: str
@@ -56,8 +58,8 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 conditions.append(Condition(name, tier, curve, "increase", magnitude, low, high))
                 conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low))
         if config.include_constant:
-            value = constant_value(name, magnitudes["mid"], config.sample_rate)
-            conditions.append(Condition(name, "none", "none", "constant", 0.0, value, value))
+            low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
+            conditions.append(Condition(name, "none", "none", "constant", 0.0, low, high))
     return conditions, refused
 
 
@@ -78,14 +80,18 @@ def change_size(category: str, start: float, end: float) -> float:
     return float(abs(end - start))
 
 
-def constant_value(category: str, mid_magnitude: float, sr: int) -> float:
-    """The control holds the parameter at the middle of the mid tier's range (on the
-    dimension's scale): the dimension is present, it just does not change."""
-    dim = dimensions.get(category)
-    a, b = dim.endpoints(mid_magnitude, sr)
-    if dim.SPEC.scale == "log":
-        return float(np.sqrt(a * b))
-    return float((a + b) / 2)
+def held_constant(condition: Condition, seed: int, item: str) -> Condition:
+    """The constant control holds one value, drawn per clip (on the dimension's scale) from
+    the mid tier's range: the dimension is present, it just does not change. A fixed value
+    (the middle of the range) made "a middling amount over the whole clip" a cue that told
+    constant clips from changing ones (noise: AUC 1.00 in the shortcut audit)."""
+    u = float(np.random.default_rng([seed, int(item, 16), 11]).uniform())
+    lo, hi = condition.start, condition.end
+    if dimensions.get(condition.category).SPEC.scale == "log":
+        value = float(np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo))))
+    else:
+        value = lo + u * (hi - lo)
+    return dataclasses.replace(condition, start=value, end=value)
 
 
 def item_id(seed: int, source_id: str, condition: Condition) -> str:

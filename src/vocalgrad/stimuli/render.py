@@ -8,7 +8,8 @@ disk, so `vocalgrad verify` re-reading the files gets the same numbers.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -27,11 +28,11 @@ from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.neutralise import (
     compensate_loudness,
+    room_tone,
     room_tone_rms,
     rove_gain_db,
-    with_room_tone,
 )
-from vocalgrad.stimuli.plan import Condition, item_rng
+from vocalgrad.stimuli.plan import Condition, held_constant, item_rng
 from vocalgrad.stimuli.trajectories import parameter_track
 
 INT16_SCALE = 32768.0
@@ -57,10 +58,29 @@ class PreparedSource:
     heard: Analysis
     tone_seed: int
     tone_rms: float
+    tone: np.ndarray = field(repr=False)  # the room tone, as long as the longest clip so far
 
     @property
     def sr(self) -> int:
         return self.clean.sr
+
+    @cached_property
+    def speech_loudness(self) -> float:
+        """Integrated loudness of the source's speech span: what every clip is set to."""
+        return span_loudness(self.clean.audio, self.sr, self.clean.span)
+
+    def room_tone(self, n_samples: int) -> np.ndarray:
+        """The source's room tone, generated again only when a longer clip asks for it
+        (the generator is prefix-stable: every clip gets the same samples)."""
+        if len(self.tone) < n_samples:
+            self.tone = room_tone(n_samples, self.tone_seed, self.tone_rms)
+        return self.tone[:n_samples]
+
+
+def span_loudness(audio: np.ndarray, sr: int, span: SpeechSpan) -> float:
+    """Integrated loudness over a speech span: silences and tails do not set the level."""
+    onset, offset = int(round(span.onset_s * sr)), int(round(span.offset_s * sr))
+    return loudness_lufs(audio[onset:offset] if offset - onset >= sr // 2 else audio, sr)
 
 
 def tone_seed_for(seed: int, source_id: str) -> int:
@@ -87,10 +107,11 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
 
 
 def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = None) -> PreparedSource:
-    """Attach the room-tone floor (by default 50 dB under the speech) to a clean source."""
+    """Attach the room-tone floor (ROOM_TONE_DB under the speech) to a clean source."""
     rms = room_tone_rms(clean.speech_rms) if tone_rms is None else tone_rms
-    heard = Analysis(quantise16(with_room_tone(clean.audio, tone_seed, rms)), clean.sr, span=clean.span)
-    return PreparedSource(clean, heard, tone_seed, rms)
+    tone = room_tone(len(clean.audio), tone_seed, rms)
+    heard = Analysis(quantise16(clean.audio + tone), clean.sr, span=clean.span)
+    return PreparedSource(clean, heard, tone_seed, rms, tone)
 
 
 def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float) -> Track:
@@ -164,21 +185,22 @@ def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
     return SpeechSpan(float(onset), float(offset), ref.span.plausible, ref.span.reason)
 
 
-def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, seed: int,
-           item: str) -> tuple[np.ndarray, float]:
+def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
+           seed: int, item: str) -> tuple[np.ndarray, float]:
     """From processed audio to the 16-bit clip a listener hears: loudness compensation
-    where the dimension asks for it, the source's loudness, the room-tone floor, a roved
-    overall level, peak limiting. Returns (audio, rove dB)."""
+    where the dimension asks for it, the source's speech loudness (over the clip's speech
+    span), the room-tone floor, a roved overall level, peak limiting. Returns (audio, rove
+    dB)."""
     dim = dimensions.get(category)
     sr = source.sr
     if dim.SPEC.loudness_neutral:
         warp = getattr(dim, "source_time", None)
         to_source = (lambda times: warp(track, times)) if warp else None
         processed = compensate_loudness(processed, source.clean.k_power, sr, to_source)
-    loudness = loudness_lufs(processed, sr)
+    loudness = span_loudness(processed, sr, span)
     if np.isfinite(loudness):
-        processed = processed * np.float32(10 ** ((source.clean.loudness_lufs - loudness) / 20))
-    audio = with_room_tone(processed, source.tone_seed, source.tone_rms)
+        processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
+    audio = processed + source.room_tone(len(processed))
     rove = rove_gain_db(seed, item)
     audio = limit_peak(audio * np.float32(10 ** (rove / 20)))
     return quantise16(audio), rove
@@ -197,13 +219,14 @@ def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span:
 def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
     dim = dimensions.get(condition.category)
     spec = dim.SPEC
+    if condition.direction == "constant":
+        condition = held_constant(condition, seed, item)
     span = source.clean.span
     track = track_for(condition, spec, span.onset_s, span.offset_s)
+    heard_span = clip_span(dim, track, source.clean)
     processed = dim.render(source.clean, track, item_rng(seed, item))
-    audio, rove = finish(source, condition.category, processed, track, seed, item)
-    clip, measured, change, result = measure_clip(
-        source, condition.category, audio, clip_span(dim, track, source.clean), condition.direction
-    )
+    audio, rove = finish(source, condition.category, processed, track, heard_span, seed, item)
+    clip, measured, change, result = measure_clip(source, condition.category, audio, heard_span, condition.direction)
     ends = track(np.array([span.onset_s, span.offset_s]))
     midpoint = np.array([(span.onset_s + span.offset_s) / 2])
     warp = getattr(dim, "output_time", None)
