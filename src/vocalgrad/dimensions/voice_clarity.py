@@ -24,9 +24,9 @@ SPEC = DimensionSpec(
                  "spectrum (Green 1988; Moore, Oldfield & Dooley 1989)"),
     psychometric_range=(600.0, 7000.0),
     constant_tolerance=2.0,
-    # a speech detector (pre-emphasised level) finds a muffled first or last syllable later:
-    # the detected silence lengths follow the clarity at each end
-    target_cues=("edge_silence",),
+    # the low-pass acts on the whole recording, its background in the silences included,
+    # and a speech detector finds a muffled first or last syllable later
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros"),
 )
 SPLIT_HZ = 1000.0
 LOW_BAND_HZ = (150.0, 1000.0)
