@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	# 1. benchmarks from the builtin speech: the published tiers, and a magnitude sweep
 	$(VG) build --out $(DEMO)/tiers --n-test 8 --n-train 8
-	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 2 --n-train 0 --no-constant
+	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 2 --n-train 0 --no-constant --no-audit
 	$(VG) verify $(DEMO)/tiers
 	$(VG) info $(DEMO)/tiers
 	# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en
@@ -34,7 +34,7 @@ demo: $(STAMP)
 	$(VG) eval $(DEMO)/sweep --listener baseline:ideal --out $(RUNS)/sweep-ideal
 	$(VG) eval $(DEMO)/sweep --listener whisper:tiny.en --out $(RUNS)/sweep-whisper
 	# 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis
-	$(VG) build --out $(DEMO)/probe-set --n-test 4 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch
+	$(VG) build --out $(DEMO)/probe-set --n-test 4 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch --no-audit
 	$(VG) probe $(DEMO)/probe-set --listener whisper:tiny.en --out $(DEMO)/probe
 	# 4. one self-contained report
 	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/whisper \
