@@ -23,9 +23,9 @@ from vocalgrad.audio import load_audio, resample
 from vocalgrad.build import build
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
+from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Request
 from vocalgrad.listeners.whisper import WhisperListener, prompt_text
-from vocalgrad.prompts import build_prompt
 
 
 def dataset_dir(given: str | None) -> Path:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from test_psychometric import fit_sweep, sweep
 
-from vocalgrad.adaptive import (
+from vocalgrad.evaluation.adaptive import (
     QuestPlus,
     SimulatedObserver,
     Staircase,
@@ -16,7 +16,7 @@ from vocalgrad.adaptive import (
     run_adaptive,
     save_adaptive,
 )
-from vocalgrad.psychometric import BELOW, NONE, OK, polarity
+from vocalgrad.evaluation.psychometric import BELOW, NONE, OK, polarity
 
 CASES = [("voice_pitch", 0.6), ("volume", 3.0), ("voice_clarity", 2500.0)]
 

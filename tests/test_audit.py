@@ -19,8 +19,8 @@ from vocalgrad.audio import load_audio, normalise, write_flac_atomic
 from vocalgrad.dataset import write_jsonl
 from vocalgrad.dimensions import get
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Request, load_listener
-from vocalgrad.prompts import build_prompt
 from vocalgrad.stimuli.audit import (
     CACHE_DIR,
     CACHE_FILE,

@@ -22,9 +22,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
+from vocalgrad.evaluation.prompts import build_prompt  # noqa: E402
 from vocalgrad.listeners.base import Request  # noqa: E402
 from vocalgrad.listeners.hf import HFListener  # noqa: E402
-from vocalgrad.prompts import build_prompt  # noqa: E402
 
 WORDS = (
     "increase decrease constant yes no does the volume voice pitch speaking speed over time "

@@ -10,10 +10,10 @@ import pytest
 import soundfile as sf
 from e2e.human_helpers import ADMIN_TOKEN, Env, do_trial, make_dataset, trial_truth
 
+from vocalgrad.evaluation.prompts import question_text
 from vocalgrad.human.app import create_app
 from vocalgrad.human.store import Store, hash_token
 from vocalgrad.human.study import StudyError
-from vocalgrad.prompts import question_text
 
 
 @pytest.fixture(scope="module")

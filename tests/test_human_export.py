@@ -7,8 +7,8 @@ import json
 import pytest
 from e2e.human_helpers import Env, do_trial
 
+from vocalgrad.evaluation.metrics import summarise
 from vocalgrad.human.cli import main
-from vocalgrad.metrics import summarise
 
 FLIP = {"increase": "decrease", "decrease": "increase"}
 WRONG = {"1": "2", "2": "3", "3": "1"}

@@ -10,7 +10,7 @@ from numpy.testing import assert_equal
 from scipy.stats import norm
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
-from vocalgrad.metrics import (
+from vocalgrad.evaluation.metrics import (
     _BootstrapAUC,
     constant_summary,
     flip_rate,

@@ -58,8 +58,8 @@ def log_mel(audio: np.ndarray) -> np.ndarray:
 
 
 def _req(audio: np.ndarray):
+    from vocalgrad.evaluation.prompts import build_prompt
     from vocalgrad.listeners.base import Request
-    from vocalgrad.prompts import build_prompt
 
     return Request("x", build_prompt("volume", item_id="x"), {"x": audio})
 

@@ -16,6 +16,7 @@ from sklearn.preprocessing import StandardScaler
 from test_probing_organisms import BLOCKS, Organism, listener, synthetic_rows
 
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.probing.cli import add_parser
 from vocalgrad.probing.diagnose import late_stages, stage_order
 from vocalgrad.probing.features import extract
@@ -29,7 +30,6 @@ from vocalgrad.probing.probes import (
     shuffled,
 )
 from vocalgrad.probing.stats import balanced_accuracy_ci
-from vocalgrad.prompts import build_prompt
 
 
 def test_pooling_keeps_or_destroys_direction() -> None:

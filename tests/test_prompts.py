@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vocalgrad.errors import ConfigError
-from vocalgrad.parsing import parse_answer
-from vocalgrad.prompts import (
+from vocalgrad.evaluation.parsing import parse_answer
+from vocalgrad.evaluation.prompts import (
     PARAPHRASE_CATEGORIES,
     TARGET,
     VARIANTS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vocalgrad.adaptive import SimulatedObserver
-from vocalgrad.psychometric import (
+from vocalgrad.evaluation.adaptive import SimulatedObserver
+from vocalgrad.evaluation.psychometric import (
     BELOW,
     INSUFFICIENT,
     NONE,

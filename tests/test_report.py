@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vocalgrad.adaptive import SimulatedObserver, run_adaptive, save_adaptive
+from vocalgrad.evaluation.adaptive import SimulatedObserver, run_adaptive, save_adaptive
 from vocalgrad.report import SECTION_IDS, write_report
 from vocalgrad.stimuli.plan import design_magnitudes
 

@@ -122,9 +122,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluate import EvalConfig, evaluate, listener_slug
+    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, listener_slug
+    from vocalgrad.evaluation.score import markdown, score_run, write_summary
     from vocalgrad.listeners import load_listener
-    from vocalgrad.score import markdown, score_run, write_summary
 
     options = {}
     if args.base_url:
@@ -132,7 +132,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     listener = load_listener(args.listener, dataset=args.dataset, **options)
     out = Path(args.out or Path("runs") / listener_slug(args.listener))
     if args.adaptive:
-        from vocalgrad.evaluate_adaptive import describe, evaluate_adaptive
+        from vocalgrad.evaluation.evaluate_adaptive import describe, evaluate_adaptive
 
         results = evaluate_adaptive(args.dataset, listener, out, args.categories or (),
                                     method=args.adaptive, max_trials=args.max_trials)
@@ -170,7 +170,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from vocalgrad.score import compare_runs, markdown, score_run, to_csv, write_summary
+    from vocalgrad.evaluation.score import compare_runs, markdown, score_run, to_csv, write_summary
 
     by = args.by
     for run in args.runs:

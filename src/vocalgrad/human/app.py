@@ -24,10 +24,10 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
+from vocalgrad.evaluation.prompts import get_variant, question_text
 from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
 from vocalgrad.human.study import StudyError, dataset_sha256
-from vocalgrad.prompts import get_variant, question_text
 
 COOKIE = "vg_session"
 MAX_BODY = 4096  # bytes; every legitimate request body is well under 200

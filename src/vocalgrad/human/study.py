@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vocalgrad.errors import VocalgradError
-from vocalgrad.prompts import get_variant
+from vocalgrad.evaluation.prompts import get_variant
 
 
 class StudyError(VocalgradError):

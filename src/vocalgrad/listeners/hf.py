@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.evaluation.prompts import to_chat
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.listeners.hf_families import FAMILIES, Encoded, Family, _Voxtral, family_for
-from vocalgrad.prompts import to_chat
 
 PREFIX = "hf:"
 

@@ -33,8 +33,8 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.evaluation.prompts import TARGET, Prompt
 from vocalgrad.listeners.base import Listener, Request
-from vocalgrad.prompts import TARGET, Prompt
 
 __all__ = [
     "DEFAULT_BASE_URL",

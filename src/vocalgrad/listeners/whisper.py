@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.prompts import Prompt
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.listeners.ct2_whisper import (
     PACKAGED_WHEELS,
@@ -40,7 +41,6 @@ from vocalgrad.listeners.ct2_whisper import (
     find_packaged_models,
     load_hf_folder,
 )
-from vocalgrad.prompts import Prompt
 
 PROMPT_FORMAT = "startofprev-qa-v1"
 """Names the prompt layout in run manifests; change it whenever `prompt_text` changes."""

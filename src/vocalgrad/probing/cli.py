@@ -11,7 +11,7 @@ def _csv(value: str) -> tuple[str, ...]:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluate import listener_slug
+    from vocalgrad.evaluation.evaluate import listener_slug
     from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
     from vocalgrad.probing.probes import ProbeSettings
     from vocalgrad.probing.report import markdown

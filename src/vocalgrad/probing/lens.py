@@ -41,7 +41,7 @@ def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: in
 def behaviour_from_results(run: str | Path) -> dict[str, str | None]:
     """item_id -> the model's answer in a `vocalgrad eval` run (default prompt, no control;
     choice mode preferred over free text)."""
-    from vocalgrad.evaluate import load_results
+    from vocalgrad.evaluation.evaluate import load_results
 
     _, rows = load_results(run)
     out: dict[str, str | None] = {}

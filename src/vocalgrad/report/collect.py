@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vocalgrad.dataset import read_jsonl
-from vocalgrad.evaluate import load_results
+from vocalgrad.evaluation.evaluate import load_results
 
 HUMAN_PREFIX = "human"
 ADAPTIVE_TIER = "adaptive"

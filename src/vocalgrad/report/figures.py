@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from vocalgrad import dimensions
-from vocalgrad.psychometric import BELOW, OK, PsychometricFit
+from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit
 
 DPI = 100
 PROBE_STYLES = {  # probe -> (colour, line style, label)

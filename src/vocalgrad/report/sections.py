@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.metrics import constant_summary, flip_rate, same_answer_alarm, summarise
-from vocalgrad.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.evaluation.metrics import constant_summary, flip_rate, same_answer_alarm, summarise
+from vocalgrad.evaluation.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
     ADAPTIVE_TIER,

@@ -32,7 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad.audio import load_audio, loudness_lufs, speech_span
 from vocalgrad.dataset import clean, dumps, load_rows
-from vocalgrad.metrics import (
+from vocalgrad.evaluation.metrics import (
     _BootstrapAUC,
     _cluster_ids,
     _percentile_ci,

@@ -1,6 +1,6 @@
 """Adaptive threshold runs for costly listeners: render each trial's clip on demand.
 
-A staircase or QUEST+ procedure (`vocalgrad.adaptive`) chooses the next magnitude; the clip
+A staircase or QUEST+ procedure (`vocalgrad.evaluation.adaptive`) chooses the next magnitude; the clip
 is rendered from one of the dataset's stored references with the builder's own
 `render_condition`, so adaptive trials are the same stimuli a sweep would contain.
 """
@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.adaptive import AdaptiveResult, run_adaptive, save_adaptive
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.adaptive import AdaptiveResult, run_adaptive, save_adaptive
+from vocalgrad.evaluation.parsing import parse_answer
+from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Listener, Request
-from vocalgrad.parsing import parse_answer
-from vocalgrad.prompts import build_prompt
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import PreparedSource, prepare_source, render_condition, tone_seed_for

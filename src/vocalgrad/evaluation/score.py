@@ -12,8 +12,8 @@ import json
 import math
 from pathlib import Path
 
-from vocalgrad.evaluate import load_results, selected
-from vocalgrad.metrics import (
+from vocalgrad.evaluation.evaluate import load_results, selected
+from vocalgrad.evaluation.metrics import (
     constant_summary,
     flip_rate,
     paired_comparison,

@@ -25,10 +25,10 @@ from tqdm import tqdm
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import dumps, load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.evaluation.parsing import parse_answer
+from vocalgrad.evaluation.prompts import build_prompt, expected_answer, few_shot_examples
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
-from vocalgrad.parsing import parse_answer
-from vocalgrad.prompts import build_prompt, expected_answer, few_shot_examples
 from vocalgrad.provenance import versions
 from vocalgrad.sources import default_cache_dir
 

@@ -14,7 +14,7 @@ informative:
 Both talk to the listener through one callback, `ask(category, magnitude, direction,
 trial_index) -> correct`, so the caller decides how a clip of that magnitude is rendered and
 answered. Magnitudes stay inside the dimension's `psychometric_range`; directions are
-balanced in random pairs. The model is the one of `vocalgrad.psychometric`.
+balanced in random pairs. The model is the one of `vocalgrad.evaluation.psychometric`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.dataset import clean, write_jsonl
-from vocalgrad.psychometric import (
+from vocalgrad.evaluation.psychometric import (
     BELOW,
     FUNCTIONS,
     LAPSE_MAX,
