@@ -63,12 +63,13 @@ def test_verify_reads_the_official_release_layout(dataset, tmp_path):
     (official / "audio").mkdir(parents=True)
     rows = [r for r in load_rows(dataset) if r["category"] in ("voice_pitch", "volume") and r["direction"] != "constant"]
     with (official / "metadata.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["file_name", "category", "direction"])
+        writer = csv.DictWriter(f, fieldnames=["file_name", "category", "direction", "source_clip_id"])
         writer.writeheader()
         for i, r in enumerate(rows):
             shutil.copy(r["path"], official / "audio" / f"{i}.flac")
             writer.writerow({"file_name": f"audio/{i}.flac", "category": r["category"],
-                             "direction": "up" if r["direction"] == "increase" else "down"})
+                             "direction": "up" if r["direction"] == "increase" else "down",
+                             "source_clip_id": r["source_id"]})
     report = verify_dataset(official)
     assert report["official"]
     assert report["per_category"]["volume"]["blind_agreement"] >= 0.6

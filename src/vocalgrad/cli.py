@@ -105,7 +105,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.dataset is None:
         print(dimension_table(args.sample_rate))
         return 0
-    from vocalgrad.dataset import load_rows
+    from vocalgrad.dataset import content_sha256, is_official, load_rows
 
     rows = load_rows(args.dataset)
     by = Counter((r["split"], r["category"], r["direction"]) for r in rows)
@@ -115,9 +115,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"| {split} | {category} | {by[(split, category, 'increase')]} | "
               f"{by[(split, category, 'decrease')]} | {by[(split, category, 'constant')]} |")
     manifest = Path(args.dataset) / "build.json"
-    if manifest.is_file():
-        data = json.loads(manifest.read_text())
-        print(f"content sha256 {data['content_sha256']}, seed {data['seed']}")
+    seed = f", seed {json.loads(manifest.read_text())['seed']}" if manifest.is_file() else ""
+    layout = " (official release layout: no references, magnitudes or train split)" if is_official(args.dataset) else ""
+    print(f"content sha256 {content_sha256(args.dataset)}{seed}{layout}")
     return 0
 
 
@@ -215,7 +215,7 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_build)
 
     v = sub.add_parser("verify", help="re-measure a dataset and report label agreement and confounds")
-    v.add_argument("dataset")
+    v.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
     v.add_argument("--limit", type=int)
     v.add_argument("--json", help="also write the full report here")
     v.set_defaults(func=cmd_verify)
@@ -233,7 +233,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_sources)
 
     e = sub.add_parser("eval", help="ask a listener every item of a dataset (resumable)")
-    e.add_argument("dataset")
+    e.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
     e.add_argument("--listener", required=True, help="baseline:random | baseline:ideal | baseline:shortcut | whisper:tiny.en | hf:PATH | openai:MODEL")
     e.add_argument("--out", help="run folder (default runs/<listener>)")
     e.add_argument("--mode", default="auto", choices=("auto", "choice", "generate", "both"))
@@ -282,9 +282,21 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _resolve_datasets(args: argparse.Namespace) -> None:
+    """Every dataset argument may be `hf:NAME[@SPLIT]`: turn it into a local folder once,
+    here, so each command takes a path."""
+    from vocalgrad.dataset import resolve
+
+    for name in ("dataset", "train_from"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value.startswith("hf:"):
+            setattr(args, name, str(resolve(value)))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        _resolve_datasets(args)
         return args.func(args)
     except VocalgradError as err:
         if args.debug:

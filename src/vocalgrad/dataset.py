@@ -7,13 +7,21 @@
       test/metadata.jsonl    one row per clip; audio next to it with opaque names
       train/metadata.jsonl
       references/            the normalised sources (what measurements compare against)
+
+The official VocalGrad release uses the plain Hugging Face audio layout instead (a root
+`metadata.csv`, audio under `audio/`, test split only, no references): `load_rows` reads it
+into the same row schema, and `resolve` turns `hf:NAME[@SPLIT]` into such a folder from the
+local datasets cache, so every stage takes either.
 """
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -92,11 +100,155 @@ def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[dict]:
             row["path"] = str(root / split / row["file_name"])
             rows.append(row)
     if not found:
+        if is_official(root):
+            return [r for r in official_rows(root) if r["split"] in splits]
         raise DatasetError(
-            f"{root}: no test/metadata.jsonl or train/metadata.jsonl; is this a vocalgrad dataset "
-            "(or the official release, which `vocalgrad verify` reads from metadata.csv)?"
+            f"{root}: no test/metadata.jsonl or train/metadata.jsonl (a vocalgrad build) and no "
+            "metadata.csv (the official release layout); point at a dataset folder"
         )
     return rows
+
+
+# --- the official release (Hugging Face audio layout) -------------------------------------
+
+OFFICIAL_METADATA = "metadata.csv"
+OFFICIAL_DIRECTIONS = {"up": "increase", "down": "decrease", "increase": "increase", "decrease": "decrease"}
+OFFICIAL_REQUIRED = ("file_name", "category", "source_clip_id")
+
+
+def is_official(root: str | Path) -> bool:
+    """A folder in the release's layout (and not one of our builds)."""
+    root = Path(root)
+    return (root / OFFICIAL_METADATA).is_file() and not any(
+        (root / split / "metadata.jsonl").is_file() for split in SPLITS
+    )
+
+
+def official_rows(root: str | Path) -> list[dict]:
+    """Rows of the official release in our schema. The release records no magnitudes, no
+    sample rate and no verification: those fields are None, and the source clip is the
+    cluster (`source_id`), as in our builds."""
+    root = Path(root)
+    meta = root / OFFICIAL_METADATA
+    rows = []
+    with meta.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in OFFICIAL_REQUIRED if c not in (reader.fieldnames or ())]
+        if missing or not {"label", "direction"} & set(reader.fieldnames or ()):
+            raise DatasetError(
+                f"{meta}: the release layout needs columns {', '.join(OFFICIAL_REQUIRED)} and "
+                f"label or direction; missing: {', '.join(missing) or 'label/direction'}"
+            )
+        for line, rec in enumerate(reader, start=2):
+            direction = OFFICIAL_DIRECTIONS.get((rec.get("label") or rec.get("direction") or "").strip().lower())
+            if direction is None or not rec["file_name"] or not rec["category"]:
+                raise DatasetError(f"{meta}:{line}: needs file_name, category and an increase/decrease (up/down) label")
+            rows.append({
+                **{k: v for k, v in rec.items() if k not in ("label", "direction")},
+                "item_id": Path(rec["file_name"]).stem,
+                "direction": direction,
+                "tier": rec.get("tier") or None,
+                "curve": rec.get("curve") or None,
+                "magnitude": None,
+                "unit": None,
+                "source_id": rec["source_clip_id"],
+                "speaker_id": rec.get("speaker_id") or rec["source_clip_id"],
+                "split": rec.get("split") or "test",
+                "sample_rate": None,
+                "duration_s": _number(rec.get("duration_sec")),
+                "speech_onset_s": _number(rec.get("onset_sec")),
+                "speech_offset_s": _number(rec.get("offset_sec")),
+                "verified": None,
+                "official_prompt": rec.get("prompt") or None,
+                "path": str(root / rec["file_name"]),
+            })
+    if not rows:
+        raise DatasetError(f"{meta}: no rows")
+    return rows
+
+
+def _number(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def content_sha256(root: str | Path) -> str:
+    """A dataset's identity: build.json's content hash, else a hash of its metadata files
+    (the release has no build.json; its metadata names every clip and label)."""
+    root = Path(root)
+    build = root / "build.json"
+    if build.is_file():
+        sha = json.loads(build.read_text()).get("content_sha256")
+        if sha:
+            return str(sha)
+    digest = hashlib.sha256()
+    for name in (OFFICIAL_METADATA, *(f"{s}/metadata.jsonl" for s in SPLITS)):
+        if (root / name).is_file():
+            digest.update(name.encode() + b"\0" + (root / name).read_bytes())
+    return digest.hexdigest()
+
+
+def resolve(spec: str | Path, cache_dir: Path | None = None) -> Path:
+    """The folder a dataset argument names: a local folder as given, or `hf:NAME[@SPLIT]`
+    (hub id from the local datasets cache, a save_to_disk folder or an audiofolder) written
+    once into the release layout under the vocalgrad cache, so later stages take file paths."""
+    text = str(spec)
+    if not text.startswith("hf:"):
+        return Path(text).expanduser()
+    name, _, split = text[3:].partition("@")
+    if is_official(Path(name).expanduser()):  # already a release folder: nothing to write
+        return Path(name).expanduser()
+    from vocalgrad.sources import default_cache_dir
+
+    return materialise_hf(name, split or "test", Path(cache_dir or default_cache_dir()) / "datasets")
+
+
+def materialise_hf(name: str, split: str, cache_root: Path) -> Path:
+    """Write one split of a Hugging Face dataset in the release layout (metadata.csv +
+    audio files). Resumable: audio files are written by atomic rename and kept, and the
+    folder becomes visible only when complete."""
+    import datasets
+
+    from vocalgrad.sources.hf import load_split
+
+    ds = load_split(name, split)
+    if "audio" not in ds.column_names:
+        raise DatasetError(f"hf:{name}@{split}: no 'audio' column (columns: {ds.column_names})")
+    ds = ds.cast_column("audio", datasets.Audio(decode=False))
+    key = hashlib.sha256(f"{name}|{split}|{getattr(ds, '_fingerprint', '')}".encode()).hexdigest()[:16]
+    final = cache_root / f"{Path(name).name or 'dataset'}-{split}-{key}"
+    if (final / OFFICIAL_METADATA).is_file():
+        return final
+    work = final.with_name(final.name + ".partial")
+    (work / "audio").mkdir(parents=True, exist_ok=True)
+    columns = [c for c in ds.column_names if c != "audio"]
+    records = []
+    for index, row in enumerate(ds):
+        audio = row["audio"] or {}
+        stored = Path(audio.get("path") or f"{index:06d}.wav").name
+        file_name = row.get("file_name") or f"audio/{stored}"
+        target = work / file_name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            if audio.get("bytes"):
+                tmp.write_bytes(audio["bytes"])
+            elif audio.get("path") and Path(audio["path"]).is_file():
+                shutil.copyfile(audio["path"], tmp)
+            else:
+                raise DatasetError(f"hf:{name}@{split}: row {index} has neither audio bytes nor a readable path")
+            os.replace(tmp, target)
+        records.append({**{c: row[c] for c in columns}, "file_name": file_name})
+    fields = ["file_name", *[c for c in columns if c != "file_name"]]
+    with (work / (OFFICIAL_METADATA + ".tmp")).open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(records)
+    os.replace(work / (OFFICIAL_METADATA + ".tmp"), work / OFFICIAL_METADATA)
+    os.replace(work, final)
+    return final
 
 
 def load_references(root: str | Path) -> dict[str, dict]:

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from vocalgrad.audio import load_audio, resample
-from vocalgrad.dataset import dumps, load_rows, read_jsonl
+from vocalgrad.dataset import content_sha256, dumps, is_official, load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.evaluation.parsing import parse_answer
 from vocalgrad.evaluation.prompts import build_prompt, expected_answer, few_shot_examples
@@ -110,7 +110,7 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
         items = _balanced_head(items, config.limit)
     mode = _mode(config.mode, listener)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(dataset, listener, config, mode)
+    manifest = _manifest(dataset, listener, config, mode, items)
     _check_manifest(out, manifest)
     results = out / "results.jsonl"
     done = {r["key"] for r in read_jsonl(results)} if results.is_file() else set()
@@ -307,19 +307,30 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
     return result
 
 
-def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple[str, ...]) -> dict:
-    build = dataset / "build.json"
-    content = json.loads(build.read_text())["content_sha256"] if build.is_file() else None
+def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple[str, ...],
+              items: Sequence[dict]) -> dict:
+    official = is_official(dataset)
     return {
         "listener": listener.manifest(),
         "dataset": str(dataset.resolve()),
-        "dataset_sha256": content,
+        "dataset_sha256": content_sha256(dataset),
+        "dataset_layout": "official-release" if official else "vocalgrad",
+        **({"release_prompts": release_prompt_check(items)} if official else {}),
         "config": asdict(config),
         "modes": list(mode),
         "prompts": {v: build_prompt("volume", v).text for v in config.variants},
         "versions": versions(),
         "command": shlex.join(["vocalgrad", *sys.argv[1:]]) if sys.argv and "vocalgrad" in sys.argv[0] else None,
     }
+
+
+def release_prompt_check(items: Sequence[dict]) -> dict:
+    """How many of the release's own prompts equal the question we ask (the published
+    default, verbatim): the release's answers are comparable with ours only where they do."""
+    with_prompt = [r for r in items if r.get("official_prompt")]
+    differ = [r["item_id"] for r in with_prompt
+              if " ".join(r["official_prompt"].split()) != " ".join(build_prompt(r["category"]).text.split())]
+    return {"items_with_prompt": len(with_prompt), "differ_from_default": len(differ), "examples": differ[:5]}
 
 
 def _check_manifest(out: Path, manifest: dict) -> None:

@@ -28,7 +28,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     )
     out = Path(args.out or Path("probes") / listener_slug(args.listener))
     summary = probe_dataset(
-        args.dataset, args.listener, out, config, results=args.results, cache=args.cache
+        args.dataset, args.listener, out, config, results=args.results, cache=args.cache,
+        train_from=args.train_from,
     )
     print(markdown(summary).split("\n## ")[0])
     print(f"{summary['seconds']:.1f} s; tables, curves and items in {out}")
@@ -40,7 +41,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p = subparsers.add_parser(
         "probe", help="layer-wise probes, controls, lens readout and diagnosis"
     )
-    p.add_argument("dataset")
+    p.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
+    p.add_argument(
+        "--train-from",
+        help="take the probes' train split from this build (for the official release, which has "
+        "none; without it, grouped K-fold over the test split)",
+    )
     p.add_argument(
         "--listener", required=True, help="whisper:tiny.en | hf:PATH (anything with hidden_states)"
     )

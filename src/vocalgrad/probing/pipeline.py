@@ -139,8 +139,10 @@ def probe_rows(
     sha: str,
     cache: str | Path,
     behaviour: dict[str, str | None] | None = None,
+    train_dataset: str | None = None,
 ) -> dict:
-    """Probe every selected category of `rows` (dataset rows, or in-memory rows with `audio`)."""
+    """Probe every selected category of `rows` (dataset rows, or in-memory rows with `audio`).
+    `train_dataset` names where the train split came from when it is not the probed dataset."""
     out, cache = Path(out), Path(cache)
     out.mkdir(parents=True, exist_ok=True)
     cats = config.categories or tuple(sorted({r["category"] for r in rows}))
@@ -161,8 +163,11 @@ def probe_rows(
         "threads": config.threads,  # MLP results depend slightly on it
         "thresholds": thresholds(),
         "notes": notes,
+        "train_dataset": train_dataset,
         "categories": {},
     }
+    if train_dataset:
+        notes.append(f"probes trained on the train split of {train_dataset}, tested on this dataset's test split")
     items_out: list[dict] = []
     previous = torch.get_num_threads()
     for cat in cats:
@@ -326,13 +331,23 @@ def probe_dataset(
     *,
     results: str | Path | None = None,
     cache: str | Path | None = None,
+    train_from: str | Path | None = None,
 ) -> dict:
-    """`vocalgrad probe`: features cached under `cache` (default: the vocalgrad cache)."""
+    """`vocalgrad probe`: features cached under `cache` (default: the vocalgrad cache).
+
+    `train_from` takes the probes' train split from another dataset (our own build), for a
+    dataset that has none (the official release is a test split only); without it such a
+    dataset is probed by grouped K-fold over its test split, as the summary's `split` says."""
     from vocalgrad.sources import default_cache_dir
 
     config = config or ProbeConfig()
     root = Path(dataset)
     rows = load_rows(root)
+    sha = dataset_sha(root, rows)
+    if train_from is not None:
+        train = load_rows(train_from, splits=("train",))
+        rows = [r for r in rows if r["split"] == "test"] + train
+        sha = hashlib.sha256(f"{sha}|train:{dataset_sha(Path(train_from), train)}".encode()).hexdigest()
     if isinstance(listener, str):
         from vocalgrad.listeners import load_listener
 
@@ -343,7 +358,8 @@ def probe_dataset(
         listener,
         out,
         config,
-        sha=dataset_sha(root, rows),
+        sha=sha,
         cache=Path(cache) if cache else default_cache_dir() / "features",
         behaviour=behaviour,
+        train_dataset=str(Path(train_from).resolve()) if train_from is not None else None,
     )

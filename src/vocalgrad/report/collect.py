@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vocalgrad.dataset import read_jsonl
+from vocalgrad.dataset import is_official, official_rows, read_jsonl
 from vocalgrad.evaluation.evaluate import load_results
 
 HUMAN_PREFIX = "human"
@@ -166,6 +166,7 @@ class DatasetInfo:
     report: dict
     rows: list[dict]
     card: str
+    official: bool = False  # the published release: no references, provenance or verification
 
 
 def load_dataset_info(path: str | Path) -> DatasetInfo | None:
@@ -175,6 +176,8 @@ def load_dataset_info(path: str | Path) -> DatasetInfo | None:
     def read_json(name: str) -> dict:
         f = path / name
         return json.loads(f.read_text()) if f.is_file() else {}
+    if is_official(path):
+        return DatasetInfo(path, {}, {}, official_rows(path), "", official=True)
     rows = []
     for split in ("test", "train"):
         meta = path / split / "metadata.jsonl"

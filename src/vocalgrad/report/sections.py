@@ -244,6 +244,11 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
         ["seed", str(info.build.get("seed", cfg.get("seed", "–")))],
         ["content sha256", str(info.build.get("content_sha256", "–"))[:16]],
     ]
+    if info.official:
+        facts.insert(1, ["layout", "the official release (metadata.csv): it carries no references, "
+                         "magnitudes or build provenance, so labels cannot be verified against the "
+                         "sources and no shortcut audit against references is possible; "
+                         "`vocalgrad verify` runs the blind checks only"])
     agreement = info.report.get("verification_agreement", {})
     by_cat: dict[str, list[dict]] = {}
     for r in rows:
@@ -255,7 +260,7 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
         members = by_cat[cat]
         row = [cat.replace("_", " "), str(len(members)),
                f"{agreement[cat]:.1%}" if cat in agreement else "–",
-               f"{np.mean([bool(r.get('verified')) for r in members]):.1%}"]
+               "–" if info.official else f"{np.mean([bool(r.get('verified')) for r in members]):.1%}"]
         for key, _, how in CONFOUNDS:
             vals = np.array([r[key] for r in members if isinstance(r.get(key), (int, float))], float)
             vals = np.abs(vals - 1) if how == "ratio" else np.abs(vals)

@@ -43,7 +43,7 @@ def hf_sources(
     """Load a dataset split and materialise its audio rows as cached WAV files."""
     from datasets import Audio
 
-    ds = _load(name, split)
+    ds = load_split(name, split)
     if audio_column not in ds.column_names:
         raise SourceError(
             f"{name}: split {split!r} has no column {audio_column!r} (columns: {ds.column_names}); "
@@ -86,7 +86,7 @@ def hf_sources(
     return sources
 
 
-def _load(name: str, split: str) -> Any:
+def load_split(name: str, split: str) -> Any:
     """Local save_to_disk folder, local audiofolder, or hub id, in that order."""
     import datasets
 

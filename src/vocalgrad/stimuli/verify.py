@@ -7,7 +7,6 @@ slope) plus the label-independent checks (clipping, silence).
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -17,39 +16,19 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import SpeechSpan, load_audio
-from vocalgrad.dataset import load_references, load_rows
-from vocalgrad.errors import AudioError, DatasetError
+from vocalgrad.dataset import is_official, load_references, load_rows
+from vocalgrad.errors import AudioError
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import prepare_source, verdict
-
-OFFICIAL_DIRECTIONS = {"up": "increase", "down": "decrease", "increase": "increase", "decrease": "decrease"}
-
-
-def official_rows(root: Path) -> list[dict]:
-    """Rows of the official release (`metadata.csv` next to an audio folder)."""
-    meta = root / "metadata.csv"
-    if not meta.is_file():
-        raise DatasetError(f"{root}: no metadata.csv")
-    rows = []
-    with meta.open(newline="") as f:
-        for rec in csv.DictReader(f):
-            name = rec.get("file_name") or rec.get("audio") or rec.get("path")
-            category = rec.get("category")
-            direction = OFFICIAL_DIRECTIONS.get((rec.get("direction") or rec.get("label") or "").lower())
-            if not name or not category or not direction:
-                raise DatasetError(f"{meta}: rows need file_name, category and direction/label columns")
-            rows.append({**rec, "path": str(root / name), "category": category, "direction": direction,
-                         "item_id": rec.get("item_id") or Path(name).stem})
-    return rows
 
 
 def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
     """Measure every clip again; returns per-category agreement, magnitudes and confounds."""
     root = Path(root)
-    official = (root / "metadata.csv").is_file() and not (root / "test" / "metadata.jsonl").is_file()
-    rows = official_rows(root) if official else load_rows(root)
-    refs = {} if official else load_references(root)
+    official = is_official(root)
+    rows = load_rows(root)
+    refs = load_references(root)  # the release has none: blind measures only
     if limit:
         rows = rows[:limit]
     ref_cache: dict[str, Analysis] = {}
