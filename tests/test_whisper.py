@@ -199,10 +199,10 @@ def test_multi_token_options_match_full_sequence_scoring(listener, requests_) ->
     (scores,) = listener.score_choices([req])
     prefix = listener.prefix_ids(req.prompt)
     with torch.inference_mode():
-        _, memory = listener._encode(listener._clips([req]))
+        (encoded,) = listener._encode(listener._clips([req]))
         for option in req.prompt.options:  # reference: one full row per option
             toks = listener.option_ids(option)
-            hidden = listener._decode_rows([prefix + toks], memory)[0]
+            hidden = listener._decode_rows([prefix + toks], [encoded.memory])[0]
             logp = torch.log_softmax(listener.model.proj_out(hidden), -1)
             want = sum(float(logp[len(prefix) - 1 + j, t]) for j, t in enumerate(toks))
             assert scores[option] == pytest.approx(want, abs=1e-4)
@@ -253,9 +253,62 @@ def test_converted_encoder_matches_ctranslate2_runtime(listener) -> None:
     folder = ct2_whisper.find_packaged_models()["tiny.en"]
     runtime = ctranslate2.models.Whisper(str(folder), device="cpu", compute_type="float32")
     with torch.inference_mode():
-        feats, memory = listener._encode([_arctic_16k()[:16000]])
-    theirs = np.asarray(runtime.encode(ctranslate2.StorageView.from_array(feats.numpy().copy())))
-    np.testing.assert_allclose(theirs, memory.numpy(), atol=2e-3)
+        (encoded,) = listener._encode([_arctic_16k()[:16000]])
+    theirs = np.asarray(runtime.encode(ctranslate2.StorageView.from_array(encoded.mel[None].numpy().copy())))
+    np.testing.assert_allclose(theirs[0], encoded.memory.numpy(), atol=2e-3)
+
+
+# ---- encoder context ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trimmed(listener):
+    from vocalgrad.listeners.whisper import WhisperListener
+
+    return WhisperListener("whisper:tiny.en+trimmed", cache_dir=listener.folder.parent.parent)
+
+
+def test_stepwise_encoder_equals_transformers_encoder(listener) -> None:
+    """Our step-by-step encoder (needed to run fewer frames) is transformers' forward."""
+    import torch
+
+    clip = _arctic_16k()[:24000]
+    with torch.inference_mode():
+        (encoded,) = listener._encode([clip], layers=True)
+        theirs = listener.model.model.encoder(encoded.mel[None], output_hidden_states=True)
+    np.testing.assert_allclose(encoded.memory.numpy(), theirs.last_hidden_state[0].numpy(), atol=1e-5)
+    assert encoded.mel.shape == (80, 3000) and len(encoded.layers) == len(listener.model.model.encoder.layers) + 1
+
+
+def test_trimmed_context_runs_the_clip_frames_only(listener, trimmed, requests_) -> None:
+    import torch
+
+    assert trimmed.listener_id == "whisper:tiny.en+trimmed" and trimmed.revision == listener.revision
+    assert trimmed.manifest()["encoder_context"] == "trimmed" != listener.manifest()["encoder_context"]
+    with torch.inference_mode():
+        encoded = trimmed._encode(trimmed._clips(requests_))
+        (alone,) = trimmed._encode(trimmed._clips(requests_[:1]))
+    # 2.0 s clips -> 2 s -> 200 mel frames, 100 encoder frames; the empty clip -> 1 s
+    assert [e.memory.shape[0] for e in encoded] == [100, 100, 50]
+    assert [e.mel.shape[1] for e in encoded] == [200, 200, 100]
+    # a clip's encoding does not depend on the batch it came in (rounded to whole seconds)
+    np.testing.assert_allclose(alone.memory.numpy(), encoded[0].memory.numpy(), rtol=1e-5, atol=1e-4)
+    batched = trimmed.score_choices(requests_)
+    for req, scores in zip(requests_, batched, strict=True):
+        (single,) = trimmed.score_choices([req])
+        assert all(single[o] == pytest.approx(scores[o], abs=1e-4) for o in scores)
+    states = trimmed.hidden_states(requests_[:2])
+    assert states[0]["encoder.4"].shape == (100, listener.model.config.d_model)
+    with pytest.raises(ConfigError, match="context"):
+        type(listener)("whisper:tiny.en", context="cropped")
+    assert type(listener)(trimmed.listener_id, cache_dir=listener.folder.parent.parent).context == "trimmed"
+
+
+@pytest.mark.slow
+def test_trimmed_context_still_hears_speech(trimmed) -> None:
+    """The trimmed encoder is still Whisper: it transcribes the ARCTIC sentence."""
+    (text,) = trimmed.transcribe([_arctic_16k()])
+    assert _word_errors(ARCTIC_A0007, text) <= 2, text
 
 
 # ---- specs ----------------------------------------------------------------------------

