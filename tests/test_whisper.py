@@ -288,9 +288,14 @@ def test_trimmed_context_runs_the_clip_frames_only(listener, trimmed, requests_)
     with torch.inference_mode():
         encoded = trimmed._encode(trimmed._clips(requests_))
         (alone,) = trimmed._encode(trimmed._clips(requests_[:1]))
-    # 2.0 s clips -> 2 s -> 200 mel frames, 100 encoder frames; the empty clip -> 1 s
-    assert [e.memory.shape[0] for e in encoded] == [100, 100, 50]
-    assert [e.mel.shape[1] for e in encoded] == [200, 200, 100]
+    # 2.0 s clips + the STFT's half window -> 3 s: 300 mel frames, 150 encoder frames;
+    # the empty clip (text-only control) -> 1 s
+    assert [e.memory.shape[0] for e in encoded] == [150, 150, 50]
+    assert [e.mel.shape[1] for e in encoded] == [300, 300, 100]
+    with torch.inference_mode():
+        (padded,) = listener._encode(listener._clips(requests_[:1]))
+    # the trimmed input is the padded window's first frames, bit for bit up to float noise
+    np.testing.assert_allclose(encoded[0].mel.numpy(), padded.mel[:, :300].numpy(), atol=1e-5)
     # a clip's encoding does not depend on the batch it came in (rounded to whole seconds)
     np.testing.assert_allclose(alone.memory.numpy(), encoded[0].memory.numpy(), rtol=1e-5, atol=1e-4)
     batched = trimmed.score_choices(requests_)
@@ -298,7 +303,7 @@ def test_trimmed_context_runs_the_clip_frames_only(listener, trimmed, requests_)
         (single,) = trimmed.score_choices([req])
         assert all(single[o] == pytest.approx(scores[o], abs=1e-4) for o in scores)
     states = trimmed.hidden_states(requests_[:2])
-    assert states[0]["encoder.4"].shape == (100, listener.model.config.d_model)
+    assert states[0]["encoder.4"].shape == (100, listener.model.config.d_model)  # cropped to the clip
     with pytest.raises(ConfigError, match="context"):
         type(listener)("whisper:tiny.en", context="cropped")
     assert type(listener)(trimmed.listener_id, cache_dir=listener.folder.parent.parent).context == "trimmed"

@@ -224,11 +224,13 @@ class WhisperListener(Listener):
 
     def _mel_frames(self, n_samples: int) -> int:
         """Log-mel frames the encoder reads for a clip: the whole 30 s window when padded,
-        else the clip rounded up to whole seconds (an even count, as the stride-2 conv needs)."""
+        else the clip rounded up to whole seconds, with room for the STFT's last half window
+        to see the padding's zeros (so the frames equal the padded window's first ones)."""
         window = MAX_SAMPLES // SAMPLES_PER_MEL_FRAME
         if self.context == "padded":
             return window
-        seconds = max(1, -(-n_samples // (self.sample_rate * TRIM_STEP_S)) * TRIM_STEP_S)
+        n = n_samples + self.feature_extractor.n_fft // 2
+        seconds = max(1, -(-n // (self.sample_rate * TRIM_STEP_S)) * TRIM_STEP_S)
         return min(window, seconds * MEL_FRAMES_PER_SECOND)
 
     def _encode(self, clips: Sequence[np.ndarray], layers: bool = False) -> list[Encoded]:
@@ -240,17 +242,17 @@ class WhisperListener(Listener):
         batch (one item under both option orders or several prompts) share one pass, and
         clips of one length share a batch."""
         keys = [hashlib.sha1(np.ascontiguousarray(c).tobytes()).digest() for c in clips]
-        unique = {k: c for k, c in zip(keys, clips, strict=True)}
-        feats = self.feature_extractor(
-            list(unique.values()), sampling_rate=self.sample_rate, return_tensors="pt"
-        ).input_features.to(torch.float32)
+        unique = list({k: c for k, c in zip(keys, clips, strict=True)}.items())
         groups: dict[int, list[int]] = {}
-        for u, clip in enumerate(unique.values()):
+        for u, (_, clip) in enumerate(unique):
             groups.setdefault(self._mel_frames(len(clip)), []).append(u)
         encoder = self.model.model.encoder
         done: dict[int, Encoded] = {}
         for frames, members in groups.items():
-            mel = feats[members, :, :frames]
+            mel = self.feature_extractor(
+                [unique[u][1] for u in members], sampling_rate=self.sample_rate, return_tensors="pt",
+                padding="max_length", max_length=frames * SAMPLES_PER_MEL_FRAME,
+            ).input_features.to(torch.float32)
             h = torch.nn.functional.gelu(encoder.conv1(mel))
             h = torch.nn.functional.gelu(encoder.conv2(h)).permute(0, 2, 1)
             h = h + encoder.embed_positions.weight[: h.shape[1]]
@@ -262,7 +264,7 @@ class WhisperListener(Listener):
             memory = encoder.layer_norm(h)
             for j, u in enumerate(members):
                 done[u] = Encoded(mel[j], memory[j], [s[j] for s in states] if layers else [])
-        order = list(unique)
+        order = [k for k, _ in unique]
         return [done[order.index(k)] for k in keys]
 
     def _decode_rows(self, rows: Sequence[Sequence[int]], memories: Sequence[torch.Tensor]) -> list[torch.Tensor]:
