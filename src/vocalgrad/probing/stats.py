@@ -46,7 +46,8 @@ def balanced_accuracy_ci(
     also covers seed-to-seed variation (large for shuffled-label controls). `positive` marks
     "increase" items, `clusters` the source of each. With fewer than
     MIN_CLUSTERS_FOR_BOOTSTRAP sources: a delete-one-source jackknife t-interval on the seed
-    average, widened by the seed-to-seed variance of that average; with one source, NaN."""
+    average, widened by the seed-to-seed variance of that average (a Wilson interval on the
+    source count where the sources agree exactly); with one source, NaN."""
     correct = np.asarray(correct, np.float64)
     correct = correct.reshape((-1, 1, correct.shape[-1]) if correct.ndim < 3 else correct.shape)
     pos = np.asarray(positive, bool)
