@@ -9,6 +9,8 @@ import pytest
 from test_psychometric import fit_sweep, sweep
 
 from vocalgrad.evaluation.adaptive import (
+    TIE,
+    UNPARSED,
     QuestPlus,
     SimulatedObserver,
     Staircase,
@@ -17,6 +19,7 @@ from vocalgrad.evaluation.adaptive import (
     save_adaptive,
 )
 from vocalgrad.evaluation.psychometric import BELOW, NONE, OK, polarity
+from vocalgrad.listeners import Listener
 
 CASES = [("voice_pitch", 0.6), ("volume", 3.0), ("voice_clarity", 2500.0)]
 
@@ -103,3 +106,80 @@ def test_save_adaptive_writes_json_and_results_rows(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 12 and {r["tier"] for r in rows} == {"adaptive"}
     assert all((r["predicted"] == r["direction"]) == r["correct"] for r in rows)
+    assert {r["parse_status"] for r in rows} == {"ok"} and not any(r["guessed"] for r in rows)
+
+
+def test_ties_are_guessed_not_counted_wrong_so_thresholds_are_not_pushed_up():
+    """An observer that ties whenever it does not hear: guessing keeps the 2AFC threshold where
+    it is; counting ties as wrong (the old behaviour) moves it up, towards stronger changes."""
+    for method in ("quest", "staircase"):
+        guessed, as_wrong = [], []
+        for seed in range(6):
+            obs = SimulatedObserver("volume", 3.0, seed=200 + seed, ties=True)
+            result = run_adaptive("volume", obs, method=method, seed=seed, n_boot=0)
+            assert result.status == OK and result.n_ties > 0 and result.n_unparsed == 0
+            assert result.n_ties == sum(t.no_answer == TIE for t in result.trials)
+            guessed.append(np.log(result.threshold / 3.0))
+            obs = SimulatedObserver("volume", 3.0, seed=200 + seed, ties=True)
+            wrong = run_adaptive("volume", lambda *a, o=obs: o(*a) is True, method=method,
+                                 seed=seed, n_boot=0)
+            as_wrong.append(np.log(wrong.threshold / 3.0))
+        assert abs(np.mean(guessed)) < 0.15, (method, guessed)
+        assert np.mean(as_wrong) > np.mean(guessed) + 0.15, (method, as_wrong, guessed)
+
+
+def test_no_answers_are_counted_reported_and_guessed_reproducibly(tmp_path):
+    from vocalgrad.evaluation.evaluate_adaptive import describe
+
+    def ask(category, magnitude, direction, trial):
+        return (TIE, UNPARSED, magnitude > 1.0)[trial % 3]
+
+    result = run_adaptive("voice_pitch", ask, method="quest", max_trials=30, seed=3)
+    again = run_adaptive("voice_pitch", ask, method="quest", max_trials=30, seed=3)
+    assert (result.n_ties, result.n_unparsed) == (10, 10)
+    assert [t.correct for t in result.trials] == [t.correct for t in again.trials]
+    guesses = [t.correct for t in result.trials if t.no_answer]
+    assert 0 < sum(guesses) < len(guesses)  # a coin, not "wrong"
+    assert "(10 tied and 10 unparsed answered by a random guess)" in describe(result)
+    save_adaptive(tmp_path, "model-x", [result])
+    payload = json.loads((tmp_path / "adaptive.json").read_text())
+    assert "random guess" in payload["no_answer"]
+    assert payload["results"][0]["n_ties"] == 10 and payload["results"][0]["n_unparsed"] == 10
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["parse_status"] for r in rows[:3]] == ["tie", "unparsed", "ok"]
+    assert rows[0]["predicted"] is None and rows[0]["guessed"] and not rows[2]["guessed"]
+    with pytest.raises(ValueError, match="ask returned None"):
+        run_adaptive("voice_pitch", lambda *a: None, max_trials=2)
+
+
+class _Undecided(Listener):
+    """A model that cannot tell: equal option scores (can_score) or a reply naming neither."""
+
+    listener_id = "undecided"
+
+    def __init__(self, can_score: bool) -> None:
+        self.can_score = can_score
+
+    def score_choices(self, requests):
+        return [{"increase": -1.0, "decrease": -1.0} for _ in requests]
+
+    def generate(self, requests, max_new_tokens=16):
+        return ["I cannot say." for _ in requests]
+
+
+def test_rendered_trials_report_ties_and_unparsed_replies(tmp_path, cache_dir, monkeypatch):
+    from vocalgrad.build import build
+    from vocalgrad.config import BuildConfig
+    from vocalgrad.evaluation.evaluate_adaptive import evaluate_adaptive
+
+    monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
+    dataset = tmp_path / "ds"
+    build(BuildConfig(n_test=1, n_train=0, categories=("volume",), tiers=("low",),
+                      curves=("linear",), include_constant=False), dataset, workers=1)
+    for can_score, key in ((True, "n_ties"), (False, "n_unparsed")):
+        out = tmp_path / key
+        [result] = evaluate_adaptive(dataset, _Undecided(can_score), out, ("volume",),
+                                     max_trials=6)
+        assert getattr(result, key) == 6 and result.n_ties + result.n_unparsed == 6
+        saved = json.loads((out / "adaptive.json").read_text())["results"][0]
+        assert saved[key] == 6

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 from numpy.testing import assert_equal
 from scipy.stats import norm
+from scipy.stats import t as student_t
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from vocalgrad.evaluation.metrics import (
+    MIN_CLUSTERS_FOR_BOOTSTRAP,
     _BootstrapAUC,
     constant_summary,
     flip_rate,
@@ -268,3 +270,91 @@ def test_same_answer_alarm():
     assert same_answer_alarm(answer(items, mostly), threshold=0.99) is None
     assert "no parsable answer" in same_answer_alarm(answer(items, [None] * 2000))
     assert same_answer_alarm(answer(items[:5], ["increase"] * 5)) is None
+
+
+def _spread_listener(items: list[dict], rng: np.random.Generator, key: str = "speaker_id"):
+    """Each cluster hears with its own probability, so clusters really differ."""
+    hears = {k: rng.uniform(0.3, 0.9) for k in sorted({r[key] for r in items})}
+    flip = {"increase": "decrease", "decrease": "increase"}
+    return answer(items, [r["direction"] if rng.random() < hears[r[key]] else flip[r["direction"]]
+                          for r in items])
+
+
+@pytest.mark.parametrize("n_speakers", [1, 2, 3, 5, 9, 10, 12])
+def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
+    """The issue's case: `--cluster speaker_id` on one or two speakers printed 0.375 [0.375, 0.375]."""
+    items = make_items(n_sources=2 * n_speakers, per_source=20)
+    rows = _spread_listener(items, np.random.default_rng(100 + n_speakers))
+    s = overall(rows, cluster="speaker_id", n_boot=500)
+    assert s["n_clusters"] == n_speakers
+    want = "none" if n_speakers == 1 else (
+        "cluster jackknife t" if n_speakers < MIN_CLUSTERS_FOR_BOOTSTRAP else "cluster bootstrap")
+    assert s["ci_method"] == want
+    for name in ("accuracy", "balanced_accuracy", "dprime", "criterion"):
+        lo, hi = s[f"{name}_lo"], s[f"{name}_hi"]
+        if n_speakers == 1:
+            assert math.isnan(lo) and math.isnan(hi)
+        else:
+            assert lo < s[name] < hi, (name, lo, s[name], hi)
+    if n_speakers == 2:  # a t with 1 df: two clusters bound almost nothing
+        assert s["accuracy_hi"] - s["accuracy_lo"] > 0.5
+
+
+def test_few_cluster_interval_is_the_t_interval_on_cluster_means():
+    items = make_items(n_sources=12, per_source=20)  # 6 speakers of 40 items each
+    rows = _spread_listener(items, np.random.default_rng(7))
+    s = overall(rows, cluster="speaker_id")
+    means = [np.mean([r["predicted"] == r["direction"] for r in rows if r["speaker_id"] == k])
+             for k in sorted({r["speaker_id"] for r in rows})]
+    half = student_t.ppf(0.975, len(means) - 1) * np.std(means, ddof=1) / math.sqrt(len(means))
+    assert s["accuracy"] == pytest.approx(np.mean(means))
+    assert s["accuracy_lo"] == pytest.approx(max(0.0, np.mean(means) - half))
+    assert s["accuracy_hi"] == pytest.approx(min(1.0, np.mean(means) + half))
+
+
+def test_few_cluster_interval_covers_the_truth():
+    """5 clusters that differ a lot: the jackknife t keeps ~95% coverage of the true mean."""
+    rng = np.random.default_rng(8)
+    items = make_items(n_sources=10, per_source=10)
+    covered = 0
+    for _ in range(200):
+        s = overall(_spread_listener(items, rng), by=(), cluster="speaker_id", n_boot=1)
+        covered += s["accuracy_lo"] <= 0.6 <= s["accuracy_hi"]  # uniform(0.3, 0.9) averages 0.6
+    assert covered / 200 > 0.9
+
+
+def test_clusters_that_agree_exactly_get_a_wilson_interval_on_the_cluster_count():
+    """Three perfect speakers: the jackknife has no spread; [1, 1] would claim certainty."""
+    items = make_items(n_sources=6, per_source=20)
+    s = overall(answer(items, [r["direction"] for r in items]), cluster="speaker_id")
+    assert s["accuracy"] == 1.0 and s["n_clusters"] == 3
+    z2 = norm.ppf(0.975) ** 2
+    assert s["accuracy_lo"] == pytest.approx(3 / (3 + z2)) and s["accuracy_hi"] == 1.0
+    assert s["balanced_accuracy_lo"] == pytest.approx(3 / (3 + z2))
+    assert math.isnan(s["dprime_lo"]) and math.isnan(s["dprime_hi"])  # not a proportion: no CI
+
+
+def test_paired_ci_with_few_clusters_agrees_with_the_permutation_test():
+    """The issue's case: 2 clusters printed [+0.457, +0.529] next to permutation p = 0.5."""
+    rng = np.random.default_rng(9)
+    for n_sources, expect_ci in ((2, False), (5, False), (7, True), (9, True)):
+        items = make_items(n_sources=n_sources, per_source=20)
+        a, b = _listener(items, 0.95, rng), _listener(items, 0.5, rng)
+        res = paired_comparison(a, b, cluster="source_id")
+        assert res["n_clusters"] == n_sources
+        assert res["permutation_min_p"] == pytest.approx(2 / 2**n_sources)
+        assert res["permutation_p"] >= res["permutation_min_p"] - 1e-12
+        if not expect_ci:  # even the most extreme signs give p > 0.05: no CI can exclude 0
+            assert res["ci_method"] == "none" and math.isnan(res["difference_lo"])
+            continue
+        assert res["ci_method"] == "sign-flip inversion"
+        assert res["difference_lo"] < res["difference"] < res["difference_hi"]
+        assert (res["difference_lo"] > 0) == (res["permutation_p"] <= 0.05)
+    items = make_items(n_sources=8, per_source=20)
+    a, b = _listener(items, 0.7, rng), _listener(items, 0.7, rng)
+    null = paired_comparison(a, b)
+    assert null["permutation_p"] > 0.05 and null["difference_lo"] < 0 < null["difference_hi"]
+    same_share = paired_comparison(answer(items, [r["direction"] for r in items]),
+                                   answer(items, ["increase"] * len(items)))
+    assert same_share["difference"] == 0.5 and same_share["permutation_p"] < 0.01
+    assert math.isnan(same_share["difference_lo"])  # not [0.5, 0.5]

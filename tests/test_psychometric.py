@@ -122,3 +122,17 @@ def test_format_magnitude_avoids_e_notation():
     assert format_magnitude(0.7853) == "0.785"
     assert format_magnitude(12.34) == "12.3"
     assert format_magnitude(None) == "–"
+
+
+def test_threshold_ci_with_few_sources_is_honest_or_absent():
+    """One source: a bootstrap redraws the same source every time and returned [t, t]."""
+    obs = SimulatedObserver("volume", 3.0, beta=0.4, lapse=0.02)
+    one = fit_sweep(sweep(obs, "volume", n_sources=1, reps=8), "volume", n_boot=100)
+    assert one.status == OK and one.ci == (None, None) and one.ci_method == "none"
+    assert one.label().endswith("dB")  # a number without a bracket, not "x [x, x]"
+    few = fit_sweep(sweep(obs, "volume", n_sources=3), "volume", n_boot=100)
+    assert few.ci_method == "cluster jackknife t" and few.n_boot == 0
+    assert few.ci[0] < few.threshold < few.ci[1]
+    many = fit_sweep(sweep(obs, "volume", n_sources=12), "volume", n_boot=100)
+    assert many.ci_method == "cluster bootstrap" and many.n_boot == 100
+    assert fit_sweep(sweep(obs, "volume", n_sources=3), "volume", n_boot=0).ci == (None, None)

@@ -170,7 +170,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluation.score import compare_runs, markdown, score_run, to_csv, write_summary
+    from vocalgrad.evaluation.score import (
+        compare_runs,
+        comparison_text,
+        markdown,
+        score_run,
+        to_csv,
+        write_summary,
+    )
 
     by = args.by
     for run in args.runs:
@@ -180,10 +187,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.compare:
         if len(args.runs) != 2:
             raise ConfigError("--compare needs exactly two runs")
-        result = compare_runs(*args.runs, cluster=args.cluster)
-        print(f"paired difference (first - second): {result['difference']:+.3f} "
-              f"[{result['difference_lo']:+.3f}, {result['difference_hi']:+.3f}] over {result['n']} items, "
-              f"McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = {result['permutation_p']:.3g}")
+        print(comparison_text(compare_runs(*args.runs, cluster=args.cluster)))
     return 0
 
 

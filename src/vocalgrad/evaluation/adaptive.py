@@ -15,6 +15,11 @@ Both talk to the listener through one callback, `ask(category, magnitude, direct
 trial_index) -> correct`, so the caller decides how a clip of that magnitude is rendered and
 answered. Magnitudes stay inside the dimension's `psychometric_range`; directions are
 balanced in random pairs. The model is the one of `vocalgrad.evaluation.psychometric`.
+
+No answer is not a wrong answer: `ask` may return TIE (the options scored exactly alike) or
+UNPARSED (the reply named neither option). Counting those as wrong would pull P(correct)
+below the 2AFC model's 0.5 floor and push thresholds up, so, following the 2AFC convention,
+each is replaced by a random guess (seeded, so a run is reproducible), counted, and reported.
 """
 
 from __future__ import annotations
@@ -44,7 +49,9 @@ from vocalgrad.evaluation.psychometric import (
     polarity,
 )
 
-Ask = Callable[[str, float, str, int], bool]
+TIE, UNPARSED = "tie", "unparsed"  # what `ask` returns when the listener gave no answer
+NO_ANSWER_RULE = "ties and unparsed answers are replaced by a seeded random guess (2AFC convention)"
+Ask = Callable[[str, float, str, int], bool | str]
 _FLIP = {"increase": "decrease", "decrease": "increase"}
 
 
@@ -53,14 +60,16 @@ class Trial:
     index: int
     magnitude: float
     direction: str
-    correct: bool
+    correct: bool  # for a trial without an answer: the random guess the procedure counted
+    no_answer: str | None = None  # TIE or UNPARSED
 
 
 @dataclass
 class AdaptiveResult:
     """What an adaptive run found for one category. `threshold` is the 75%-correct magnitude
     (None unless status is "ok"); `ci` a 95% interval (credible for QUEST+, bootstrap over
-    trials of the ML fit for the staircase)."""
+    trials of the ML fit for the staircase). `n_ties` and `n_unparsed` count the trials
+    answered by a random guess instead (see the module docstring)."""
 
     category: str
     method: str
@@ -73,6 +82,8 @@ class AdaptiveResult:
     procedure_estimate: float | None = None  # the staircase's own reversal mean (at its target)
     procedure_target: float = TARGET
     fit: PsychometricFit | None = None
+    n_ties: int = 0
+    n_unparsed: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -234,6 +245,7 @@ def run_adaptive(category: str, ask: Ask, method: str = "quest", seed: int = 0,
     else:
         raise ValueError(f"method {method!r}: use 'quest' or 'staircase'")
     rng = np.random.default_rng([seed, 0xADA])
+    guesses = np.random.default_rng([seed, 0x6E55])  # own stream: directions stay as they were
     trials: list[Trial] = []
     directions: list[str] = []
     while not proc.done:
@@ -241,12 +253,18 @@ def run_adaptive(category: str, ask: Ask, method: str = "quest", seed: int = 0,
             directions = balanced_directions(2, rng)
         magnitude = proc.next_magnitude()
         direction = directions.pop(0)
-        correct = bool(ask(category, magnitude, direction, len(trials)))
-        trials.append(Trial(len(trials), magnitude, direction, correct))
+        answer = ask(category, magnitude, direction, len(trials))
+        if answer not in (TIE, UNPARSED) and not isinstance(answer, bool | np.bool_):
+            raise ValueError(f"ask returned {answer!r}: use True, False, {TIE!r} or {UNPARSED!r}")
+        no_answer = answer if isinstance(answer, str) else None
+        correct = bool(guesses.random() < 0.5) if no_answer else bool(answer)
+        trials.append(Trial(len(trials), magnitude, direction, correct, no_answer))
         proc.update(magnitude, correct)
     spec = dimensions.get(category).SPEC
+    counts = {"n_ties": sum(t.no_answer == TIE for t in trials),
+              "n_unparsed": sum(t.no_answer == UNPARSED for t in trials)}
     if isinstance(proc, QuestPlus):
-        return _quest_result(proc, category, spec.unit, trials)
+        return _quest_result(proc, category, spec.unit, trials, counts)
     ax = proc.axis
     # The staircase's trials, fitted by maximum likelihood, give the 75% point on the same
     # footing as the full sweep (the reversal mean estimates the staircase's own target).
@@ -260,10 +278,12 @@ def run_adaptive(category: str, ask: Ask, method: str = "quest", seed: int = 0,
     return AdaptiveResult(category, "staircase", spec.unit, status,
                           fit.threshold if status == OK else None,
                           fit.ci if status == OK else (None, None), len(trials), trials,
-                          procedure_estimate=estimate, procedure_target=proc.target, fit=fit)
+                          procedure_estimate=estimate, procedure_target=proc.target, fit=fit,
+                          **counts)
 
 
-def _quest_result(proc: QuestPlus, category: str, unit: str, trials: list[Trial]) -> AdaptiveResult:
+def _quest_result(proc: QuestPlus, category: str, unit: str, trials: list[Trial],
+                  counts: dict[str, int]) -> AdaptiveResult:
     median, lo, hi, p_below, p_above = proc.threshold()
     ax = proc.axis
     if p_above > 0.5:
@@ -273,22 +293,28 @@ def _quest_result(proc: QuestPlus, category: str, unit: str, trials: list[Trial]
     else:
         status = OK
     if status != OK:
-        return AdaptiveResult(category, "quest", unit, status, None, (None, None), len(trials), trials)
+        return AdaptiveResult(category, "quest", unit, status, None, (None, None), len(trials), trials,
+                              **counts)
     bounds = sorted(ax.magnitude(float(np.clip(v, ax.lo - ax.span, ax.hi + ax.span))) for v in (lo, hi))
     return AdaptiveResult(category, "quest", unit, status, ax.magnitude(median),
                           (bounds[0], bounds[1]), len(trials), trials,
-                          procedure_estimate=ax.magnitude(median))
+                          procedure_estimate=ax.magnitude(median), **counts)
 
 
 class SimulatedObserver:
     """A listener with a known psychometric function, for tests and demos: `threshold` is the
-    magnitude answered correctly 75% of the time; `beta` the spread on ln(magnitude)."""
+    magnitude answered correctly 75% of the time; `beta` the spread on ln(magnitude).
+
+    With `ties`, a trial it does not hear gets no answer (TIE) instead of a guess, like a
+    scoring model whose options tie on an inaudible change: it hears with probability
+    2 * p_correct - 1, so with ties guessed its P(correct) is still `p_correct`."""
 
     def __init__(self, category: str, threshold: float | None, beta: float = 0.4,
-                 lapse: float = 0.02, function: str = "normal", seed: int = 0) -> None:
+                 lapse: float = 0.02, function: str = "normal", seed: int = 0,
+                 ties: bool = False) -> None:
         self.sign = polarity(category)
         self.dist = FUNCTIONS[function]
-        self.beta, self.lapse = beta, lapse
+        self.beta, self.lapse, self.ties = beta, lapse, ties
         self.chance = threshold is None
         self.alpha = 0.0
         if threshold is not None:
@@ -303,12 +329,19 @@ class SimulatedObserver:
         x = self.sign * np.log(np.asarray(magnitude, dtype=float))
         return _p(x, self.alpha, self.beta, self.lapse, self.dist)
 
-    def __call__(self, category: str, magnitude: float, direction: str, trial_index: int) -> bool:
-        return bool(self.rng.random() < self.p_correct(magnitude))
+    def __call__(self, category: str, magnitude: float, direction: str,
+                 trial_index: int) -> bool | str:
+        p = float(self.p_correct(magnitude))
+        if self.ties:
+            return True if self.rng.random() < 2 * p - 1 else TIE
+        return bool(self.rng.random() < p)
 
 
 def trial_rows(result: AdaptiveResult, listener: str, source_ids: list[str] | None = None) -> list[dict]:
-    """The trials as results.jsonl-style rows (tier "adaptive"), so the same tools read them."""
+    """The trials as results.jsonl-style rows (tier "adaptive"), so the same tools read them.
+
+    A trial without an answer has `predicted` None and `parse_status` "tie" or "unparsed", as in
+    a sweep; its `correct` is the guess the procedure counted (`guessed` True)."""
     rows = []
     for t in result.trials:
         source = source_ids[t.index % len(source_ids)] if source_ids else None
@@ -319,7 +352,8 @@ def trial_rows(result: AdaptiveResult, listener: str, source_ids: list[str] | No
             "category": result.category, "direction": t.direction, "tier": "adaptive",
             "curve": "linear", "magnitude": t.magnitude, "source_id": source,
             "speaker_id": None, "llr": None, "correct": t.correct,
-            "predicted": t.direction if t.correct else _FLIP[t.direction],
+            "predicted": None if t.no_answer else t.direction if t.correct else _FLIP[t.direction],
+            "parse_status": t.no_answer or "ok", "guessed": t.no_answer is not None,
             "error": None,
         })
     return rows
@@ -330,7 +364,7 @@ def save_adaptive(run_dir: str | Path, listener: str, results: list[AdaptiveResu
     """Write `adaptive.json` (what `vocalgrad report` reads) and the trials as results rows."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    payload = {"listener": listener, "manifest": manifest or {},
+    payload = {"listener": listener, "manifest": manifest or {}, "no_answer": NO_ANSWER_RULE,
                "results": [r.to_dict() for r in results]}
     path = run_dir / "adaptive.json"
     path.write_text(json.dumps(clean(payload), indent=2) + "\n")

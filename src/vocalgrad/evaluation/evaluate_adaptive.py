@@ -16,7 +16,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.adaptive import AdaptiveResult, run_adaptive, save_adaptive
+from vocalgrad.evaluation.adaptive import TIE, UNPARSED, AdaptiveResult, run_adaptive, save_adaptive
 from vocalgrad.evaluation.parsing import parse_answer
 from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Listener, Request
@@ -26,7 +26,10 @@ from vocalgrad.stimuli.render import PreparedSource, prepare_source, render_cond
 
 
 class TrialRenderer:
-    """`ask(category, magnitude, direction, trial)` for `run_adaptive`: render, ask, score."""
+    """`ask(category, magnitude, direction, trial)` for `run_adaptive`: render, ask, score.
+
+    Returns whether the answer was right, or TIE / UNPARSED when there was none (the
+    procedure then guesses, see `vocalgrad.evaluation.adaptive`)."""
 
     def __init__(self, dataset: str | Path, listener: Listener, split: str = "test", seed: int = 0) -> None:
         refs = load_references(dataset)
@@ -48,7 +51,7 @@ class TrialRenderer:
             self._loaded[row["source_id"]] = prepare_source(Analysis(audio, sr), tone_seed, row.get("room_tone_rms"))
         return row["source_id"], self._loaded[row["source_id"]]
 
-    def __call__(self, category: str, magnitude: float, direction: str, trial: int) -> bool:
+    def __call__(self, category: str, magnitude: float, direction: str, trial: int) -> bool | str:
         source_id, ref = self._reference(trial)
         dim = dimensions.get(category)
         low, high = dim.endpoints(magnitude, ref.sr)
@@ -61,9 +64,14 @@ class TrialRenderer:
         request = Request(item, prompt, {item: audio}, source_id)
         if self.listener.can_score:
             scores = self.listener.score_choices([request])[0]
-            answer = max(scores, key=scores.get) if len(set(scores.values())) > 1 else None
+            winners = [o for o, v in scores.items() if v == max(scores.values())]
+            if len(winners) > 1:
+                return TIE
+            answer = winners[0]
         else:
             answer = parse_answer(self.listener.generate([request])[0], prompt.options).label
+            if answer is None:
+                return UNPARSED
         return answer == direction
 
 
@@ -85,4 +93,7 @@ def describe(result: AdaptiveResult) -> str:
     value = "–" if result.threshold is None else f"{result.threshold:.3g} {result.unit}"
     lo, hi = result.ci
     ci = "" if lo is None or not np.isfinite(lo) else f" [{lo:.3g}, {hi:.3g}]"
-    return f"{result.category}: {result.status} {value}{ci} after {result.n_trials} trials"
+    guessed = [f"{n} {what}" for n, what in ((result.n_ties, "tied"), (result.n_unparsed, "unparsed"))
+               if n]
+    note = f" ({' and '.join(guessed)} answered by a random guess)" if guessed else ""
+    return f"{result.category}: {result.status} {value}{ci} after {result.n_trials} trials{note}"

@@ -10,6 +10,16 @@ regardless of the audio, so we report d' and criterion c (signal detection, "inc
 signal) to separate hearing from bias. Why clustered bootstrap: the 24 clips of one source
 share a voice and a sentence, so they are not independent; resampling clips understates the
 uncertainty, resampling sources does not.
+
+Why a rule for few clusters: a bootstrap over G clusters has at most C(2G-1, G) distinct
+resamples (one with G = 1, three with G = 2), so its percentile interval collapses to a point
+or a sliver exactly when the data say least. Every CI here follows `ci_method_for`:
+G >= MIN_CLUSTERS_FOR_BOOTSTRAP keeps the cluster bootstrap; 2 <= G < that uses a
+delete-one-cluster jackknife t-interval with G - 1 degrees of freedom (for a mean over equal
+clusters it is the t-interval on cluster means); one cluster gets no CI ("too few sources for a
+CI"). Where the few clusters agree exactly the jackknife has zero width, which G clusters
+cannot justify: accuracy-like proportions then get the Wilson interval with G as the sample
+size (the effective sample size when every item of a cluster answers alike), d' and c no CI.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import binomtest, norm, permutation_test
+from scipy.stats import t as student_t
 from sklearn.metrics import roc_auc_score
 
 DIRECTIONS = ("increase", "decrease")
@@ -29,6 +40,64 @@ _CHUNK_CELLS = 4_000_000  # bootstrap weights held in memory at once (float64 ce
 _N_INC, _N_DEC, _HIT, _CR, _FA, _ANS_INC, _ANS_DEC, _SAID_INC, _SAID_DEC, _UNPARSED = range(10)
 _N_COLS = 10
 _WITH_CI = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
+_PROPORTIONS = ("accuracy", "balanced_accuracy", "auc")  # see `jackknife_t_ci(proportion=)`
+
+MIN_CLUSTERS_FOR_BOOTSTRAP = 10  # fewer clusters: jackknife t-interval (>= 2) or no CI (1)
+BOOTSTRAP, JACKKNIFE, SIGN_FLIP, NO_CI = (
+    "cluster bootstrap", "cluster jackknife t", "sign-flip inversion", "none")
+NO_CI_TEXT = "too few sources for a CI"
+
+
+def ci_method_for(n_clusters: int) -> str:
+    """The interval a group with `n_clusters` clusters gets (the module docstring says why)."""
+    if n_clusters >= MIN_CLUSTERS_FOR_BOOTSTRAP:
+        return BOOTSTRAP
+    return JACKKNIFE if n_clusters >= 2 else NO_CI
+
+
+def jackknife_t_ci(point: np.ndarray, replicates: np.ndarray, level: float = 0.95,
+                   proportion: bool = False,
+                   extra_variance: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Delete-one-cluster jackknife t-interval, G - 1 df, per row of `replicates` (..., G).
+
+    `point` is the full-sample estimate (...); `extra_variance` adds an independent source of
+    error (e.g. between probe seeds). A `proportion` is clipped to [0, 1], and where the
+    clusters agree exactly it gets the Wilson interval with G as the sample size (what G
+    clusters whose items all answer alike can support). Otherwise NaN where a replicate is
+    undefined or the clusters agree: zero width would claim a certainty G clusters cannot give.
+    """
+    replicates = np.asarray(replicates, dtype=float)
+    point = np.asarray(point, dtype=float)
+    g = replicates.shape[-1]
+    nan = np.full(point.shape, np.nan)
+    if g < 2:
+        return nan, nan.copy()
+    with np.errstate(invalid="ignore"):
+        spread = replicates - replicates.mean(axis=-1, keepdims=True)
+        se = np.sqrt((g - 1) / g * np.sum(spread**2, axis=-1) + extra_variance)
+    half = float(student_t.ppf(0.5 + level / 2, g - 1)) * se
+    ok = np.isfinite(point) & np.isfinite(se) & (se > 1e-12)
+    lo, hi = np.where(ok, point - half, np.nan), np.where(ok, point + half, np.nan)
+    if not proportion:
+        return lo, hi
+    agree = np.isfinite(point) & np.isfinite(se) & ~ok
+    w_lo, w_hi = _wilson(point, g, level)
+    lo, hi = np.where(agree, w_lo, lo), np.where(agree, w_hi, hi)
+    return np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0)
+
+
+def _wilson(p: np.ndarray, n: float, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a proportion `p` observed on `n` (here: clusters)."""
+    z = float(norm.ppf(0.5 + level / 2))
+    with np.errstate(invalid="ignore"):
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def leave_one_out_weights(n_clusters: int) -> np.ndarray:
+    """Cluster weights of the G jackknife replicates: all ones but the left-out cluster."""
+    return 1.0 - np.eye(n_clusters)
 
 
 def _counts(rows: Sequence[Mapping]) -> np.ndarray:
@@ -163,7 +232,7 @@ def _group_summary(
     nan = float("nan")
     out: dict = {"n": len(rows)}
     if not rows:
-        out |= {"n_increase": 0, "n_decrease": 0, "n_clusters": 0}
+        out |= {"n_increase": 0, "n_decrease": 0, "n_clusters": 0, "ci_method": NO_CI}
         out |= {"increase_rate": nan, "decrease_rate": nan, "unparsed_rate": nan}
         for name in _WITH_CI:
             out |= {name: nan, f"{name}_lo": nan, f"{name}_hi": nan}
@@ -180,20 +249,6 @@ def _group_summary(
     if llr is not None and 0 < truth_inc.sum() < len(rows):
         auc = float(roc_auc_score(truth_inc, llr))
 
-    boot: dict[str, list[np.ndarray]] = {}
-    if n_boot > 0:
-        with_auc = np.isfinite(auc)
-        if with_auc:
-            boot_auc = _BootstrapAUC(llr, truth_inc, cid, n_clusters)
-        width = len(rows) if with_auc and not boot_auc.quadratic else n_clusters
-        chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width, 1)))
-        for begin in range(0, n_boot, chunk):
-            w = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
-            for name, v in _count_metrics(w @ kc).items():
-                boot.setdefault(name, []).append(v)
-            if with_auc:
-                boot.setdefault("auc", []).append(boot_auc(w))
-
     out |= {
         "n_increase": int(k[:, _N_INC].sum()),
         "n_decrease": int(k[:, _N_DEC].sum()),
@@ -203,8 +258,31 @@ def _group_summary(
         "unparsed_rate": point["unparsed_rate"],
     }
     point["auc"] = auc
+    method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
+    with_auc = bool(np.isfinite(auc)) and method != NO_CI
+    if with_auc:
+        boot_auc = _BootstrapAUC(llr, truth_inc, cid, n_clusters)
+    ci: dict[str, tuple[float, float]] = {}
+    if method == BOOTSTRAP:
+        boot: dict[str, list[np.ndarray]] = {}
+        width = len(rows) if with_auc and not boot_auc.quadratic else n_clusters
+        chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width, 1)))
+        for begin in range(0, n_boot, chunk):
+            w = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
+            for name, v in _count_metrics(w @ kc).items():
+                boot.setdefault(name, []).append(v)
+            if with_auc:
+                boot.setdefault("auc", []).append(boot_auc(w))
+        ci = {name: _percentile_ci(np.concatenate(v)) for name, v in boot.items()}
+    elif method == JACKKNIFE:
+        w = leave_one_out_weights(n_clusters)
+        reps = _count_metrics(w @ kc) | ({"auc": boot_auc(w)} if with_auc else {})
+        for name, v in reps.items():
+            lo, hi = jackknife_t_ci(np.asarray(point[name]), v, proportion=name in _PROPORTIONS)
+            ci[name] = (float(lo), float(hi))
+    out["ci_method"] = method
     for name in _WITH_CI:
-        lo, hi = _percentile_ci(np.concatenate(boot[name])) if name in boot else (nan, nan)
+        lo, hi = ci.get(name, (nan, nan))
         out |= {name: point[name], f"{name}_lo": lo, f"{name}_hi": hi}
     return out
 
@@ -228,9 +306,11 @@ def summarise(
     Accuracy counts unparsed answers as wrong. d' and c use only answered trials ("increase"
     is the signal), so a listener that rarely answers is not mistaken for a biased one; the
     unparsed rate says how many were left out. AUC uses `llr` and needs it on every row.
-    CIs are 95% percentile intervals from resampling whole clusters (`cluster`, e.g.
-    "source_id" or "speaker_id"; None resamples items). Constant-direction rows are left out
-    here: see `constant_summary`.
+    CIs are 95% intervals over whole clusters (`cluster`, e.g. "source_id" or "speaker_id";
+    None makes each item a cluster): a percentile bootstrap with >= MIN_CLUSTERS_FOR_BOOTSTRAP
+    clusters in the group, a jackknife t-interval with fewer, none with one; `ci_method` says
+    which, `n_clusters` how many. `n_boot=0` computes no intervals. Constant-direction rows are
+    left out here: see `constant_summary`.
     """
     rows = [r for r in rows if r.get("direction") in DIRECTIONS]
     by = tuple(by)
@@ -283,10 +363,15 @@ def paired_comparison(
 ) -> dict:
     """Compare two runs on the same items (joined by item_id; increase/decrease rows only).
 
-    `difference` is accuracy_a - accuracy_b with a clustered bootstrap CI. Two tests: exact
-    McNemar on discordant items (assumes independent items) and a sign-flip permutation test
-    on per-cluster differences (swap the two runs' answers for all items of a cluster at once),
-    which stays valid when items of a cluster are correlated. Exact when 2**n_clusters <= n_perm.
+    `difference` is accuracy_a - accuracy_b. Two tests: exact McNemar on discordant items
+    (assumes independent items) and a sign-flip permutation test on per-cluster differences
+    (swap the two runs' answers for all items of a cluster at once), which stays valid when
+    items of a cluster are correlated. Exact when 2**n_clusters <= n_perm; with G clusters its
+    p cannot go below 2 / 2**G (`permutation_min_p`: 0.5 with 2 clusters).
+
+    The CI (`ci_method`) is a cluster bootstrap with >= MIN_CLUSTERS_FOR_BOOTSTRAP clusters;
+    with fewer it inverts the exact sign-flip test, so CI and permutation p cannot disagree,
+    and where that test cannot reject at 5% (<= 5 clusters) there is no CI at all.
     """
     nan = float("nan")
     b_by_id = {r["item_id"]: r for r in rows_b}
@@ -302,7 +387,9 @@ def paired_comparison(
     if not pairs:
         return out | dict.fromkeys(
             ("accuracy_a", "accuracy_b", "difference", "difference_lo", "difference_hi",
-             "mcnemar_p", "permutation_p"), nan) | {"n_only_a_correct": 0, "n_only_b_correct": 0}
+             "mcnemar_p", "permutation_p", "permutation_min_p"), nan) | {
+            "n_only_a_correct": 0, "n_only_b_correct": 0, "n_clusters": 0, "ci_method": NO_CI,
+            "permutation_exact": False}
     ca = np.array([a.get("predicted") == a["direction"] for a, _ in pairs], dtype=float)
     cb = np.array([b.get("predicted") == b["direction"] for _, b in pairs], dtype=float)
     cid = _cluster_ids([a for a, _ in pairs], cluster)
@@ -310,8 +397,9 @@ def paired_comparison(
     sums = np.zeros((n_clusters, 3))
     np.add.at(sums, cid, np.column_stack([ca, cb, np.ones_like(ca)]))
 
+    method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     lo = hi = nan
-    if n_boot > 0:
+    if method == BOOTSTRAP:
         rng = _rng(seed, "paired")
         chunk = max(1, min(n_boot, _CHUNK_CELLS // n_clusters))
         diffs = []
@@ -319,6 +407,9 @@ def paired_comparison(
             t = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters) @ sums
             diffs.append(_div(t[:, 0] - t[:, 1], t[:, 2]))
         lo, hi = _percentile_ci(np.concatenate(diffs))
+    elif method == JACKKNIFE:
+        lo, hi = _sign_flip_interval(sums[:, 0] - sums[:, 1], sums[:, 2])
+        method = SIGN_FLIP if np.isfinite(lo) else NO_CI
 
     only_a = int(np.sum((ca == 1) & (cb == 0)))
     only_b = int(np.sum((ca == 0) & (cb == 1)))
@@ -335,8 +426,10 @@ def paired_comparison(
             alternative="two-sided",
             random_state=_rng(seed, "permutation"),
         ).pvalue
+    exact = 2**n_clusters <= n_perm
     return out | {
         "n_clusters": n_clusters,
+        "ci_method": method,
         "accuracy_a": float(ca.mean()),
         "accuracy_b": float(cb.mean()),
         "difference": float(ca.mean() - cb.mean()),
@@ -346,7 +439,35 @@ def paired_comparison(
         "n_only_b_correct": only_b,
         "mcnemar_p": float(mcnemar),
         "permutation_p": float(min(perm_p, 1.0)),
+        "permutation_exact": exact,
+        # two-sided: only the observed signs and their mirror image are as extreme
+        "permutation_min_p": float(min(1.0, 2 / 2**n_clusters if exact else 2 / (n_perm + 1))),
     }
+
+
+def _sign_flip_interval(diff: np.ndarray, size: np.ndarray,
+                        level: float = 0.95) -> tuple[float, float]:
+    """The shifts delta of the accuracy difference that the exact sign-flip test keeps.
+
+    Inverts the permutation test of `paired_comparison` (per-cluster totals of a - b minus
+    delta times the cluster size, all 2**G sign vectors) on a 0.001 grid, so the interval
+    excludes 0 exactly when that test rejects at 1 - `level`. NaN when even the most extreme
+    signs cannot reach that level (G <= 5 at 95%): no interval is then better than [-1, 1];
+    NaN too when all clusters differ by the same share (the inversion would be one point).
+    """
+    g = len(diff)
+    if 2 / 2**g > 1 - level:
+        return float("nan"), float("nan")
+    signs = 1 - 2 * ((np.arange(2**g)[:, None] >> np.arange(g)) & 1)
+    delta = np.round(np.linspace(-1.0, 1.0, 2001), 3)
+    resid = diff[None, :] - delta[:, None] * size[None, :]
+    observed = np.abs(resid.sum(axis=1))
+    flipped = np.abs(resid @ signs.T)
+    p = np.mean(flipped >= observed[:, None] * (1 - 1e-9) - 1e-9, axis=1)
+    kept = delta[p > 1 - level]
+    if kept.max() == kept.min():  # every cluster differs by the same share: no spread to bound
+        return float("nan"), float("nan")
+    return float(kept.min()), float(kept.max())
 
 
 def flip_rate(rows_forward: Iterable[Mapping], rows_reversed: Iterable[Mapping]) -> dict:

@@ -12,7 +12,9 @@ decrease), a lapse rate in [0, 0.06] for attention slips, and `s` the dimension'
 which is how sensory thresholds behave (Weber). The fit is by maximum likelihood on the
 binomial counts per magnitude; the 75%-correct threshold is reported in physical units with a
 95% CI from a bootstrap that resamples whole sources (the clips of one source share a voice
-and a sentence, so they are not independent).
+and a sentence, so they are not independent). With fewer sources the CI follows the rule of
+`vocalgrad.evaluation.metrics.ci_method_for` (`ci_method` says which): a delete-one-source
+jackknife t-interval on the log-magnitude threshold, and none from a single source.
 
 A listener that never leaves chance (a likelihood-ratio test against the flat 0.5 model is
 not significant at the 1% level) or whose fitted threshold lies beyond the strongest tested change gets
@@ -31,6 +33,14 @@ from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
 from vocalgrad import dimensions
+from vocalgrad.evaluation.metrics import (
+    BOOTSTRAP,
+    JACKKNIFE,
+    NO_CI,
+    ci_method_for,
+    jackknife_t_ci,
+    leave_one_out_weights,
+)
 from vocalgrad.stimuli.plan import change_size
 
 GUESS = 0.5
@@ -104,6 +114,7 @@ class PsychometricFit:
     levels: list[Level] = field(default_factory=list)
     n_boot: int = 0
     target: float = TARGET
+    ci_method: str = NO_CI
 
     def predict(self, magnitudes: Sequence[float] | np.ndarray) -> np.ndarray:
         """P(correct) at the given magnitudes under the fitted parameters."""
@@ -284,32 +295,40 @@ def _fit(magnitudes, correct, category, clusters, listener, function, lapse, n_b
         status = BELOW
     else:
         status = OK
-    threshold, ci, used = None, (None, None), 0
+    threshold, ci, used, method = None, (None, None), 0, NO_CI
     if status == OK:
         threshold = float(np.exp(sgn * x75))
-        used = min(n_boot, MAX_BOOT)
-        if used > 0:
+        method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
+        xs: tuple[float, float] | None = None
+        if method == BOOTSTRAP:
+            used = min(n_boot, MAX_BOOT)
             rng = np.random.default_rng([seed, zlib.crc32(f"{listener}|{category}".encode())])
-            xs = _bootstrap(prob, ck, cn, used, rng)
-            lo, hi = np.percentile(xs, [2.5, 97.5])
-            ci = tuple(sorted((float(np.exp(sgn * lo)), float(np.exp(sgn * hi)))))
+            idx = rng.integers(0, n_clusters, size=(used, n_clusters))
+            w = np.stack([np.bincount(row, minlength=n_clusters) for row in idx]).astype(float)
+            lo, hi = np.percentile(_refit(prob, w @ ck, w @ cn), [2.5, 97.5])
+            xs = (float(lo), float(hi))
+        elif method == JACKKNIFE:
+            w = leave_one_out_weights(n_clusters)
+            lo, hi = jackknife_t_ci(np.asarray(x75), _refit(prob, w @ ck, w @ cn))
+            if np.isfinite(lo):
+                xs = (float(lo), float(hi))
+            else:
+                method = NO_CI
+        if xs is not None:
+            ci = tuple(sorted((float(np.exp(sgn * xs[0])), float(np.exp(sgn * xs[1])))))
     return PsychometricFit(status=status, threshold=threshold, ci=ci, alpha=float(theta[0]),
                            beta=float(theta[1]), lapse=float(theta[2]), p_value=p_value,
-                           n_boot=used, **base)
+                           n_boot=used, ci_method=method, **base)
 
 
-def _bootstrap(prob: _Problem, ck: np.ndarray, cn: np.ndarray, n_boot: int,
-               rng: np.random.Generator) -> np.ndarray:
-    """x of the 75% point refitted on cluster resamples; starts come from one vectorised grid
-    evaluation over all resamples, so each refit is a short polish."""
-    n_clusters = ck.shape[0]
-    idx = rng.integers(0, n_clusters, size=(n_boot, n_clusters))
-    w = np.stack([np.bincount(row, minlength=n_clusters) for row in idx]).astype(float)
-    kb, nb = w @ ck, w @ cn
+def _refit(prob: _Problem, kb: np.ndarray, nb: np.ndarray) -> np.ndarray:
+    """x of the 75% point refitted on each row of cluster-weighted counts (resamples or
+    leave-one-out); starts come from one vectorised grid evaluation over all rows, so each
+    refit is a short polish."""
     starts = prob.grid[np.argmin(prob.nll_grid(kb, nb), axis=1)]
-    out = np.empty(n_boot)
+    out = np.empty(len(kb))
     lo, hi = prob.bounds[0]
-    for b in range(n_boot):
+    for b in range(len(kb)):
         theta, _ = prob.fit(kb[b], nb[b], starts[b])
         x = _x_at(TARGET, *theta, prob.dist)
         out[b] = np.clip(x, lo, hi) if np.isfinite(x) else hi

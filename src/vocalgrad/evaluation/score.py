@@ -14,6 +14,8 @@ from pathlib import Path
 
 from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.evaluation.metrics import (
+    MIN_CLUSTERS_FOR_BOOTSTRAP,
+    NO_CI_TEXT,
     constant_summary,
     flip_rate,
     paired_comparison,
@@ -82,6 +84,8 @@ def _harness_results(summary: dict, by: tuple[str, ...]) -> dict:
                     entry[f"{metric}_ci,{key}"] = [g.get(f"{metric}_lo"), g.get(f"{metric}_hi")]
             entry[f"increase_rate,{key}"] = g.get("increase_rate")
             entry[f"unparsed_rate,{key}"] = g.get("unparsed_rate")
+            entry[f"n_clusters,{key}"] = g.get("n_clusters")
+            entry[f"ci_method,{key}"] = g.get("ci_method")
     return results
 
 
@@ -91,20 +95,47 @@ def _fmt(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _with_ci(g: dict, metric: str, digits: int = 3) -> str:
+    """`value [lo, hi]`; where a few-cluster group has no interval, say so instead of a dash."""
+    value, lo, hi = g.get(metric), g.get(f"{metric}_lo"), g.get(f"{metric}_hi")
+    if _finite(lo) and _finite(hi):
+        return f"{_fmt(value, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
+    if _finite(value) and g.get("n_boot", 0) > 0 and g.get("n_clusters", 0) < MIN_CLUSTERS_FOR_BOOTSTRAP:
+        return f"{_fmt(value, digits)} ({NO_CI_TEXT})"
+    return _fmt(value, digits)
+
+
+def ci_note(cluster: str, n_boot: int) -> str:
+    """How the intervals of a table were made (the rule of `metrics.ci_method_for`)."""
+    if n_boot <= 0:
+        return "No CIs (n_boot = 0)."
+    m = MIN_CLUSTERS_FOR_BOOTSTRAP
+    return (f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
+            f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}, or where those clusters agree "
+            "exactly, a Wilson interval on G for accuracy (none for d′); with 1 cluster: "
+            + NO_CI_TEXT + ".")
+
+
 def markdown(summary: dict) -> str:
     lines = []
     listener = summary["config"].get("listener", {}).get("listener", "?")
     for key, group in summary["groups"].items():
         lines += [f"### {listener} — {key}", "",
-                  "| group | n | accuracy [95% CI] | bal. acc. | increase rate | unparsed | d′ [95% CI] | c | AUC |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| group | n | clusters | accuracy [95% CI] | bal. acc. | increase rate | unparsed | d′ [95% CI] | c | AUC |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for g in group["table"]:
             lines.append(
-                f"| {g['group']} | {g['n']} | {_fmt(g.get('accuracy'))} [{_fmt(g.get('accuracy_lo'))}, {_fmt(g.get('accuracy_hi'))}] "
+                f"| {g['group']} | {g['n']} | {g.get('n_clusters', '–')} | {_with_ci(g, 'accuracy')} "
                 f"| {_fmt(g.get('balanced_accuracy'))} | {_fmt(g.get('increase_rate'))} | {_fmt(g.get('unparsed_rate'))} "
-                f"| {_fmt(g.get('dprime'), 2)} [{_fmt(g.get('dprime_lo'), 2)}, {_fmt(g.get('dprime_hi'), 2)}] "
-                f"| {_fmt(g.get('criterion'), 2)} | {_fmt(g.get('auc'))} |"
+                f"| {_with_ci(g, 'dprime', 2)} | {_fmt(g.get('criterion'), 2)} | {_fmt(g.get('auc'))} |"
             )
+        if group["table"]:
+            first = group["table"][0]
+            lines.append(f"\n{ci_note(first.get('cluster', 'item'), first.get('n_boot', 0))}")
         constant = group["constant"]
         if constant and constant[0].get("n"):
             c = constant[0]
@@ -128,7 +159,7 @@ def to_csv(summary: dict) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
     header = ["listener", "prompt", "group", "n", *[f"{m}{s}" for m in COLUMNS for s in ("", "_lo", "_hi")],
-              "increase_rate", "unparsed_rate"]
+              "increase_rate", "unparsed_rate", "n_clusters", "ci_method"]
     writer.writerow(header)
     listener = summary["config"].get("listener", {}).get("listener", "?")
     for key, group in summary["groups"].items():
@@ -144,6 +175,19 @@ def compare_runs(run_a: str | Path, run_b: str | Path, cluster: str = "source_id
     pick = lambda rows: [r for r in rows if r["control"] == "none" and r["error"] is None  # noqa: E731
                          and r["direction"] in ("increase", "decrease")]
     return paired_comparison(pick(a), pick(b), cluster=cluster, seed=seed)
+
+
+def comparison_text(result: dict) -> str:
+    """One line for `score --compare`: the difference, its CI (or why there is none), both tests."""
+    if not result["n"]:
+        return "paired difference: no items in common"
+    lo, hi = result["difference_lo"], result["difference_hi"]
+    ci = f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo) and _finite(hi) else f"({NO_CI_TEXT})"
+    exact = "exact" if result["permutation_exact"] else "sampled"
+    return (f"paired difference (first - second): {result['difference']:+.3f} {ci} over {result['n']} items "
+            f"in {result['n_clusters']} {result['cluster']} clusters (CI: {result['ci_method']}), "
+            f"McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = {result['permutation_p']:.3g} "
+            f"({exact}; smallest attainable p = {result['permutation_min_p']:.3g})")
 
 
 def write_summary(run: str | Path, summary: dict) -> Path:

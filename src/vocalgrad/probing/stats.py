@@ -4,7 +4,10 @@ Why our own bootstrap (not `vocalgrad.evaluation.metrics.summarise`): probe curv
 prediction vectors over the same items, and averaging seeds gives fractional correctness;
 resampling the same clusters for every curve keeps their CIs comparable and costs one
 matrix product. Clusters are source clips, as in `vocalgrad.evaluation.metrics` (the clips made from one
-source share voice and sentence, so they are not independent).
+source share voice and sentence, so they are not independent). The few-cluster rule is that
+module's `ci_method_for`: a bootstrap over fewer than MIN_CLUSTERS_FOR_BOOTSTRAP sources
+collapses towards a point, so a probe curve then gets a jackknife t-interval, and with one
+source no interval (NaN), never a degenerate one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from vocalgrad.evaluation.metrics import (
+    BOOTSTRAP,
+    JACKKNIFE,
+    ci_method_for,
+    jackknife_t_ci,
+    leave_one_out_weights,
+)
 
 N_BOOT = 1000
 LEVEL = 0.95
@@ -33,7 +44,10 @@ def balanced_accuracy_ci(
     x items) for probes fitted with several seeds: the point is then the seed average and
     every bootstrap draw resamples the seeds as well as the source clips, so the interval
     also covers seed-to-seed variation (large for shuffled-label controls). `positive` marks
-    "increase" items, `clusters` the source of each."""
+    "increase" items, `clusters` the source of each. With fewer than
+    MIN_CLUSTERS_FOR_BOOTSTRAP sources: a delete-one-source jackknife t-interval on the seed
+    average, widened by the seed-to-seed variance of that average (a Wilson interval on the
+    source count where the sources agree exactly); with one source, NaN."""
     correct = np.asarray(correct, np.float64)
     correct = correct.reshape((-1, 1, correct.shape[-1]) if correct.ndim < 3 else correct.shape)
     pos = np.asarray(positive, bool)
@@ -50,7 +64,17 @@ def balanced_accuracy_ci(
         with np.errstate(invalid="ignore", divide="ignore"):
             return 0.5 * (p / (w @ pos_n) + n / (w @ neg_n))
 
-    point = ba(np.full((1, n_seeds), 1 / n_seeds), np.ones((1, g)))[:, 0]
+    seed_mean = np.full((1, n_seeds), 1 / n_seeds)
+    point = ba(seed_mean, np.ones((1, g)))[:, 0]
+    method = ci_method_for(g)
+    if method == JACKKNIFE:
+        replicates = ba(np.repeat(seed_mean, g, axis=0), leave_one_out_weights(g))  # curves x G
+        per_seed = ba(np.eye(n_seeds), np.ones((n_seeds, g)))  # curves x seeds
+        seed_var = per_seed.var(axis=1, ddof=1) / n_seeds if n_seeds > 1 else 0.0
+        return (point, *jackknife_t_ci(point, replicates, LEVEL, proportion=True,
+                                       extra_variance=seed_var))
+    if method != BOOTSTRAP:
+        return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, g, size=(n_boot, g))
     weights = np.apply_along_axis(np.bincount, 1, draws, minlength=g).astype(float)
