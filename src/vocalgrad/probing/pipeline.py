@@ -2,6 +2,11 @@
 
 Outputs (in `out`): `summary.json`, `curves.csv`, `lens.csv`, `diagnosis.csv`, `diagnosis.md`,
 `items.csv` (per item: probe prediction, lens readout, model answer) and `curves_<cat>.png`.
+
+Anything that changes what a number means (a control or the lens unavailable, behaviour read
+from the lens because the eval results lack items, lens ties, stages the listener could not
+find) is a warning: printed with `warnings.warn` and kept in `summary.json` ("warnings") and
+`diagnosis.md`, so it travels with the numbers.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -145,13 +151,15 @@ def probe_rows(
     out.mkdir(parents=True, exist_ok=True)
     cats = config.categories or tuple(sorted({r["category"] for r in rows}))
     started = time.time()
-    notes: list[str] = []
+    warned: list[str] = []
+    for message in listener.manifest().get("warnings", []):
+        _warn(warned, f"{listener.listener_id}: {message}")
     twin = None
     if config.random_control:
         try:
             twin = randomised(listener, seed=0)
         except ConfigError as err:
-            notes.append(f"random-weights control unavailable: {err}")
+            _warn(warned, f"random-weights control unavailable: {err}")
     summary: dict = {
         "listener": listener.listener_id,
         "revision": listener.revision,
@@ -160,7 +168,7 @@ def probe_rows(
         "settings": asdict(config.settings),
         "threads": config.threads,  # MLP results depend slightly on it
         "thresholds": thresholds(),
-        "notes": notes,
+        "warnings": warned,
         "categories": {},
     }
     items_out: list[dict] = []
@@ -184,8 +192,7 @@ def probe_rows(
                 x |= dict(dsp.stages)
                 kind |= dict.fromkeys(dsp.stages, "dsp")
             except (VocalgradError, ValueError) as err:
-                if f"DSP reference unavailable: {err}" not in notes:
-                    notes.append(f"DSP reference unavailable: {err}")
+                _warn(warned, f"DSP reference unavailable: {err}")
         torch.set_num_threads(config.threads)
         try:
             fits = fit_category(x, items, config.settings)
@@ -201,11 +208,19 @@ def probe_rows(
         if feats.lens is not None and feats.lens.shape[1]:
             lens_test = np.asarray(feats.lens[fits.test_index], np.float64)
             lens_rows = lens_curve(lens_test, y, clusters, config.settings.n_boot)
-        elif "lens" not in " ".join(notes):
-            notes.append(f"lens unavailable: {feats.lens_note}")
-        answers, source = _behaviour(test_rows, behaviour, lens_test)
+            ties = sum(r["ties"] for r in lens_rows)
+            if ties:
+                _warn(warned, f"{cat}: {ties} lens scores of {lens_test.size} are ties (both "
+                      "words equally likely): counted as no answer, i.e. wrong")
+        else:
+            _warn(warned, f"lens unavailable: {feats.lens_note}")
+        answers, source = _behaviour(test_rows, behaviour, lens_test, cat, warned)
         beh = None
         if answers is not None:
+            no_answer = sum(a not in ("increase", "decrease") for a in answers)
+            if no_answer:
+                _warn(warned, f"{cat}: behaviour ({source}) has no answer for {no_answer} of "
+                      f"{len(answers)} test items (unparsed or a lens tie): counted as wrong")
             correct = np.array(
                 [a == r["direction"] for a, r in zip(answers, test_rows, strict=True)], float
             )
@@ -217,6 +232,7 @@ def probe_rows(
                 "ba_lo": float(lo[0]),
                 "ba_hi": float(hi[0]),
                 "source": source,
+                "n_no_answer": no_answer,
             }
         lens_stages = _lens_stages(listener, order, len(lens_rows))
         data = {
@@ -228,6 +244,7 @@ def probe_rows(
             ],
             "n_items": len(items),
             "n_test": len(test_rows),
+            "n_test_sources": len(set(clusters.tolist())),
         }
         data["diagnosis"] = diagnose(records, beh)
         summary["categories"][cat] = data
@@ -237,13 +254,31 @@ def probe_rows(
     return summary
 
 
+def _warn(recorded: list[str], message: str) -> None:
+    """Print `message` as a warning and keep it (once) in the summary's warnings."""
+    if message not in recorded:
+        warnings.warn(message, stacklevel=2)
+        recorded.append(message)
+
+
 def _behaviour(
-    test_rows: list[dict], results: dict | None, lens: np.ndarray | None
+    test_rows: list[dict],
+    results: dict | None,
+    lens: np.ndarray | None,
+    category: str,
+    recorded: list[str],
 ) -> tuple[list | None, str]:
+    """The model's answers on the test items: from the eval results when they cover every
+    item (a partial run would score a different item set), else from the last-layer lens,
+    with a warning that says which and why."""
     if results is not None:
         missing = [r["item_id"] for r in test_rows if r["item_id"] not in results]
         if not missing:
             return [results[r["item_id"]] for r in test_rows], "eval results"
+        instead = "the lens at the last layer is used instead" if lens is not None else (
+            "behaviour is not measured (no lens either)")
+        _warn(recorded, f"{category}: the eval results lack {len(missing)} of {len(test_rows)} "
+              f"test items (e.g. {missing[0]}); {instead}")
     if lens is not None:
         return behaviour_from_lens(lens[:, -1]), "lens at the last layer"
     return None, ""
@@ -292,10 +327,14 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     curves = [{"category": c, **r} for c, d in summary["categories"].items() for r in d["curves"]]
     report.write_csv(out / "curves.csv", curves, report.CURVE_COLUMNS)
+    lens_rows = []
+    for c, d in summary["categories"].items():
+        stage = {r["layer"]: r["stage"] for r in d["lens_by_stage"]}
+        lens_rows += [{"category": c, **r, "stage": stage.get(r["layer"], "")} for r in d["lens"]]
     report.write_csv(
         out / "lens.csv",
-        [{"category": c, **r} for c, d in summary["categories"].items() for r in d["lens"]],
-        ["category", "layer", "ba", "ba_lo", "ba_hi", "auc", "increase_rate"],
+        lens_rows,
+        ["category", "layer", "stage", "ba", "ba_lo", "ba_hi", "auc", "increase_rate", "ties"],
     )
     diag = []
     for c, d in summary["categories"].items():
@@ -308,6 +347,8 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
                 "behaviour_lo": b.get("ba_lo"),
                 "behaviour_hi": b.get("ba_hi"),
                 "behaviour_source": b.get("source"),
+                "n_test": d["n_test"],
+                "n_test_sources": d["n_test_sources"],
                 "evidence": " | ".join(d["diagnosis"]["evidence"]),
             }
         )
