@@ -7,9 +7,10 @@ what the model would answer; AUC (threshold-free) shows information the lens car
 a bias towards one word.
 
 A score of exactly 0 (both words equally likely, e.g. in bfloat16 or when both options start
-with the same token) is a tie: the lens gives no answer. Ties count as wrong in balanced
-accuracy, the way an unparsed answer does in evaluation, and are counted (`ties`), never read
-as either word.
+with the same token) is a tie: the lens gives no answer. Ties are never read as either word;
+they are counted (`ties`) and score 0.5, the expected score of a guess (the two-alternative
+convention), so a lens without a preference sits at chance, not below it (which the diagnosis
+would read as an inverted answer).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from vocalgrad.probing.stats import balanced_accuracy_ci
 
 
 def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: int) -> list[dict]:
-    """One row per lens layer (lens: items x layers, y: 1 = increase); ties count as wrong."""
+    """One row per lens layer (lens: items x layers, y: 1 = increase); a tie scores 0.5."""
     pos = y > 0.5
-    correct = ((lens > 0) & pos[:, None]) | ((lens < 0) & ~pos[:, None])
-    correct = correct.T.astype(float)
+    tie = ~((lens > 0) | (lens < 0))  # 0 or NaN: no answer
+    correct = np.where(tie, 0.5, np.where(lens > 0, pos[:, None], ~pos[:, None])).T
     ba, lo, hi = balanced_accuracy_ci(correct, pos, clusters, n_boot, seed=1)
     rows = []
     for i in range(lens.shape[1]):
@@ -39,7 +40,7 @@ def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: in
                 "ba_hi": float(hi[i]),
                 "auc": auc,
                 "increase_rate": float(np.mean(lens[:, i] > 0)),
-                "ties": int(np.sum(~(lens[:, i] != 0))),  # NaN is no answer either
+                "ties": int(tie[:, i].sum()),
             }
         )
     return rows

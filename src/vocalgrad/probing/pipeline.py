@@ -211,7 +211,7 @@ def probe_rows(
             ties = sum(r["ties"] for r in lens_rows)
             if ties:
                 _warn(warned, f"{cat}: {ties} lens scores of {lens_test.size} are ties (both "
-                      "words equally likely): counted as no answer, i.e. wrong")
+                      "words equally likely): no answer, scored 0.5 like a guess")
         else:
             _warn(warned, f"lens unavailable: {feats.lens_note}")
         answers, source = _behaviour(test_rows, behaviour, lens_test, cat, warned)
@@ -220,9 +220,13 @@ def probe_rows(
             no_answer = sum(a not in ("increase", "decrease") for a in answers)
             if no_answer:
                 _warn(warned, f"{cat}: behaviour ({source}) has no answer for {no_answer} of "
-                      f"{len(answers)} test items (unparsed or a lens tie): counted as wrong")
+                      f"{len(answers)} test items (unparsed or a lens tie): scored 0.5 like a "
+                      "guess, so they pull the balanced accuracy to chance, not below it")
             correct = np.array(
-                [a == r["direction"] for a, r in zip(answers, test_rows, strict=True)], float
+                [
+                    float(a == r["direction"]) if a in ("increase", "decrease") else 0.5
+                    for a, r in zip(answers, test_rows, strict=True)
+                ]
             )
             ba, lo, hi = balanced_accuracy_ci(
                 correct[None], y > 0.5, clusters, config.settings.n_boot, seed=3
