@@ -130,10 +130,18 @@ def test_fallbacks_are_warned_and_recorded(tmp_path: Path) -> None:
     partial = {r["item_id"]: "increase" for r in rows if r["split"] == "test"}
     missing = sorted(partial)[-1]
     del partial[missing]
+    tied = TorchModuleListener(
+        model,
+        stages={f"block.{i}": f"blocks.{i}" for i in range(BLOCKS)},
+        readout=lambda out: out,
+        lens_head=model.head,
+        lens_stages=[f"block.{i}" for i in range(BLOCKS)],
+        name="tied",
+    )
     with pytest.warns(UserWarning) as caught:
         summary = probe_rows(
             rows,
-            listener(model, "tied"),
+            tied,
             tmp_path / "out",
             ProbeConfig(settings=FAST, dsp_control=False),
             sha="synthetic",
@@ -157,3 +165,11 @@ def test_fallbacks_are_warned_and_recorded(tmp_path: Path) -> None:
     assert f"**Warning:** {lack}" in md and "| 24 items / 6 sources ⚠ |" in md
     diagnosis = (tmp_path / "out" / "diagnosis.csv").read_text().splitlines()
     assert diagnosis[0].split(",")[6:8] == ["n_test", "n_test_sources"]
+    # the report reads it back: lens layers join their stage's panel, warnings come along
+    from vocalgrad.report.collect import load_probe
+
+    probe = load_probe(tmp_path / "out")
+    assert probe.warnings == summary["warnings"] and probe.listener == "torch:tied"
+    assert {(r["stage"], r["layer_index"]) for r in probe.layers if r["probe"] == "lens"} == {
+        ("block", i) for i in range(BLOCKS)
+    }

@@ -363,7 +363,7 @@ def test_unreadable_probe_rows_are_left_out_with_a_warning_in_the_report(inputs,
     assert len(probe.layers) == 141
     with pytest.warns(UserWarning):
         text = write_report([inputs["runs"][0]], tmp_path / "r.html", probe_dirs=[folder],
-                            n_boot=20).read_text()
+                            n_boot=20, fit_boot=10).read_text()
     top = text.split('<div class="warnings" id="warnings">')[1]
     assert "model-a: " + probe.warnings[0].split(":")[0] in top and "could not be read" in top
 
