@@ -44,7 +44,7 @@ def _ci(row: Mapping, key: str, digits: int = 2) -> str:
     return f"{fmt(row.get(key), digits)} [{fmt(row.get(key + '_lo'), digits)}, {fmt(row.get(key + '_hi'), digits)}]"
 
 
-def few_sources(numbers: str, sources: Mapping[str, int | None]) -> list[str]:
+def _few_sources(numbers: str, sources: Mapping[str, int | None]) -> list[str]:
     """One warning naming everything in `sources` (name -> source count) below MIN_SOURCES."""
     few = {n: c for n, c in sources.items() if c is not None and c < MIN_SOURCES}
     if not few:
@@ -117,7 +117,7 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
                              "source; dashed line: chance.", "accuracy per category per listener"))
     if note.strip():
         blocks.append(Text(note.strip(), "note"))
-    warned = few_sources("Accuracies", {n: _sources(summaries[n]) for n in order})
+    warned = _few_sources("Accuracies", {n: _sources(summaries[n]) for n in order})
     return Section("headline", "Headline: accuracy per category", blocks, glance, warned)
 
 
@@ -166,7 +166,7 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
               and abs(e["increase_rate"] - 0.5) > 0.2]
     glance = (f"Strong response bias: {', '.join(biased)}." if biased
               else "No listener leans strongly to one answer.")
-    warned = few_sources("d′ and criterion c", {n: _sources(s) for n, s in summaries.items()})
+    warned = _few_sources("d′ and criterion c", {n: _sources(s) for n, s in summaries.items()})
     if biased and warned:
         glance += " (few sources: see the warning)"
     return Section("bias", "Bias vs sensitivity", blocks, glance, warned)
@@ -255,7 +255,7 @@ def probing(probes: Sequence[Probe]) -> Section:
             if any(n is None for n in sources.values()):
                 warned.append(f"{p.listener}: diagnosis.csv does not say how many test items and "
                               "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)")
-            warned += few_sources(f"{p.listener}: probe verdicts", sources)
+            warned += _few_sources(f"{p.listener}: probe verdicts", sources)
     return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
                    warned)
 
