@@ -5,6 +5,7 @@ head that answers increase/decrease. The diagnosis must name how each one fails.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -114,3 +115,61 @@ def test_diagnosis_names_each_planted_failure(expected: str, tmp_path: Path) -> 
     curves = result["curves"]
     assert {r["kind"] for r in curves} == {"model", "random"}
     assert all(abs(r["linear_control_ba"] - 0.5) < 0.15 for r in curves)
+
+
+def test_fallbacks_are_warned_and_recorded(tmp_path: Path) -> None:
+    """Eval results that lack test items used to hand behaviour to the last-layer lens without a
+    word, and a lens tie (a head with no preference) used to read as "decrease": now the
+    fallback warns and is recorded, a tie is no answer scored 0.5, and each verdict says how
+    many items and sources it rests on (here 6 test sources, below the minimum of 10)."""
+    torch.manual_seed(0)
+    model = Organism(head_dim=5)
+    with torch.no_grad():
+        model.head.weight.zero_()  # both words equally likely everywhere: every lens score ties
+    rows = synthetic_rows("linear", n_sources=6, per_source=4)
+    partial = {r["item_id"]: "increase" for r in rows if r["split"] == "test"}
+    missing = sorted(partial)[-1]
+    del partial[missing]
+    tied = TorchModuleListener(
+        model,
+        stages={f"block.{i}": f"blocks.{i}" for i in range(BLOCKS)},
+        readout=lambda out: out,
+        lens_head=model.head,
+        lens_stages=[f"block.{i}" for i in range(BLOCKS)],
+        name="tied",
+    )
+    with pytest.warns(UserWarning) as caught:
+        summary = probe_rows(
+            rows,
+            tied,
+            tmp_path / "out",
+            ProbeConfig(settings=FAST, dsp_control=False),
+            sha="synthetic",
+            cache=tmp_path / "cache",
+            behaviour=partial,
+        )
+    result = summary["categories"]["volume"]
+    lack = f"volume: the eval results lack 1 of 24 test items (e.g. {missing}); the lens at the last layer"
+    assert any(w.startswith(lack) for w in summary["warnings"])
+    assert any("no answer for 24 of 24 test items" in w for w in summary["warnings"])
+    assert {str(w.message) for w in caught} >= set(summary["warnings"])
+    behaviour = result["behaviour"]
+    assert behaviour["source"] == "lens at the last layer" and behaviour["n_no_answer"] == 24
+    assert behaviour["ba"] == 0.5  # a tie is a guess: not "decrease", not below chance
+    assert result["diagnosis"]["verdict"] != "heard and used"
+    assert all(r["ties"] == 24 and r["ba"] == 0.5 for r in result["lens"])
+    assert (result["n_test"], result["n_test_sources"]) == (24, 6)
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert saved["warnings"] == summary["warnings"]
+    md = (tmp_path / "out" / "diagnosis.md").read_text()
+    assert f"**Warning:** {lack}" in md and "| 24 items / 6 sources ⚠ |" in md
+    diagnosis = (tmp_path / "out" / "diagnosis.csv").read_text().splitlines()
+    assert diagnosis[0].split(",")[6:8] == ["n_test", "n_test_sources"]
+    # the report reads it back: lens layers join their stage's panel, warnings come along
+    from vocalgrad.report.collect import load_probe
+
+    probe = load_probe(tmp_path / "out")
+    assert probe.warnings == summary["warnings"] and probe.listener == "torch:tied"
+    assert {(r["stage"], r["layer_index"]) for r in probe.layers if r["probe"] == "lens"} == {
+        ("block", i) for i in range(BLOCKS)
+    }

@@ -258,3 +258,20 @@ def test_logistic_path_matches_sklearn_per_c_for_every_label_set() -> None:
                 ref.fit(x[keep], y[k, p].numpy()[keep])
                 got = x @ w[k, p, : x.shape[1]].numpy() + float(b[k, p])
                 np.testing.assert_allclose(got, ref.decision_function(x), atol=2e-3)
+
+
+def test_lens_tie_is_no_answer_scored_as_a_guess() -> None:
+    """A lens score of exactly 0 (or NaN) used to read as "decrease": now it is no answer,
+    counted, and scores 0.5 in balanced accuracy, whichever way the item went."""
+    from vocalgrad.probing.lens import behaviour_from_lens, lens_curve
+
+    assert behaviour_from_lens(np.array([2.0, -1.0, 0.0, np.nan])) == [
+        "increase", "decrease", None, None
+    ]
+    y = np.tile([1.0, 0.0], 10)
+    clusters = np.arange(20) // 2
+    right = np.where(y > 0.5, 1.0, -1.0)
+    lens = np.stack([np.zeros(20), right, np.where(np.arange(20) < 10, 0.0, right)], axis=1)
+    rows = lens_curve(lens, y, clusters, n_boot=50)
+    assert [r["ties"] for r in rows] == [20, 0, 10]
+    assert [r["ba"] for r in rows] == pytest.approx([0.5, 1.0, 0.75])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import html
 import json
 import os
 import re
@@ -15,8 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.adaptive import SimulatedObserver, run_adaptive, save_adaptive
 from vocalgrad.report import SECTION_IDS, write_report
+from vocalgrad.report.collect import load_probe
+from vocalgrad.report.figures import probing_figure
 from vocalgrad.stimuli.plan import design_magnitudes
 
 CATEGORIES = ("voice_pitch", "volume", "voice_clarity")
@@ -112,9 +116,44 @@ def _probe(folder: Path) -> Path:
                         w.writerow([cat, stage, i, probe, acc, acc - 0.05, acc + 0.05])
                 w.writerow([cat, stage, 0, "dsp", 0.9, 0.85, 0.95])
     (folder / "diagnosis.csv").write_text(
-        "category,verdict,best_stage,best_layer\nvoice_pitch,lost in decoder,encoder,4\n"
-        "volume,represented and used,encoder,3\nvoice_clarity,never encoded,encoder,0\n")
+        "category,verdict,best_stage,best_layer,n_test,n_test_sources\n"
+        "voice_pitch,lost in decoder,encoder,4,96,24\nvolume,represented and used,encoder,3,96,24\n"
+        "voice_clarity,never encoded,encoder,0,96,24\n")
     (folder / "manifest.json").write_text(json.dumps({"listener": {"listener": "model-a"}}))
+    return folder
+
+
+WHISPER_STAGES = ["mel", *(f"encoder.{i}" for i in range(5)), *(f"decoder.{i}@answer" for i in range(5))]
+LENS_WARNING = "volume: the eval results lack 3 of 16 test items (e.g. x); the lens is used instead"
+
+
+def _pipeline_probe(folder: Path) -> Path:
+    """`vocalgrad probe` output shaped like the demo's Whisper run (mel, 5 encoder and 5 decoder
+    layers, their random-weights twins, a DSP reference, lens per decoder layer): it drew twelve
+    panels in one row, five of them empty."""
+    folder.mkdir()
+    cols = ["category", "stage", "order", "kind", "late", "linear_ba", "linear_lo", "linear_hi",
+            "linear_control_ba", "linear_control_lo", "linear_control_hi", "mlp_ba", "mlp_lo",
+            "mlp_hi", "n_test"]
+    curves, lens = [], []
+    for cat in ("voice_pitch", "volume"):
+        for k, stage in enumerate(WHISPER_STAGES):
+            ba = 0.6 + 0.03 * k
+            curves.append([cat, stage, k, "model", k > 7, ba, ba - 0.1, ba + 0.1, 0.5, 0.4, 0.6,
+                           ba + 0.01, ba - 0.09, ba + 0.11, 16])
+            curves.append([cat, f"random:{stage}", -1, "random", False, 0.55, 0.45, 0.65,
+                           "", "", "", "", "", "", 16])
+        curves.append([cat, "dsp:logmel", -1, "dsp", False, 0.8, 0.7, 0.9, "", "", "", "", "", "", 16])
+        lens += [[cat, i, f"decoder.{i}@answer", 0.5 + 0.02 * i, 0.45, 0.6, 0.5, 0.5, 0] for i in range(5)]
+    for name, header, rows in (("curves.csv", cols, curves), ("lens.csv", [
+            "category", "layer", "stage", "ba", "ba_lo", "ba_hi", "auc", "increase_rate", "ties"], lens)):
+        with (folder / name).open("w", newline="") as f:
+            csv.writer(f).writerows([header, *rows])
+    (folder / "diagnosis.csv").write_text(
+        "category,verdict,behaviour_ba,n_test,n_test_sources,evidence\n"
+        "voice_pitch,present but unused,0.5,16,4,x\nvolume,heard and used,0.8,16,4,y\n")
+    (folder / "summary.json").write_text(json.dumps({"listener": "whisper:tiny.en",
+                                                     "warnings": [LENS_WARNING]}))
     return folder
 
 
@@ -144,13 +183,14 @@ def inputs(tmp_path_factory) -> dict:
     save_adaptive(adaptive_dir, "model-a", results, manifest={"listener": {"listener": "model-a"}})
     runs.append(adaptive_dir)
     return {"runs": runs, "dataset": _dataset(root / "dataset"), "probe": _probe(root / "probe"),
-            "root": root}
+            "pipeline_probe": _pipeline_probe(root / "pipeline-probe"), "root": root}
 
 
 @pytest.fixture(scope="module")
 def html_report(inputs) -> Path:
     return write_report(inputs["runs"], inputs["root"] / "report.html", dataset=inputs["dataset"],
-                        probe_dirs=[inputs["probe"]], n_boot=200, fit_boot=100)
+                        probe_dirs=[inputs["probe"], inputs["pipeline_probe"]], n_boot=200,
+                        fit_boot=100)
 
 
 def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
@@ -159,7 +199,7 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
         assert f'<section id="{sid}">' in text, sid
     figures = re.findall(r'<figure id="fig-([\w-]+)"><img alt="[^"]*" src="data:image/png;base64,([^"]+)"', text)
     names = {name for name, _ in figures}
-    assert {"headline", "bias", "psychometric", "probing-1"} <= names
+    assert {"headline", "bias", "psychometric", "probing-1", "probing-2"} <= names
     for _, data in figures:
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert not re.search(r"https?://", text), "the report must reference nothing outside itself"
@@ -174,6 +214,47 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     assert "lost in decoder" in text  # the diagnosis table
     assert "verification below 90% for voice_clarity" in text
     assert "vocalgrad eval dataset --listener model-a" in text  # commands in provenance
+
+
+def _section(text: str, sid: str) -> str:
+    return text.split(f'<section id="{sid}">')[1].split("</section>")[0]
+
+
+def test_report_says_what_each_number_rests_on_and_warns_below_the_minimum(html_report):
+    """Every accuracy, d' and verdict table has its items and sources; the fixture's runs have
+    6 sources and the Whisper-like probe 4, below the stated minimum of 10: the report warns,
+    at the top and in the section, and the probe run's own warnings travel with it."""
+    text = html_report.read_text()
+    top = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
+    for sid in ("headline", "bias"):
+        section = _section(text, sid)
+        assert "<th>items</th><th>sources</th>" in section
+        assert f"<td>{N_SOURCES}</td>" in section  # the sources column
+        assert "rest on fewer than 10 sources for" in section and "model-a (6)" in section
+    assert "Accuracies rest on fewer than 10 sources for model-a (6)" in top
+    assert "d′ and criterion c rest on fewer than 10 sources" in top
+    probing = _section(text, "probing")
+    assert "<td>16 / 4 ⚠</td>" in probing and "<td>96 / 24</td>" in probing
+    assert "whisper:tiny.en: probe verdicts rest on fewer than 10 sources for voice_pitch (4), volume (4)" in top
+    assert f"whisper:tiny.en: {LENS_WARNING}" in top and "model-a: probe verdicts" not in top
+
+
+def test_probe_figure_is_a_grid_of_stage_families_without_empty_panels(inputs):
+    """The demo's 12-in-a-row figure, 5 panels empty: now one panel per stage family (mel,
+    encoder, decoder at the answer position; random weights and lens join their family, the
+    DSP reference is a line on each), every panel with data, readable widths."""
+    probe = load_probe(inputs["pipeline_probe"])
+    fig = probing_figure(probe.layers, probe.listener)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["mel: 1 layer", "encoder: 5 layers", "decoder (answer position): 5 layers"]
+    for ax in fig.axes:
+        chance = [ln for ln in ax.lines if list(ln.get_ydata()) == [0.5, 0.5]]
+        assert len(ax.lines) - len(chance) >= 2, ax.get_title()  # a probe and the DSP line
+        assert ax.get_window_extent().width >= 300  # figure pixels (the report scales by <= 1)
+    assert fig.get_figwidth() * fig.dpi <= 1600 and len(fig.legends) == 1
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(labels) == len(set(labels)) and "control: random weights" in labels
+    assert "lens readout" in labels and "DSP features (no model)" in labels
 
 
 def test_markdown_report_writes_pngs_next_to_it(inputs, tmp_path):
@@ -219,6 +300,34 @@ def test_headless_browser_renders_the_report(html_report, tmp_path):
         shutil.copy(shot, os.environ["VOCALGRAD_SCREENSHOT"])
 
 
+MEASURE = """<script>
+const out = [...document.querySelectorAll("figure img")].map(img => ({
+  id: img.parentElement.id, width: img.getBoundingClientRect().width,
+  height: img.getBoundingClientRect().height, natural: img.naturalWidth}));
+document.body.insertAdjacentHTML("beforeend", "<pre id=sizes>" + JSON.stringify(out) + "</pre>");
+</script>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
+def test_headless_browser_shows_probe_panels_at_a_readable_size(html_report, inputs, tmp_path):
+    """The browser's own layout of the probe figure (a measuring script added to a copy of the
+    report, which itself has no script): it fits the page, and each panel, at the scale it is
+    shown, is at least 250 px wide (the old figure was 5,208 px wide, shrunk to ~17%)."""
+    page = tmp_path / "measured.html"
+    page.write_text(html_report.read_text().replace("</body>", MEASURE + "</body>"))
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--window-size=1200,4000", "--dump-dom", page.as_uri()],
+                         check=True, capture_output=True, text=True, timeout=60).stdout
+    sizes = {f["id"]: f for f in json.loads(html.unescape(re.search(r"<pre id=\"sizes\">(.*?)</pre>",
+                                                                    dom, re.S)[1]))}
+    shown = sizes["fig-probing-2"]
+    assert shown["natural"] <= 1600 and shown["width"] <= 1200 and shown["height"] <= 900
+    scale = shown["width"] / shown["natural"]
+    probe = load_probe(inputs["pipeline_probe"])
+    for ax in probing_figure(probe.layers, probe.listener).axes:
+        assert ax.get_window_extent().width * scale >= 250, ax.get_title()
+
+
 def test_probe_pipeline_output_is_read_in_long_format(tmp_path):
     from vocalgrad.report.collect import load_probe
 
@@ -228,10 +337,41 @@ def test_probe_pipeline_output_is_read_in_long_format(tmp_path):
         "volume,encoder.2,2,model,0.8,0.7,0.9,0.5,0.4,0.6,0.82,0.72,0.92\n"
         "volume,lm.12@audio,5,model,0.6,0.5,0.7,0.5,0.4,0.6,0.61,0.51,0.71\n"
         "volume,dsp,0,dsp,0.95,0.9,1.0,,,,,,\n")
-    (tmp_path / "lens.csv").write_text("category,layer,ba,ba_lo,ba_hi\nvolume,lm.12@audio,0.55,0.45,0.65\n")
+    (tmp_path / "lens.csv").write_text("category,layer,stage,ba,ba_lo,ba_hi\n"
+                                       "volume,12,lm.12@audio,0.55,0.45,0.65\n"
+                                       "volume,3,,0.52,0.45,0.6\n")  # lens.csv before stages
     probe = load_probe(tmp_path)
     got = {(r["stage"], r["layer_index"], r["probe"]): r["balanced_accuracy"] for r in probe.layers}
     assert got[("encoder", 2, "linear")] == 0.8 and got[("encoder", 2, "shuffled")] == 0.5
     assert got[("lm@audio", 12, "mlp")] == 0.61 and got[("lm@audio", 12, "lens")] == 0.55
-    assert got[("dsp", 0, "dsp")] == 0.95
-    assert load_probe(tmp_path / "missing") is None
+    assert got[("dsp", 0, "dsp")] == 0.95 and got[("lens readout", 3, "lens")] == 0.52
+    assert probe.warnings == []
+    with pytest.raises(ConfigError, match="no layers.csv, curves.csv, diagnosis.csv"):
+        load_probe(tmp_path / "missing")  # a wrong --probe folder is an error, not "no probe"
+
+
+def test_unreadable_probe_rows_are_left_out_with_a_warning_in_the_report(inputs, tmp_path):
+    """Rows load_probe cannot parse used to vanish; now each is named, warned about and listed
+    in the report's warnings."""
+    folder = tmp_path / "probe"
+    shutil.copytree(inputs["probe"], folder)
+    with (folder / "layers.csv").open("a") as f:
+        f.write("volume,encoder,five,linear,0.7,0.6,0.8\nvolume,encoder,2,linear,high,0.6,0.8\n")
+    with pytest.warns(UserWarning, match="2 of 143 probe rows could not be read") as caught:
+        probe = load_probe(folder)
+    assert "layers.csv:143 (ValueError" in str(caught[0].message) and "layers.csv:144" in probe.warnings[0]
+    assert len(probe.layers) == 141
+    with pytest.warns(UserWarning):
+        text = write_report([inputs["runs"][0]], tmp_path / "r.html", probe_dirs=[folder],
+                            n_boot=20, fit_boot=10).read_text()
+    top = text.split('<div class="warnings" id="warnings">')[1]
+    assert "model-a: " + probe.warnings[0].split(":")[0] in top and "could not be read" in top
+
+
+def test_enough_sources_raise_no_warning(tmp_path):
+    rng = np.random.default_rng(0)
+    rows = [_row("model-a", "volume", "mid", 12.0, d, s, bool(rng.random() < 0.8))
+            for s in range(12) for d in ("increase", "decrease")]
+    text = write_report([_write_run(tmp_path / "run", "model-a", rows)], tmp_path / "r.html",
+                        n_boot=20).read_text()
+    assert '<div class="warnings"' not in text and "<td>12</td>" in _section(text, "bias")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,25 @@ class HFListener(Listener):
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.audio_token_id = family.audio_token_id(self.model, self.processor)
         self.sample_rate = int(getattr(self.processor.feature_extractor, "sampling_rate", 16000))
+        self.warnings: list[str] = []
+        self.encoder_layers = self._find_encoder_layers()
+
+    def _find_encoder_layers(self) -> Any:
+        """The audio encoder's layers for hooks, looked up once. When the module tree differs
+        from what the family expects (another transformers version), probing goes on with the
+        language-model stages only, and the warning says so here and in the manifest."""
+        try:
+            return self.family.encoder_layer_list(self.model)
+        except AttributeError as exc:
+            message = (
+                f"{type(self.model).__name__}: audio-encoder layers not found "
+                f"(family {self.family.name} expects `{self.family.encoder_path}."
+                f"{self.family.encoder_layers}`: {exc}); hidden states have no "
+                "audio_encoder.* stages"
+            )
+            warnings.warn(message, stacklevel=3)
+            self.warnings.append(message)
+            return []
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -322,11 +342,7 @@ class HFListener(Listener):
         for i, layer in enumerate(layers):
             hooks.append(layer.register_forward_hook(keep(f"lm.{i + 1}")))
         if clips:
-            try:
-                encoder_layers = self.family.encoder_layer_list(self.model)
-            except AttributeError:
-                encoder_layers = []
-            for i, layer in enumerate(encoder_layers):
+            for i, layer in enumerate(self.encoder_layers):
                 hooks.append(layer.register_forward_hook(keep(f"audio_encoder.{i}")))
         try:
             with torch.inference_mode():
@@ -405,4 +421,5 @@ class HFListener(Listener):
         return results
 
     def manifest(self) -> dict:
-        return {**super().manifest(), "family": self.family.name, "device": self.device}
+        out = {**super().manifest(), "family": self.family.name, "device": self.device}
+        return out | ({"warnings": list(self.warnings)} if self.warnings else {})

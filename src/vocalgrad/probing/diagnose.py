@@ -18,6 +18,9 @@ MIN_SELECTIVITY = 0.10  # probe minus shuffled-label control
 NONLINEAR_GAP = 0.10  # MLP minus linear at the same stage
 MIN_DECLINE = 0.10  # best early linear minus best late linear
 LATE_FRACTION = 1 / 3  # without answer-position stages: the last third of stages is "late"
+# fewer test sources than this and a verdict is flagged as indicative: its CIs resample too
+# few clusters to be trusted (the same minimum the report applies to accuracy and d')
+MIN_SOURCES = 10
 
 VERDICTS = (
     "heard and used",
@@ -47,6 +50,7 @@ def thresholds() -> dict[str, float]:
         "NONLINEAR_GAP": NONLINEAR_GAP,
         "MIN_DECLINE": MIN_DECLINE,
         "LATE_FRACTION": round(LATE_FRACTION, 3),
+        "MIN_SOURCES": MIN_SOURCES,
     }
 
 

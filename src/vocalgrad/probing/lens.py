@@ -5,6 +5,12 @@ and scores log p("increase") - log p("decrease"): where a probe decodes the dire
 lens does not, the model's readout is what fails. Balanced accuracy (sign of the score) shows
 what the model would answer; AUC (threshold-free) shows information the lens carries despite
 a bias towards one word.
+
+A score of exactly 0 (both words equally likely, e.g. in bfloat16 or when both options start
+with the same token) is a tie: the lens gives no answer. Ties are never read as either word;
+they are counted (`ties`) and score 0.5, the expected score of a guess (the two-alternative
+convention), so a lens without a preference sits at chance, not below it (which the diagnosis
+would read as an inverted answer).
 """
 
 from __future__ import annotations
@@ -18,9 +24,10 @@ from vocalgrad.probing.stats import balanced_accuracy_ci
 
 
 def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: int) -> list[dict]:
-    """One row per lens layer (lens: items x layers, y: 1 = increase)."""
+    """One row per lens layer (lens: items x layers, y: 1 = increase); a tie scores 0.5."""
     pos = y > 0.5
-    correct = ((lens > 0) == pos[:, None]).T.astype(float)
+    tie = ~((lens > 0) | (lens < 0))  # 0 or NaN: no answer
+    correct = np.where(tie, 0.5, np.where(lens > 0, pos[:, None], ~pos[:, None])).T
     ba, lo, hi = balanced_accuracy_ci(correct, pos, clusters, n_boot, seed=1)
     rows = []
     for i in range(lens.shape[1]):
@@ -33,6 +40,7 @@ def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: in
                 "ba_hi": float(hi[i]),
                 "auc": auc,
                 "increase_rate": float(np.mean(lens[:, i] > 0)),
+                "ties": int(tie[:, i].sum()),
             }
         )
     return rows
@@ -56,6 +64,7 @@ def behaviour_from_results(run: str | Path) -> dict[str, str | None]:
     return out
 
 
-def behaviour_from_lens(lens_last: np.ndarray) -> list[str]:
-    """The model's first-token preference at the last layer: its own answer between the two."""
-    return ["increase" if v > 0 else "decrease" for v in lens_last]
+def behaviour_from_lens(lens_last: np.ndarray) -> list[str | None]:
+    """The model's first-token preference at the last layer: its own answer between the two,
+    None for a tie (no preference; see the module docstring)."""
+    return ["increase" if v > 0 else "decrease" if v < 0 else None for v in lens_last]

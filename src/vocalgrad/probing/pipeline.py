@@ -2,6 +2,11 @@
 
 Outputs (in `out`): `summary.json`, `curves.csv`, `lens.csv`, `diagnosis.csv`, `diagnosis.md`,
 `items.csv` (per item: probe prediction, lens readout, model answer) and `curves_<cat>.png`.
+
+Anything that changes what a number means (a control or the lens unavailable, behaviour read
+from the lens because the eval results lack items, lens ties, stages the listener could not
+find) is a warning: printed with `warnings.warn` and kept in `summary.json` ("warnings") and
+`diagnosis.md`, so it travels with the numbers.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,13 +153,15 @@ def probe_rows(
     out.mkdir(parents=True, exist_ok=True)
     cats = config.categories or tuple(sorted({r["category"] for r in rows}))
     started = time.time()
-    notes: list[str] = []
+    warned: list[str] = []
+    for message in listener.manifest().get("warnings", []):
+        _warn(warned, f"{listener.listener_id}: {message}")
     twin = None
     if config.random_control:
         try:
             twin = randomised(listener, seed=0)
         except ConfigError as err:
-            notes.append(f"random-weights control unavailable: {err}")
+            _warn(warned, f"random-weights control unavailable: {err}")
     summary: dict = {
         "listener": listener.listener_id,
         "revision": listener.revision,
@@ -162,12 +170,10 @@ def probe_rows(
         "settings": asdict(config.settings),
         "threads": config.threads,  # MLP results depend slightly on it
         "thresholds": thresholds(),
-        "notes": notes,
-        "train_dataset": train_dataset,
+        "warnings": warned,
+        "train_dataset": train_dataset,  # where the probes' train split came from, if not here
         "categories": {},
     }
-    if train_dataset:
-        notes.append(f"probes trained on the train split of {train_dataset}, tested on this dataset's test split")
     items_out: list[dict] = []
     previous = torch.get_num_threads()
     for cat in cats:
@@ -189,8 +195,7 @@ def probe_rows(
                 x |= dict(dsp.stages)
                 kind |= dict.fromkeys(dsp.stages, "dsp")
             except (VocalgradError, ValueError) as err:
-                if f"DSP reference unavailable: {err}" not in notes:
-                    notes.append(f"DSP reference unavailable: {err}")
+                _warn(warned, f"DSP reference unavailable: {err}")
         torch.set_num_threads(config.threads)
         try:
             fits = fit_category(x, items, config.settings)
@@ -206,13 +211,25 @@ def probe_rows(
         if feats.lens is not None and feats.lens.shape[1]:
             lens_test = np.asarray(feats.lens[fits.test_index], np.float64)
             lens_rows = lens_curve(lens_test, y, clusters, config.settings.n_boot)
-        elif "lens" not in " ".join(notes):
-            notes.append(f"lens unavailable: {feats.lens_note}")
-        answers, source = _behaviour(test_rows, behaviour, lens_test)
+            ties = sum(r["ties"] for r in lens_rows)
+            if ties:
+                _warn(warned, f"{cat}: {ties} lens scores of {lens_test.size} are ties (both "
+                      "words equally likely): no answer, scored 0.5 like a guess")
+        else:
+            _warn(warned, f"lens unavailable: {feats.lens_note}")
+        answers, source = _behaviour(test_rows, behaviour, lens_test, cat, warned)
         beh = None
         if answers is not None:
+            no_answer = sum(a not in ("increase", "decrease") for a in answers)
+            if no_answer:
+                _warn(warned, f"{cat}: behaviour ({source}) has no answer for {no_answer} of "
+                      f"{len(answers)} test items (unparsed or a lens tie): scored 0.5 like a "
+                      "guess, so they pull the balanced accuracy to chance, not below it")
             correct = np.array(
-                [a == r["direction"] for a, r in zip(answers, test_rows, strict=True)], float
+                [
+                    float(a == r["direction"]) if a in ("increase", "decrease") else 0.5
+                    for a, r in zip(answers, test_rows, strict=True)
+                ]
             )
             ba, lo, hi = balanced_accuracy_ci(
                 correct[None], y > 0.5, clusters, config.settings.n_boot, seed=3
@@ -222,6 +239,7 @@ def probe_rows(
                 "ba_lo": float(lo[0]),
                 "ba_hi": float(hi[0]),
                 "source": source,
+                "n_no_answer": no_answer,
             }
         lens_stages = _lens_stages(listener, order, len(lens_rows))
         data = {
@@ -233,6 +251,7 @@ def probe_rows(
             ],
             "n_items": len(items),
             "n_test": len(test_rows),
+            "n_test_sources": len(set(clusters.tolist())),
         }
         data["diagnosis"] = diagnose(records, beh)
         summary["categories"][cat] = data
@@ -242,13 +261,31 @@ def probe_rows(
     return summary
 
 
+def _warn(recorded: list[str], message: str) -> None:
+    """Print `message` as a warning and keep it (once) in the summary's warnings."""
+    if message not in recorded:
+        warnings.warn(message, stacklevel=2)
+        recorded.append(message)
+
+
 def _behaviour(
-    test_rows: list[dict], results: dict | None, lens: np.ndarray | None
+    test_rows: list[dict],
+    results: dict | None,
+    lens: np.ndarray | None,
+    category: str,
+    recorded: list[str],
 ) -> tuple[list | None, str]:
+    """The model's answers on the test items: from the eval results when they cover every
+    item (a partial run would score a different item set), else from the last-layer lens,
+    with a warning that says which and why."""
     if results is not None:
         missing = [r["item_id"] for r in test_rows if r["item_id"] not in results]
         if not missing:
             return [results[r["item_id"]] for r in test_rows], "eval results"
+        instead = "the lens at the last layer is used instead" if lens is not None else (
+            "behaviour is not measured (no lens either)")
+        _warn(recorded, f"{category}: the eval results lack {len(missing)} of {len(test_rows)} "
+              f"test items (e.g. {missing[0]}); {instead}")
     if lens is not None:
         return behaviour_from_lens(lens[:, -1]), "lens at the last layer"
     return None, ""
@@ -297,10 +334,14 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=float) + "\n")
     curves = [{"category": c, **r} for c, d in summary["categories"].items() for r in d["curves"]]
     report.write_csv(out / "curves.csv", curves, report.CURVE_COLUMNS)
+    lens_rows = []
+    for c, d in summary["categories"].items():
+        stage = {r["layer"]: r["stage"] for r in d["lens_by_stage"]}
+        lens_rows += [{"category": c, **r, "stage": stage.get(r["layer"], "")} for r in d["lens"]]
     report.write_csv(
         out / "lens.csv",
-        [{"category": c, **r} for c, d in summary["categories"].items() for r in d["lens"]],
-        ["category", "layer", "ba", "ba_lo", "ba_hi", "auc", "increase_rate"],
+        lens_rows,
+        ["category", "layer", "stage", "ba", "ba_lo", "ba_hi", "auc", "increase_rate", "ties"],
     )
     diag = []
     for c, d in summary["categories"].items():
@@ -313,6 +354,8 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
                 "behaviour_lo": b.get("ba_lo"),
                 "behaviour_hi": b.get("ba_hi"),
                 "behaviour_source": b.get("source"),
+                "n_test": d["n_test"],
+                "n_test_sources": d["n_test_sources"],
                 "evidence": " | ".join(d["diagnosis"]["evidence"]),
             }
         )

@@ -6,7 +6,7 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from vocalgrad.probing.diagnose import MEANING, thresholds
+from vocalgrad.probing.diagnose import MEANING, MIN_SOURCES, thresholds
 
 CURVE_COLUMNS = (
     "category",
@@ -33,6 +33,14 @@ CURVE_COLUMNS = (
 )
 
 
+def rests_on(data: dict) -> str:
+    """"16 items / 4 sources ⚠": what a category's verdict rests on, flagged below the minimum."""
+    n, sources = data.get("n_test"), data.get("n_test_sources")
+    if n is None or sources is None:
+        return "-"
+    return f"{n} items / {sources} sources" + (" ⚠" if sources < MIN_SOURCES else "")
+
+
 def write_csv(path: Path, rows: Sequence[dict], columns: Sequence[str] | None = None) -> None:
     columns = list(columns or (rows[0].keys() if rows else []))
     with path.open("w", newline="") as f:
@@ -48,15 +56,18 @@ def _ci(r: dict, p: str) -> str:
 
 
 def markdown(summary: dict) -> str:
-    """Diagnosis table, thresholds, and per-category stage tables."""
+    """Warnings, diagnosis table, thresholds, and per-category stage tables."""
+    warned = summary.get("warnings", [])
     lines = [
         "# Probe diagnosis",
         "",
         f"listener `{summary['listener']}`, pooling `{summary['pooling']}`, "
         f"split: {summary['split']}, seeds {summary['seeds']}",
         "",
-        "| category | verdict | behaviour BA [95% CI] | evidence |",
-        "|---|---|---|---|",
+        *[f"**Warning:** {w}" + "  " for w in warned],
+        *([""] if warned else []),
+        "| category | verdict | test items / sources | behaviour BA [95% CI] | evidence |",
+        "|---|---|---|---|---|",
     ]
     for cat, d in summary["categories"].items():
         b = d["behaviour"]
@@ -66,18 +77,17 @@ def markdown(summary: dict) -> str:
             else f"{b['ba']:.2f} [{b['ba_lo']:.2f}, {b['ba_hi']:.2f}] ({b['source']})"
         )
         lines.append(
-            f"| {cat} | **{d['diagnosis']['verdict']}** | {beh} | "
+            f"| {cat} | **{d['diagnosis']['verdict']}** | {rests_on(d)} | {beh} | "
             + "; ".join(d["diagnosis"]["evidence"][1:])
             + " |"
         )
     lines += [
         "",
         "Thresholds: " + ", ".join(f"{k} = {v}" for k, v in thresholds().items()),
-        "CIs: 95% percentile bootstrap over source clips. Verdicts:",
+        "CIs: 95% percentile bootstrap over source clips; ⚠: fewer than "
+        f"{MIN_SOURCES} test sources, so the CIs and the verdict are indicative only. Verdicts:",
     ]
     lines += [f"- *{k}*: {v}" for k, v in MEANING.items()]
-    for note in summary.get("notes", []):
-        lines.append(f"- note: {note}")
     for cat, d in summary["categories"].items():
         lines += [
             "",

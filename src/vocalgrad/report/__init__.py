@@ -45,7 +45,7 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
         for entry in run.adaptive:
             adaptive.setdefault(entry["listener"], []).append(entry)
     psych, _ = sections.psychometric(by_listener, adaptive, colours, fit_boot, seed)
-    probes = [p for p in (load_probe(d) for d in probe_dirs) if p is not None]
+    probes = [load_probe(d) for d in probe_dirs]
     dataset_note = ""
     if dataset is None:  # fall back on the dataset the first run was evaluated on
         recorded = next((r.manifest.get("dataset") for r in runs if r.manifest.get("dataset")), None)
@@ -54,6 +54,8 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
         elif recorded:
             dataset_note = f"The runs were evaluated on {recorded}, which is not here: section skipped."
     info = load_dataset_info(dataset) if dataset is not None else None
+    if dataset is not None and info is None:
+        dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         sections.headline(summaries, colours, note),

@@ -5,12 +5,14 @@ from __future__ import annotations
 import csv
 import json
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vocalgrad.dataset import is_official, official_rows, read_jsonl
+from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
 
 HUMAN_PREFIX = "human"
@@ -99,6 +101,15 @@ class Probe:
     listener: str
     layers: list[dict]
     diagnosis: list[dict]
+    warnings: list[str] = field(default_factory=list)  # the probe run's own, and reading it
+
+
+PROBE_FILES = ("layers.csv", "curves.csv", "diagnosis.csv")
+LENS_FAMILY = "lens readout"  # lens layers of an older lens.csv, which names no stage
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -106,31 +117,45 @@ def _read_csv(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def load_probe(path: str | Path) -> Probe | None:
-    """A probe output folder, or None: layers.csv (long format) or the pipeline's curves.csv and
-    lens.csv, plus diagnosis.csv and an optional manifest.json."""
+def _number(value: str | None) -> float:
+    """A CSV cell as a float; empty means not measured (NaN), anything else must parse."""
+    return float("nan") if value in (None, "") else float(value)
+
+
+def load_probe(path: str | Path) -> Probe:
+    """A probe output folder: layers.csv (long format) or the pipeline's curves.csv and lens.csv
+    (+ summary.json), plus diagnosis.csv and an optional manifest.json. Rows that cannot be read
+    are left out with a warning, kept in `Probe.warnings` for the report."""
     path = Path(path)
-    layers_csv, diagnosis_csv = path / "layers.csv", path / "diagnosis.csv"
-    curves_csv = path / "curves.csv"
-    if not layers_csv.is_file() and not curves_csv.is_file() and not diagnosis_csv.is_file():
-        return None
-    raw = _read_csv(layers_csv) if layers_csv.is_file() else _from_pipeline(path)
-    layers = []
+    if not any((path / name).is_file() for name in PROBE_FILES):
+        raise ConfigError(f"--probe {path}: no {', '.join(PROBE_FILES)}; is this a "
+                          "`vocalgrad probe` output folder?")
+    layers_csv = path / "layers.csv"
+    raw = ([{**r, "row": f"layers.csv:{i + 2}"} for i, r in enumerate(_read_csv(layers_csv))]
+           if layers_csv.is_file() else _from_pipeline(path))
+    layers, bad = [], []
     for r in raw:
         try:
-            layers.append({**r, "layer_index": int(float(r["layer_index"])),
-                           **{k: float(r[k]) if r.get(k) not in (None, "") else float("nan")
-                              for k in ("balanced_accuracy", "ci_lo", "ci_hi")}})
-        except (KeyError, ValueError):
+            layer = {**r, "layer_index": int(float(r["layer_index"])),
+                     **{k: _number(r.get(k)) for k in ("balanced_accuracy", "ci_lo", "ci_hi")}}
+            if not all(r.get(k) for k in ("category", "stage", "probe")):
+                raise ValueError("category, stage or probe is empty")
+        except (KeyError, TypeError, ValueError) as err:
+            bad.append(f"{r['row']} ({type(err).__name__}: {err})")
             continue
-    manifest = path / "manifest.json"
-    listener = path.name
-    if manifest.is_file():
-        meta = json.loads(manifest.read_text())
-        listener = str(meta.get("listener", {}).get("listener") if isinstance(meta.get("listener"), dict)
-                       else meta.get("listener") or listener)
+        layers.append(layer)
+    summary, manifest = _read_json(path / "summary.json"), _read_json(path / "manifest.json")
+    who = manifest.get("listener") or summary.get("listener")
+    listener = str(who.get("listener") if isinstance(who, dict) else who) if who else path.name
+    notes = [str(w) for w in summary.get("warnings", [])]
+    if bad:
+        message = (f"{path}: {len(bad)} of {len(raw)} probe rows could not be read and are "
+                   f"left out: {'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
+        warnings.warn(message, stacklevel=2)
+        notes.append(message)
+    diagnosis_csv = path / "diagnosis.csv"
     diagnosis = _read_csv(diagnosis_csv) if diagnosis_csv.is_file() else []
-    return Probe(path, listener, layers, diagnosis)
+    return Probe(path, listener, layers, diagnosis, notes)
 
 
 def _split_stage(name: str) -> tuple[str, int]:
@@ -139,23 +164,34 @@ def _split_stage(name: str) -> tuple[str, int]:
     return (m.group(1) + (m.group(3) or ""), int(m.group(2))) if m else (name, 0)
 
 
+PIPELINE_PROBES = {  # curves.csv kind -> (probe in the long format, column prefix)
+    "model": (("linear", "linear"), ("mlp", "mlp"), ("shuffled", "linear_control")),
+    "random": (("random_weights", "linear"),),
+    "dsp": (("dsp", "linear"),),
+}
+
+
 def _from_pipeline(path: Path) -> list[dict]:
-    """`vocalgrad probe` output (curves.csv, lens.csv) in the layers.csv long format."""
+    """`vocalgrad probe` output (curves.csv, lens.csv) in the layers.csv long format. A
+    random-weights stage ("random:encoder.3") joins its model stage's family as a control; the
+    DSP reference is one row; a lens layer joins the stage lens.csv names for it."""
     out: list[dict] = []
     curves = path / "curves.csv"
-    for r in _read_csv(curves) if curves.is_file() else []:
-        stage, layer = _split_stage(r["stage"])
-        kind = r.get("kind", "model")
-        probes = {"model": (("linear", "linear"), ("mlp", "mlp"), ("shuffled", "linear_control"))}
-        for probe, col in probes.get(kind, ((kind, "linear"),)):
-            out.append({"category": r["category"], "stage": stage, "layer_index": layer,
+    for i, r in enumerate(_read_csv(curves) if curves.is_file() else []):
+        kind = r.get("kind") or "model"
+        stage, layer = (("dsp", 0) if kind == "dsp"
+                        else _split_stage(str(r.get("stage", "")).removeprefix("random:")))
+        for probe, col in PIPELINE_PROBES.get(kind, ((kind, "linear"),)):
+            out.append({"category": r.get("category"), "stage": stage, "layer_index": layer,
                         "probe": probe, "balanced_accuracy": r.get(f"{col}_ba"),
-                        "ci_lo": r.get(f"{col}_lo"), "ci_hi": r.get(f"{col}_hi")})
+                        "ci_lo": r.get(f"{col}_lo"), "ci_hi": r.get(f"{col}_hi"),
+                        "row": f"curves.csv:{i + 2}"})
     lens = path / "lens.csv"
-    for r in _read_csv(lens) if lens.is_file() else []:
-        stage, layer = _split_stage(r["layer"])
-        out.append({"category": r["category"], "stage": stage, "layer_index": layer, "probe": "lens",
-                    "balanced_accuracy": r.get("ba"), "ci_lo": r.get("ba_lo"), "ci_hi": r.get("ba_hi")})
+    for i, r in enumerate(_read_csv(lens) if lens.is_file() else []):
+        stage, layer = _split_stage(r["stage"]) if r.get("stage") else (LENS_FAMILY, r.get("layer"))
+        out.append({"category": r.get("category"), "stage": stage, "layer_index": layer,
+                    "probe": "lens", "balanced_accuracy": r.get("ba"), "ci_lo": r.get("ba_lo"),
+                    "ci_hi": r.get("ba_hi"), "row": f"lens.csv:{i + 2}"})
     return out
 
 
@@ -170,12 +206,10 @@ class DatasetInfo:
 
 
 def load_dataset_info(path: str | Path) -> DatasetInfo | None:
+    """The dataset folder's rows, build records and card; None when it holds none of them."""
     path = Path(path)
     if not path.is_dir():
-        return None
-    def read_json(name: str) -> dict:
-        f = path / name
-        return json.loads(f.read_text()) if f.is_file() else {}
+        raise ConfigError(f"--dataset {path}: no such folder")
     if is_official(path):
         return DatasetInfo(path, {}, {}, official_rows(path), "", official=True)
     rows = []
@@ -186,4 +220,5 @@ def load_dataset_info(path: str | Path) -> DatasetInfo | None:
     card = (path / "README.md").read_text() if (path / "README.md").is_file() else ""
     if not rows and not card:
         return None
-    return DatasetInfo(path, read_json("build.json"), read_json("build_report.json"), rows, card)
+    return DatasetInfo(path, _read_json(path / "build.json"), _read_json(path / "build_report.json"),
+                       rows, card)

@@ -48,3 +48,6 @@ class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
     glance: str = ""  # one line for the "at a glance" list at the top
+    # what a reader must know before trusting the section's numbers: listed at the top of the
+    # report and again at the section's start
+    warnings: list[str] = field(default_factory=list)

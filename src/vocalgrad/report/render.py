@@ -27,6 +27,9 @@ td.best{font-weight:700;background:#fff6d6 !important}
 .caption{font-size:12.5px;color:#555;margin:2px 0 14px}
 .note{font-size:13px;color:#6b4e00;background:#fffaf0;border-left:3px solid #e0b000;
  padding:6px 10px}
+.warnings{background:#fff4f2;border-left:4px solid #c62828;padding:10px 16px;margin:12px 0}
+.warnings li{margin:3px 0}p.warning{font-size:13px;color:#8e1b1b;background:#fff4f2;
+ border-left:3px solid #c62828;padding:6px 10px}
 figure{margin:12px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:12.5px;color:#555}
 details{margin:8px 0}summary{cursor:pointer;color:#0b5cad;font-size:14px}
@@ -80,6 +83,8 @@ def _block_html(block) -> str:
 def to_html(title: str, subtitle: str, sections: Sequence[Section]) -> str:
     nav = "".join(f'<a href="#{s.id}">{_e(s.title)}</a>' for s in sections)
     glance = "".join(f"<li><b>{_e(s.title)}:</b> {_e(s.glance)}</li>" for s in sections if s.glance)
+    warned = "".join(f'<li><a href="#{_e(s.id)}">{_e(s.title)}</a>: {_e(w)}</li>'
+                     for s in sections for w in s.warnings)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -87,8 +92,11 @@ def to_html(title: str, subtitle: str, sections: Sequence[Section]) -> str:
         f"<h1>{_e(title)}</h1><div class=\"caption\">{_e(subtitle)}</div>",
         f"<nav>{nav}</nav>", f'<div class="glance"><b>At a glance</b><ul>{glance}</ul></div>',
     ]
+    if warned:
+        parts.append(f'<div class="warnings" id="warnings"><b>Warnings</b><ul>{warned}</ul></div>')
     for s in sections:
         parts.append(f'<section id="{_e(s.id)}"><h2>{_e(s.title)}</h2>')
+        parts += [f'<p class="warning">Warning: {_e(w)}</p>' for w in s.warnings]
         parts += [_block_html(b) for b in s.blocks]
         parts.append("</section>")
     parts.append("</main></body></html>")
@@ -114,8 +122,12 @@ def to_markdown(title: str, subtitle: str, sections: Sequence[Section], out: Pat
     """Markdown text; figures are written as PNG files next to `out` and linked relatively."""
     lines = [f"# {title}", "", subtitle, "", "**At a glance**", ""]
     lines += [f"- **{s.title}:** {s.glance}" for s in sections if s.glance]
+    warned = [f"- **{s.title}:** {w}" for s in sections for w in s.warnings]
+    if warned:
+        lines += ["", "**Warnings**", "", *warned]
     for s in sections:
         lines += ["", f'<a id="{s.id}"></a>', "", f"## {s.title}", ""]
+        lines += [f"> **Warning:** {w}\n" for w in s.warnings]
         for b in s.blocks:
             if isinstance(b, Text) and b.kind == "code":
                 lines += ["```", b.text, "```", ""]

@@ -12,6 +12,7 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.evaluation.metrics import constant_summary, flip_rate, same_answer_alarm, summarise
 from vocalgrad.evaluation.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.probing.diagnose import MIN_SOURCES
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
     ADAPTIVE_TIER,
@@ -41,6 +42,22 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 def _ci(row: Mapping, key: str, digits: int = 2) -> str:
     return f"{fmt(row.get(key), digits)} [{fmt(row.get(key + '_lo'), digits)}, {fmt(row.get(key + '_hi'), digits)}]"
+
+
+def _few_sources(numbers: str, sources: Mapping[str, int | None]) -> list[str]:
+    """One warning naming everything in `sources` (name -> source count) below MIN_SOURCES."""
+    few = {n: c for n, c in sources.items() if c is not None and c < MIN_SOURCES}
+    if not few:
+        return []
+    named = ", ".join(f"{n} ({c})" for n, c in few.items())
+    return [f"{numbers} rest on fewer than {MIN_SOURCES} sources for {named}: their CIs "
+            "resample too few source clips to be trusted, so treat them as indicative only."]
+
+
+def _sources(summary: Sequence[Mapping]) -> int | None:
+    """The fewest sources any group of a `summarise` result rests on (None if not recorded)."""
+    counts = [g["n_clusters"] for g in summary if g.get("n_clusters") is not None]
+    return min(counts) if counts else None
 
 
 def _changing(rows: Sequence[dict]) -> list[dict]:
@@ -74,18 +91,21 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
     for col in columns:
         vals = [acc[n][col][0] for n in order if col in acc[n] and math.isfinite(acc[n][col][0])]
         best[col] = max(vals) if vals else float("nan")
-    table = Table(["listener", "kind", "n", *[c.replace("_", " ") for c in columns]], [],
-                  caption="Accuracy [95% CI, bootstrap over sources]. ★ best in column.")
+    table = Table(["listener", "kind", "items", "sources", *[c.replace("_", " ") for c in columns]],
+                  [], caption="Accuracy [95% CI, bootstrap over sources]; items: changing clips "
+                              "scored; sources: the source recordings they come from, which the "
+                              "CIs resample. ★ best in column.")
     for i, n in enumerate(order):
-        row = [n, "human" if is_human(n) else "model", str(_overall(summaries[n])["n"])]
+        o = _overall(summaries[n])
+        row = [n, "human" if is_human(n) else "model", str(o["n"]), str(o.get("n_clusters", "–"))]
         for j, col in enumerate(columns):
             a = acc[n].get(col)
             row.append("–" if a is None else f"{fmt(a[0])} [{fmt(a[1])}, {fmt(a[2])}]")
             if a is not None and a[0] == best[col]:
-                table.marked.add((i, j + 3))
+                table.marked.add((i, j + 4))
         table.rows.append(row)
         table.swatches.append(colours.get(n))
-    table.rows.append(["chance", "reference", "–", *["0.50" for _ in columns]])
+    table.rows.append(["chance", "reference", "–", "–", *["0.50" for _ in columns]])
     table.swatches.append(colours.get("chance"))
     top = order[0] if order else None
     glance = (f"Best overall: {top} at {fmt(_overall(summaries[top])['accuracy'])} accuracy "
@@ -97,7 +117,8 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
                              "source; dashed line: chance.", "accuracy per category per listener"))
     if note.strip():
         blocks.append(Text(note.strip(), "note"))
-    return Section("headline", "Headline: accuracy per category", blocks, glance)
+    warned = _few_sources("Accuracies", {n: _sources(summaries[n]) for n in order})
+    return Section("headline", "Headline: accuracy per category", blocks, glance, warned)
 
 
 def _overall(summary: list[dict]) -> dict:
@@ -119,16 +140,20 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
         reversed_rows = [r for r in rows if r.get("control") == "reversed"]
         flip = flip_rate(forward, reversed_rows)["flip_rate"] if reversed_rows else float("nan")
         constant = constant_summary([r for r in main if r.get("direction") == "constant"], by=())[0]
-        rows_out.append([name, fmt(o["increase_rate"]), _ci(o, "dprime"), _ci(o, "criterion"),
-                         fmt(o["unparsed_rate"]), fmt(flip), fmt(constant.get("increase_rate"))])
+        rows_out.append([name, str(o["n"]), str(o.get("n_clusters", "–")), fmt(o["increase_rate"]),
+                         _ci(o, "dprime"), _ci(o, "criterion"), fmt(o["unparsed_rate"]), fmt(flip),
+                         fmt(constant.get("increase_rate"))])
         alarm = same_answer_alarm(forward)
         if alarm:
             alarms.append(f"{name}: {alarm}")
-    table = Table(["listener", "says increase", "d′ [95% CI]", "criterion c [95% CI]", "unparsed",
-                   "reversed: flip rate", "constant clips: says increase"], rows_out,
+    table = Table(["listener", "items", "sources", "says increase", "d′ [95% CI]",
+                   "criterion c [95% CI]", "unparsed", "reversed: flip rate",
+                   "constant clips: says increase"], rows_out,
                   swatches=[colours.get(e["listener"]) for e in entries],
-                  caption="d′ and c from answered trials, \"increase\" as the signal; a listener "
-                          "that hears flips its answer on time-reversed clips.")
+                  caption="d′ and c from answered trials, \"increase\" as the signal; items: "
+                          "changing clips, sources: the recordings they come from (the CIs "
+                          "resample sources). A listener that hears flips its answer on "
+                          "time-reversed clips.")
     blocks: list = [Text("Accuracy mixes hearing and habit: a listener that always says one word "
                          "scores 50% whatever it hears. d′ measures hearing, c the lean.")]
     blocks.append(table)
@@ -141,7 +166,10 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
               and abs(e["increase_rate"] - 0.5) > 0.2]
     glance = (f"Strong response bias: {', '.join(biased)}." if biased
               else "No listener leans strongly to one answer.")
-    return Section("bias", "Bias vs sensitivity", blocks, glance)
+    warned = _few_sources("d′ and criterion c", {n: _sources(s) for n, s in summaries.items()})
+    if biased and warned:
+        glance += " (few sources: see the warning)"
+    return Section("bias", "Bias vs sensitivity", blocks, glance, warned)
 
 
 def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, list[dict]],
@@ -212,17 +240,40 @@ def probing(probes: Sequence[Probe]) -> Section:
                          "stage? Probes well above their controls at a layer mean the change is "
                          "represented there; a gap between the probes and the answers points to "
                          "where it is lost.")]
+    warned: list[str] = []
     for i, p in enumerate(probes):
-        if p.layers:
-            blocks.append(Figure(f"probing-{i + 1}", figures.probing(p.layers, p.listener),
-                                 f"{p.listener}: balanced accuracy per layer and stage; shaded: "
-                                 "95% CI; grey: controls; black dashed: DSP features.",
+        warned += [f"{p.listener}: {w}" for w in p.warnings]
+        png = figures.probing(p.layers, p.listener)
+        if png is not None:
+            blocks.append(Figure(f"probing-{i + 1}", png,
+                                 f"{p.listener}: balanced accuracy per layer, one panel per stage; "
+                                 "shaded: 95% CI; grey: controls; black dashed: DSP features.",
                                  f"probe curves for {p.listener}"))
         if p.diagnosis:
-            header = list(p.diagnosis[0])
-            blocks.append(Table(header, [[str(r.get(h, "")) for h in header] for r in p.diagnosis[:60]],
-                                caption=f"{p.listener}: diagnosis"))
-    return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).")
+            table, sources = _diagnosis_table(p)
+            blocks.append(table)
+            if any(n is None for n in sources.values()):
+                warned.append(f"{p.listener}: diagnosis.csv does not say how many test items and "
+                              "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)")
+            warned += _few_sources(f"{p.listener}: probe verdicts", sources)
+    return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
+                   warned)
+
+
+def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
+    """The diagnosis with what each verdict rests on, and category -> test sources."""
+    counts = ("n_test", "n_test_sources")
+    header = [h for h in p.diagnosis[0] if h not in counts]
+    header.insert(header.index("verdict") + 1 if "verdict" in header else len(header),
+                  "test items / sources")
+    rows, sources = [], {}
+    for r in p.diagnosis[:60]:
+        n, k = (int(r[c]) if str(r.get(c, "")).isdigit() else None for c in counts)
+        sources[str(r.get("category", ""))] = k
+        rests = "–" if n is None or k is None else f"{n} / {k}" + (" ⚠" if k < MIN_SOURCES else "")
+        rows.append([rests if h == "test items / sources" else str(r.get(h, "")) for h in header])
+    return Table(header, rows, caption=f"{p.listener}: diagnosis. Test items / sources: what each "
+                 f"verdict rests on; ⚠ fewer than {MIN_SOURCES} sources."), sources
 
 
 def dataset(info: DatasetInfo | None, note: str = "") -> Section:
