@@ -109,8 +109,9 @@ class BodyLimit:
 
 
 class TokenBuckets:
-    """In-process token bucket per key (annotator or admin): a runaway client gets 429s and
-    cannot slow the others down. Keys are annotator ids, so memory is bounded by the study."""
+    """In-process token bucket per key (annotator or admin): past its rate a client gets 429s
+    before the route does any work (audio decoding, queries). Keys are annotator ids, so memory
+    is bounded by the study; a flood of bad tokens is for a proxy in front to stop."""
 
     def __init__(self, rate: float, burst: float, clock: Callable[[], float] = time.monotonic):
         if rate <= 0 or burst < 1:
