@@ -6,14 +6,15 @@ import io
 import json
 import sqlite3
 
+import numpy as np
 import pytest
 import soundfile as sf
-from e2e.human_helpers import ADMIN_TOKEN, Env, do_trial, make_dataset, trial_truth
+from e2e.human_helpers import ADMIN_TOKEN, PUBLIC_URL, Env, do_trial, make_dataset, trial_truth
 
 from vocalgrad.evaluation.prompts import question_text
-from vocalgrad.human.app import create_app
+from vocalgrad.human.app import MAX_GAIN_DB, create_app
 from vocalgrad.human.store import Store, hash_token
-from vocalgrad.human.study import StudyError
+from vocalgrad.human.study import StudyConfig, StudyError
 
 
 @pytest.fixture(scope="module")
@@ -392,3 +393,124 @@ def test_wrong_dataset_is_refused(tmp_path):
     (env.dataset / "build.json").write_text(json.dumps({"content_sha256": "0" * 64}))
     with pytest.raises(StudyError, match="not the dataset"):
         create_app(Store(env.db), env.dataset, ADMIN_TOKEN)
+
+
+@pytest.mark.parametrize("field", ["rt_s", "played_s"])
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
+def test_non_finite_numbers_are_422_not_500(env, field, number):
+    """Python's JSON parser accepts these; the error response must not try to echo them."""
+    _, c = env.annotator()
+    _skip_screening(env, c)
+    t = _current(c)
+    if field == "rt_s":
+        url = f"/api/trials/{t['id']}/answer"
+        body = f'{{"answer": "increase", "rt_s": {number}, "submission_id": "abcdefgh"}}'
+    else:
+        url = f"/api/trials/{t['id']}/play"
+        body = f'{{"event": "ended", "played_s": {number}}}'
+    r = c.post(url, content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", field]
+    assert _db(env, "SELECT answer, plays, play_rejects FROM trials WHERE id=?", t["id"]) == [
+        (None, 0, 0)]
+
+
+def _served_test_audio(env: Env, c, item: str | None = None) -> tuple[str, bytes]:
+    """The current clip trial's item and served bytes; with `item`, that trial is made to play
+    `item` (so two annotators can be compared on the same clip)."""
+    _skip_screening(env, c)
+    t = _current(c)
+    if item is not None:
+        with sqlite3.connect(env.db) as con:
+            con.execute("UPDATE trials SET item_id=? WHERE id=?", (item, t["id"]))
+    item = _db(env, "SELECT item_id FROM trials WHERE id=?", t["id"])[0][0]
+    r = c.get(t["audio"])
+    assert r.status_code == 200
+    return item, r.content
+
+
+def test_served_audio_differs_per_annotator_but_not_to_the_ear(env):
+    """Exact-hash lookup in a copy of the dataset fails; level and course are kept."""
+    _, a = env.annotator()
+    _, b = env.annotator()
+    item, wav_a = _served_test_audio(env, a)
+    _, wav_b = _served_test_audio(env, b, item)
+    split, name = _db(env, "SELECT split, file_name FROM items WHERE item_id=?", item)[0]
+    stored, sr = sf.read(env.dataset / split / name, dtype="int16")
+    plain = io.BytesIO()
+    sf.write(plain, stored, sr, format="WAV", subtype="PCM_16")  # the stored clip, re-encoded
+    assert len({wav_a, wav_b, plain.getvalue()}) == 3
+    for wav in (wav_a, wav_b):
+        served, served_sr = sf.read(io.BytesIO(wav), dtype="int16")
+        assert served_sr == sr and served.shape == stored.shape
+        x, y = stored.astype(float), served.astype(float)
+        level_db = 10 * np.log10(np.mean(y**2) / np.mean(x**2))
+        assert abs(level_db) < 0.5 and abs(level_db) <= MAX_GAIN_DB + 0.05
+        assert np.corrcoef(x, y)[0, 1] > 0.999
+        assert np.max(np.abs(y - x * np.sqrt(np.mean(y**2) / np.mean(x**2)))) <= 3  # gain + dither
+    # the same annotator and clip: the same bytes, also after a server restart (resume)
+    assert a.get(_current(a)["audio"]).content == wav_a
+    env.restart()
+    assert a.get(_current(a)["audio"]).content == wav_a
+
+
+def test_screening_audio_is_perturbed_too(env):
+    _, a = env.annotator()
+    _, b = env.annotator()
+    t_a, t_b = _current(a), _current(b)
+    seed = _db(env, "SELECT seed FROM trials WHERE id=?", t_a["id"])[0][0]
+    with sqlite3.connect(env.db) as con:  # same screening stimulus for both
+        con.execute("UPDATE trials SET seed=? WHERE id=?", (seed, t_b["id"]))
+    wav_a, wav_b = a.get(t_a["audio"]).content, b.get(t_b["audio"]).content
+    assert wav_a != wav_b
+    x, y = (sf.read(io.BytesIO(w))[0] for w in (wav_a, wav_b))
+    assert np.corrcoef(x.ravel(), y.ravel())[0, 1] > 0.999
+
+
+def test_runaway_token_is_rate_limited_and_others_are_not(env):
+    env.app_options |= {"rate_per_s": 2.0, "rate_burst": 5.0}
+    env.restart()
+    _, runaway = env.annotator(ready=False)
+    _, calm = env.annotator(ready=False)
+    codes = [runaway.get("/api/state").status_code for _ in range(30)]
+    assert codes[:5] == [200] * 5 and codes.count(429) >= 20
+    r = runaway.get("/api/state")
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert runaway.post("/api/begin", json={}).status_code == 429
+    assert runaway.get("/api/audio/" + "A" * 32).status_code == 429  # audio is limited too
+    assert [calm.get("/api/state").status_code for _ in range(4)] == [200] * 4
+    assert calm.post("/api/begin", json={}).status_code == 200
+    assert env.store.annotator("a01")["began_at"] is None  # the limited request did nothing
+
+
+def test_invite_links_use_the_configured_base_url(env):
+    admin = env.admin()
+    for headers in ({"Host": "evil.example"}, {"X-Forwarded-Host": "evil.example",
+                                                "X-Forwarded-Proto": "http"}):
+        link = admin.post("/admin/api/invite", json={}, headers=headers).json()["link"]
+        assert link.startswith(PUBLIC_URL + "/s/") and "evil" not in link
+    env.app_options["public_url"] = None
+    env.restart()
+    r = env.admin().post("/admin/api/invite", json={}, headers={"Host": "evil.example"})
+    assert r.status_code == 409 and "--base-url" in r.json()["detail"]
+    for bad in ("evil.example", "ftp://x", "https://x/?next=y", "https://"):
+        env.app_options["public_url"] = bad
+        with pytest.raises(StudyError, match="base URL"):
+            env.restart()
+
+
+def test_links_expire_when_configured(tmp_path, dataset):
+    env = Env(tmp_path, dataset, link_expiry_days=2)
+    who, token = env.store.invite(None, env.clock())
+    c = env.client(token)
+    assert c.get("/api/state").status_code == 200
+    assert env.client().get(f"/s/{token}", follow_redirects=False).status_code == 303
+    env.clock.advance(2 * 86400 + 1)
+    r = c.get("/api/state")
+    assert r.status_code == 410 and "expired" in r.json()["detail"]
+    r = env.client().get(f"/s/{token}", follow_redirects=False)
+    assert r.status_code == 410 and "expired" in r.text and "set-cookie" not in r.headers
+    _, fresh = env.store.invite(who, env.clock())  # a new link for the same slot works again
+    assert env.client(fresh).get("/api/state").status_code == 200
+    with pytest.raises(StudyError, match="link_expiry_days"):
+        StudyConfig(link_expiry_days=-1)

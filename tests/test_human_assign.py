@@ -116,3 +116,16 @@ def test_real_built_dataset(tmp_path, cache_dir, monkeypatch):
     plan = make_plan(rows, config)
     _check_balance(plan, rows, config)
     assert set(plan.pool) == {"volume", "voice_pitch", "echo"}
+
+
+def test_practice_and_catch_are_disjoint_without_a_train_split(tmp_path):
+    """Practice feedback must not reveal any link's catch answers (`--n-train 0` builds)."""
+    rows = load_rows(make_dataset(tmp_path, n_sources=6, tiers=("low", "mid", "high"), n_train=0))
+    config = StudyConfig(n_annotators=8, annotators_per_item=2, n_catch=4, n_practice=4)
+    plan = make_plan(rows, config)
+    practice = {s.item_id for slots in plan.trials.values() for s in slots if s.kind == "practice"}
+    catch = {s.item_id for slots in plan.trials.values() for s in slots if s.kind == "catch"}
+    pool = {i for ids in plan.pool.values() for i in ids}
+    assert practice and catch and not practice & catch and not (practice | catch) & pool
+    assert all(sum(s.kind == "practice" for s in slots) == 4 for slots in plan.trials.values())
+    assert all(sum(s.kind == "catch" for s in slots) == 4 for slots in plan.trials.values())

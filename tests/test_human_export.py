@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from e2e.human_helpers import Env, do_trial
+from e2e.human_helpers import Env, do_trial, make_dataset, write_study
 
 from vocalgrad.evaluation.metrics import summarise
 from vocalgrad.human.cli import main
+from vocalgrad.human.store import Store
 
 FLIP = {"increase": "decrease", "decrease": "increase"}
 WRONG = {"1": "2", "2": "3", "3": "1"}
@@ -126,3 +127,63 @@ def test_serve_refuses_without_admin_token(finished, monkeypatch, capsys):
     code = main(["human", "serve", str(finished.dataset), "--study", str(finished.study),
                  "--port", "1"])
     assert code == 2 and "VOCALGRAD_ADMIN_TOKEN" in capsys.readouterr().err
+
+
+def _answer_all(env: Env, who: str, choose) -> None:
+    _, c = env.annotator(who)
+    while c.get("/api/state").json()["phase"] not in ("done", "excluded"):
+        tid = c.get("/api/state").json()["trial"]["id"]
+        kind = env.store.conn().execute("SELECT kind FROM trials WHERE id=?", (tid,)).fetchone()[0]
+        do_trial(c, env.db, env.clock.advance, lambda t, k=kind: choose(k, t))
+
+
+def test_pooled_export_names_items_without_an_unflagged_annotator(tmp_path, capsys):
+    """One rater per item: a02 is flagged and a03 never starts, so their items have no pooled
+    row; the export lists them with the reason instead of covering fewer items in silence."""
+    env = Env(tmp_path, n_annotators=3, annotators_per_item=1)
+    _answer_all(env, "a01", lambda kind, truth: truth)
+    _answer_all(env, "a02", lambda kind, truth: FLIP[truth] if kind == "catch" else truth)
+    raters = dict(env.store.conn().execute("SELECT item_id, annotator_id FROM trials "
+                                           "WHERE kind='test'").fetchall())
+    out = tmp_path / "out"
+    assert main(["human", "export", "--study", str(env.study), "--out", str(out)]) == 0
+    orphans = {i for i, who in raters.items() if who != "a01"}
+    err = capsys.readouterr().err
+    assert f"{len(orphans)} of {len(raters)} study items have no pooled answer" in err
+    coverage = json.loads((out / "agreement.json").read_text())["pooled_coverage"]
+    assert coverage["pool"] == len(raters) and coverage["pooled"] == len(raters) - len(orphans)
+    assert coverage["missing"] == {
+        i: "answered only by annotators flagged on catch trials" if raters[i] == "a02"
+        else "no answer (yet) from an annotator who passed the headphone screen" for i in orphans}
+    assert json.loads((out / "manifest.json").read_text())["pooled_coverage"] == coverage
+    main(["human", "export", "--study", str(env.study), "--out", str(out), "--include-flagged"])
+    missing = json.loads((out / "agreement.json").read_text())["pooled_coverage"]["missing"]
+    assert set(missing) == {i for i in orphans if raters[i] == "a03"}
+
+
+def test_create_warns_about_a_public_build(tmp_path, capsys):
+    """Seed 0 is the default: anyone can rebuild the clips, so `create` says so and offers a seed."""
+    public = make_dataset(tmp_path / "public", n_sources=2, tiers=("high",))
+    study = write_study(tmp_path / "study.toml")
+    assert main(["human", "create", str(public), "--study", str(study)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: dataset was built with seed 0" in err and "--seed " in err
+    seed = int(err.split("--seed ")[1].split("`")[0])
+    assert seed >= 2**32  # the offered seed is itself private
+    warnings = Store(tmp_path / "study.sqlite").meta()["warnings"]
+    assert len(warnings) == 1 and "seed 0" in warnings[0]
+    out = tmp_path / "out"
+    assert main(["human", "export", "--study", str(study), "--out", str(out)]) == 0
+    assert json.loads((out / "manifest.json").read_text())["warnings"] == warnings
+    capsys.readouterr()
+
+    build = json.loads((public / "build.json").read_text())
+    (public / "build.json").write_text(json.dumps(build | {"seed": seed}))  # now a private build
+    assert main(["human", "create", str(public), "--study", str(study), "--db",
+                 str(tmp_path / "private.sqlite")]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert Store(tmp_path / "private.sqlite").meta()["warnings"] == []
+    (public / "build.json").unlink()  # no build.json: a downloaded release
+    assert main(["human", "create", str(public), "--study", str(study), "--db",
+                 str(tmp_path / "download.sqlite")]) == 0
+    assert "has no build.json" in capsys.readouterr().err

@@ -189,6 +189,30 @@ def _strongest(rows: Sequence[Mapping], split: str | None, categories: Sequence[
     return out
 
 
+def _split_practice_catch(
+    spare: Mapping[str, Mapping[str, list[Mapping]]], seed: int,
+) -> tuple[dict[str, dict[str, list[Mapping]]], dict[str, dict[str, list[Mapping]]]]:
+    """Study-wide disjoint practice and catch clips from one set (a build without a train split).
+
+    Practice answers are shown, so a clip that is practice for one link must never be a catch
+    trial for another: a second link or a colluding annotator would learn the catch answers.
+    Per category and direction, a seeded half goes to practice and the rest (at least one clip)
+    to catch; the split depends on the study seed and the clips only, so replacement slots
+    planned later get the same one.
+    """
+    practice: dict[str, dict[str, list[Mapping]]] = {}
+    catch: dict[str, dict[str, list[Mapping]]] = {}
+    for cat, by_dir in spare.items():
+        practice[cat], catch[cat] = {}, {}
+        for d in DIRECTIONS:
+            rs = list(by_dir[d])
+            order = _rng(seed, f"practice:{cat}:{d}").permutation(len(rs))
+            half = len(rs) // 2
+            practice[cat][d] = sorted((rs[i] for i in order[:half]), key=lambda r: str(r["item_id"]))
+            catch[cat][d] = sorted((rs[i] for i in order[half:]), key=lambda r: str(r["item_id"]))
+    return practice, catch
+
+
 def plan_annotator(
     annotator: str, items: Sequence[str], rows: Sequence[Mapping], pool_ids: set[str],
     config: StudyConfig, categories: Sequence[str],
@@ -196,12 +220,13 @@ def plan_annotator(
     """Screening, then practice (train clips if any), then test and catch trials shuffled."""
     rng = _rng(config.seed, f"annotator:{annotator}")
     slots = [Slot("screening", seed=int(rng.integers(2**31))) for _ in range(config.screening_trials)]
-    has_train = any(r["split"] == "train" for r in rows)
-    practice_src = _strongest(rows, "train" if has_train else config.split, categories,
-                              avoid=set() if has_train else set(pool_ids))
+    spare = _strongest(rows, config.split, categories, avoid=set(pool_ids))
+    if any(r["split"] == "train" for r in rows):
+        practice_src, catch_src = _strongest(rows, "train", categories, avoid=set()), spare
+    else:
+        practice_src, catch_src = _split_practice_catch(spare, config.seed)
     used: set[str] = set(items)
     slots += [Slot("practice", i) for i in _pick_balanced(practice_src, config.n_practice, rng, used)]
-    catch_src = _strongest(rows, config.split, categories, avoid=set(pool_ids))
     if not catch_src:  # every strong clip is in the pool: use ones this annotator does not hear
         catch_src = _strongest(rows, config.split, categories, avoid=set(items))
     catches = _pick_balanced(catch_src, config.n_catch, rng, used)

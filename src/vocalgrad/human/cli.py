@@ -11,9 +11,19 @@ import argparse
 import ipaddress
 import json
 import os
+import sys
+from collections import Counter
 from pathlib import Path
 
-from vocalgrad.human.study import StudyError, dataset_sha256, load_study
+from vocalgrad.human.study import (
+    RATE_BURST,
+    RATE_PER_S,
+    StudyError,
+    base_url,
+    dataset_sha256,
+    load_study,
+    public_build_warning,
+)
 
 ADMIN_ENV = "VOCALGRAD_ADMIN_TOKEN"
 
@@ -32,7 +42,11 @@ def cmd_create(args: argparse.Namespace) -> int:
     db = Path(args.db) if args.db else db
     rows = load_rows(args.dataset)
     plan = make_plan(rows, config)
-    create_study(db, config, plan, rows, Path(args.dataset), dataset_sha256(args.dataset))
+    warning = public_build_warning(args.dataset)
+    create_study(db, config, plan, rows, Path(args.dataset), dataset_sha256(args.dataset),
+                 warnings=[warning] if warning else [])
+    if warning:
+        print(f"vocalgrad: warning: {warning}", file=sys.stderr)
     sizes = {c: len(ids) for c, ids in plan.pool.items()}
     per = {a: sum(s.kind == "test" for s in slots) for a, slots in plan.trials.items()}
     print(f"created {db}: {sum(sizes.values())} items ({', '.join(f'{c} {n}' for c, n in sizes.items())}), "
@@ -52,7 +66,7 @@ def _is_loopback(host: str) -> bool:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from vocalgrad.human.app import create_app
+    from vocalgrad.human.app import create_app, log_config
     from vocalgrad.human.store import Store
 
     db = _db(args)
@@ -61,12 +75,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = os.environ.get(ADMIN_ENV) or None
     secure = args.secure_cookies if args.secure_cookies is not None else not _is_loopback(args.host)
     app = create_app(Store(db), args.dataset, admin_token=token, production=not args.dev,
-                     cookie_secure=secure)
+                     cookie_secure=secure, public_url=args.base_url, rate_per_s=args.rate_limit,
+                     rate_burst=args.rate_burst)
     if args.dev and token is None:
         print(f"dev mode: admin token {app.state.admin_token}")
     print(f"serving {db} on http://{args.host}:{args.port}/ (invite with `vocalgrad human invite`)")
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                proxy_headers=args.proxy_headers)
+                log_config=log_config(), proxy_headers=args.proxy_headers)
     return 0
 
 
@@ -81,7 +96,7 @@ def cmd_invite(args: argparse.Namespace) -> int:
         targets = list(args.annotator)
     else:
         targets = [None] * args.n
-    base = args.base_url.rstrip("/")
+    base = base_url(args.base_url)
     for target in targets:
         who, token = store.invite(target)
         print(f"{who}\t{base}/s/{token}")
@@ -114,6 +129,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote {summary['rows']} rows to {Path(args.out) / 'results.jsonl'}; pooled accuracy "
           f"{pooled['accuracy']:.1%} over {pooled['n']} items, Fleiss kappa "
           f"{agree['fleiss_kappa']:.3f}, Krippendorff alpha {agree['krippendorff_alpha']:.3f}")
+    coverage = summary["report"]["pooled_coverage"]
+    if coverage["missing"]:
+        reasons = Counter(coverage["missing"].values())
+        print(f"vocalgrad: warning: {len(coverage['missing'])} of {coverage['pool']} study items have "
+              f"no pooled answer ({'; '.join(f'{n} {why}' for why, n in reasons.items())}); "
+              f"listed under pooled_coverage.missing in agreement.json and manifest.json",
+              file=sys.stderr)
     return 0
 
 
@@ -141,7 +163,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     s.add_argument("--secure-cookies", action=argparse.BooleanOptionalAction, default=None,
                    help="mark the session cookie Secure (default: unless serving on loopback)")
     s.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* (behind a proxy)")
-    s.add_argument("--log-level", default="warning")
+    s.add_argument("--base-url", help="public URL of the server, for links made by the admin API "
+                                      "(never taken from a request's Host header)")
+    s.add_argument("--rate-limit", type=float, default=RATE_PER_S,
+                   help="requests per second per token (token bucket; 429 with Retry-After)")
+    s.add_argument("--rate-burst", type=float, default=RATE_BURST,
+                   help="requests a token may send at once before the rate applies")
+    s.add_argument("--log-level", default="warning", help="uvicorn's; tokens are redacted at every level")
     s.set_defaults(func=cmd_serve)
 
     i = sub.add_parser("invite", help="print one login link per annotator (tokens stored hashed)")
@@ -169,8 +197,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (`python -m vocalgrad.human.cli`) until wired into `vocalgrad`."""
-    import sys
-
     parser = argparse.ArgumentParser(prog="vocalgrad")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -90,11 +90,22 @@ def result_rows(store: Store, include_flagged: bool = False) -> list[dict]:
     return rows + pooled
 
 
+def uncovered_items(store: Store, rows: Sequence[Mapping], pooled: Sequence[Mapping]) -> dict[str, str]:
+    """Pool items without a pooled row, each with why: a pooled score over fewer items than
+    the study asked must say which ones are missing, not cover fewer in silence."""
+    covered = {r["item_id"] for r in pooled}
+    answered = {r["item_id"] for r in rows}
+    return {i: ("answered only by annotators flagged on catch trials" if i in answered
+                else "no answer (yet) from an annotator who passed the headphone screen")
+            for i in store.meta()["pool"] if i not in covered}
+
+
 def agreement_report(store: Store, include_flagged: bool = False) -> dict:
     rows = annotator_rows(store)
     catch = annotator_rows(store, ("catch",))
     pool_rows = [r for r in rows if include_flagged or not r["flagged"]]
     pooled = _pooled(pool_rows)
+    missing = uncovered_items(store, rows, pooled)
     progress = {p["annotator"]: p for p in store.progress()}
     per: dict[str, dict] = {}
     for a in sorted({r["annotator"] for r in rows} | {r["annotator"] for r in catch}):
@@ -110,6 +121,8 @@ def agreement_report(store: Store, include_flagged: bool = False) -> dict:
                       "by_category": {c: ag.agreement([r for r in pool_rows if r["category"] == c])
                                       for c in categories}},
         "pooled_accuracy": ag.accuracy(pooled),
+        "pooled_coverage": {"pool": len(store.meta()["pool"]), "pooled": len(pooled),
+                            "missing": missing},
         "per_annotator": per,
         "catch": ag.accuracy(catch),
         "rt": {"overall": ag.rt_summary(r["rt_s"] for r in pool_rows),
@@ -157,7 +170,9 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
                    + ("" if include_flagged else " and were not flagged on catch trials")
                    + "; ties are unparsed (predicted null, counted wrong)",
         "annotators": store.progress(), "notes": meta.get("notes", []),
+        "warnings": meta.get("warnings", []),
         "versions": _versions(), "created_at": meta["created_at"], "exported_at": time.time(),
+        "pooled_coverage": report["pooled_coverage"],
         "n_rows": len(rows), "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
     for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):

@@ -4,6 +4,12 @@ Huggins pitch (Milne et al. 2021): the same white noise goes to both ears, excep
 ear's noise has its phase inverted in a narrow band around f0. Over headphones the band is
 heard as a faint tone; over loudspeakers the two ears' signals mix and nothing stands out.
 Each trial has three noise intervals, one with the tone: the answer is its number (1-3).
+
+The two foils are not diotic: the same manipulation (a phase-inverted band of the same width in
+Hz, hence the same interaural difference energy) sits at 6-8 kHz, above the ~1.5 kHz limit of
+the ear's use of interaural fine structure, where it makes no pitch. So no channel comparison
+(equality, difference level, correlation) tells the target apart; only where the difference lies
+relative to what binaural hearing can use does, which is what listening over headphones tests.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ LEVEL_RMS = 0.05  # about -26 dBFS, the level dataset clips are normalised to
 BANDWIDTH = 0.06  # relative half-width of the phase-inverted band (Milne et al.: +-6%)
 RAMP_S = 0.02
 GAP_S = 0.4
+FOIL_BAND_HZ = (6000.0, 8000.0)  # centre of the foils' inverted band: no binaural pitch up here
 
 
 def _ramp(n: int, sr: int) -> np.ndarray:
@@ -29,16 +36,14 @@ def _ramp(n: int, sr: int) -> np.ndarray:
     return env
 
 
-def huggins_interval(rng: np.random.Generator, n: int, sr: int, f0: float | None) -> np.ndarray:
-    """(n, 2) noise; with f0, the right ear's band f0*(1 +- BANDWIDTH) is phase-inverted."""
+def huggins_interval(rng: np.random.Generator, n: int, sr: int, centre: float,
+                     half_width: float) -> np.ndarray:
+    """(n, 2) noise whose right ear has the band centre +- half_width Hz phase-inverted."""
     left = rng.standard_normal(n)
-    right = left.copy()
-    if f0 is not None:
-        spec = np.fft.rfft(left)
-        freqs = np.fft.rfftfreq(n, 1.0 / sr)
-        band = (freqs >= f0 * (1 - BANDWIDTH)) & (freqs <= f0 * (1 + BANDWIDTH))
-        spec[band] *= -1.0
-        right = np.fft.irfft(spec, n)
+    spec = np.fft.rfft(left)
+    freqs = np.fft.rfftfreq(n, 1.0 / sr)
+    spec[np.abs(freqs - centre) <= half_width] *= -1.0
+    right = np.fft.irfft(spec, n)
     stereo = np.stack([left, right], axis=1) * _ramp(n, sr)[:, None]
     return stereo * (LEVEL_RMS / np.sqrt(np.mean(stereo**2)))
 
@@ -56,7 +61,8 @@ def huggins_trial(seed: int, interval_s: float = 1.0, sr: int = SAMPLE_RATE) -> 
     n, gap = int(interval_s * sr), np.zeros((int(GAP_S * sr), 2))
     parts = []
     for i in range(1, 4):
-        parts.append(huggins_interval(rng, n, sr, f0 if i == target else None))
+        centre = f0 if i == target else float(rng.uniform(*FOIL_BAND_HZ))
+        parts.append(huggins_interval(rng, n, sr, centre, BANDWIDTH * f0))
         if i < 3:
             parts.append(gap)
     audio = np.concatenate(parts).astype(np.float32)

@@ -120,6 +120,14 @@ class Store:
     def config(self) -> StudyConfig:
         return StudyConfig.from_dict(self.meta()["config"])
 
+    def audio_secret(self) -> bytes:
+        """The key of the per-annotator audio perturbation: made once, kept here, never served."""
+        with self.tx() as c:
+            c.execute("INSERT OR IGNORE INTO meta VALUES('audio_secret', ?)",
+                      (json.dumps(secrets.token_hex(32)),))
+            value = c.execute("SELECT value FROM meta WHERE key='audio_secret'").fetchone()[0]
+        return bytes.fromhex(json.loads(value))
+
     def items(self) -> dict[str, dict]:
         return {r["item_id"]: json.loads(r["row_json"])
                 for r in self.conn().execute("SELECT item_id, row_json FROM items")}
@@ -361,8 +369,11 @@ def _insert_trials(c: sqlite3.Connection, annotator: str, slots: Sequence, confi
 
 
 def create_study(db: str | Path, config: StudyConfig, plan: Plan, rows: Sequence[Mapping],
-                 dataset: Path, dataset_hash: str) -> Store:
-    """Write a new study database; refuses to overwrite one (answers would be lost)."""
+                 dataset: Path, dataset_hash: str, warnings: Sequence[str] = ()) -> Store:
+    """Write a new study database; refuses to overwrite one (answers would be lost).
+
+    `warnings` (e.g. that the dataset is a public build) are kept and exported with results.
+    """
     db = Path(db)
     if db.exists():
         raise StudyError(f"{db} already exists; a study is created once (delete it to start over)")
@@ -377,7 +388,7 @@ def create_study(db: str | Path, config: StudyConfig, plan: Plan, rows: Sequence
             "schema": SCHEMA_VERSION, "config": config.to_dict(), "dataset": str(dataset.resolve()),
             "dataset_sha256": dataset_hash, "created_at": time.time(),
             "pool": [i for ids in plan.pool.values() for i in ids],
-            "categories": list(plan.pool), "notes": plan.notes,
+            "categories": list(plan.pool), "notes": plan.notes, "warnings": list(warnings),
         }
         c.executemany("INSERT INTO meta VALUES(?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
         for r in rows:

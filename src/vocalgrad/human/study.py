@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import secrets
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from vocalgrad.errors import VocalgradError
 from vocalgrad.evaluation.prompts import get_variant
+
+PRIVATE_SEED_MIN = 2**32  # smaller build seeds (0, the default, 1, 42, a date...) are guessable
+RATE_PER_S = 10.0  # requests per token: a person sends a few per trial, and trials take seconds
+RATE_BURST = 40.0
 
 
 class StudyError(VocalgradError):
@@ -39,6 +45,7 @@ class StudyConfig:
     screening_trials: int = 6
     screening_pass: int = 5
     screening_interval_s: float = 1.0
+    link_expiry_days: float = 0.0  # an invite link stops working this long after issue; 0: never
 
     def __post_init__(self) -> None:
         get_variant(self.variant)
@@ -62,6 +69,8 @@ class StudyConfig:
             raise StudyError("catch_threshold must be a fraction in [0, 1]")
         if not 0.1 <= self.screening_interval_s <= 5.0:
             raise StudyError("screening_interval_s must be between 0.1 and 5 seconds")
+        if not 0.0 <= self.link_expiry_days <= 3650.0:
+            raise StudyError("link_expiry_days must be between 0 (links never expire) and 3650")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -118,3 +127,31 @@ def dataset_sha256(root: str | Path) -> str:
         if meta.is_file():
             h.update(meta.read_bytes())
     return h.hexdigest()
+
+
+def public_build_warning(root: str | Path) -> str | None:
+    """Why anyone could hold this dataset's audio and labels, or None for a private build.
+
+    A deterministic build is public when its seed is the default or guessable (anyone with
+    the sources rebuilds it bit for bit); a dataset without build.json is a download.
+    """
+    build = Path(root) / "build.json"
+    seed = json.loads(build.read_text()).get("seed") if build.is_file() else None
+    if isinstance(seed, int) and seed >= PRIVATE_SEED_MIN:
+        return None
+    origin = ("has no build.json: a downloaded release is public" if seed is None
+              else f"was built with seed {seed}, which anyone can guess and rebuild")
+    return (f"dataset {origin}, so an annotator with a copy can look up every answer. Served "
+            "clips get a small per-annotator gain and dither, which defeats exact hash lookup "
+            "but not matching by ear or by correlation. For a study whose answers must stay "
+            f"private, rebuild with a secret seed (e.g. `vocalgrad build ... --seed "
+            f"{secrets.randbits(63)}`), keep the seed and the dataset private, and create the "
+            "study on that build.")
+
+
+def base_url(value: str) -> str:
+    """An http(s) origin (optionally with a path prefix) for invite links, without a slash."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise StudyError(f"base URL {value!r}: give the server's public address, e.g. https://host")
+    return value.rstrip("/")

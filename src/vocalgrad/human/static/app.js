@@ -36,7 +36,7 @@ function show(name) {
   document.body.dataset.page = name;
 }
 
-// fetch with retries on network errors and 5xx; returns {status, data}
+// fetch with retries on network errors, 5xx and 429 (after its Retry-After); returns {status, data}
 async function api(path, body) {
   const opts = body === undefined
     ? { credentials: "same-origin" }
@@ -45,6 +45,10 @@ async function api(path, body) {
   for (let attempt = 0; ; attempt++) {
     try {
       const r = await fetch(path, opts);
+      if (r.status === 429 && attempt < 6) {
+        await sleep(1000 * (Number(r.headers.get("retry-after")) || 1));
+        continue;
+      }
       if (r.status >= 500) throw new Error("server error " + r.status);
       const data = (r.headers.get("content-type") || "").includes("json") ? await r.json() : null;
       notice("");
@@ -65,6 +69,7 @@ function fail(text) {
 async function refresh() {
   const r = await api("/api/state");
   if (r.status === 401) return fail("This page needs the personal link you were sent. Open it again.");
+  if (r.status === 410) return fail("Your link has expired. Ask the study team for a new one.");
   if (r.status !== 200) return fail("Unexpected answer from the server (" + r.status + ").");
   render(r.data);
 }
