@@ -13,6 +13,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from collections.abc import Callable  # noqa: E402
+from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -22,7 +23,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from vocalgrad.evaluation.prompts import build_prompt  # noqa: E402
+from vocalgrad.evaluation.prompts import build_prompt, to_chat  # noqa: E402
 from vocalgrad.listeners.base import Request  # noqa: E402
 from vocalgrad.listeners.hf import HFListener  # noqa: E402
 
@@ -308,6 +309,128 @@ def test_score_choices_batched_equals_unbatched(listener: HFListener) -> None:
         alone = listener.score_choices([request])[0]
         for option, value in scores.items():
             assert value == pytest.approx(alone[option], abs=1e-4)
+
+
+def _user_messages(request: Request) -> tuple[list[dict], list[np.ndarray]]:
+    """The prompt as chat messages the way a model card writes them: `{"type": "audio"}` per
+    clip, clips in order; a clip that is None (text-only control) is left out."""
+    messages, clips = [], []
+    for message in to_chat(request.prompt):
+        content = []
+        for part in message["content"]:
+            if part["type"] == "text":
+                content.append(part)
+            elif request.audio.get(part["item_id"]) is not None:
+                clips.append(request.audio[part["item_id"]])
+                content.append({"type": "audio"})
+        messages.append({"role": message["role"], "content": content})
+    return messages, clips
+
+
+def _processor_inputs(processor: object, text: str, clips: list[np.ndarray]) -> dict:
+    """`processor(text=..., audio=...)` as the Qwen2-Audio and Audio Flamingo 3 cards call it."""
+    audio = dict(audio=clips, sampling_rate=16000) if clips else {}
+    return dict(processor(text=text, return_tensors="pt", **audio))
+
+
+def _audioflamingo3_inputs(processor: object, text: str, clips: list[np.ndarray]) -> dict:
+    """Audio Flamingo 3's processor takes one clip per text, so several clips (few-shot) go in
+    as a batch of bare `<sound>` texts: its features and each clip's expanded token count are
+    kept, and the prompt's `<sound>` placeholders are expanded by hand in order."""
+    if len(clips) <= 1:
+        return _processor_inputs(processor, text, clips)
+    sound = processor.audio_token
+    per_clip = processor(text=[sound] * len(clips), audio=clips, sampling_rate=16000)
+    counts = (per_clip["input_ids"] == processor.audio_token_id).sum(-1).tolist()
+    pieces = text.split(sound)
+    assert len(pieces) == len(clips) + 1
+    expanded = pieces[0] + "".join(sound * n + p for n, p in zip(counts, pieces[1:], strict=True))
+    ids = processor.tokenizer(expanded, add_special_tokens=False, return_tensors="pt")
+    return {
+        **ids,
+        "input_features": per_clip["input_features"],
+        "input_features_mask": per_clip["input_features_mask"],
+    }
+
+
+def _voxtral_inputs(processor: object, model: object, messages: list[dict], clips: list) -> dict:
+    """Voxtral's processor takes audio only through mistral-common's chat template (not
+    installed), so the Mistral instruct format is written out as text:
+    `<s>[INST][BEGIN_AUDIO][AUDIO]*n text[/INST]answer</s>[INST]...[/INST]`, each clip padded
+    to whole 30 s windows, n = the number of embeddings the model makes of those windows."""
+    fe = processor.feature_extractor
+    text, features, pending = "<s>", [], iter(clips)
+    for message in messages:
+        text += "[INST]" if message["role"] == "user" else ""
+        for part in message["content"]:
+            if part["type"] == "text":
+                text += part["text"]
+                continue
+            mel = fe(
+                next(pending),
+                sampling_rate=16000,
+                padding=True,
+                pad_to_multiple_of=480000,
+                truncation=False,
+                return_tensors="pt",
+            )["input_features"]
+            windows = mel.reshape(fe.feature_size, -1, 3000).transpose(0, 1)
+            with torch.inference_mode():
+                n = model.get_audio_features(windows).pooler_output.shape[0]
+            features.append(windows)
+            text += "[BEGIN_AUDIO]" + processor.audio_token * n
+        text += "[/INST]" if message["role"] == "user" else "</s>"
+    inputs = dict(processor.tokenizer(text, add_special_tokens=False, return_tensors="pt"))
+    if features:
+        inputs["input_features"] = torch.cat(features)
+    return inputs
+
+
+def _reference_loglik(
+    model: object, processor: object, name: str, request: Request
+) -> dict[str, float]:
+    """Summed log p of each option's tokens after the prompt, from one plain teacher-forced
+    forward pass per option (no batching, no cache, no listener code)."""
+    messages, clips = _user_messages(request)
+    if name == "voxtral":
+        prompt = _voxtral_inputs(processor, model, messages, clips)
+    else:
+        text = processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        build = _audioflamingo3_inputs if name == "audioflamingo3" else _processor_inputs
+        prompt = build(processor, text, clips)
+    prompt.pop("num_audio_tokens", None)  # AF3 reports it; its forward does not take it
+    out = {}
+    for option in request.prompt.options:
+        answer = torch.tensor([processor.tokenizer.encode(option, add_special_tokens=False)])
+        ids = torch.cat([prompt["input_ids"], answer], dim=1)
+        inputs = {**prompt, "input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        with torch.inference_mode():
+            logp = torch.log_softmax(model(**inputs).logits[0].float(), dim=-1)
+        start = prompt["input_ids"].shape[1]  # the first option token; logits at t predict t+1
+        picked = logp[start - 1 : ids.shape[1] - 1].gather(-1, answer[0][:, None])
+        out[option] = float(picked.sum())
+    return out
+
+
+def test_score_choices_equal_plain_forward_reference(listener: HFListener) -> None:
+    """The adapter's (batched) option log-likelihoods equal a teacher-forced forward pass built
+    with the family's own processor on a freshly loaded copy of the model; the added
+    multi-token option checks every scored position, not just the first."""
+    import json
+
+    folder = Path(listener.listener_id.removeprefix("hf:"))
+    processor = transformers.AutoProcessor.from_pretrained(folder, local_files_only=True)
+    architecture = json.loads((folder / "config.json").read_text())["architectures"][0]
+    model = getattr(transformers, architecture).from_pretrained(folder, local_files_only=True)
+    model.eval()
+    reqs = [
+        replace(r, prompt=replace(r.prompt, options=(*r.prompt.options, "stays the same")))
+        for r in requests()
+    ]
+    assert len(processor.tokenizer.encode("stays the same", add_special_tokens=False)) > 2
+    for request, scores in zip(reqs, listener.score_choices(reqs), strict=True):
+        want = _reference_loglik(model, processor, listener.family.name, request)
+        assert scores == pytest.approx(want, abs=1e-4), request.item_id
 
 
 def test_hidden_states(listener: HFListener) -> None:
