@@ -26,6 +26,7 @@ from vocalgrad.errors import DatasetError
 from vocalgrad.evaluation.evaluate import load_results
 from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.probing import ProbeConfig, TorchModuleListener, probe_dataset
+from vocalgrad.report import write_report
 
 COLUMNS = (
     "file_name", "category", "benchmark_clip_id", "attribute", "prompt", "label", "direction",
@@ -122,7 +123,10 @@ def test_probe_release_with_train_split_of_our_build(release, ours, tmp_path):
     assert summary["train_dataset"] == str(ours.resolve())
     assert summary["split"].startswith("train -> test")
     assert summary["categories"]["volume"]["n_test"] == len(load_rows(release)) // 2
-    assert any("train split of" in n for n in summary["notes"])
+    html = tmp_path / "report.html"
+    assert main(["eval", str(release), "--listener", "baseline:random", "--out", str(tmp_path / "run")]) == 0
+    write_report([tmp_path / "run"], html, dataset=release, probe_dirs=[tmp_path / "out"])
+    assert f"train split of {ours.resolve()}" in html.read_text()
     alone = probe_dataset(release, lis, tmp_path / "cv", config, cache=tmp_path / "cache")
     assert alone["train_dataset"] is None and "fold" in alone["split"].lower()
 

@@ -102,6 +102,7 @@ class Probe:
     layers: list[dict]
     diagnosis: list[dict]
     warnings: list[str] = field(default_factory=list)  # the probe run's own, and reading it
+    train_dataset: str | None = None  # where the probes' train split came from, if not the probed set
 
 
 PROBE_FILES = ("layers.csv", "curves.csv", "diagnosis.csv")
@@ -155,7 +156,7 @@ def load_probe(path: str | Path) -> Probe:
         notes.append(message)
     diagnosis_csv = path / "diagnosis.csv"
     diagnosis = _read_csv(diagnosis_csv) if diagnosis_csv.is_file() else []
-    return Probe(path, listener, layers, diagnosis, notes)
+    return Probe(path, listener, layers, diagnosis, notes, summary.get("train_dataset"))
 
 
 def _split_stage(name: str) -> tuple[str, int]:

@@ -243,6 +243,9 @@ def probing(probes: Sequence[Probe]) -> Section:
     warned: list[str] = []
     for i, p in enumerate(probes):
         warned += [f"{p.listener}: {w}" for w in p.warnings]
+        if p.train_dataset:
+            blocks.append(Text(f"{p.listener}: probes trained on the train split of {p.train_dataset} "
+                               "(the probed dataset has none), tested on the probed dataset's test split."))
         png = figures.probing(p.layers, p.listener)
         if png is not None:
             blocks.append(Figure(f"probing-{i + 1}", png,
