@@ -258,3 +258,17 @@ def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     assert cli.main(["audit", str(clean)]) == 0
     assert "shortcut audit passed" in capsys.readouterr().out
     assert cli.main(["audit", str(tmp_path / "missing")]) == 2
+
+
+def test_audit_cis_follow_the_few_sources_rule():
+    """One source: no CI, so the audit cannot claim a pass; a few: a jackknife/Wilson
+    interval that is never zero-width, as for every accuracy in the toolkit."""
+    from vocalgrad.stimuli.audit import _accuracy
+
+    one = _accuracy(np.array([1, 0, 1, 1]), [{"source_id": "a"}] * 4, "k")
+    assert one["n_clusters"] == 1 and np.isnan(one["lo"]) and np.isnan(one["hi"])
+    rows = [{"source_id": s} for s in "aabbcc"]
+    perfect = _accuracy(np.ones(6, int), rows, "k")
+    assert perfect["ci_method"] == "cluster jackknife t" and perfect["lo"] < 0.6 and perfect["hi"] == 1.0
+    mixed = _accuracy(np.array([1, 0, 1, 1, 0, 0]), rows, "k")
+    assert mixed["lo"] < mixed["accuracy"] < mixed["hi"]

@@ -12,8 +12,8 @@ from scipy.stats import t as student_t
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from vocalgrad.evaluation.metrics import (
-    MIN_CLUSTERS_FOR_BOOTSTRAP,
-    _BootstrapAUC,
+    MIN_SOURCES,
+    ClusterWeightedAUC,
     constant_summary,
     flip_rate,
     paired_comparison,
@@ -152,7 +152,7 @@ def test_weighted_auc_equals_sklearn_under_weights(n_clusters):
     cid = rng.integers(0, n_clusters, size=n)
     cid[:n_clusters] = np.arange(n_clusters)
     w = rng.integers(0, 3, size=(5, n_clusters))
-    got = _BootstrapAUC(scores, positive, cid, n_clusters)(w)
+    got = ClusterWeightedAUC(scores, positive, cid, n_clusters)(w)
     for b in range(5):
         reps = w[b, cid]
         want = roc_auc_score(np.repeat(positive, reps), np.repeat(scores, reps))
@@ -288,7 +288,7 @@ def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
     s = overall(rows, cluster="speaker_id", n_boot=500)
     assert s["n_clusters"] == n_speakers
     want = "none" if n_speakers == 1 else (
-        "cluster jackknife t" if n_speakers < MIN_CLUSTERS_FOR_BOOTSTRAP else "cluster bootstrap")
+        "cluster jackknife t" if n_speakers < MIN_SOURCES else "cluster bootstrap")
     assert s["ci_method"] == want
     for name in ("accuracy", "balanced_accuracy", "dprime", "criterion"):
         lo, hi = s[f"{name}_lo"], s[f"{name}_hi"]

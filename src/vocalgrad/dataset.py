@@ -184,9 +184,9 @@ def content_sha256(root: str | Path) -> str:
         if sha:
             return str(sha)
     digest = hashlib.sha256()
-    for name in (OFFICIAL_METADATA, *(f"{s}/metadata.jsonl" for s in SPLITS)):
+    for name in (*(f"{s}/metadata.jsonl" for s in SPLITS), OFFICIAL_METADATA):
         if (root / name).is_file():
-            digest.update(name.encode() + b"\0" + (root / name).read_bytes())
+            digest.update((root / name).read_bytes())
     return digest.hexdigest()
 
 

@@ -14,7 +14,7 @@ uncertainty, resampling sources does not.
 Why a rule for few clusters: a bootstrap over G clusters has at most C(2G-1, G) distinct
 resamples (one with G = 1, three with G = 2), so its percentile interval collapses to a point
 or a sliver exactly when the data say least. Every CI here follows `ci_method_for`:
-G >= MIN_CLUSTERS_FOR_BOOTSTRAP keeps the cluster bootstrap; 2 <= G < that uses a
+G >= MIN_SOURCES keeps the cluster bootstrap; 2 <= G < that uses a
 delete-one-cluster jackknife t-interval with G - 1 degrees of freedom (for a mean over equal
 clusters it is the t-interval on cluster means); one cluster gets no CI ("too few sources for a
 CI"). Where the few clusters agree exactly the jackknife has zero width, which G clusters
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import binomtest, norm, permutation_test
@@ -42,7 +42,9 @@ _N_COLS = 10
 _WITH_CI = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
 _PROPORTIONS = ("accuracy", "balanced_accuracy", "auc")  # see `jackknife_t_ci(proportion=)`
 
-MIN_CLUSTERS_FOR_BOOTSTRAP = 10  # fewer clusters: jackknife t-interval (>= 2) or no CI (1)
+# Fewer clusters (sources, by default) than this: a jackknife t-interval (>= 2) or no CI (1),
+# and the report and the probe diagnosis flag every number resting on them as indicative.
+MIN_SOURCES = 10
 BOOTSTRAP, JACKKNIFE, SIGN_FLIP, NO_CI = (
     "cluster bootstrap", "cluster jackknife t", "sign-flip inversion", "none")
 NO_CI_TEXT = "too few sources for a CI"
@@ -50,7 +52,7 @@ NO_CI_TEXT = "too few sources for a CI"
 
 def ci_method_for(n_clusters: int) -> str:
     """The interval a group with `n_clusters` clusters gets (the module docstring says why)."""
-    if n_clusters >= MIN_CLUSTERS_FOR_BOOTSTRAP:
+    if n_clusters >= MIN_SOURCES:
         return BOOTSTRAP
     return JACKKNIFE if n_clusters >= 2 else NO_CI
 
@@ -141,7 +143,7 @@ def _count_metrics(t: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def _cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
+def cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
     """Integer cluster index per row; None (or a missing value) makes each row its own cluster."""
     if cluster is None:
         return np.arange(len(rows))
@@ -158,7 +160,7 @@ def _resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> 
     return np.bincount(idx.ravel(), minlength=n_rep * n_clusters).reshape(n_rep, n_clusters)
 
 
-class _BootstrapAUC:
+class ClusterWeightedAUC:
     """Mann-Whitney AUC (ties count half) under many cluster-weight vectors at once.
 
     With few clusters the AUC of a resample is a quadratic form in the cluster weights w:
@@ -205,6 +207,23 @@ class _BootstrapAUC:
         return _div(np.sum(p * (np.cumsum(q, axis=1) - 0.5 * q), axis=1), den)
 
 
+def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_clusters: int,
+                rng: np.random.Generator, n_boot: int = 2000, proportion: bool = True,
+                level: float = 0.95) -> tuple[float, float, str]:
+    """(lo, hi, method) of any statistic of cluster weights, under this module's rule:
+    `statistic` maps a weight matrix (R, G) to R values (all ones gives `point`). For callers
+    with their own statistic (the shortcut audit's cue classifiers), so every CI in the
+    toolkit follows one rule."""
+    method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
+    if method == BOOTSTRAP:
+        lo, hi = _percentile_ci(statistic(_resample_weights(rng, n_boot, n_clusters).astype(float)), level)
+        return lo, hi, method
+    if method == JACKKNIFE:
+        lo, hi = jackknife_t_ci(np.asarray(point), statistic(leave_one_out_weights(n_clusters)), level, proportion)
+        return float(lo), float(hi), method
+    return float("nan"), float("nan"), method
+
+
 def _percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
     s = samples[np.isfinite(samples)]
     if s.size == 0:
@@ -213,7 +232,7 @@ def _percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, flo
     return float(lo), float(hi)
 
 
-def _rng(seed: int, key: str) -> np.random.Generator:
+def group_rng(seed: int, key: str) -> np.random.Generator:
     """A generator per (seed, group) so a group's CI does not depend on which others exist."""
     return np.random.default_rng([seed, zlib.crc32(key.encode())])
 
@@ -238,7 +257,7 @@ def _group_summary(
             out |= {name: nan, f"{name}_lo": nan, f"{name}_hi": nan}
         return out
     k = _counts(rows)
-    cid = _cluster_ids(rows, cluster)
+    cid = cluster_ids(rows, cluster)
     n_clusters = int(cid.max()) + 1
     kc = np.zeros((n_clusters, _N_COLS))
     np.add.at(kc, cid, k)
@@ -261,7 +280,7 @@ def _group_summary(
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     with_auc = bool(np.isfinite(auc)) and method != NO_CI
     if with_auc:
-        boot_auc = _BootstrapAUC(llr, truth_inc, cid, n_clusters)
+        boot_auc = ClusterWeightedAUC(llr, truth_inc, cid, n_clusters)
     ci: dict[str, tuple[float, float]] = {}
     if method == BOOTSTRAP:
         boot: dict[str, list[np.ndarray]] = {}
@@ -307,7 +326,7 @@ def summarise(
     is the signal), so a listener that rarely answers is not mistaken for a biased one; the
     unparsed rate says how many were left out. AUC uses `llr` and needs it on every row.
     CIs are 95% intervals over whole clusters (`cluster`, e.g. "source_id" or "speaker_id";
-    None makes each item a cluster): a percentile bootstrap with >= MIN_CLUSTERS_FOR_BOOTSTRAP
+    None makes each item a cluster): a percentile bootstrap with >= MIN_SOURCES
     clusters in the group, a jackknife t-interval with fewer, none with one; `ci_method` says
     which, `n_clusters` how many. `n_boot=0` computes no intervals. Constant-direction rows are
     left out here: see `constant_summary`.
@@ -316,12 +335,12 @@ def summarise(
     by = tuple(by)
     meta = {"cluster": cluster or "item", "n_boot": n_boot}
     out = [{**dict.fromkeys(by, "overall"), "group": "overall",
-            **_group_summary(rows, cluster, n_boot, _rng(seed, "overall")), **meta}]
+            **_group_summary(rows, cluster, n_boot, group_rng(seed, "overall")), **meta}]
     if by:
         for key, members in _groups(rows, by):
             label = "|".join(key)
             out.append({**dict(zip(by, key, strict=True)), "group": label,
-                        **_group_summary(members, cluster, n_boot, _rng(seed, label)), **meta})
+                        **_group_summary(members, cluster, n_boot, group_rng(seed, label)), **meta})
     return out
 
 
@@ -369,7 +388,7 @@ def paired_comparison(
     items of a cluster are correlated. Exact when 2**n_clusters <= n_perm; with G clusters its
     p cannot go below 2 / 2**G (`permutation_min_p`: 0.5 with 2 clusters).
 
-    The CI (`ci_method`) is a cluster bootstrap with >= MIN_CLUSTERS_FOR_BOOTSTRAP clusters;
+    The CI (`ci_method`) is a cluster bootstrap with >= MIN_SOURCES clusters;
     with fewer it inverts the exact sign-flip test, so CI and permutation p cannot disagree,
     and where that test cannot reject at 5% (<= 5 clusters) there is no CI at all.
     """
@@ -392,7 +411,7 @@ def paired_comparison(
             "permutation_exact": False}
     ca = np.array([a.get("predicted") == a["direction"] for a, _ in pairs], dtype=float)
     cb = np.array([b.get("predicted") == b["direction"] for _, b in pairs], dtype=float)
-    cid = _cluster_ids([a for a, _ in pairs], cluster)
+    cid = cluster_ids([a for a, _ in pairs], cluster)
     n_clusters = int(cid.max()) + 1
     sums = np.zeros((n_clusters, 3))
     np.add.at(sums, cid, np.column_stack([ca, cb, np.ones_like(ca)]))
@@ -400,7 +419,7 @@ def paired_comparison(
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     lo = hi = nan
     if method == BOOTSTRAP:
-        rng = _rng(seed, "paired")
+        rng = group_rng(seed, "paired")
         chunk = max(1, min(n_boot, _CHUNK_CELLS // n_clusters))
         diffs = []
         for begin in range(0, n_boot, chunk):
@@ -424,7 +443,7 @@ def paired_comparison(
             vectorized=True,
             n_resamples=n_perm,
             alternative="two-sided",
-            random_state=_rng(seed, "permutation"),
+            random_state=group_rng(seed, "permutation"),
         ).pvalue
     exact = 2**n_clusters <= n_perm
     return out | {

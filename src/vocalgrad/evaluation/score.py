@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.evaluation.metrics import (
-    MIN_CLUSTERS_FOR_BOOTSTRAP,
+    MIN_SOURCES,
     NO_CI_TEXT,
     constant_summary,
     flip_rate,
@@ -104,7 +104,7 @@ def _with_ci(g: dict, metric: str, digits: int = 3) -> str:
     value, lo, hi = g.get(metric), g.get(f"{metric}_lo"), g.get(f"{metric}_hi")
     if _finite(lo) and _finite(hi):
         return f"{_fmt(value, digits)} [{_fmt(lo, digits)}, {_fmt(hi, digits)}]"
-    if _finite(value) and g.get("n_boot", 0) > 0 and g.get("n_clusters", 0) < MIN_CLUSTERS_FOR_BOOTSTRAP:
+    if _finite(value) and g.get("n_boot", 0) > 0 and g.get("n_clusters", 0) < MIN_SOURCES:
         return f"{_fmt(value, digits)} ({NO_CI_TEXT})"
     return _fmt(value, digits)
 
@@ -113,7 +113,7 @@ def ci_note(cluster: str, n_boot: int) -> str:
     """How the intervals of a table were made (the rule of `metrics.ci_method_for`)."""
     if n_boot <= 0:
         return "No CIs (n_boot = 0)."
-    m = MIN_CLUSTERS_FOR_BOOTSTRAP
+    m = MIN_SOURCES
     return (f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
             f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}, or where those clusters agree "
             "exactly, a Wilson interval on G for accuracy (none for d′); with 1 cluster: "

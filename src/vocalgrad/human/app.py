@@ -36,10 +36,11 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
+from vocalgrad.dataset import content_sha256
 from vocalgrad.evaluation.prompts import get_variant, question_text
 from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
-from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url, dataset_sha256
+from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url
 
 COOKIE = "vg_session"
 MAX_BODY = 4096  # bytes; every legitimate request body is well under 200
@@ -234,7 +235,7 @@ def create_app(
     admin_hash = hash_token(admin_token)
     root = Path(dataset).resolve()
     meta = store.meta()
-    if dataset_sha256(root) != meta["dataset_sha256"]:
+    if content_sha256(root) != meta["dataset_sha256"]:
         raise StudyError(f"{root} is not the dataset this study was created from "
                          f"(content hash differs from {meta['dataset_sha256'][:12]}...)")
     config = store.config()

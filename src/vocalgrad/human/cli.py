@@ -15,12 +15,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from vocalgrad.dataset import content_sha256
 from vocalgrad.human.study import (
     RATE_BURST,
     RATE_PER_S,
     StudyError,
     base_url,
-    dataset_sha256,
     load_study,
     public_build_warning,
 )
@@ -43,7 +43,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     rows = load_rows(args.dataset)
     plan = make_plan(rows, config)
     warning = public_build_warning(args.dataset)
-    create_study(db, config, plan, rows, Path(args.dataset), dataset_sha256(args.dataset),
+    create_study(db, config, plan, rows, Path(args.dataset), content_sha256(args.dataset),
                  warnings=[warning] if warning else [])
     if warning:
         print(f"vocalgrad: warning: {warning}", file=sys.stderr)

@@ -111,24 +111,6 @@ def load_study(path: str | Path) -> tuple[StudyConfig, Path]:
     return StudyConfig.from_dict(table), db
 
 
-def dataset_sha256(root: str | Path) -> str:
-    """The dataset's identity: build.json `content_sha256`, else a hash of its metadata files."""
-    import hashlib
-
-    root = Path(root)
-    build = root / "build.json"
-    if build.is_file():
-        value = json.loads(build.read_text()).get("content_sha256")
-        if value:
-            return str(value)
-    h = hashlib.sha256()
-    for split in ("test", "train"):
-        meta = root / split / "metadata.jsonl"
-        if meta.is_file():
-            h.update(meta.read_bytes())
-    return h.hexdigest()
-
-
 def public_build_warning(root: str | Path) -> str | None:
     """Why anyone could hold this dataset's audio and labels, or None for a private build.
 

@@ -12,15 +12,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from vocalgrad.evaluation.metrics import MIN_SOURCES
+
 CHANCE = 0.5
 MIN_ABOVE_CHANCE = 0.10  # "well above chance": balanced accuracy >= 0.60
 MIN_SELECTIVITY = 0.10  # probe minus shuffled-label control
 NONLINEAR_GAP = 0.10  # MLP minus linear at the same stage
 MIN_DECLINE = 0.10  # best early linear minus best late linear
 LATE_FRACTION = 1 / 3  # without answer-position stages: the last third of stages is "late"
-# fewer test sources than this and a verdict is flagged as indicative: its CIs resample too
-# few clusters to be trusted (the same minimum the report applies to accuracy and d')
-MIN_SOURCES = 10
 
 VERDICTS = (
     "heard and used",

@@ -5,7 +5,7 @@ prediction vectors over the same items, and averaging seeds gives fractional cor
 resampling the same clusters for every curve keeps their CIs comparable and costs one
 matrix product. Clusters are source clips, as in `vocalgrad.evaluation.metrics` (the clips made from one
 source share voice and sentence, so they are not independent). The few-cluster rule is that
-module's `ci_method_for`: a bootstrap over fewer than MIN_CLUSTERS_FOR_BOOTSTRAP sources
+module's `ci_method_for`: a bootstrap over fewer than MIN_SOURCES sources
 collapses towards a point, so a probe curve then gets a jackknife t-interval, and with one
 source no interval (NaN), never a degenerate one.
 """
@@ -45,7 +45,7 @@ def balanced_accuracy_ci(
     every bootstrap draw resamples the seeds as well as the source clips, so the interval
     also covers seed-to-seed variation (large for shuffled-label controls). `positive` marks
     "increase" items, `clusters` the source of each. With fewer than
-    MIN_CLUSTERS_FOR_BOOTSTRAP sources: a delete-one-source jackknife t-interval on the seed
+    MIN_SOURCES sources: a delete-one-source jackknife t-interval on the seed
     average, widened by the seed-to-seed variance of that average (a Wilson interval on the
     source count where the sources agree exactly); with one source, NaN."""
     correct = np.asarray(correct, np.float64)

@@ -10,9 +10,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.evaluation.metrics import constant_summary, flip_rate, same_answer_alarm, summarise
+from vocalgrad.evaluation.metrics import (
+    MIN_SOURCES,
+    NO_CI_TEXT,
+    constant_summary,
+    flip_rate,
+    same_answer_alarm,
+    summarise,
+)
 from vocalgrad.evaluation.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
-from vocalgrad.probing.diagnose import MIN_SOURCES
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
     ADAPTIVE_TIER,
@@ -40,8 +46,19 @@ def fmt(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def with_ci(point: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
+    """"0.62 [0.55, 0.70]"; a number without an interval says why instead of "[–, –]"."""
+    if fmt(point) != "–" and (fmt(lo) == "–" or fmt(hi) == "–"):
+        return f"{fmt(point, digits)} ({NO_CI_TEXT})"
+    return f"{fmt(point, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
 def _ci(row: Mapping, key: str, digits: int = 2) -> str:
-    return f"{fmt(row.get(key), digits)} [{fmt(row.get(key + '_lo'), digits)}, {fmt(row.get(key + '_hi'), digits)}]"
+    return with_ci(row.get(key), row.get(key + "_lo"), row.get(key + "_hi"), digits)
+
+
+CI_RULE = (f"95% CIs resample sources: a cluster bootstrap with ≥ {MIN_SOURCES} sources, a "
+           f"jackknife t-interval with 2–{MIN_SOURCES - 1}, none with one")
 
 
 def _few_sources(numbers: str, sources: Mapping[str, int | None]) -> list[str]:
@@ -92,15 +109,14 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
         vals = [acc[n][col][0] for n in order if col in acc[n] and math.isfinite(acc[n][col][0])]
         best[col] = max(vals) if vals else float("nan")
     table = Table(["listener", "kind", "items", "sources", *[c.replace("_", " ") for c in columns]],
-                  [], caption="Accuracy [95% CI, bootstrap over sources]; items: changing clips "
-                              "scored; sources: the source recordings they come from, which the "
-                              "CIs resample. ★ best in column.")
+                  [], caption=f"Accuracy [95% CI]; items: changing clips scored; sources: the "
+                              f"source recordings they come from. {CI_RULE}. ★ best in column.")
     for i, n in enumerate(order):
         o = _overall(summaries[n])
         row = [n, "human" if is_human(n) else "model", str(o["n"]), str(o.get("n_clusters", "–"))]
         for j, col in enumerate(columns):
             a = acc[n].get(col)
-            row.append("–" if a is None else f"{fmt(a[0])} [{fmt(a[1])}, {fmt(a[2])}]")
+            row.append("–" if a is None else with_ci(*a))
             if a is not None and a[0] == best[col]:
                 table.marked.add((i, j + 4))
         table.rows.append(row)
@@ -151,9 +167,8 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
                    "constant clips: says increase"], rows_out,
                   swatches=[colours.get(e["listener"]) for e in entries],
                   caption="d′ and c from answered trials, \"increase\" as the signal; items: "
-                          "changing clips, sources: the recordings they come from (the CIs "
-                          "resample sources). A listener that hears flips its answer on "
-                          "time-reversed clips.")
+                          f"changing clips, sources: the recordings they come from. {CI_RULE}. "
+                          "A listener that hears flips its answer on time-reversed clips.")
     blocks: list = [Text("Accuracy mixes hearing and habit: a listener that always says one word "
                          "scores 50% whatever it hears. d′ measures hearing, c the lean.")]
     blocks.append(table)
@@ -222,12 +237,14 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
 
 def _adaptive_label(entry: Mapping) -> str:
     n, method, t = entry.get("n_trials", 0), entry.get("method"), entry.get("threshold")
+    guessed = int(entry.get("n_ties", 0)) + int(entry.get("n_unparsed", 0))
+    trials = f"{method}, {n} trials" + (f", {guessed} tied/unparsed answered by a random guess" if guessed else "")
     if t is None:
         what = {"below_range": "below tested range", "no_threshold": "no threshold within range"}
-        return f"{what.get(entry.get('status'), entry.get('status'))} ({method}, {n} trials)"
+        return f"{what.get(entry.get('status'), entry.get('status'))} ({trials})"
     lo, hi = entry.get("ci") or (None, None)
     ci = f" [{format_magnitude(lo)}, {format_magnitude(hi)}]" if lo is not None and hi is not None else ""
-    return f"{format_magnitude(t)} {entry.get('unit', '')}{ci} ({method}, {n} trials)"
+    return f"{format_magnitude(t)} {entry.get('unit', '')}{ci} ({trials})"
 
 
 def probing(probes: Sequence[Probe]) -> Section:

@@ -33,11 +33,12 @@ from threadpoolctl import threadpool_limits
 from vocalgrad.audio import load_audio, loudness_lufs, speech_span
 from vocalgrad.dataset import clean, dumps, load_rows
 from vocalgrad.evaluation.metrics import (
-    _BootstrapAUC,
-    _cluster_ids,
-    _percentile_ci,
-    _resample_weights,
-    _rng,
+    MIN_SOURCES,
+    NO_CI_TEXT,
+    ClusterWeightedAUC,
+    cluster_ids,
+    group_rng,
+    weighted_ci,
 )
 from vocalgrad.stimuli.analysis import Analysis
 
@@ -403,28 +404,32 @@ def _predictions(
 
 
 def _accuracy(correct: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[str, float]:
-    """Accuracy with a 95% CI from resampling source clusters (N_BOOT, seeded by key)."""
-    cid = _cluster_ids(rows, "source_id")
+    """Accuracy with a 95% CI clustered by source (the metrics module's rule; seeded by key)."""
+    cid = cluster_ids(rows, "source_id")
     n_clusters = int(cid.max()) + 1
     k = np.bincount(cid, weights=correct.astype(float), minlength=n_clusters)
     n = np.bincount(cid, minlength=n_clusters).astype(float)
-    w = _resample_weights(_rng(SEED, key), N_BOOT, n_clusters).astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot = (w @ k) / (w @ n)
-    lo, hi = _percentile_ci(boot)
-    return {"accuracy": float(correct.mean()), "lo": lo, "hi": hi, "n": int(len(correct))}
+
+    def accuracy(w: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (w @ k) / (w @ n)
+
+    point = float(correct.mean())
+    lo, hi, method = weighted_ci(accuracy, point, n_clusters, group_rng(SEED, key), N_BOOT)
+    return {"accuracy": point, "lo": lo, "hi": hi, "n": int(len(correct)), "n_clusters": n_clusters,
+            "ci_method": method}
 
 
 def _auc(scores: np.ndarray, positive: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[str, float]:
     from sklearn.metrics import roc_auc_score
 
-    cid = _cluster_ids(rows, "source_id")
+    cid = cluster_ids(rows, "source_id")
     n_clusters = int(cid.max()) + 1
-    boot = _BootstrapAUC(scores, positive, cid, n_clusters)(
-        _resample_weights(_rng(SEED, key), N_BOOT, n_clusters)
-    )
-    lo, hi = _percentile_ci(boot)
-    return {"auc": float(roc_auc_score(positive, scores)), "lo": lo, "hi": hi, "n": int(len(scores))}
+    point = float(roc_auc_score(positive, scores))
+    lo, hi, method = weighted_ci(ClusterWeightedAUC(scores, positive, cid, n_clusters), point, n_clusters,
+                                 group_rng(SEED, key), N_BOOT)
+    return {"auc": point, "lo": lo, "hi": hi, "n": int(len(scores)), "n_clusters": n_clusters,
+            "ci_method": method}
 
 
 def _is_increase(row: Mapping) -> int:
@@ -529,6 +534,10 @@ def audit_category(
             f"direction predicted from {best.upper()} cues with accuracy {out['shortcut_accuracy']:.2f} "
             f"> {MAX_SHORTCUT_ACCURACY:.2f}"
         )
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        out["reasons"].append(f"{NO_CI_TEXT}: cannot tell chance from a shortcut")
+        out["passes"] = None
+        return out
     if not (lo <= 0.5 <= hi):
         out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
     if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
@@ -595,6 +604,10 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def _verdict(passes: bool | None) -> str:
+    return "n/a (too few sources)" if passes is None else ("yes" if passes else "NO")
+
+
 def format_audit(report: Mapping) -> str:
     """Markdown table of an audit report, with a legend of the excluded target cues."""
     lines = [
@@ -624,9 +637,11 @@ def format_audit(report: Mapping) -> str:
             f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] ({c['shortcut_classifier'].upper()}) | "
             f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
             f"{_pct((fam.get('global') or {}).get('accuracy'))} | {_pct((fam.get('edge') or {}).get('accuracy'))} | "
-            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {'yes' if c['passes'] else 'NO'} |"
+            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_verdict(c['passes'])} |"
         )
     lines.append("")
+    lines.append(f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
+                 f"jackknife t-interval below, none with one source: the audit then cannot pass).")
     others = len(report["per_category"]) > len(excluded)
     lines.append("Cue families excluded as target cues: " + "; ".join(excluded or ["none"])
                  + ("; other categories: none." if excluded and others else "."))
