@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -118,7 +119,7 @@ def test_probe_release_with_train_split_of_our_build(release, ours, tmp_path):
     lis = TorchModuleListener(model, stages={"frames": "frames", "pool.0@answer": "pool"},
                               readout=lambda out: out, lens_head=model.head,
                               lens_stages=["pool.0@answer"], preprocess=log_mel, name="meanpool")
-    config = ProbeConfig(categories=("volume",), settings=FAST, random_control=False, dsp_control=False)
+    config = ProbeConfig(settings=FAST, random_control=False, dsp_control=False)
     summary = probe_dataset(release, lis, tmp_path / "out", config, cache=tmp_path / "cache", train_from=ours)
     assert summary["train_dataset"] == str(ours.resolve())
     assert summary["split"].startswith("train -> test")
@@ -126,8 +127,14 @@ def test_probe_release_with_train_split_of_our_build(release, ours, tmp_path):
     html = tmp_path / "report.html"
     assert main(["eval", str(release), "--listener", "baseline:random", "--out", str(tmp_path / "run")]) == 0
     write_report([tmp_path / "run"], html, dataset=release, probe_dirs=[tmp_path / "out"])
-    assert f"train split of {ours.resolve()}" in html.read_text()
-    alone = probe_dataset(release, lis, tmp_path / "cv", config, cache=tmp_path / "cache")
+    text = html.read_text()
+    assert f"train split of {ours.resolve()}" in text
+    # direction alignment of the two categories at the answer stage, with its null
+    alignment = (tmp_path / "out" / "alignment.csv").read_text().splitlines()
+    assert alignment[0].startswith("stage,category_a,category_b,kind,cosine,null95")
+    assert any("between categories" in line for line in alignment) and "direction alignment" in text
+    alone = probe_dataset(release, lis, tmp_path / "cv", replace(config, categories=("volume",)),
+                          cache=tmp_path / "cache")
     assert alone["train_dataset"] is None and "fold" in alone["split"].lower()
 
 

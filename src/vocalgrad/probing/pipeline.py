@@ -27,6 +27,7 @@ from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.listeners.base import Listener
 from vocalgrad.probing import report
 from vocalgrad.probing.adapters import DSPListener, randomised
+from vocalgrad.probing.alignment import ANSWER, alignment
 from vocalgrad.probing.diagnose import diagnose, late_stages, stage_order, thresholds
 from vocalgrad.probing.features import Features, extract, feature_key
 from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, lens_curve
@@ -175,6 +176,7 @@ def probe_rows(
         "categories": {},
     }
     items_out: list[dict] = []
+    answer_states: dict[str, tuple[dict[str, np.ndarray], list[dict]]] = {}
     previous = torch.get_num_threads()
     for cat in cats:
         items = _items(rows, cat)
@@ -184,6 +186,7 @@ def probe_rows(
         order = stage_order(list(feats.stages))
         late = late_stages(order)
         x = {s: feats.stages[s] for s in order}
+        answer_states[cat] = ({s: np.asarray(v, np.float32) for s, v in x.items() if s.endswith(ANSWER)}, items)
         kind = dict.fromkeys(order, "model")
         if twin is not None:
             rnd = _extract(items, twin, cache, sha, cat, config, with_lens=False)
@@ -256,6 +259,7 @@ def probe_rows(
         data["diagnosis"] = diagnose(records, beh)
         summary["categories"][cat] = data
         items_out += _item_rows(cat, test_rows, fits, records, lens_test, answers)
+    summary["alignment"] = alignment(answer_states)
     summary["seconds"] = round(time.time() - started, 2)
     _write(out, summary, items_out)
     return summary
@@ -361,6 +365,13 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
         )
     report.write_csv(out / "diagnosis.csv", diag)
     report.write_csv(out / "items.csv", items)
+    report.write_csv(
+        out / "alignment.csv",
+        [{**r, "n_pairs_a": summary["alignment"]["n_pairs"].get(r["category_a"]),
+          "n_pairs_b": summary["alignment"]["n_pairs"].get(r["category_b"])}
+         for r in summary["alignment"]["rows"]],
+        ["stage", "category_a", "category_b", "kind", "cosine", "null95", "n_pairs_a", "n_pairs_b"],
+    )
     (out / "diagnosis.md").write_text(report.markdown(summary))
     for c, d in summary["categories"].items():
         report.plot_category(out / f"curves_{c}.png", c, d)

@@ -103,6 +103,7 @@ class Probe:
     diagnosis: list[dict]
     warnings: list[str] = field(default_factory=list)  # the probe run's own, and reading it
     train_dataset: str | None = None  # where the probes' train split came from, if not the probed set
+    alignment: list[dict] = field(default_factory=list)  # alignment.csv rows: direction cosines
 
 
 PROBE_FILES = ("layers.csv", "curves.csv", "diagnosis.csv")
@@ -156,7 +157,10 @@ def load_probe(path: str | Path) -> Probe:
         notes.append(message)
     diagnosis_csv = path / "diagnosis.csv"
     diagnosis = _read_csv(diagnosis_csv) if diagnosis_csv.is_file() else []
-    return Probe(path, listener, layers, diagnosis, notes, summary.get("train_dataset"))
+    alignment_csv = path / "alignment.csv"
+    alignment = [{**r, "cosine": _number(r.get("cosine")), "null95": _number(r.get("null95"))}
+                 for r in _read_csv(alignment_csv)] if alignment_csv.is_file() else []
+    return Probe(path, listener, layers, diagnosis, notes, summary.get("train_dataset"), alignment)
 
 
 def _split_stage(name: str) -> tuple[str, int]:

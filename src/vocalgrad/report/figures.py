@@ -229,3 +229,22 @@ def probing(layers: Sequence[Mapping], title: str) -> bytes | None:
     """The probe figure as PNG bytes (see `probing_figure`); None when no row has a number."""
     fig = probing_figure(layers, title)
     return _png(fig) if fig.axes else None
+
+
+def heatmap(matrix: np.ndarray, rows: Sequence[str], columns: Sequence[str], title: str,
+            colour_label: str, limits: tuple[float, float] = (-1.0, 1.0), fmt: str = "{:.2f}") -> bytes:
+    """A labelled matrix with its values written in the cells (NaN cells left blank): the
+    direction-alignment cosines and the tuning generalisation map share it."""
+    fig = Figure(figsize=(1.2 + 0.62 * len(columns), 1.0 + 0.5 * len(rows)))
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(matrix), cmap="RdBu_r" if limits[0] < 0 else "viridis",
+                      vmin=limits[0], vmax=limits[1], aspect="auto")
+    ax.set_xticks(range(len(columns)), [_short(c) for c in columns], rotation=35, ha="right")
+    ax.set_yticks(range(len(rows)), [_short(r) for r in rows])
+    for i in range(len(rows)):
+        for j in range(len(columns)):
+            if np.isfinite(matrix[i, j]):
+                ax.text(j, i, fmt.format(matrix[i, j]), ha="center", va="center", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label=colour_label, fraction=0.05)
+    return _png(fig)

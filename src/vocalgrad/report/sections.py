@@ -269,6 +269,7 @@ def probing(probes: Sequence[Probe]) -> Section:
                                  f"{p.listener}: balanced accuracy per layer, one panel per stage; "
                                  "shaded: 95% CI; grey: controls; black dashed: DSP features.",
                                  f"probe curves for {p.listener}"))
+        blocks += _alignment_blocks(p, i)
         if p.diagnosis:
             table, sources = _diagnosis_table(p)
             blocks.append(table)
@@ -278,6 +279,37 @@ def probing(probes: Sequence[Probe]) -> Section:
             warned += _few_sources(f"{p.listener}: probe verdicts", sources)
     return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
                    warned)
+
+
+def _alignment_blocks(p: Probe, i: int) -> list:
+    """Direction alignment: a heatmap at the last answer stage, a per-stage summary."""
+    between = [r for r in p.alignment if r.get("kind") == "between categories"]
+    if not between:
+        return []
+    stages = list(dict.fromkeys(r["stage"] for r in p.alignment))
+    cats = sorted({r["category_a"] for r in p.alignment} | {r["category_b"] for r in p.alignment})
+    last = stages[-1]
+    m = np.full((len(cats), len(cats)), np.nan)
+    for r in p.alignment:
+        if r["stage"] == last:
+            a, b = cats.index(r["category_a"]), cats.index(r["category_b"])
+            m[a, b] = m[b, a] = r["cosine"]
+    rows = []
+    for stage in stages:
+        here = [r for r in between if r["stage"] == stage]
+        above = sum(abs(r["cosine"]) > r["null95"] for r in here if math.isfinite(r["null95"]))
+        rows.append([stage, fmt(float(np.nanmean([r["cosine"] for r in here]))),
+                     fmt(float(np.nanmean([r["null95"] for r in here]))), f"{above} / {len(here)}"])
+    return [
+        Figure(f"alignment-{i + 1}", figures.heatmap(m, cats, cats, f"{p.listener}: {last}", "cosine"),
+               f"{p.listener}: cosine between the categories' increase − decrease directions "
+               f"(twin pairs: same source, tier, curve) at {last}; diagonal: split-half "
+               "reliability (the ceiling).", f"direction alignment for {p.listener}"),
+        Table(["stage", "mean cosine between categories", "mean null 95th pct", "pairs above null"],
+              rows, caption="Is \"increase\" one direction across categories? A pair counts when "
+                            "its |cosine| beats the 95th percentile of a sign-flip null (random "
+                            "signs per twin pair: same noise, no shared direction)."),
+    ]
 
 
 def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
