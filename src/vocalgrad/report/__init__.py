@@ -23,9 +23,10 @@ from vocalgrad.report.collect import (
     rows_by_listener,
 )
 from vocalgrad.report.model import Section
+from vocalgrad.report.remedies import remedies
 from vocalgrad.report.render import to_html, to_markdown
 
-SECTION_IDS = ("headline", "bias", "psychometric", "probing", "dataset", "provenance")
+SECTION_IDS = ("headline", "bias", "psychometric", "probing", "remedies", "dataset", "provenance")
 __all__ = ["SECTION_IDS", "build_sections", "write_report"]
 
 
@@ -62,6 +63,7 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
         sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
         psych,
         sections.probing(probes),
+        remedies(runs, probes, n_boot, seed),
         sections.dataset(info, dataset_note),
         sections.provenance(runs, command or _command(results_dirs, dataset, probe_dirs), generated),
     ]
