@@ -237,6 +237,17 @@ def test_hf_local_save_to_disk(tmp_path: Path) -> None:
         resolve_sources(f"hf:{tmp_path / 'ds'}", cache_dir=cache, hf_audio_column="wave")
 
 
+def test_hf_local_audiofolder_with_metadata_csv(tmp_path: Path) -> None:
+    """The most common audiofolder form: WAVs with a metadata.csv (broke with pandas 3)."""
+    folder = tmp_path / "af"
+    folder.mkdir()
+    for i in range(2):
+        (folder / f"{i}.wav").write_bytes(_wav_bytes(0.5 + 0.2 * i))
+    (folder / "metadata.csv").write_text("file_name,speaker_id,text\n0.wav,s1,Hello there.\n1.wav,s2,Good day.\n")
+    sources = resolve_sources(f"hf:{folder}@train", cache_dir=tmp_path / "cache")
+    assert [s.speaker_id for s in sources] == ["s1", "s2"] and sources[1].text == "Good day."
+
+
 def test_hf_missing_local_path(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match="does not exist"):
         resolve_sources(f"hf:{tmp_path / 'missing.ds'}", cache_dir=tmp_path)
