@@ -86,7 +86,7 @@ def test_every_hf_family_tunes_through_one_code_path(hf_folder: Path, tmp_path: 
 
     method = "head" if hf_folder.name.startswith("audioflamingo3") else "lora"
     listener = HFListener("hf:" + str(hf_folder), device="cpu")
-    rows = _rows(2)
+    rows = _rows(1)
     asked = [requests_for(row, listener.sample_rate) for row in rows]
     reqs, targets = [r for a in asked for r in a[0]], torch.cat([a[1] for a in asked])
     with torch.no_grad():
@@ -95,7 +95,7 @@ def test_every_hf_family_tunes_through_one_code_path(hf_folder: Path, tmp_path: 
     module = tunable_module(listener)
     embeddings = module.get_input_embeddings().weight.detach().clone()
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
-    config = TuneConfig(method=method, categories=("volume",), lr=1e-3, epochs=2, batch_items=2, micro_batch=2)
+    config = TuneConfig(method=method, categories=("volume",), lr=1e-3, epochs=2, batch_items=1, micro_batch=1)
     meta = tune(listener, rows, tmp_path, config)
     tuned_scores = _as_tensor(listener.score_choices(reqs), reqs)
     loss = torch.nn.functional.cross_entropy
@@ -193,13 +193,17 @@ def test_whisper_option_logprobs_equal_score_choices() -> None:
 
     reqs = [Request(f"c{i}", build_prompt("volume", v, item_id=f"c{i}"), {f"c{i}": _clip(1.2, i)})
             for i, v in enumerate(VARIANTS)]
+    groups = {n: [r for r in reqs if len(r.prompt.options) == n] for n in {len(r.prompt.options) for r in reqs}}
+    assert sorted(groups) == [2, 3]
     for spec in ("whisper:tiny.en+trimmed", "whisper:tiny.en"):
         listener = load_listener(spec)
-        with torch.no_grad():
-            got = option_logprobs(listener, reqs[:3] if spec == "whisper:tiny.en" else reqs)
-        want = listener.score_choices(reqs[:3] if spec == "whisper:tiny.en" else reqs)
-        for row, scores, req in zip(got, want, reqs, strict=False):
-            np.testing.assert_allclose(row.numpy(), [scores[o] for o in req.prompt.options], atol=1e-5)
+        for group in groups.values():
+            group = group[:1] if spec == "whisper:tiny.en" else group  # the padded encoder is slow
+            with torch.no_grad():
+                got = option_logprobs(listener, group)
+            np.testing.assert_allclose(got.numpy(), _as_tensor(listener.score_choices(group), group), atol=1e-5)
+    with pytest.raises(ConfigError, match="equally many"):
+        option_logprobs(listener, reqs)
     assert head_names(listener) == ["proj_out"] and "proj_out" not in linear_names(listener)
 
 

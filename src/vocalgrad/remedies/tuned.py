@@ -97,10 +97,13 @@ def untie_head(listener: Listener) -> bool:
 
 
 def option_logprobs(listener: Listener, requests: Sequence[Request]) -> torch.Tensor:
-    """(requests x options) summed log p of each option's tokens, with grad."""
+    """(requests x options) summed log p of each option's tokens, with grad; the requests of
+    one call must have equally many options."""
     kind = _kind(listener)
     if not requests:
         return torch.zeros(0, 0)
+    if len({len(r.prompt.options) for r in requests}) > 1:
+        raise ConfigError("option_logprobs: ask requests with equally many answer options together")
     if kind == "WhisperListener":
         return _whisper_logprobs(listener, requests)
     if kind == "HFListener":
