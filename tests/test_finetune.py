@@ -177,6 +177,20 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_adapter(tmp_path: 
         tune(fresh(), rows, tmp_path / "killed", TuneConfig(method="head", categories=("volume",)))
 
 
+def test_full_tuning_changes_every_parameter_and_reloads(tmp_path: Path) -> None:
+    rows = synthetic_rows("linear", n_sources=4)
+    torch.manual_seed(0)
+    listener = organism_listener(Organism(head_dim=5), "full")
+    before = {n: p.detach().clone() for n, p in listener.module.named_parameters()}
+    meta = tune(listener, rows, tmp_path, TuneConfig(method="full", categories=("volume",), lr=1e-2))
+    assert meta["hyperparameters"]["lr"] == 1e-2 and TuneConfig(categories=("v",), method="full").learning_rate == 1e-5
+    assert all(not torch.equal(p, before[n]) for n, p in listener.module.named_parameters())
+    fresh = organism_listener(Organism(head_dim=5), "full")
+    apply_adapter(fresh, tmp_path / "adapter", "full")
+    reqs = requests_for(rows[-1], 16000)[0]
+    assert listener.score_choices(reqs) == fresh.score_choices(reqs)
+
+
 # ---- real Whisper tiny.en -----------------------------------------------------------------
 
 needs_tiny = pytest.mark.skipif(
@@ -242,3 +256,7 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(tmp_path: Pat
     base = load_listener("whisper:tiny.en+trimmed")
     assert not torch.equal(base.model.proj_out.weight, tuned.model.proj_out.weight)
     assert torch.equal(base.model.model.decoder.embed_tokens.weight, tuned.model.model.decoder.embed_tokens.weight)
+    # probing takes the tuned listener: the head changed the lens readout, not the states
+    before, after = base.hidden_states(reqs[:1])[0], tuned.hidden_states(reqs[:1])[0]
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+    assert base.answer_lens(reqs[:1])[0][-1] != tuned.answer_lens(reqs[:1])[0][-1]
