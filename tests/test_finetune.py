@@ -5,6 +5,7 @@ adapter reloads as `tuned:` and reproduces its evaluation."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from vocalgrad.errors import ConfigError  # noqa: E402
 from vocalgrad.evaluation.prompts import build_prompt  # noqa: E402
 from vocalgrad.listeners import Request, load_listener  # noqa: E402
 from vocalgrad.listeners.ct2_whisper import find_packaged_models  # noqa: E402
-from vocalgrad.remedies.finetune import TuneConfig, finetune, requests_for, tune  # noqa: E402
+from vocalgrad.remedies.finetune import TuneConfig, requests_for, tune  # noqa: E402
 from vocalgrad.remedies.tuned import (  # noqa: E402
     apply_adapter,
     head_names,
@@ -227,18 +228,24 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(tmp_path: Pat
     """Head-only (untied from the token embeddings) on a one-category build: an ordinary run
     folder with the tuning record in its manifest, and `tuned:` reproduces its scores."""
     from vocalgrad.build import build
+    from vocalgrad.cli import main
     from vocalgrad.config import BuildConfig
     from vocalgrad.dataset import load_rows
-    from vocalgrad.evaluation.evaluate import AnswerCache, load_results
+    from vocalgrad.evaluation.evaluate import load_results
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     data = tmp_path / "ds"
     build(BuildConfig(categories=("volume",), n_test=2, n_train=2, tiers=("high",), curves=("linear",),
                       include_constant=False), data, workers=1)
     out = tmp_path / "run"
-    config = TuneConfig(method="head", categories=("volume",), batch_items=16, micro_batch=8)
-    result = finetune(data, "whisper:tiny.en+trimmed", out, config, cache=AnswerCache(tmp_path / "a.sqlite"))
-    meta = result["tuning"]
+    argv = ["finetune", str(data), "--listener", "whisper:tiny.en+trimmed", "--train-categories", "volume",
+            "--method", "head", "--batch-items", "16", "--micro-batch", "8", "--out", str(out)]
+    assert main(argv) == 0
+    meta = json.loads((out / "adapter" / "tuning.json").read_text())
+    n_results = len((out / "results.jsonl").read_text().splitlines())
+    assert main(argv) == 0  # finished: reused, not retrained, nothing asked again
+    assert json.loads((out / "adapter" / "tuning.json").read_text()) == meta
+    assert len((out / "results.jsonl").read_text().splitlines()) == n_results
     assert meta["head_untied"] and meta["base"]["listener_id"] == "whisper:tiny.en+trimmed"
     manifest, rows = load_results(out)
     assert manifest["finetune"]["adapter_sha256"] == meta["adapter_sha256"]
