@@ -275,8 +275,10 @@ def parser() -> argparse.ArgumentParser:
 
     from vocalgrad.human.cli import add_parser as add_human_parser
     from vocalgrad.probing.cli import add_parser as add_probe_parser
+    from vocalgrad.remedies.cli import add_parser as add_finetune_parser
 
     add_probe_parser(sub)
+    add_finetune_parser(sub)
     add_human_parser(sub)
 
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")

@@ -7,6 +7,7 @@
     hf:<local path or hub id in local cache>   (Qwen2-Audio, Qwen2.5-Omni thinker, Audio Flamingo 3,
                                                Voxtral, Gemma 3n, Phi-4-multimodal)
     openai:<model>  (with base_url=...)
+    tuned:<run>/adapter  (a `vocalgrad finetune` adapter on its base listener)
 """
 
 from __future__ import annotations
@@ -54,4 +55,10 @@ def load_listener(spec: str, *, dataset: str | Path | None = None, **options: An
         from vocalgrad.listeners.openai_api import OpenAIListener
 
         return OpenAIListener(rest, **options)
-    raise ConfigError(f"unknown listener spec {spec!r}; use baseline:..., whisper:..., hf:... or openai:...")
+    if scheme == "tuned":
+        from vocalgrad.remedies.tuned import load_tuned
+
+        return load_tuned(rest, **options)
+    raise ConfigError(
+        f"unknown listener spec {spec!r}; use baseline:..., whisper:..., hf:..., openai:... or tuned:..."
+    )

@@ -1,0 +1,234 @@
+"""What makes a listener tunable, and `tuned:DIR/adapter` listeners.
+
+A listener is tunable when three things are known about it, all implemented here for
+`WhisperListener`, `HFListener` (every transformers family the harness supports) and
+`TorchModuleListener` (planted organisms):
+
+- `tunable_module(listener)`: the torch module whose parameters change;
+- `head_names(listener)`: the output head (the LM projection to the vocabulary, or the
+  organism's readout head), what `--method head` trains and what LoRA leaves alone;
+- `option_logprobs(listener, requests)`: the summed log-likelihood of each answer option, the
+  quantity `score_choices` reports, but differentiable (one row per request, options in the
+  prompt's order). It reuses each listener's own prompt encoding and position arithmetic, so
+  training asks the model exactly what `eval` asks it (the tests check equality in eval mode).
+
+LoRA targets every `nn.Linear` of the module except the head (peft's "all linear layers").
+A tied head (Whisper's `proj_out` shares its weight with the decoder's token embeddings) is
+untied before head-only tuning, so only the head changes and the input embeddings keep theirs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from vocalgrad.errors import ConfigError
+from vocalgrad.listeners.base import Listener, Request
+
+METHODS = ("head", "lora", "full")
+WEIGHTS_FILE = "tuned.safetensors"  # head / full: the changed parameters, by name
+META_FILE = "tuning.json"
+
+
+def _kind(listener: Listener) -> str:
+    """Which implementation applies; imports stay lazy so no backend loads unasked."""
+    name = type(listener).__name__
+    if name in ("WhisperListener", "HFListener", "TorchModuleListener"):
+        return name
+    raise ConfigError(
+        f"{listener.listener_id} cannot be tuned: only whisper:, hf: and torch-module listeners can"
+    )
+
+
+def tunable_module(listener: Listener) -> nn.Module:
+    """The torch module whose parameters tuning changes."""
+    return listener.module if _kind(listener) == "TorchModuleListener" else listener.model  # type: ignore[attr-defined]
+
+
+def head_names(listener: Listener) -> list[str]:
+    """Qualified names (inside `tunable_module`) of the output head's modules."""
+    module = tunable_module(listener)
+    kind = _kind(listener)
+    if kind == "WhisperListener":
+        head = module.proj_out
+    elif kind == "HFListener":
+        head = module.get_output_embeddings()
+    else:
+        head = listener.lens_head  # type: ignore[attr-defined]
+    names = [n for n, m in module.named_modules() if m is head]
+    if not names:
+        raise ConfigError(f"{listener.listener_id}: its output head is not a module of the model")
+    return names
+
+
+def linear_names(listener: Listener) -> list[str]:
+    """LoRA targets: every linear layer except the head."""
+    heads = set(head_names(listener))
+    module = tunable_module(listener)
+    return [n for n, m in module.named_modules() if isinstance(m, nn.Linear) and n not in heads]
+
+
+def untie_head(listener: Listener) -> bool:
+    """Give the head its own weight when it shares one with another module; True if it did."""
+    module = tunable_module(listener)
+    shared = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        shared.setdefault(id(p), []).append(name)
+    untied = False
+    for head in head_names(listener):
+        sub = module.get_submodule(head)
+        for pname, p in list(sub.named_parameters(recurse=False)):
+            if len(shared[id(p)]) > 1:
+                setattr(sub, pname, nn.Parameter(p.detach().clone(), requires_grad=p.requires_grad))
+                untied = True
+    config = getattr(module, "config", None)
+    if untied and config is not None and hasattr(config, "tie_word_embeddings"):
+        config.tie_word_embeddings = False  # transformers must not tie them back
+    return untied
+
+
+# ---- differentiable option log-likelihoods ------------------------------------------------
+
+
+def option_logprobs(listener: Listener, requests: Sequence[Request]) -> torch.Tensor:
+    """(requests x options) summed log p of each option's tokens, with grad; the requests of
+    one call must have equally many options."""
+    kind = _kind(listener)
+    if not requests:
+        return torch.zeros(0, 0)
+    if len({len(r.prompt.options) for r in requests}) > 1:
+        raise ConfigError("option_logprobs: ask requests with equally many answer options together")
+    if kind == "WhisperListener":
+        return _whisper_logprobs(listener, requests)
+    if kind == "HFListener":
+        return _hf_logprobs(listener, requests)
+    return _torch_logprobs(listener, requests)
+
+
+def _whisper_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
+    """As `WhisperListener.score_choices`: one encoder pass per distinct clip, one decoder row
+    per distinct (prefix + option tokens but the last); option token t is read at position
+    len(prefix) - 1 + t."""
+    encoded = listener._encode(listener._clips(requests))
+    rows: list[list[int]] = []
+    owners: list[int] = []
+    plans = []
+    for b, req in enumerate(requests):
+        prefix = listener.prefix_ids(req.prompt)
+        plan = []
+        mine: dict[tuple[int, ...], int] = {}
+        for option in req.prompt.options:
+            toks = listener.option_ids(option)
+            row = tuple(prefix + toks[:-1])
+            if row not in mine:
+                mine[row] = len(rows)
+                rows.append(list(row))
+                owners.append(b)
+            plan.append((mine[row], toks))
+        plans.append((len(prefix), plan))
+    hidden = listener._decode_rows(rows, [encoded[b].memory for b in owners])
+    out = []
+    for start, plan in plans:
+        scores = []
+        for row, toks in plan:
+            positions = torch.arange(start - 1, start - 1 + len(toks))
+            logp = torch.log_softmax(listener.model.proj_out(hidden[row][positions]), dim=-1)
+            scores.append(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
+        out.append(torch.stack(scores))
+    return torch.stack(out)
+
+
+def _hf_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
+    """As `HFListener.score_choices`: each option written as the assistant's reply, rows
+    right-padded, the option's tokens read at the positions before them."""
+    rows = [(r, o) for r in requests for o in r.prompt.options]
+    enc = listener._encode([r for r, _ in rows], [o for _, o in rows], "right")
+    logits = listener.model(**listener._to_device(enc.inputs), use_cache=False).logits.float()
+    logp = torch.log_softmax(logits, dim=-1)
+    ids = enc.inputs["input_ids"]
+    scores = []
+    for k, (request, option) in enumerate(rows):
+        n_opt = listener._reply_ids(request, option)
+        end = enc.lengths[k]
+        positions = torch.arange(end - n_opt, end)
+        picked = logp[k, positions - 1].gather(-1, ids[k, positions].to(logp.device)[:, None])
+        scores.append(picked.sum())
+    return torch.stack(scores).reshape(len(requests), -1).cpu()
+
+
+def _torch_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
+    """As `TorchModuleListener.score_choices`: log-softmax over the readout's two logits."""
+    from vocalgrad.probing.adapters import OPTIONS
+
+    out = []
+    for r in requests:
+        logits = torch.as_tensor(listener.readout(listener.module(listener._inputs(r)))).reshape(-1)[:2]
+        lp = torch.log_softmax(logits.float(), -1)
+        out.append(torch.stack([lp[OPTIONS.index(o)] for o in r.prompt.options]))
+    return torch.stack(out)
+
+
+# ---- adapters ---------------------------------------------------------------------------
+
+
+def adapter_sha256(folder: Path) -> str:
+    """Checksum of an adapter folder's weight and config files (not tuning.json)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name != META_FILE):
+        digest.update(path.name.encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def tuned_id(base_id: str, method: str, categories: Sequence[str], sha: str) -> str:
+    """E.g. `whisper:tiny.en+lora[volume]@1a2b3c4d`: never equal to the base's id."""
+    return f"{base_id}+{method}[{','.join(categories)}]@{sha[:8]}"
+
+
+def apply_adapter(listener: Listener, folder: Path, method: str) -> None:
+    """Load saved tuned weights onto a freshly loaded base listener, in place."""
+    module = tunable_module(listener)
+    if method == "lora":
+        from peft import PeftModel
+
+        PeftModel.from_pretrained(module, str(folder))  # injects the LoRA layers in place
+    else:
+        from safetensors.torch import load_file
+
+        if method == "head":
+            untie_head(listener)
+        missing, unexpected = module.load_state_dict(load_file(str(folder / WEIGHTS_FILE)), strict=False)
+        if unexpected:
+            raise ConfigError(f"{folder}: weights for parameters the model lacks: {unexpected[:5]}")
+    module.eval()
+
+
+def load_tuned(path: str | Path, **options: Any) -> Listener:
+    """`tuned:DIR/adapter`: the base listener named in tuning.json with the adapter applied."""
+    from vocalgrad.listeners import load_listener
+
+    folder = Path(path).expanduser()
+    if (folder / "adapter" / META_FILE).is_file():  # the run folder given instead of its adapter
+        folder = folder / "adapter"
+    if not (folder / META_FILE).is_file():
+        raise ConfigError(f"{folder}: no {META_FILE}; point tuned: at a `vocalgrad finetune` adapter folder")
+    meta = json.loads((folder / META_FILE).read_text())
+    sha = adapter_sha256(folder)
+    if sha != meta["adapter_sha256"]:
+        raise ConfigError(f"{folder}: adapter files changed since tuning (checksum {sha[:12]} != recorded)")
+    listener = load_listener(meta["base"]["spec"], **options)
+    if listener.revision != meta["base"]["revision"]:
+        raise ConfigError(
+            f"{folder} was tuned from {meta['base']['listener_id']} revision {meta['base']['revision']}, "
+            f"but {meta['base']['spec']} now resolves to revision {listener.revision}"
+        )
+    apply_adapter(listener, folder, meta["method"])
+    listener.listener_id = tuned_id(listener.listener_id, meta["method"], meta["train_categories"], sha)
+    listener.revision = sha[:12]
+    return listener
