@@ -25,7 +25,8 @@ def _tuned(folder: Path, method: str, trained: str, accuracy: dict[str, float], 
     listener = f"whisper:tiny.en+{method}[{trained}]"
     run = _write_run(folder, listener, _answers(listener, accuracy, seed))
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest["finetune"] = {"base": "whisper:tiny.en", "method": method, "train_categories": [trained]}
+    manifest["finetune"] = {"base": {"spec": "whisper:tiny.en", "listener_id": "whisper:tiny.en", "revision": "r"},
+                            "method": method, "train_categories": [trained]}
     (run / "manifest.json").write_text(json.dumps(manifest))
     return run
 

@@ -31,6 +31,12 @@ def tuning_of(run: Run) -> dict | None:
     return entry if isinstance(entry, dict) else None
 
 
+def _base_id(tuning: Mapping) -> str | None:
+    """The untuned listener's id (`finetune.base.listener_id`)."""
+    base = tuning.get("base")
+    return base.get("listener_id") if isinstance(base, Mapping) else base
+
+
 def _by_category(run: Run, n_boot: int, seed: int) -> dict[str, dict]:
     rows, _ = primary(run.rows)
     changing = [r for r in rows if r.get("direction") in ("increase", "decrease")]
@@ -64,7 +70,7 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
     single = {(t["method"], cats[0]): r.name for r, t in tuned if len(cats := sorted(t["train_categories"])) == 1}
     trained = sorted({c for _, c in single})
     methods = [m for m in METHODS if any(k[0] == m for k in single)]
-    base = {t.get("base") for _, t in tuned}
+    base = {_base_id(t) for _, t in tuned}
     base_run = next((base_runs[b] for b in base if b in base_runs), None)
     base_acc = _by_category(base_run, n_boot, seed) if base_run else {}
     rows = [[c, _cell(base_acc.get(c)) if base_run else "–",
