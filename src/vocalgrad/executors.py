@@ -130,9 +130,9 @@ class RayExecutor(Executor):
             raise ConfigError("the Ray executor needs Ray: pip install 'vocalgrad[ray]'") from None
         self.ray = ray
         self.started = False
+        if address:
+            check_reachable(address)
         if not ray.is_initialized():
-            if address:
-                check_reachable(address)
             ray.init(address=address, num_cpus=None if address else workers,
                      include_dashboard=False, log_to_driver=False)
             self.started = True
