@@ -130,6 +130,21 @@ def test_eval_on_ray_gives_the_local_answers(cluster, local, tmp_path, spec):
     assert {r["predicted"] for r in here.values()} >= {"increase", "decrease"}
 
 
+def test_eval_command_runs_on_the_joined_ray_session(cluster, local, tmp_path):
+    """`--executor ray` through the CLI: actors answer, the driver writes the usual run."""
+    here = _eval(local, RandomListener(), tmp_path / "local", Executor())
+    shared = os.environ["VOCALGRAD_CACHE"]
+    os.environ["VOCALGRAD_CACHE"] = str(tmp_path / "fresh-cache")  # no answers to reuse
+    try:
+        code = main(["eval", str(local), "--listener", "baseline:random", "--executor", "ray",
+                     "--controls", "reversed", "--batch-size", "4", "--out", str(tmp_path / "cli")])
+    finally:
+        os.environ["VOCALGRAD_CACHE"] = shared
+    assert code == 0 and ray.is_initialized()  # a joined session is left running
+    rows = read_jsonl(tmp_path / "cli" / "results.jsonl")
+    assert {r["key"]: {k: v for k, v in r.items() if k != "seconds"} for r in rows} == here
+
+
 def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     here = _eval(local, SlowListener(), tmp_path / "local", Executor(), limit=40)
     result: dict = {}

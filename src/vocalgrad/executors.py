@@ -226,7 +226,11 @@ class RemoteListener(Listener):
         self._load = load
         n = executor.workers if not gpus else min(executor.workers, max(1, int(executor.gpus // gpus)))
         self.actors = [self._cls.remote(load) for _ in range(n)]
-        info = ray.get(self.actors[0].describe.remote())
+        # every actor loaded (a load that fails, fails here) and all agree on what they are
+        infos = ray.get([a.describe.remote() for a in self.actors])
+        info = infos[0]
+        if any(i != info for i in infos):
+            raise ConfigError(f"listener actors disagree about what they loaded: {infos}")
         self.listener_id = info["listener_id"]
         self.revision = info["revision"]
         self.sample_rate = info["sample_rate"]
