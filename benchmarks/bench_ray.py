@@ -102,7 +102,11 @@ def main() -> None:
         dataset = tmp / "local1"
         spec = ListenerSpec("whisper:tiny.en")
         eval_config = EvalConfig(batch_size=4, limit=args.eval_items)
-        print(f"\n## eval: Whisper tiny.en, {args.eval_items} items (choice mode, both option orders)\n")
+        import torch
+
+        print(f"\n## eval: Whisper tiny.en, {args.eval_items} items (choice mode, both option orders)")
+        print(f"local: in this process, {torch.get_num_threads()} torch threads; Ray: one CPU and "
+              "one torch thread per actor; load s includes starting the actors\n")
         print("| executor | listeners | load s | items/s | scaling |")
         print("|---|---|---|---|---|")
         base = None
@@ -119,7 +123,7 @@ def main() -> None:
                 base = rate
             print(f"| {name} | {workers} | {load:.1f} | {rate:.2f} | "
                   f"{'-' if name == 'local' else f'{rate / base:.2f}x'} |")
-            del listener
+            executor.close()  # ends the listener actors (the Ray session stays up)
     finally:
         ray.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -49,6 +49,13 @@ def cluster(cache_dir):
     os.environ.pop("VOCALGRAD_CACHE", None)
 
 
+@pytest.fixture(autouse=True)
+def release_actors(cluster):
+    """Listener actors hold the cluster's CPUs while alive: end each test's actors."""
+    yield
+    cluster.close()
+
+
 @pytest.fixture(scope="module")
 def local(cluster, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("local") / "ds"
@@ -176,6 +183,7 @@ def test_whisper_on_ray_gives_the_local_answers_and_features(cluster, local, tmp
     for name, listener, executor in (("local", whisper, Executor()), ("ray", cluster.listener(load), cluster)):
         evaluate(local, listener, tmp_path / name, config, cache=AnswerCache(tmp_path / name / "a.sqlite"),
                  executor=executor)
+    cluster.close()  # the eval actors hold both CPUs; extraction starts actors of its own
     here, there = ({r["key"]: r["logprobs"] for r in read_jsonl(tmp_path / n / "results.jsonl")} for n in ("local", "ray"))
     assert here.keys() == there.keys() and len(here) == 12
     for key, lp in here.items():

@@ -138,8 +138,10 @@ class RayExecutor(Executor):
             self.started = True
         resources = ray.cluster_resources()
         self.gpus = float(resources.get("GPU", 0))
-        super().__init__(workers or int(resources.get("CPU", 1)))
+        self.cpus = int(resources.get("CPU", 1))
+        super().__init__(workers or self.cpus)
         self.gpus_per_actor = gpus_per_actor
+        self.pools: list[RemoteListener] = []
 
     def map_tasks(self, fn: Callable[[Any], Any], tasks: list) -> Iterator[Any]:
         ray = self.ray
@@ -148,20 +150,33 @@ class RayExecutor(Executor):
         warm_up()  # this node's workers find librosa's numba caches written
         remote = ray.remote(num_cpus=1, max_retries=5)(fn)  # a killed worker's task runs again
         queue = list(reversed(tasks))
-        pending: list = []
-        while queue or pending:
-            while queue and len(pending) < self.workers:
-                pending.append(remote.remote(queue.pop()))
+        pending = [remote.remote(queue.pop()) for _ in range(min(self.workers, len(queue)))]
+        while pending:
             done, pending = ray.wait(pending, num_returns=1)
+            if queue:  # refill before handing the result over: no worker waits on the driver
+                pending.append(remote.remote(queue.pop()))
             yield ray.get(done[0])
 
     def listener(self, load: Callable[[], Listener]) -> Listener:
-        return RemoteListener(self, load)
+        """Listener actors, kept until `close` (they hold their CPUs or GPUs while alive)."""
+        pool = RemoteListener(self, load)
+        self.pools.append(pool)
+        return pool
 
     def map_batches(self, listener: Listener, fn: Callable[[Listener, Any], Any],
                     payloads: Iterable) -> Iterator[tuple[int, Any]]:
+        if isinstance(listener, RemoteListener):
+            yield from self._dispatch(listener, fn, payloads)
+            return
+        pool = RemoteListener(self, lambda: listener)  # actors for this call only
+        try:
+            yield from self._dispatch(pool, fn, payloads)
+        finally:
+            pool.close()
+
+    def _dispatch(self, pool: RemoteListener, fn: Callable[[Listener, Any], Any],
+                  payloads: Iterable) -> Iterator[tuple[int, Any]]:
         ray = self.ray
-        pool = listener if isinstance(listener, RemoteListener) else RemoteListener(self, lambda: listener)
         fresh = enumerate(payloads)  # pulled lazily: payloads may hold audio
         retry: list[tuple[int, Any]] = []
         # one batch running per actor plus one queued, so a free actor never waits
@@ -191,6 +206,9 @@ class RayExecutor(Executor):
             yield i, result
 
     def close(self) -> None:
+        for pool in self.pools:
+            pool.close()
+        self.pools.clear()
         if self.started:
             self.ray.shutdown()
             self.started = False
@@ -224,7 +242,9 @@ class RemoteListener(Listener):
         # one CPU per actor on CPU-only work, so actors never outnumber cores
         self._cls = ray.remote(num_cpus=0 if gpus else 1, num_gpus=gpus)(_ListenerActor)
         self._load = load
-        n = executor.workers if not gpus else min(executor.workers, max(1, int(executor.gpus // gpus)))
+        self._ray = ray
+        # never more actors than the cluster can place: the others would wait forever
+        n = min(executor.workers, max(1, int(executor.gpus // gpus)) if gpus else executor.cpus)
         self.actors = [self._cls.remote(load) for _ in range(n)]
         # every actor loaded (a load that fails, fails here) and all agree on what they are
         infos = ray.get([a.describe.remote() for a in self.actors])
@@ -240,6 +260,12 @@ class RemoteListener(Listener):
     def replace(self, slot: int) -> None:
         """A fresh actor in place of a dead one."""
         self.actors[slot] = self._cls.remote(self._load)
+
+    def close(self) -> None:
+        """End the actors now, freeing their CPUs or GPUs for the next pool or task."""
+        for actor in self.actors:
+            self._ray.kill(actor)
+        self.actors = []
 
     def manifest(self) -> dict:
         return self._manifest
