@@ -14,7 +14,6 @@ import shutil
 import sys
 import time
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from vocalgrad.audio import write_flac_atomic
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError
-from vocalgrad.jit import warm_up
+from vocalgrad.executors import Executor
 from vocalgrad.provenance import versions
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
@@ -146,9 +145,12 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
 
 
 def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: bool = False,
-          cache_dir: Path | None = None, audit: bool = True) -> dict:
+          cache_dir: Path | None = None, audit: bool = True, executor: Executor | None = None) -> dict:
     """Build (or resume building) a dataset into `out`, then audit it for shortcuts (the
-    audit's table goes into the dataset card); returns the build report."""
+    audit's table goes into the dataset card); returns the build report.
+
+    Sources render on `executor` (default: `workers` local processes); on Ray, `out` must be
+    a path every node sees, since workers write the clips and the driver the metadata."""
     out = Path(out)
     started = time.time()
     state = out / STATE_DIR
@@ -171,7 +173,7 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     with (state / "rows.jsonl").open("a") as log, tqdm(
         total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
     ) as bar:
-        for result in _run(tasks, workers):
+        for result in (executor or Executor(workers)).map_tasks(render_source, tasks):
             if result.get("skipped"):
                 log.write(dumps({"source_id": result["source_id"], "skipped": result["skipped"]}) + "\n")
             else:
@@ -181,6 +183,8 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
             log.flush()
             os.fsync(log.fileno())  # the log is the resume point: make it durable per source
             bar.update(result["n"])
+    for stale in out.rglob(".tmp-*"):  # left by a worker killed mid-write whose task then reran
+        stale.unlink()
     report = _finalise(out, state, config, selected, refused, time.time() - started)
     if audit:
         report["shortcut_audit"] = audit_dataset(out, workers=workers)
@@ -201,18 +205,6 @@ def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[
     )
     ensure_rendered([s for s, _ in selected])
     return selected
-
-
-def _run(tasks: list[SourceTask], workers: int):
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            yield render_source(task)
-        return
-    warm_up()  # workers must find librosa's numba caches written, not write them together
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(render_source, t) for t in tasks]
-        for future in as_completed(futures):
-            yield future.result()
 
 
 def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:

@@ -18,6 +18,24 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+def _executor(args: argparse.Namespace):
+    """The executor the run's options ask for (local processes unless Ray is named)."""
+    from vocalgrad.executors import make_executor
+
+    return make_executor(args.executor, workers=args.workers, address=args.ray_address,
+                         gpus_per_actor=getattr(args, "gpus_per_actor", None))
+
+
+def add_executor_options(p: argparse.ArgumentParser, workers_help: str) -> None:
+    """`--executor`, `--ray-address` and `--workers`, shared by build, eval and probe."""
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local processes (default) or a Ray cluster (pip install 'vocalgrad[ray]')")
+    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
+                   help="HOST:PORT or ray://HOST:PORT of a running Ray cluster (implies --executor ray; "
+                   "default $RAY_ADDRESS)")
+    p.add_argument("--workers", type=int, help=workers_help)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from vocalgrad.build import build
     from vocalgrad.config import load_config
@@ -38,7 +56,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         design=args.design,
         levels=args.levels,
     )
-    report = build(config, args.out, workers=args.workers, overwrite=args.overwrite, audit=not args.no_audit)
+    with _executor(args) as executor:
+        report = build(config, args.out, workers=min(executor.workers, os.cpu_count() or 1),
+                       overwrite=args.overwrite, audit=not args.no_audit, executor=executor)
     print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
           f"({report['clips_dropped']} dropped after verification, "
           f"{len(report['refused_conditions'])} refused conditions, "
@@ -122,14 +142,22 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, listener_slug
-    from vocalgrad.evaluation.score import markdown, score_run, write_summary
-    from vocalgrad.listeners import load_listener
+    from vocalgrad.executors import ListenerSpec
 
     options = {}
     if args.base_url:
         options["base_url"] = args.base_url
-    listener = load_listener(args.listener, dataset=args.dataset, **options)
+    if args.adaptive and (args.executor == "ray" or args.ray_address):
+        raise ConfigError("--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address")
+    with _executor(args) as executor:
+        listener = executor.listener(ListenerSpec(args.listener, args.dataset, options))
+        return _eval(args, listener, executor)
+
+
+def _eval(args: argparse.Namespace, listener, executor) -> int:
+    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, listener_slug
+    from vocalgrad.evaluation.score import markdown, score_run, write_summary
+
     out = Path(args.out or Path("runs") / listener_slug(args.listener))
     if args.adaptive:
         from vocalgrad.evaluation.evaluate_adaptive import describe, evaluate_adaptive
@@ -151,7 +179,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         few_shot=args.few_shot,
         audio_first=args.audio_first,
     )
-    counts = evaluate(args.dataset, listener, out, config)
+    counts = evaluate(args.dataset, listener, out, config, executor=executor)
     print(f"{listener.listener_id}: answered {counts['answered']} ({counts['skipped_done']} already done, "
           f"{counts['errors']} errors) in {counts['seconds']:.1f} s -> {out}")
     summary = score_run(out)
@@ -213,7 +241,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
     b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
     b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
-    b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    add_executor_options(b, "local processes (default: all cores), or Ray tasks in flight "
+                         "(default: the cluster's CPUs)")
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
     b.add_argument("--no-audit", action="store_true", help="skip the shortcut audit at the end")
     b.set_defaults(func=cmd_build)
@@ -253,6 +282,11 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--adaptive", choices=("quest", "staircase"),
                    help="estimate a threshold per category with few trials, rendering clips on demand")
     e.add_argument("--max-trials", type=int, default=40, help="trials per category for --adaptive")
+    add_executor_options(e, "listener copies answering batches: 1 locally (default); on Ray, "
+                         "actors (default: one per cluster CPU, or per GPU for model listeners)")
+    e.add_argument("--gpus-per-actor", type=float,
+                   help="on Ray: GPUs each listener actor reserves (default: 1 for model listeners "
+                   "when the cluster has GPUs, else 0)")
     e.set_defaults(func=cmd_eval)
 
     sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")

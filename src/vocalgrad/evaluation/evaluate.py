@@ -27,6 +27,7 @@ from vocalgrad.dataset import content_sha256, dumps, is_official, load_rows, rea
 from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.evaluation.parsing import parse_answer
 from vocalgrad.evaluation.prompts import build_prompt, expected_answer, few_shot_examples
+from vocalgrad.executors import Executor
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
@@ -99,8 +100,11 @@ class AnswerCache:
 
 
 def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: EvalConfig,
-             cache: AnswerCache | None = None) -> dict:
-    """Answer every selected item; returns counts. Resumes from `out/results.jsonl`."""
+             cache: AnswerCache | None = None, executor: Executor | None = None) -> dict:
+    """Answer every selected item; returns counts. Resumes from `out/results.jsonl`.
+
+    Batches are answered on `executor` (default: here); only this process writes the cache
+    and the results file, so a batch is recorded once whichever worker answered it."""
     dataset, out = Path(dataset), Path(out)
     rows = load_rows(dataset)
     items = [r for r in rows if r["split"] == config.split and (not config.categories or r["category"] in config.categories)]
@@ -119,15 +123,28 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
     errors = 0
+    held: dict[int, list] = {}
+
+    def questions() -> Iterator[tuple[dict, int]]:
+        """Batches prepared on the driver as the executor asks for them; only what the
+        cache lacks goes to the listener."""
+        for i, batch in enumerate(_batches(tasks, config.batch_size)):
+            held[i] = _prepare(batch, listener, config, train)
+            yield _missing(held[i], cache), config.max_new_tokens
+
     with results.open("a") as log, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
                                         disable=not sys.stderr.isatty()) as bar:
-        for batch in _batches(tasks, config.batch_size):
-            for result in _answer(batch, listener, config, train, cache):
+        for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
+            keyed = held.pop(i)
+            cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
+            for task, _, started, err, keys in keyed:
+                answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
+                result = _result_row(task, listener, answers, err, time.time() - started)
                 errors += result.get("error") is not None
                 log.write(dumps(result) + "\n")
             log.flush()
             os.fsync(log.fileno())
-            bar.update(len(batch))
+            bar.update(len(keyed))
     return {"answered": len(tasks), "skipped_done": len(done), "errors": errors, "seconds": round(time.time() - started, 2)}
 
 
@@ -166,31 +183,42 @@ def _batches(tasks: list[Task], size: int) -> Iterator[list[Task]]:
         yield tasks[start : start + size]
 
 
-def _answer(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict],
-            cache: AnswerCache) -> list[dict]:
-    """Build requests, answer what the cache lacks, turn answers into result rows."""
+def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict]) -> list:
+    """Per task: (task, requests, start time, error, cache keys)."""
     audio_memo: dict[str, np.ndarray] = {}
     prepared = []
     for task in batch:
         started = time.time()
         try:
-            prepared.append((task, _requests(task, listener, config, train, audio_memo), started, None))
-        except VocalgradError as err:
-            prepared.append((task, [], started, str(err)))
-    keyed = [(task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs])
-             for task, reqs, started, err in prepared]
-    missing = [(task, r, k) for task, reqs, _, err, keys in keyed if err is None
-               for r, k in zip(reqs, keys, strict=True) if cache.get(k) is None]
+            reqs, err = _requests(task, listener, config, train, audio_memo), None
+        except VocalgradError as error:
+            reqs, err = [], str(error)
+        prepared.append((task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs]))
+    return prepared
+
+
+def _missing(keyed: list, cache: AnswerCache) -> dict[str, list[tuple[Request, str]]]:
+    """mode -> (request, cache key) for the answers the cache lacks."""
+    todo: dict[str, list[tuple[Request, str]]] = {}
+    for task, reqs, _, err, keys in keyed:
+        if err is None:
+            for r, k in zip(reqs, keys, strict=True):
+                if cache.get(k) is None:
+                    todo.setdefault(task.mode, []).append((r, k))
+    return todo
+
+
+def _ask(listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]], int]) -> dict[str, dict]:
+    """Cache key -> answer for one batch: the only step that needs the model (so the one an
+    executor may run elsewhere)."""
+    todo_by_mode, max_new_tokens = question
     fresh: dict[str, dict] = {}
-    for mode in ("choice", "generate"):
-        todo = [(r, k) for task, r, k in missing if task.mode == mode]
-        if not todo:
-            continue
+    for mode, todo in todo_by_mode.items():
         try:
             if mode == "choice":
                 answers = [{"logprobs": lp} for lp in listener.score_choices([r for r, _ in todo])]
             else:
-                answers = [{"response": text} for text in listener.generate([r for r, _ in todo], config.max_new_tokens)]
+                answers = [{"response": text} for text in listener.generate([r for r, _ in todo], max_new_tokens)]
         except VocalgradError as err:
             # A backend may report which requests of the batch failed (and keep the rest);
             # otherwise the whole batch failed. Either way: record per item, keep going.
@@ -202,12 +230,7 @@ def _answer(batch: list[Task], listener: Listener, config: EvalConfig, train: li
             else:
                 answers = [{"error": str(err)} for _ in todo]
         fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
-    cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
-    results = []
-    for task, _, started, err, keys in keyed:
-        answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
-        results.append(_result_row(task, listener, answers, err, time.time() - started))
-    return results
+    return fresh
 
 
 def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[dict],

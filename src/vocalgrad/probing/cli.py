@@ -12,6 +12,7 @@ def _csv(value: str) -> tuple[str, ...]:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     from vocalgrad.evaluation.evaluate import listener_slug
+    from vocalgrad.executors import make_executor
     from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
     from vocalgrad.probing.probes import ProbeSettings
     from vocalgrad.probing.report import markdown
@@ -27,10 +28,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     out = Path(args.out or Path("probes") / listener_slug(args.listener))
-    summary = probe_dataset(
-        args.dataset, args.listener, out, config, results=args.results, cache=args.cache,
-        train_from=args.train_from,
-    )
+    with make_executor(args.executor, workers=args.workers, address=args.ray_address) as executor:
+        summary = probe_dataset(
+            args.dataset, args.listener, out, config, results=args.results, cache=args.cache,
+            train_from=args.train_from, executor=executor,
+        )
     print(markdown(summary).split("\n## ")[0])
     print(f"{summary['seconds']:.1f} s; tables, curves and items in {out}")
     return 0
@@ -68,5 +70,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--no-mlp", action="store_true", help="skip the nonlinear probe")
     p.add_argument("--no-random", action="store_true", help="skip the random-weights control")
     p.add_argument("--no-dsp", action="store_true", help="skip the log-mel DSP reference")
+    from vocalgrad.cli import add_executor_options
+
+    add_executor_options(p, "on Ray: listener actors extracting features (default: one per cluster CPU)")
     p.set_defaults(func=cmd_probe)
     return p

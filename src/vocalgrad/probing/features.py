@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.evaluation.prompts import build_prompt
+from vocalgrad.executors import Executor
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.probing.pooling import pool
 
@@ -127,6 +128,16 @@ def _open(folder: Path, index: dict, mode: str) -> tuple[dict[str, np.ndarray], 
     return arrays, lens
 
 
+def _features(listener: Listener, batch: tuple[list[Request], str, bool]) -> tuple[list, list | None, str]:
+    """Pooled stages and lens rows of one batch: the model step, which an executor may run
+    in a listener actor elsewhere (the arrays come back; only the driver writes the cache)."""
+    requests, pooling, with_lens = batch
+    states = listener.hidden_states(requests)
+    lens_rows, note = _lens(listener, requests, states) if with_lens else (None, "not asked")
+    pooled = [{k: pool(v, pooling) for k, v in st.items()} for st in states]
+    return pooled, lens_rows, note
+
+
 def extract(
     rows: Sequence[dict],
     listener: Listener,
@@ -137,8 +148,12 @@ def extract(
     variant: str = "default",
     batch_size: int = 8,
     with_lens: bool = True,
+    executor: Executor | None = None,
 ) -> Features:
-    """Features for `rows` (one category), reusing and completing what `folder` holds."""
+    """Features for `rows` (one category), reusing and completing what `folder` holds.
+
+    Batches run on `executor` (default: here) and may finish in any order; rows are written
+    at their fixed positions and `done` advances over the finished prefix only."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     item_ids = [r["item_id"] for r in rows]
@@ -149,6 +164,21 @@ def extract(
     arrays, lens = _open(folder, index, "r+") if index and index.get("stages") else ({}, None)
     done = index["done"] if index and index.get("stages") else 0
     prompt = build_prompt(category, variant)
+    starts = list(range(done, len(rows), batch_size))
+
+    def batches():
+        for start in starts:
+            requests = [
+                Request(
+                    r["item_id"],
+                    prompt.for_item(r["item_id"]),
+                    {r["item_id"]: _audio(r, listener.sample_rate)},
+                )
+                for r in rows[start : start + batch_size]
+            ]
+            yield requests, pooling, with_lens
+
+    finished: set[int] = set()
     with tqdm(
         total=len(rows),
         initial=done,
@@ -156,21 +186,8 @@ def extract(
         desc=f"{listener.listener_id} {category}",
         disable=not sys.stderr.isatty(),
     ) as bar:
-        for start in range(done, len(rows), batch_size):
-            batch = rows[start : start + batch_size]
-            requests = [
-                Request(
-                    r["item_id"],
-                    prompt.for_item(r["item_id"]),
-                    {r["item_id"]: _audio(r, listener.sample_rate)},
-                )
-                for r in batch
-            ]
-            states = listener.hidden_states(requests)
-            lens_rows, note = (
-                _lens(listener, requests, states) if with_lens else (None, "not asked")
-            )
-            pooled = [{k: pool(v, pooling) for k, v in st.items()} for st in states]
+        for b, (pooled, lens_rows, note) in (executor or Executor()).map_batches(listener, _features, batches()):
+            start = starts[b]
             if not arrays:
                 index = {
                     "format": FORMAT,
@@ -192,9 +209,11 @@ def extract(
                     lens[start + i] = lens_rows[i]
             for arr in [*arrays.values(), *([lens] if lens is not None else [])]:
                 arr.flush()
-            index["done"] = start + len(batch)
+            finished.add(start)
+            while index["done"] in finished:
+                index["done"] = min(index["done"] + batch_size, len(rows))
             _write_index(folder, index)
-            bar.update(len(batch))
+            bar.update(len(pooled))
     assert index is not None
     arrays, lens = _open(folder, index, "r")
     return Features(item_ids, arrays, lens, index.get("lens_note", ""), folder)

@@ -24,6 +24,7 @@ import torch
 
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.executors import Executor
 from vocalgrad.listeners.base import Listener
 from vocalgrad.probing import report
 from vocalgrad.probing.adapters import DSPListener, randomised
@@ -82,6 +83,7 @@ def _extract(
     category: str,
     config: ProbeConfig,
     with_lens: bool,
+    executor: Executor | None,
 ) -> Features:
     key = feature_key(
         sha, listener, category, config.variant, config.pooling, [r["item_id"] for r in items]
@@ -95,6 +97,7 @@ def _extract(
         variant=config.variant,
         batch_size=config.batch_size,
         with_lens=with_lens,
+        executor=executor,
     )
 
 
@@ -147,6 +150,7 @@ def probe_rows(
     cache: str | Path,
     behaviour: dict[str, str | None] | None = None,
     train_dataset: str | None = None,
+    executor: Executor | None = None,
 ) -> dict:
     """Probe every selected category of `rows` (dataset rows, or in-memory rows with `audio`).
     `train_dataset` names where the train split came from when it is not the probed dataset."""
@@ -182,19 +186,21 @@ def probe_rows(
         items = _items(rows, cat)
         if not items:
             raise ConfigError(f"no increase/decrease items for category {cat!r}")
-        feats = _extract(items, listener, cache, sha, cat, config, with_lens=True)
+        feats = _extract(items, listener, cache, sha, cat, config, with_lens=True, executor=executor)
         order = stage_order(list(feats.stages))
         late = late_stages(order)
         x = {s: feats.stages[s] for s in order}
         answer_states[cat] = ({s: np.asarray(v, np.float32) for s, v in x.items() if s.endswith(ANSWER)}, items)
         kind = dict.fromkeys(order, "model")
         if twin is not None:
-            rnd = _extract(items, twin, cache, sha, cat, config, with_lens=False)
+            rnd = _extract(items, twin, cache, sha, cat, config, with_lens=False, executor=executor)
             x |= {f"random:{s}": rnd.stages[s] for s in stage_order(list(rnd.stages))}
             kind |= {f"random:{s}": "random" for s in rnd.stages}
         if config.dsp_control:
             try:
-                dsp = _extract(items, DSPListener(), cache, sha, cat, config, with_lens=False)
+                dsp = _extract(
+                    items, DSPListener(), cache, sha, cat, config, with_lens=False, executor=executor
+                )
                 x |= dict(dsp.stages)
                 kind |= dict.fromkeys(dsp.stages, "dsp")
             except (VocalgradError, ValueError) as err:
@@ -386,6 +392,7 @@ def probe_dataset(
     results: str | Path | None = None,
     cache: str | Path | None = None,
     train_from: str | Path | None = None,
+    executor: Executor | None = None,
 ) -> dict:
     """`vocalgrad probe`: features cached under `cache` (default: the vocalgrad cache).
 
@@ -416,4 +423,5 @@ def probe_dataset(
         cache=Path(cache) if cache else default_cache_dir() / "features",
         behaviour=behaviour,
         train_dataset=str(Path(train_from).resolve()) if train_from is not None else None,
+        executor=executor,
     )
