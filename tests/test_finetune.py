@@ -224,14 +224,18 @@ def test_whisper_option_logprobs_equal_score_choices() -> None:
 
 @needs_tiny
 @pytest.mark.slow
-def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(tmp_path: Path, cache_dir: Path, monkeypatch) -> None:
-    """Head-only (untied from the token embeddings) on a one-category build: an ordinary run
-    folder with the tuning record in its manifest, and `tuned:` reproduces its scores."""
+@pytest.mark.parametrize("method", ["head", "lora"])
+def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(
+    method: str, tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Head-only (untied from the token embeddings) and LoRA on a one-category build: an
+    ordinary run folder with the tuning record in its manifest, `tuned:` reproduces its
+    evaluation, and probing sees what changed (LoRA: the states; head: only the readout)."""
     from vocalgrad.build import build
     from vocalgrad.cli import main
     from vocalgrad.config import BuildConfig
     from vocalgrad.dataset import load_rows
-    from vocalgrad.evaluation.evaluate import load_results
+    from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     data = tmp_path / "ds"
@@ -239,31 +243,37 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(tmp_path: Pat
                       include_constant=False), data, workers=1)
     out = tmp_path / "run"
     argv = ["finetune", str(data), "--listener", "whisper:tiny.en+trimmed", "--train-categories", "volume",
-            "--method", "head", "--batch-items", "16", "--micro-batch", "8", "--out", str(out)]
+            "--method", method, "--batch-items", "16", "--micro-batch", "8", "--out", str(out)]
     assert main(argv) == 0
     meta = json.loads((out / "adapter" / "tuning.json").read_text())
     n_results = len((out / "results.jsonl").read_text().splitlines())
     assert main(argv) == 0  # finished: reused, not retrained, nothing asked again
     assert json.loads((out / "adapter" / "tuning.json").read_text()) == meta
     assert len((out / "results.jsonl").read_text().splitlines()) == n_results
-    assert meta["head_untied"] and meta["base"]["listener_id"] == "whisper:tiny.en+trimmed"
+    assert meta["head_untied"] == (method == "head") and meta["base"]["listener_id"] == "whisper:tiny.en+trimmed"
     manifest, rows = load_results(out)
     assert manifest["finetune"]["adapter_sha256"] == meta["adapter_sha256"]
     assert {"method", "hyperparameters", "seed", "steps", "wall_seconds", "final_loss"} <= set(manifest["finetune"])
     assert (out / "summary.json").is_file() and rows and all(r["error"] is None for r in rows)
     tuned = load_listener(f"tuned:{out / 'adapter'}")
-    assert tuned.listener_id == rows[0]["listener"] == f"whisper:tiny.en+trimmed+head[volume]@{meta['adapter_sha256'][:8]}"
+    assert tuned.listener_id == rows[0]["listener"] == f"whisper:tiny.en+trimmed+{method}[volume]@{meta['adapter_sha256'][:8]}"
     assert tuned.revision == meta["adapter_sha256"][:12] == rows[0]["revision"]
+    # reloaded, it reproduces the evaluation: every option score of every row, same batches
+    again = tmp_path / "again"
+    evaluate(data, tuned, again, EvalConfig(mode="choice"), cache=AnswerCache(tmp_path / "fresh.sqlite"))
+    first = {r["key"]: r["logprobs"] for r in rows}
+    second = {r["key"]: r["logprobs"] for r in load_results(again)[1]}
+    assert first.keys() == second.keys()
+    for key, scores in first.items():
+        assert all(abs(second[key][o] - v) < 1e-6 for o, v in scores.items())
     test = {r["item_id"]: r for r in load_rows(data) if r["split"] == "test"}
-    for row in rows[:4]:
-        reqs, _ = requests_for(test[row["item_id"]], tuned.sample_rate)
-        scores = tuned.score_choices(reqs)
-        for option, value in row["logprobs"].items():
-            assert abs(np.mean([s[option] for s in scores]) - value) < 1e-6
+    reqs = requests_for(next(r for r in test.values() if r["direction"] != "constant"), tuned.sample_rate)[0]
     base = load_listener("whisper:tiny.en+trimmed")
-    assert not torch.equal(base.model.proj_out.weight, tuned.model.proj_out.weight)
     assert torch.equal(base.model.model.decoder.embed_tokens.weight, tuned.model.model.decoder.embed_tokens.weight)
-    # probing takes the tuned listener: the head changed the lens readout, not the states
+    assert torch.equal(base.model.proj_out.weight, tuned.model.proj_out.weight) == (method == "lora")
+    # probing takes the tuned listener: LoRA moved the states, the head only the readout
     before, after = base.hidden_states(reqs[:1])[0], tuned.hidden_states(reqs[:1])[0]
-    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+    assert before.keys() == after.keys()
+    same = all(np.array_equal(before[k], after[k]) for k in before if k.startswith("decoder."))
+    assert same == (method == "head")
     assert base.answer_lens(reqs[:1])[0][-1] != tuned.answer_lens(reqs[:1])[0][-1]
