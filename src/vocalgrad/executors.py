@@ -22,13 +22,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.jit import warm_up
 from vocalgrad.listeners.base import Listener
 
 # Listener schemes whose model wants a GPU when the cluster has one.
 GPU_SCHEMES = ("whisper", "hf", "tuned")
 CONNECT_TIMEOUT_S = 5.0
+MAX_REPLACEMENTS_PER_ACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -256,9 +257,15 @@ class RemoteListener(Listener):
         self.sample_rate = info["sample_rate"]
         self.can_score = info["can_score"]
         self._manifest = info["manifest"]
+        self.replaced = 0
 
     def replace(self, slot: int) -> None:
-        """A fresh actor in place of a dead one."""
+        """A fresh actor in place of a dead one; a pool whose actors keep dying (a batch that
+        crashes its process, a node out of memory) stops instead of retrying forever."""
+        self.replaced += 1
+        if self.replaced > MAX_REPLACEMENTS_PER_ACTOR * len(self.actors):
+            raise VocalgradError(f"{self.listener_id}: listener actors died {self.replaced} times; "
+                                 "see the Ray worker logs")
         self.actors[slot] = self._cls.remote(self._load)
 
     def close(self) -> None:
