@@ -18,6 +18,7 @@ from vocalgrad.build import build
 from vocalgrad.cli import main
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows, read_jsonl
+from vocalgrad.errors import VocalgradError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate
 from vocalgrad.executors import Executor, ListenerSpec, RayExecutor
 from vocalgrad.listeners import ct2_whisper
@@ -37,6 +38,13 @@ class SlowListener(RandomListener):
     def score_choices(self, requests):
         time.sleep(0.05 * len(requests))
         return super().score_choices(requests)
+
+
+class CrashingListener(RandomListener):
+    """A real listener whose every batch kills its own process (a segfaulting backend)."""
+
+    def score_choices(self, requests):
+        os._exit(1)
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +170,15 @@ def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     thread.join()
     assert killed, "no listener actor was seen answering"
     assert result["rows"] == here and len(here) == 80
+
+
+def test_actors_that_keep_dying_stop_the_run_instead_of_looping(cluster, local, tmp_path):
+    one = RayExecutor(workers=1)  # joins the module's session
+    try:
+        with pytest.raises(VocalgradError, match="listener actors died 4 times"):
+            _eval(local, one.listener(CrashingListener), tmp_path / "ray", one, limit=4)
+    finally:
+        one.close()
 
 
 def test_probe_features_on_ray_equal_the_local_ones(cluster, local, tmp_path):

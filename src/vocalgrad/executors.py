@@ -22,13 +22,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.jit import warm_up
 from vocalgrad.listeners.base import Listener
 
 # Listener schemes whose model wants a GPU when the cluster has one.
 GPU_SCHEMES = ("whisper", "hf", "tuned")
 CONNECT_TIMEOUT_S = 5.0
+MAX_REPLACEMENTS_PER_ACTOR = 3
 
 
 @dataclass(frozen=True)
@@ -179,8 +180,9 @@ class RayExecutor(Executor):
         ray = self.ray
         fresh = enumerate(payloads)  # pulled lazily: payloads may hold audio
         retry: list[tuple[int, Any]] = []
-        # one batch running per actor plus one queued, so a free actor never waits
+        # two tokens per actor: one batch running and one queued, so a free actor never waits
         free = [slot for slot in range(len(pool.actors)) for _ in range(2)]
+        dead: dict[int, int] = {}  # slot of a dead actor -> its tokens, parked
         pending: dict[Any, tuple[int, Any, int, Any]] = {}
         while True:
             while free:
@@ -194,16 +196,25 @@ class RayExecutor(Executor):
                 return
             done, _ = ray.wait(list(pending), num_returns=1)
             i, payload, slot, handle = pending.pop(done[0])
-            free.append(slot)
             try:
-                result = ray.get(done[0])
+                result, answered = ray.get(done[0]), True
             except ray.exceptions.RayActorError:
-                # the actor died: its batches go to the others and to a fresh actor in its place
+                # the actor died: its batches go to the live actors. A dead actor is replaced
+                # only when none is left (a lost node's replacement might never be placed).
                 retry.append((i, payload))
-                if pool.actors[slot] is handle:
+                if pool.actors[slot] is handle and slot not in dead:
+                    dead[slot] = free.count(slot)
+                    free = [s for s in free if s != slot]
+                result, answered = None, False
+            if slot in dead:
+                dead[slot] += 1
+                if len(dead) == len(pool.actors):
                     pool.replace(slot)
-                continue
-            yield i, result
+                    free += [slot] * dead.pop(slot)
+            else:
+                free.append(slot)
+            if answered:
+                yield i, result
 
     def close(self) -> None:
         for pool in self.pools:
@@ -256,9 +267,15 @@ class RemoteListener(Listener):
         self.sample_rate = info["sample_rate"]
         self.can_score = info["can_score"]
         self._manifest = info["manifest"]
+        self.replaced = 0
 
     def replace(self, slot: int) -> None:
-        """A fresh actor in place of a dead one."""
+        """A fresh actor in place of a dead one; a pool whose actors keep dying (a batch that
+        crashes its process, a node out of memory) stops instead of retrying forever."""
+        self.replaced += 1
+        if self.replaced > MAX_REPLACEMENTS_PER_ACTOR * len(self.actors):
+            raise VocalgradError(f"{self.listener_id}: listener actors died {self.replaced} times; "
+                                 "see the Ray worker logs")
         self.actors[slot] = self._cls.remote(self._load)
 
     def close(self) -> None:
