@@ -298,8 +298,13 @@ def _alignment_blocks(p: Probe, i: int) -> list:
     for stage in stages:
         here = [r for r in between if r["stage"] == stage]
         above = sum(abs(r["cosine"]) > r["null95"] for r in here if math.isfinite(r["null95"]))
-        rows.append([stage, fmt(float(np.nanmean([r["cosine"] for r in here]))),
-                     fmt(float(np.nanmean([r["null95"] for r in here]))), f"{above} / {len(here)}"])
+        cosines = [r["cosine"] for r in here if math.isfinite(r["cosine"])]
+        nulls = [r["null95"] for r in here if math.isfinite(r["null95"])]
+        if not cosines:  # e.g. the token embedding at the answer position: no audio, no direction
+            rows.append([stage, "– (identical states for every twin)", "–", f"0 / {len(here)}"])
+            continue
+        rows.append([stage, fmt(float(np.mean(cosines))), fmt(float(np.mean(nulls))) if nulls else "–",
+                     f"{above} / {len(here)}"])
     return [
         Figure(f"alignment-{i + 1}", figures.heatmap(m, cats, cats, f"{p.listener}: {last}", "cosine"),
                f"{p.listener}: cosine between the categories' increase − decrease directions "
