@@ -38,6 +38,12 @@ def _diagnosis(folder: Path, verdicts: dict[str, str]) -> Path:
         w = csv.DictWriter(f, ["category", "verdict", "n_test", "n_test_sources"])
         w.writeheader()
         w.writerows({"category": c, "verdict": v, "n_test": 48, "n_test_sources": SOURCES} for c, v in verdicts.items())
+    with (folder / "layers.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["category", "stage", "layer_index", "probe", "balanced_accuracy", "ci_lo", "ci_hi"])
+        w.writerow(["voice_pitch", "decoder@answer", 2, "linear", 0.6, 0.5, 0.7])
+        w.writerow(["voice_pitch", "decoder@answer", 4, "linear", 0.9, 0.8, 0.97])
+        w.writerow(["voice_pitch", "encoder", 4, "linear", 0.99, 0.95, 1.0])
     return folder
 
 
@@ -58,8 +64,10 @@ def test_remedies_section_tables_maps_and_prediction(tmp_path):
     assert [r[0] for r in in_domain.rows] == ["voice_pitch", "volume"]
     assert in_domain.rows[1][3].startswith("0.9") and in_domain.rows[1][2] != "–"
     held = {r[0]: r for r in prediction.rows}
-    assert held["voice_pitch"][2] == "head recovers" and held["voice_pitch"][-1] == "yes"
-    assert held["volume"][2] == "head cannot; deeper can" and held["volume"][-1] == "yes"
+    assert held["voice_pitch"][3] == "head recovers" and held["voice_pitch"][-1] == "yes"
+    assert held["volume"][3] == "head cannot; deeper can" and held["volume"][-1] == "yes"
+    # the head reads only the last answer state: its probe there is the head's ceiling
+    assert held["voice_pitch"][2] == "0.90 [0.80, 0.97] (decoder.4)" and held["volume"][2] == "–"
     figures = [b for b in section.blocks if getattr(b, "png", None)]
     assert len(figures) == 2  # one generalisation map per method
     assert "2 of 2" in section.glance

@@ -5,7 +5,9 @@ tuning works.
 The prediction: where the direction is *present but unused*, retraining the readout (the LM
 head) alone should recover it; where it is *lost across layers*, not encoded, or only
 nonlinearly decodable, the head alone cannot, and only deeper adaptation (LoRA, full) can.
-"Recovered" means the in-domain accuracy's CI lies above chance.
+"Recovered" means the in-domain accuracy's CI lies above chance. The head reads only the
+last answer-position state, so the table also shows the linear probe there: the most a
+retrained head can reach, whatever earlier layers hold.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ def _recovered(g: Mapping | None) -> bool | None:
     return bool(g["accuracy_lo"] > 0.5)
 
 
+def _last_answer_probe(probe: Probe) -> dict[str, str]:
+    """Category -> the linear probe's balanced accuracy [CI] at the deepest answer-position
+    stage: what the LM head, which reads only that state, can use."""
+    out: dict[str, str] = {}
+    for cat in {str(r["category"]) for r in probe.layers}:
+        answer = [r for r in probe.layers if r["category"] == cat and r["probe"] == "linear"
+                  and str(r["stage"]).endswith("@answer")]
+        if answer:
+            last = max(answer, key=lambda r: r["layer_index"])
+            out[cat] = (f"{with_ci(last['balanced_accuracy'], last['ci_lo'], last['ci_hi'])} "
+                        f"({last['stage'].split('@')[0]}.{last['layer_index']})")
+    return out
+
+
 def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: int) -> Section:
     tuned = [(r, t) for r in runs if (t := tuning_of(r))]
     if not tuned:
@@ -92,10 +108,11 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
             "after training on one category; 0.5 is chance.", f"generalisation map {m}"))
 
     # did the diagnosis predict which tuning works?
-    verdicts = {}
+    verdicts, ceilings = {}, {}
     for p in probes:
         if p.listener in base:
             verdicts |= {str(d.get("category")): str(d.get("verdict")) for d in p.diagnosis}
+            ceilings |= _last_answer_probe(p)
     rows = []
     for c in trained:
         verdict = verdicts.get(c)
@@ -108,9 +125,11 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
             held = "–"
         else:
             held = "yes" if recovered == (predicted == "head recovers") else "NO"
-        rows.append([c, verdict or "– (no probe of the base model)", predicted, _cell(head), _cell(deeper), held])
-    blocks.append(Table(["category", "diagnosis of the base model", "predicted", "head", "LoRA/full",
-                         "prediction held"], rows,
+        rows.append([c, verdict or "– (no probe of the base model)", ceilings.get(c, "–"), predicted,
+                     _cell(head), _cell(deeper), held])
+    blocks.append(Table(["category", "diagnosis of the base model", "linear probe at the last answer "
+                         "state (the head's ceiling)", "predicted", "head", "LoRA/full", "prediction held"],
+                        rows,
                         caption="The diagnosis (probing the untuned model) predicts which remedy "
                                 "works; the head 'recovers' when its CI lies above 0.5."))
     held = sum(r[-1] == "yes" for r in rows)
