@@ -292,43 +292,48 @@ class WhisperListener(Listener):
 
     # ---- Listener API -------------------------------------------------------------------
 
+    def option_logprobs(self, requests: Sequence[Request]) -> list[torch.Tensor]:
+        """Per request, the summed log p of each option's tokens after the prefix, in option
+        order, with grad (`score_choices` reads it without; tuning trains on it). One encoder
+        pass per distinct clip, one decoder row per distinct prefix + option tokens but the
+        last: all single-token options share one row; option token t is read at position
+        len(prefix) - 1 + t."""
+        encoded = self._encode(self._clips(requests))
+        rows: list[list[int]] = []
+        owners: list[int] = []
+        plans = []
+        for b, req in enumerate(requests):
+            prefix = self.prefix_ids(req.prompt)
+            plan = []
+            mine: dict[tuple[int, ...], int] = {}
+            for option in req.prompt.options:
+                toks = self.option_ids(option)
+                row = tuple(prefix + toks[:-1])
+                if row not in mine:
+                    mine[row] = len(rows)
+                    rows.append(list(row))
+                    owners.append(b)
+                plan.append((mine[row], toks))
+            plans.append((len(prefix), plan))
+        hidden = self._decode_rows(rows, [encoded[b].memory for b in owners])
+        out = []
+        for start, plan in plans:
+            scores = []
+            for row, toks in plan:
+                positions = torch.arange(start - 1, start - 1 + len(toks))
+                logp = torch.log_softmax(self.model.proj_out(hidden[row][positions]), dim=-1)
+                scores.append(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
+            out.append(torch.stack(scores))
+        return out
+
     @torch.inference_mode()
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        """Summed log p of each option's tokens after the prefix; one encoder pass per clip.
-
-        The first token of every option is read from one shared position, so a request whose
-        options are all single tokens costs one decoder row; longer options add a row each.
-        """
+        """Summed log p of each option's tokens after the prefix, batch by batch."""
         results: list[dict[str, float]] = []
         for chunk in self._chunks(len(requests)):
             batch = [requests[i] for i in chunk]
-            encoded = self._encode(self._clips(batch))
-            rows: list[list[int]] = []
-            owners: list[int] = []
-            plans = []
-            for b, req in enumerate(batch):
-                prefix = self.prefix_ids(req.prompt)
-                options = {o: self.option_ids(o) for o in req.prompt.options}
-                plan: dict[str, tuple[int, list[int]]] = {}
-                shared = len(rows)
-                rows.append(prefix + next((t[:-1] for t in options.values() if len(t) > 1), []))
-                owners.append(b)
-                for option, toks in options.items():
-                    if len(toks) > 1 and rows[shared] != prefix + toks[:-1]:
-                        plan[option] = (len(rows), toks)
-                        rows.append(prefix + toks[:-1])
-                        owners.append(b)
-                    else:
-                        plan[option] = (shared, toks)
-                plans.append((len(prefix), plan))
-            hidden = self._decode_rows(rows, [encoded[b].memory for b in owners])
-            for start, plan in plans:
-                scores = {}
-                for option, (row, toks) in plan.items():
-                    positions = torch.arange(start - 1, start - 1 + len(toks))
-                    logp = torch.log_softmax(self.model.proj_out(hidden[row][positions]), dim=-1)
-                    scores[option] = float(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
-                results.append(scores)
+            for req, scores in zip(batch, self.option_logprobs(batch), strict=True):
+                results.append({o: float(v) for o, v in zip(req.prompt.options, scores, strict=True)})
         return results
 
     @torch.inference_mode()

@@ -105,43 +105,10 @@ def option_logprobs(listener: Listener, requests: Sequence[Request]) -> torch.Te
     if len({len(r.prompt.options) for r in requests}) > 1:
         raise ConfigError("option_logprobs: ask requests with equally many answer options together")
     if kind == "WhisperListener":
-        return _whisper_logprobs(listener, requests)
+        return torch.stack(listener.option_logprobs(requests))  # type: ignore[attr-defined]
     if kind == "HFListener":
         return _hf_logprobs(listener, requests)
     return _torch_logprobs(listener, requests)
-
-
-def _whisper_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
-    """As `WhisperListener.score_choices`: one encoder pass per distinct clip, one decoder row
-    per distinct (prefix + option tokens but the last); option token t is read at position
-    len(prefix) - 1 + t."""
-    encoded = listener._encode(listener._clips(requests))
-    rows: list[list[int]] = []
-    owners: list[int] = []
-    plans = []
-    for b, req in enumerate(requests):
-        prefix = listener.prefix_ids(req.prompt)
-        plan = []
-        mine: dict[tuple[int, ...], int] = {}
-        for option in req.prompt.options:
-            toks = listener.option_ids(option)
-            row = tuple(prefix + toks[:-1])
-            if row not in mine:
-                mine[row] = len(rows)
-                rows.append(list(row))
-                owners.append(b)
-            plan.append((mine[row], toks))
-        plans.append((len(prefix), plan))
-    hidden = listener._decode_rows(rows, [encoded[b].memory for b in owners])
-    out = []
-    for start, plan in plans:
-        scores = []
-        for row, toks in plan:
-            positions = torch.arange(start - 1, start - 1 + len(toks))
-            logp = torch.log_softmax(listener.model.proj_out(hidden[row][positions]), dim=-1)
-            scores.append(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
-        out.append(torch.stack(scores))
-    return torch.stack(out)
 
 
 def _hf_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
