@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from vocalgrad.dataset import load_rows
+from vocalgrad.dataset import content_sha256, load_rows
 from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.executors import Executor
 from vocalgrad.listeners.base import Listener
@@ -56,16 +56,6 @@ class ProbeConfig:
             raise ConfigError(
                 f"unknown pooling {self.pooling!r}; choose from {', '.join(POOLINGS)}"
             )
-
-
-def dataset_sha(root: Path, rows: Sequence[dict]) -> str:
-    build = root / "build.json"
-    if build.is_file():
-        sha = json.loads(build.read_text()).get("content_sha256")
-        if sha:
-            return str(sha)
-    keys = sorted(f"{r['item_id']}:{r.get('audio_sha256') or r.get('path')}" for r in rows)
-    return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 
 
 def _items(rows: Sequence[dict], category: str) -> list[dict]:
@@ -404,11 +394,11 @@ def probe_dataset(
     config = config or ProbeConfig()
     root = Path(dataset)
     rows = load_rows(root)
-    sha = dataset_sha(root, rows)
+    sha = content_sha256(root)
     if train_from is not None:
         train = load_rows(train_from, splits=("train",))
         rows = [r for r in rows if r["split"] == "test"] + train
-        sha = hashlib.sha256(f"{sha}|train:{dataset_sha(Path(train_from), train)}".encode()).hexdigest()
+        sha = hashlib.sha256(f"{sha}|train:{content_sha256(train_from)}".encode()).hexdigest()
     if isinstance(listener, str):
         from vocalgrad.listeners import load_listener
 
