@@ -26,8 +26,12 @@ from vocalgrad.stimuli.audit import (
     CACHE_FILE,
     CUE_NAMES,
     FAMILIES,
+    _centroid_hz,
+    _zero_share,
+    allowed_families,
     audit_dataset,
     clip_cues,
+    feature_names,
     format_audit,
 )
 
@@ -134,6 +138,39 @@ def test_clip_cues_names_and_values():
     assert np.isnan(silent["global_f0_hz"]) and silent["global_zero_share"] == 1.0
 
 
+def test_zero_share_counts_digital_silence_not_lone_zeros_in_a_room_tone():
+    """Exact zeros a room tone hits by chance are one bin of the amplitude histogram (how
+    much of the clip is quiet); digital silence is runs of them, which the cue counts."""
+    tone = (np.random.default_rng(2).standard_normal(SR) * 3 / 32768).astype(np.float32)
+    lone = float(np.mean(np.round(tone * 32768) == 0))
+    assert lone > 0.05  # a 3-LSB room tone rounds to zero often
+    assert _zero_share(tone, SR) == 0.0
+    gap = tone.copy()
+    gap[SR // 4:SR // 2] = 0.0  # 250 ms of digital silence inside it
+    assert _zero_share(gap, SR) == pytest.approx(0.25, abs=0.01)
+
+
+def test_centroid_is_the_spectral_balance_not_the_spectrum_of_the_loudest_stretch():
+    """A volume ramp moves where the loud part is; a power-weighted centroid followed it (the
+    spectrum of whichever half was boosted), the per-frame median does not."""
+    rng = np.random.default_rng(3)
+    low = np.sin(2 * np.pi * 300 * np.arange(SR) / SR).astype(np.float32)
+    high = (rng.standard_normal(SR) * 0.5).astype(np.float32)
+    ramp = np.linspace(0.05, 1.0, 2 * SR).astype(np.float32)
+    x = np.concatenate([low, high])
+    rising, falling = _centroid_hz(x * ramp, SR), _centroid_hz(x * ramp[::-1], SR)
+    assert rising == pytest.approx(falling, rel=0.05)
+
+
+def test_target_cues_may_name_single_cues():
+    """Volume's peak and FLAC size are statistics of its level course: left out of its
+    audit one by one, the rest of the global family stays in."""
+    names = feature_names(allowed_families("volume"), "volume")
+    assert "global_peak_dbfs" not in names and "global_file_bytes" not in names
+    assert {"global_loudness_lufs", "global_duration_s", "global_centroid_hz"} <= set(names)
+    assert "global_peak_dbfs" in feature_names(allowed_families("speaking_speed"), "speaking_speed")
+
+
 def test_with_a_span_edge_cues_read_only_the_silences():
     """An edge window that reached into the speech would measure the target itself; with the
     row's span, edge cues see the silence only (NaN where a recording has none), and the
@@ -164,7 +201,8 @@ def test_leading_silence_leak_is_flagged(silence_leak):
 def test_overall_level_leak_is_flagged(level_leak):
     report = audit_dataset(level_leak)
     c = report["per_category"]["volume"]
-    assert c["excluded_target_cues"] == ["edge_silence", "edge_level", "edge_spectrum", "edge_zeros"]
+    assert c["excluded_target_cues"] == ["edge_silence", "edge_level", "edge_spectrum", "edge_zeros",
+                                         "global_peak_dbfs", "global_file_bytes"]
     assert not any(f.startswith("edge_") for f in c["features"])
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
     assert c["by_family_set"]["global"]["accuracy"] >= 0.9

@@ -24,7 +24,8 @@ SPEC = DimensionSpec(
                  "floor doubles) so that noise under the room tone is refused"),
     psychometric_range=(0.003, 0.2),
     constant_tolerance=3.0,
-    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence"),
+    # white noise lifts each frame's spectral centroid: the median of them reads where it is loud
+    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence", "global_centroid_hz"),
 )
 
 

@@ -40,6 +40,10 @@ class DimensionSpec:
     centre: str = "none"
     neutral_value: float | None = None  # the parameter outside the speech span, if held neutral
     loudness_neutral: bool = True  # compensate loudness the processing changes as a side effect
+    # The process acts on the speech only: outside the speech span (+- EDGE_GUARD_S) every clip
+    # carries the source's own samples, so resynthesis residue in the silences (PSOLA copies
+    # and overlap-adds them too) cannot differ between an increase clip and its decrease twin.
+    source_edges: bool = False
     # Audit cue families that measure the target itself on this dimension (legitimate to
     # differ between directions): e.g. the level in the last 300 ms *is* a volume cue.
     target_cues: tuple[str, ...] = ()

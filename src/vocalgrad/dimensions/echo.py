@@ -26,7 +26,9 @@ SPEC = DimensionSpec(
     constant_tolerance=7.0,  # the speech content moves it (tiers change it by ~25 dB)
     psychometric_range=(0.03, 0.7),
     # the tail after the last word is the reverb itself, in every edge cue
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros"),
+    # and a pitch tracker loses voiced frames where the reverb is strong, so the median F0
+    # weighs the drier part of a declining F0 contour more (69% of pairs)
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_f0_hz"),
 )
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none

@@ -28,6 +28,10 @@ SPEC = DimensionSpec(
                  "intonation movements ('t Hart 1981): 0.5 semitone between the two"),
     psychometric_range=(0.1, 4.0),
     centre="mean",
+    source_edges=True,
+    # the median F0 of the clip is the pitch itself: centred, its shift averages out, but the
+    # median over voiced frames weighs whichever stretch has more of them
+    target_cues=("global_f0_hz",),
 )
 
 

@@ -24,6 +24,10 @@ SPEC = DimensionSpec(
                  "(Viemeister 1979); speech's own modulation masks more, so 1 dB"),
     psychometric_range=(0.05, 0.95),
     constant_tolerance=1.0,
+    # an 8 Hz tremolo of depth 0.6-0.9 dips the envelope 8-20 dB eight times a second: where
+    # it is deep, a speech detector ends (or starts) the speech at a dip, and the peak sits on
+    # a modulation crest: both read where the tremolo is strong, i.e. the target
+    target_cues=("edge_silence", "global_peak_dbfs"),
 )
 MODULATION_BAND_HZ = (4.0, 12.0)
 MASKED_AMPLITUDE_DB = 0.8  # modulation below this reads as none

@@ -57,8 +57,11 @@ EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-CUES_VERSION = 2  # bump when clip_cues changes: cached cues of another version are recomputed
+CUES_VERSION = 5  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
+EDGE_GUARD_S = 0.1  # edge windows stop this far from the speech: a detector's onset is a threshold
+# crossing, and the first phoneme's rise (processed like the rest of the speech) begins before it
+ZERO_RUN_S = 0.001  # exact zeros this long or longer are digital silence
 FLOOR_DB = -120.0
 N_BOOT = 2000
 SEED = 0
@@ -74,19 +77,23 @@ _CHANGING = ("increase", "decrease")
 
 
 def _centroid_hz(x: np.ndarray, sr: int) -> float:
-    """Spectral centroid of the summed power spectrum over Hann frames of ~32 ms (hop 50%),
-    i.e. the per-frame centroids averaged with each frame's power as weight; 0 for silence."""
+    """Median of the per-frame spectral centroids over Hann frames of ~32 ms (hop 50%); 0 for
+    silence. Each frame counts once, whatever its level: a power-weighted centroid reads the
+    spectrum of the loudest stretch, which on a volume ramp is *where* the loud part is (the
+    target), not the clip's overall spectral balance."""
     n_fft = 1 << max(6, int(math.ceil(math.log2(0.032 * sr))))
     x = np.asarray(x, dtype=np.float64)
     if len(x) < n_fft:
         x = np.pad(x, (0, n_fft - len(x)))
     hop = n_fft // 2
     frames = np.lib.stride_tricks.sliding_window_view(x, n_fft)[::hop]
-    power = (np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=1)) ** 2).sum(axis=0)
-    total = float(power.sum())
-    if total <= 1e-20:
+    power = np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=1)) ** 2
+    total = power.sum(axis=1)
+    ok = total > 1e-20
+    if not ok.any():
         return 0.0
-    return float(np.dot(np.fft.rfftfreq(n_fft, 1 / sr), power) / total)
+    centroids = power[ok] @ np.fft.rfftfreq(n_fft, 1 / sr) / total[ok]
+    return float(np.median(centroids))
 
 
 def _rms_db(x: np.ndarray) -> float:
@@ -110,7 +117,8 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     level, spectrum, F0, size and zero cues summarise the speech span, and the edge cues the
     silences in the first and last 300 ms only: an edge window that reached into speech
     would measure the target itself at the start or end (recordings trimmed close to the
-    speech have no silence there; those cues are then NaN). Without a span, the whole clip
+    speech have no silence there; those cues are then NaN), stopping EDGE_GUARD_S short of the
+    speech, where the first and last phonemes fade in and out. Without a span, the whole clip
     and its first and last 300 ms. NaN cues are filled with the training median."""
     audio = np.ascontiguousarray(audio, dtype=np.float32)
     duration = len(audio) / sr
@@ -122,7 +130,9 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         onset, offset = (int(round(t * sr)) for t in span)
         onset, offset = min(max(onset, 0), len(audio)), min(max(offset, onset), len(audio))
         body = audio[onset:offset] if offset - onset > sr // 10 else audio
-        first, last = audio[:min(onset, n_edge)], audio[max(offset, len(audio) - n_edge):]
+        guard = int(round(EDGE_GUARD_S * sr))
+        first = audio[:min(max(onset - guard, 0), n_edge)]
+        last = audio[max(offset + guard, len(audio) - n_edge):]
     peak = float(np.max(np.abs(body))) if body.size else 0.0
     lufs = loudness_lufs(body, sr)
     return {
@@ -132,21 +142,28 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "global_centroid_hz": _centroid_hz(body, sr),
         "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
         "global_file_bytes": float(_flac_bytes(body, sr)),
-        "global_zero_share": _zero_share(body),
+        "global_zero_share": _zero_share(body, sr),
         "edge_silence_lead_s": float(detected.onset_s),
         "edge_silence_trail_s": float(max(0.0, duration - detected.offset_s)),
         "edge_level_first_db": _edge(first, sr, _rms_db),
         "edge_level_last_db": _edge(last, sr, _rms_db),
         "edge_spectrum_first_hz": _edge(first, sr, lambda x: _centroid_hz(x, sr)),
         "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
-        "edge_zeros_first": _edge(first, sr, _zero_share),
-        "edge_zeros_last": _edge(last, sr, _zero_share),
+        "edge_zeros_first": _edge(first, sr, lambda x: _zero_share(x, sr)),
+        "edge_zeros_last": _edge(last, sr, lambda x: _zero_share(x, sr)),
     }
 
 
-def _zero_share(x: np.ndarray) -> float:
-    """Share of samples that a 16-bit file holds as exact zeros."""
-    return float(np.mean(np.round(x.astype(np.float64) * 32768) == 0)) if x.size else 1.0
+def _zero_share(x: np.ndarray, sr: int) -> float:
+    """Share of samples in digital silence: runs of >= 1 ms that a 16-bit file holds as exact
+    zeros. A lone zero amid a low room tone is one bin of the amplitude histogram (how much
+    of the clip is quiet, which on noise is the target), not the silence no listener hears."""
+    if not x.size:
+        return 1.0
+    zero = np.concatenate([[False], np.round(x.astype(np.float64) * 32768) == 0, [False]])
+    edges = np.flatnonzero(np.diff(zero.astype(np.int8)))
+    lengths = edges[1::2] - edges[0::2]
+    return float(lengths[lengths >= max(1, round(ZERO_RUN_S * sr))].sum() / x.size)
 
 
 def _edge(x: np.ndarray, sr: int, cue: Callable[[np.ndarray], float]) -> float:
@@ -160,16 +177,25 @@ def row_span(row: Mapping) -> tuple[float, float] | None:
     return None if onset is None or offset is None else (float(onset), float(offset))
 
 
-def allowed_families(category: str) -> tuple[str, ...]:
-    """Cue families the audit of `category` uses: all but the dimension's target cues."""
+def target_cue_names(category: str) -> set[str]:
+    """Cues that measure the target on `category` (`SPEC.target_cues` names whole families or
+    single cues), left out of its audit."""
     from vocalgrad.dimensions import get
 
-    excluded = set(get(category).SPEC.target_cues)
-    return tuple(f for f in FAMILIES if f not in excluded)
+    declared = set(get(category).SPEC.target_cues)
+    return {n for f in FAMILIES if f in declared for n in CUE_NAMES[f]} | (declared - set(FAMILIES))
 
 
-def feature_names(families: Iterable[str]) -> list[str]:
-    return [name for family in families for name in CUE_NAMES[family]]
+def allowed_families(category: str) -> tuple[str, ...]:
+    """Cue families the audit of `category` uses: those with a cue that is not a target cue."""
+    excluded = target_cue_names(category)
+    return tuple(f for f in FAMILIES if any(n not in excluded for n in CUE_NAMES[f]))
+
+
+def feature_names(families: Iterable[str], category: str | None = None) -> list[str]:
+    """The cues of `families`, less the target cues of `category` if one is given."""
+    excluded = target_cue_names(category) if category else set()
+    return [name for family in families for name in CUE_NAMES[family] if name not in excluded]
 
 
 # ---------------------------------------------------------------------------------------
@@ -365,7 +391,7 @@ class DirectionModel:
 def fit_direction_model(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> DirectionModel:
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
     members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in _CHANGING)
-    names = feature_names(allowed_families(category))
+    names = feature_names(allowed_families(category), category)
     x = _matrix(members, cues, names)
     y = np.array([_is_increase(r) for r in members])
     fill = fill_values(x)
@@ -449,8 +475,10 @@ def audit_category(
 ) -> dict:
     """The audit of one category: see `audit_dataset`."""
     families = allowed_families(category)
-    excluded = [f for f in FAMILIES if f not in families]
-    names = feature_names(families)
+    cue_names = target_cue_names(category)
+    excluded = [f for f in FAMILIES if f not in families] + [
+        n for f in families for n in CUE_NAMES[f] if n in cue_names]
+    names = feature_names(families, category)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
     out: dict = {
@@ -498,7 +526,7 @@ def audit_category(
         if not subset:
             out["by_family_set"][label] = None
             continue
-        _, sub = _predictions(train, test, _is_increase, cues, feature_names(subset), which=("lr",))  # type: ignore[misc]
+        _, sub = _predictions(train, test, _is_increase, cues, feature_names(subset, category), which=("lr",))  # type: ignore[misc]
         acc = _accuracy((sub["lr"] > 0.5).astype(int) == y_test, test, f"{category}|family|{label}")
         out["by_family_set"][label] = {**acc, "families": subset}
 

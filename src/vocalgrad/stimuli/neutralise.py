@@ -77,7 +77,8 @@ def compensate_loudness(
 
     ``ref_frame_power`` is the source's K-weighted 10 ms frame power; ``to_source_time``
     maps clip times to source times where the clip is time-warped (speaking speed). The
-    gain is estimated on speech frames only and held across pauses, so a reverb tail or
+    gain is estimated on speech frames only and held across pauses (0 dB before and after the
+    speech, so the background at the file edges is alike in every clip), so a reverb tail or
     the room tone in a pause is never pumped up or down.
     """
     clip_power = k_weighted_frame_power(clip, sr)
@@ -94,7 +95,11 @@ def compensate_loudness(
     gain_db = np.full(n, np.nan)
     gain_db[active] = 10 * np.log10(ref_m[active] / clip_m[active])
     index = np.arange(n)
-    gain_db = np.interp(index, index[active], gain_db[active])  # held across pauses and edges
+    gain_db = np.interp(index, index[active], gain_db[active])  # held across pauses
+    # none before the first speech frame or after the last: the source's own background at the
+    # file edges stays as it is in every clip, not raised or lowered with the nearest syllable
+    gain_db[: index[active][0]] = 0.0
+    gain_db[index[active][-1] + 1:] = 0.0
     gain_db = uniform_filter1d(gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest")
     sample_gain = np.interp(np.arange(len(clip)) / sr, centres, gain_db)
     return (clip * 10 ** (sample_gain / 20)).astype(np.float32)

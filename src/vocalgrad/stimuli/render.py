@@ -185,6 +185,34 @@ def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
     return SpeechSpan(float(onset), float(offset), ref.span.plausible, ref.span.reason)
 
 
+EDGE_GUARD_S = 0.1  # the edges kept from the source stop this far from the speech
+SPLICE_S = 0.01  # raised-cosine crossfade between processed speech and source edges
+
+
+def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan, sr: int) -> np.ndarray:
+    """`processed` with everything before (onset - guard) and after (offset + guard) taken from
+    the source, sample for sample, crossfaded over SPLICE_S. The trailing edge is aligned
+    from the end: a time warp keeps the silences' lengths, so the file's last n samples are
+    the source's last n."""
+    out = processed.astype(np.float32, copy=True)
+    fade = max(1, int(round(SPLICE_S * sr)))
+    ramp = (0.5 - 0.5 * np.cos(np.pi * (np.arange(fade) + 0.5) / fade)).astype(np.float32)
+    lead = min(int(round((span.onset_s - EDGE_GUARD_S) * sr)), len(out), len(clean))
+    if lead > 0:
+        start = max(0, lead - fade)
+        w = ramp[fade - (lead - start):]
+        out[:start] = clean[:start]
+        out[start:lead] = (1 - w) * clean[start:lead] + w * out[start:lead]
+    trail = min(len(out) - int(round((span.offset_s + EDGE_GUARD_S) * sr)), len(clean))
+    if trail > 0:
+        a, b = len(out) - trail, len(clean) - trail  # where the edge begins in clip and source
+        n = min(fade, trail)
+        w = ramp[:n]
+        out[a:a + n] = (1 - w) * out[a:a + n] + w * clean[b:b + n]
+        out[a + n:] = clean[b + n:]
+    return out
+
+
 def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
            seed: int, item: str) -> tuple[np.ndarray, float]:
     """From processed audio to the 16-bit clip a listener hears: loudness compensation
@@ -193,6 +221,8 @@ def finish(source: PreparedSource, category: str, processed: np.ndarray, track: 
     dB)."""
     dim = dimensions.get(category)
     sr = source.sr
+    if dim.SPEC.source_edges:
+        processed = with_source_edges(processed, source.clean.audio, span, sr)
     if dim.SPEC.loudness_neutral:
         warp = getattr(dim, "source_time", None)
         to_source = (lambda times: warp(track, times)) if warp else None
