@@ -52,8 +52,25 @@ CUE_NAMES: dict[str, tuple[str, ...]] = {
     "edge_level": ("edge_level_first_db", "edge_level_last_db"),
     "edge_spectrum": ("edge_spectrum_first_hz", "edge_spectrum_last_hz"),
     "edge_zeros": ("edge_zeros_first", "edge_zeros_last"),
+    # comparison items: where the parts and the gap lie, and the room tone that pads a part
+    "parts": ("parts_first_s", "parts_gap_s", "parts_second_s", "parts_gap_db"),
+    "part_silence": ("part_silence_first_s", "part_silence_second_s"),
+    # recognition items: the clip's length alone
+    "duration": ("global_duration_s",),
 }  # fmt: skip
 EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
+# Cue families audited per question format. A recognition clip holds one value, so every
+# whole-clip summary (level, centroid, F0, size) measures the target: only its length and
+# its edges are audited. A comparison item's whole-file summaries hold both parts in either
+# order, and its part layout must tell nothing.
+FORMAT_FAMILIES = {
+    "gradual": FAMILIES,
+    "comparison": (*FAMILIES, "parts", "part_silence"),
+    "recognition": ("duration", *EDGE_FAMILIES),
+}
+# A held rate sets how long the speech of a part lasts, so what pads it (comparison: the
+# silence in the part and after the second part; recognition: the clip's length).
+WARP_TARGET_FAMILIES = {"gradual": (), "comparison": ("part_silence", "edge_silence"), "recognition": ("duration",)}
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
@@ -102,7 +119,8 @@ def _flac_bytes(audio: np.ndarray, sr: int) -> int:
     return len(buffer.getvalue())
 
 
-def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = None) -> dict[str, float]:
+def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = None,
+              parts: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
     """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
 
     None of them follows the course of the clip over time: they summarise the clip, or what
@@ -125,7 +143,7 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         first, last = audio[:min(onset, n_edge)], audio[max(offset, len(audio) - n_edge):]
     peak = float(np.max(np.abs(body))) if body.size else 0.0
     lufs = loudness_lufs(body, sr)
-    return {
+    return {**(part_cues(audio, sr, parts) if parts else {}),
         "global_duration_s": duration,
         "global_loudness_lufs": max(FLOOR_DB, lufs) if math.isfinite(lufs) else FLOOR_DB,
         "global_peak_dbfs": max(FLOOR_DB, 20 * math.log10(peak)) if peak > 0 else FLOOR_DB,
@@ -144,6 +162,25 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     }
 
 
+def part_cues(audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Layout cues of a two-part item (`parts`: start and end of each part, in seconds):
+    the parts' and the gap's lengths, the gap's level, and the silence that follows the
+    speech detected in each part."""
+    (a0, a1), (b0, b1) = parts
+    first, gap, second = (audio[int(round(x * sr)):int(round(y * sr))] for x, y in ((a0, a1), (a1, b0), (b0, b1)))
+    return {
+        "parts_first_s": a1 - a0, "parts_gap_s": b0 - a1, "parts_second_s": b1 - b0, "parts_gap_db": _rms_db(gap),
+        "part_silence_first_s": (a1 - a0) - speech_span(first, sr).offset_s,
+        "part_silence_second_s": (b1 - b0) - speech_span(second, sr).offset_s,
+    }
+
+
+def row_parts(row: Mapping) -> list[list[float]] | None:
+    """A comparison row's part bounds in seconds, if any."""
+    bounds = row.get("part_bounds")
+    return [[a / row["sample_rate"], b / row["sample_rate"]] for a, b in bounds] if bounds else None
+
+
 def _zero_share(x: np.ndarray) -> float:
     """Share of samples that a 16-bit file holds as exact zeros."""
     return float(np.mean(np.round(x.astype(np.float64) * 32768) == 0)) if x.size else 1.0
@@ -160,12 +197,26 @@ def row_span(row: Mapping) -> tuple[float, float] | None:
     return None if onset is None or offset is None else (float(onset), float(offset))
 
 
-def allowed_families(category: str) -> tuple[str, ...]:
-    """Cue families the audit of `category` uses: all but the dimension's target cues."""
+def allowed_families(category: str, fmt: str = "gradual") -> tuple[str, ...]:
+    """Cue families the audit of `category` uses in a format: all the format's families but
+    the dimension's target cues (and what pads held speech where the dimension warps time)."""
     from vocalgrad.dimensions import get
 
-    excluded = set(get(category).SPEC.target_cues)
-    return tuple(f for f in FAMILIES if f not in excluded)
+    dim = get(category)
+    excluded = set(dim.SPEC.target_cues)
+    if "edge_silence" in excluded:  # where the target moves detected silences, it moves them in a part too
+        excluded.add("part_silence")
+    if hasattr(dim, "output_time"):
+        excluded.update(WARP_TARGET_FAMILIES[fmt])
+    return tuple(f for f in FORMAT_FAMILIES[fmt] if f not in excluded)
+
+
+def rows_format(rows: Iterable[Mapping]) -> str:
+    """The one question format of a set of rows (old rows are gradual)."""
+    formats = {r.get("format") or "gradual" for r in rows}
+    if len(formats) > 1:
+        raise ValueError(f"rows of several question formats ({', '.join(sorted(formats))}) audited together")
+    return formats.pop() if formats else "gradual"
 
 
 def feature_names(families: Iterable[str]) -> list[str]:
@@ -235,10 +286,10 @@ def _init_worker() -> None:
     threadpool_limits(1)
 
 
-def _cues_of_file(job: tuple[str, tuple[float, float] | None]) -> dict[str, float]:
-    path, span = job
+def _cues_of_file(job: tuple[str, tuple[float, float] | None, list | None]) -> dict[str, float]:
+    path, span, parts = job
     audio, sr = load_audio(path)
-    return clip_cues(audio, sr, span)
+    return clip_cues(audio, sr, span, parts)
 
 
 def dataset_cues(
@@ -266,11 +317,11 @@ def dataset_cues(
         if compact:
             cached = {k: v for k, v in cached.items() if k in wanted}
         writable = _try(_write_cache, path, cached)
-    todo: dict[str, tuple[str, tuple[float, float] | None]] = {}
+    todo: dict[str, tuple[str, tuple[float, float] | None, list | None]] = {}
     for r in rows:
         key = _cache_key(r)
         if key not in cached:
-            todo.setdefault(key, (r["path"], row_span(r)))
+            todo.setdefault(key, (r["path"], row_span(r), row_parts(r)))
     if todo:
         keys = list(todo)
         pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) if workers > 1 else None
@@ -365,7 +416,7 @@ class DirectionModel:
 def fit_direction_model(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> DirectionModel:
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
     members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in _CHANGING)
-    names = feature_names(allowed_families(category))
+    names = feature_names(allowed_families(category, rows_format(members)))
     x = _matrix(members, cues, names)
     y = np.array([_is_increase(r) for r in members])
     fill = fill_values(x)
@@ -448,8 +499,9 @@ def audit_category(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
     """The audit of one category: see `audit_dataset`."""
-    families = allowed_families(category)
-    excluded = [f for f in FAMILIES if f not in families]
+    fmt = rows_format(rows)
+    families = allowed_families(category, fmt)
+    excluded = [f for f in FORMAT_FAMILIES[fmt] if f not in families]
     names = feature_names(families)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)

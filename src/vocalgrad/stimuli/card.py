@@ -12,7 +12,6 @@ from vocalgrad.config import BuildConfig
 from vocalgrad.stimuli.audit import format_audit
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 
-
 FORMAT_NOTES = {
     "gradual": "one clip whose parameter changes over the speech span; \"Does the {attribute} increase "
                "or decrease over time?\"",

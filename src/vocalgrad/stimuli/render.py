@@ -7,8 +7,8 @@ disk, so `vocalgrad verify` re-reading the files gets the same numbers.
 
 from __future__ import annotations
 
-import hashlib
 import dataclasses
+import hashlib
 import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -61,6 +61,7 @@ class PreparedSource:
     tone_seed: int
     tone_rms: float
     tone: np.ndarray = field(repr=False)  # the room tone, as long as the longest clip so far
+    held: dict = field(default_factory=dict, repr=False)  # held renders, shared by an item and its twin
 
     @property
     def sr(self) -> int:
@@ -298,7 +299,16 @@ GAP_S = 0.5  # room tone between the two parts of a comparison item
 def render_held(source: PreparedSource, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
     """The source with the condition's parameter held at `value` over the whole clip,
     levelled, without floor or rove. Seeded by (source, category, value) alone, so the parts
-    of an increase item and its decrease twin are the same audio in the other order."""
+    of an increase item and its decrease twin are the same audio in the other order (and
+    rendered once: both wait in `source.held`)."""
+    key = (condition.category, value)
+    if key in source.held:
+        return source.held.pop(key)
+    source.held[key] = _render_held(source, condition, value)
+    return source.held[key]
+
+
+def _render_held(source: PreparedSource, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
     dim = dimensions.get(condition.category)
     held = dataclasses.replace(condition, direction="constant", start=value, end=value)
     span = source.clean.span
