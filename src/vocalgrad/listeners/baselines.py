@@ -127,26 +127,24 @@ class IdealObserver(Listener):
         return float(_EVIDENCE[request.prompt.category](clip, ref, self.sample_rate))
 
     def _compare(self, category: str, clip: np.ndarray, ref: np.ndarray, row: dict, reversed_: bool) -> float:
-        """A comparison item as one clip whose first third lies in the first part and last
-        third in the second: the parts back to back (gap cut out) against the source twice."""
+        """The second part's held value minus the first's (gap cut out)."""
         scale = self.sample_rate / row["sample_rate"]
         bounds = [(int(round(a * scale)), int(round(b * scale))) for a, b in row["part_bounds"]]
         if reversed_:  # the file played backwards: parts mirrored and in the other order
             bounds = [(len(clip) - b, len(clip) - a) for a, b in reversed(bounds)]
-        first, second = (clip[a:b] for a, b in bounds)
-        slot = _fit(ref, len(first))
-        return float(_EVIDENCE[category](np.concatenate([first, second]), np.concatenate([slot, slot]),
-                                         self.sample_rate))
+        first, second = (self._held(category, clip[a:b], ref) for a, b in bounds)
+        return second - first
 
     def _held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
         """Where a held clip lies on the dimension, relative to its source: the gradual
         evidence of the source (at the clip's level, unless level is the target) followed
-        by the clip."""
-        n = max(len(clip), len(ref))
-        clip, ref = _fit(clip, n), _fit(ref, n)
+        by the clip, so the first third sees no change and the last third the held value."""
+        if category in _HELD:
+            return float(_HELD[category](clip, ref, self.sample_rate))
         gain = 1.0
         if dimensions.get(category).SPEC.loudness_neutral:
-            gain = float(np.dot(clip, ref) / max(np.dot(ref, ref), 1e-12))
+            n = min(len(clip), len(ref))
+            gain = float(np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12))
         return float(_EVIDENCE[category](np.concatenate([gain * ref, clip]), np.concatenate([ref, ref]),
                                          self.sample_rate))
 
@@ -175,11 +173,6 @@ class IdealObserver(Listener):
 def by_option(request: Request, scores: dict[str, float], low: float) -> dict[str, float]:
     """Scores by label (increase / decrease) as scores by the prompt's answer words."""
     return {o: float(scores.get(label, low)) for o, label in request.prompt.label_of.items()}
-
-
-def _fit(x: np.ndarray, n: int) -> np.ndarray:
-    """x cut or zero-padded to n samples."""
-    return np.pad(x[:n], (0, max(0, n - len(x))))
 
 
 def _thirds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -234,6 +227,19 @@ def _speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     first, last = _thirds(path)
     slopes = [np.polyfit(p[:, 1], p[:, 0], 1)[0] for p in (first, last)]
     return float(np.log(slopes[1] / slopes[0]))
+
+
+def _held_speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Log rate of a held clip: the source-over-clip time slope of the MFCC alignment over the
+    source's speech frames (the silences around it, and any padding, left out). The thirds of
+    `_speed` cannot be used: padding after a fast part would fill the last third."""
+    a = librosa.feature.mfcc(y=ref, sr=sr, n_mfcc=13, hop_length=160)
+    b = librosa.feature.mfcc(y=clip, sr=sr, n_mfcc=13, hop_length=160)
+    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
+    active = _active(ref)
+    speech = active[np.minimum(path[:, 0], len(active) - 1)]
+    points = path[speech] if speech.sum() >= 5 else path
+    return float(np.log(np.polyfit(points[:, 1], points[:, 0], 1)[0]))
 
 
 def _added(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
@@ -345,6 +351,10 @@ class ShortcutListener(Listener):
             self._cues[key] = cues
         return self._models[category].p_increase(cues)
 
+
+# Held clips (comparison, recognition) where the gradual evidence cannot be reused (see
+# `IdealObserver._held`): the held value itself.
+_HELD = {"speaking_speed": _held_speed}
 
 _EVIDENCE = {
     "volume": _volume,
