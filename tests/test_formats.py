@@ -24,6 +24,7 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.parsing import parse_labelled
 from vocalgrad.evaluation.prompts import build_prompt, question_text, recognition_words
+from vocalgrad.evaluation.score import score_run
 from vocalgrad.listeners.baselines import ConstantListener, IdealObserver
 from vocalgrad.stimuli.audit import allowed_families
 from vocalgrad.stimuli.plan import plan_conditions
@@ -67,6 +68,8 @@ def test_plan_holds_parts_and_keeps_gradual_ids():
     assert all(c.key.endswith("|comparison") for c in held)
     gradual, _ = plan_conditions(BuildConfig(**TINY))
     assert not any("|gradual" in c.key for c in gradual)  # gradual item ids are unchanged
+    sweep, _ = plan_conditions(BuildConfig(format="recognition", design="psychometric", levels=3, **TINY))
+    assert {c.tier for c in sweep} == {"p1", "p2", "p3"} and {c.curve for c in sweep} == {"held"}
     with pytest.raises(ConfigError, match="unknown format"):
         BuildConfig(format="oddball")
 
@@ -182,6 +185,8 @@ def test_ideal_observer_answers_held_formats(built, fmt, tmp_path):
     assert manifest["format"] == fmt and {r["format"] for r in rows} == {fmt}
     assert {r["predicted"] for r in rows} == {"increase", "decrease"}  # labels, not answer words
     assert np.mean([r["correct"] for r in rows]) >= 0.9
+    groups = {g["group"]: g for g in score_run(out, by=("format", "category"), n_boot=0)["groups"]["default/choice"]["table"]}
+    assert groups[f"{fmt}|volume"]["n"] == 4 and groups[f"{fmt}|volume"]["accuracy"] >= 0.9
 
 
 def test_choice_scoring_maps_answer_words_to_labels(built, tmp_path):
