@@ -192,8 +192,10 @@ def test_ideal_observer_answers_held_formats(built, fmt, tmp_path):
 def test_choice_scoring_maps_answer_words_to_labels(built, tmp_path):
     path, _ = built["recognition"]
     out = tmp_path / "run"
-    evaluate(path, ConstantListener("increase"), out, EvalConfig(mode="both"), cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(path, ConstantListener("increase"), out, EvalConfig(mode="both", controls=("reversed",)),
+             cache=AnswerCache(tmp_path / "c.sqlite"))
     _, rows = load_results(out)
+    assert {r["control"] for r in rows} == {"none"}  # a held clip played backwards keeps its label
     choice = [r for r in rows if r["mode"] == "choice"]
     generated = [r for r in rows if r["mode"] == "generate"]
     assert {r["predicted"] for r in choice} == {"increase"} and set(choice[0]["logprobs"]) == {"increase", "decrease"}
@@ -260,6 +262,11 @@ def test_listening_test_serves_a_comparison_item_whole(built, tmp_path):
             seen += 1
         do_trial(c, env.db, env.clock.advance)
     assert seen
+    from vocalgrad.human.export import annotator_rows
+
+    answered = annotator_rows(env.store)
+    assert answered and {r["format"] for r in answered} == {"comparison"}
+    assert all(r["predicted"] == r["direction"] and "second part" in r["prompt"] for r in answered)
 
 
 def test_report_compares_formats_on_the_same_cells(tmp_path):

@@ -174,6 +174,8 @@ def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Ite
     for row in items:
         for variant in config.variants:
             for control in controls:
+                if control == "reversed" and row_format(row) == "recognition":
+                    continue  # played backwards, a held clip keeps its value: the label would not flip
                 for mode in modes:
                     yield Task(row, variant, control, mode, run_key(row, variant, control, mode))
 
