@@ -79,6 +79,10 @@ class IdealObserver(Listener):
     (YIN F0, RMS, MFCC alignment, spectral roll-off, envelope modulation) compared between
     the first and last thirds of the clip, where the builder uses Praat and 20% windows.
     It is an upper reference for what the audio supports, not a model of a human.
+
+    Held formats: a comparison item is answered from the held value of each part (second
+    minus first), a recognition clip from its held value against the median of its
+    (split, category, magnitude) family (`_boundary`).
     """
 
     can_score = True
