@@ -202,7 +202,7 @@ def test_overall_level_leak_is_flagged(level_leak):
     report = audit_dataset(level_leak)
     c = report["per_category"]["volume"]
     assert c["excluded_target_cues"] == ["edge_silence", "edge_level", "edge_spectrum", "edge_zeros",
-                                         "global_peak_dbfs", "global_file_bytes"]
+                                         "global_peak_dbfs", "global_f0_hz", "global_file_bytes"]
     assert not any(f.startswith("edge_") for f in c["features"])
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
     assert c["by_family_set"]["global"]["accuracy"] >= 0.9

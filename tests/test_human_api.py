@@ -326,12 +326,12 @@ def test_nothing_reveals_the_label(env):
         if s["phase"] == "done":
             break
         t = s["trial"]
-        assert set(t) == {"id", "audio", "question", "options", "plays", "answerable"}
+        assert set(t) == {"id", "audio", "question", "options", "labels", "plays", "answerable"}
         assert not forbidden_keys & set(s)
         if s["phase"] == "test":
             cat = items[_db(env, "SELECT item_id FROM trials WHERE id=?", t["id"])[0][0]]["category"]
             assert t["question"] == question_text(cat, "default")
-            assert t["options"] == ["increase", "decrease"]
+            assert t["options"] == t["labels"] == ["increase", "decrease"]
         audio = c.get(t["audio"]).content
         info = sf.info(io.BytesIO(audio))
         assert info.format == "WAV" and b"LIST" not in audio[:200]

@@ -8,6 +8,7 @@ clip recorded there, and clips are written by rename, so a kill never leaves hal
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -33,8 +34,10 @@ from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.stimuli.render import (
+    GAP_S,
     prepare_reference,
     prepare_source,
+    recognition_verdict,
     render_condition,
     tone_seed_for,
 )
@@ -94,7 +97,26 @@ def _render_source(task: SourceTask) -> dict:
         file_name = f"{item}.flac"
         sha = write_flac_atomic(out / task.split / file_name, result.audio, clean.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
+    if config.format == "recognition":
+        _pair_recognition(rows)
     return {"source_id": source.source_id, "reference": reference_row, "rows": rows, "n": len(task.conditions)}
+
+
+def _pair_recognition(rows: list[dict]) -> None:
+    """Verdicts of recognition clips, each against its twin (`recognition_verdict`). A clip
+    whose twin is missing (pending from a killed run, or failed) stays "pending", i.e. is
+    dropped with its pair. Both twins are always planned in one source task."""
+    by_pair: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        if "file_name" in row:
+            by_pair[row["pair_key"]].append(row)
+    for pair in by_pair.values():
+        if len(pair) != 2:
+            continue
+        for row, twin in ((pair[0], pair[1]), (pair[1], pair[0])):
+            change, result = recognition_verdict(row["category"], row["direction"], row["measured_value"],
+                                                 twin["measured_value"])
+            row.update(measured_change=round(change, 4), verdict=result, verified=result == "verified")
 
 
 # Reference files get opaque names from the same hash as clips, under a reserved condition.
@@ -141,7 +163,25 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "reference_file": f"{REFERENCES}/{ref_name}",
         "audio_sha256": sha,
         "pair_key": condition.pair_key,
+        "format": condition.format,
+        **_format_fields(task, condition, result),
     }
+
+
+def _format_fields(task: SourceTask, condition: Condition, result) -> dict:
+    """What the held formats add to a row: the twin's shared pair id (opaque: the same for
+    both directions), and the part layout (comparison) or the measured value (recognition)."""
+    if condition.format == "gradual":
+        return {}
+    fields = {"pair_id": item_id(task.config.seed, task.source.source_id, dataclasses.replace(condition,
+                                                                                            direction="pair"))}
+    if condition.format == "comparison":
+        fields["part_bounds"] = [list(b) for b in result.parts]
+        fields["part_spans_s"] = [[round(a, 4), round(b, 4)] for a, b in result.part_spans]
+        fields["gap_s"] = GAP_S
+    else:
+        fields["measured_value"] = round(result.value, 4)
+    return fields
 
 
 def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: bool = False,

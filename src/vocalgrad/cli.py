@@ -55,6 +55,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         include_constant=False if args.no_constant else None,
         design=args.design,
         levels=args.levels,
+        format=args.format,
     )
     with _executor(args) as executor:
         report = build(config, args.out, workers=min(executor.workers, os.cpu_count() or 1),
@@ -241,6 +242,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
     b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
     b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
+    b.add_argument("--format", choices=("gradual", "comparison", "recognition"),
+                   help="question format: a change within one clip (default), two held parts to compare, "
+                        "or one held clip to name")
     add_executor_options(b, "local processes (default: all cores), or Ray tasks in flight "
                          "(default: the cluster's CPUs)")
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")

@@ -13,6 +13,8 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.stimuli.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
+# Question formats from the same stimulus engine (see `vocalgrad.stimuli.formats`).
+FORMATS = ("gradual", "comparison", "recognition")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class BuildConfig:
     design: str = "tiers"  # "tiers" (published grid) or "psychometric" (a magnitude sweep)
     levels: int = 6  # magnitudes per dimension in the psychometric design
     drop_unverified: bool = True  # drop clips (and their pair) whose measurement disagrees
+    format: str = "gradual"  # "gradual" (a change within one clip), "comparison" or "recognition"
 
     def __post_init__(self) -> None:
         for name in self.categories:
@@ -51,6 +54,8 @@ class BuildConfig:
             raise ConfigError("no categories selected")
         if self.design not in DESIGNS:
             raise ConfigError(f"unknown design {self.design!r}; choose from {', '.join(DESIGNS)}")
+        if self.format not in FORMATS:
+            raise ConfigError(f"unknown format {self.format!r}; choose from {', '.join(FORMATS)}")
         if self.design == "psychometric" and self.levels < 2:
             raise ConfigError("a psychometric design needs levels >= 2")
         if self.n_test < 1 or self.n_train < 0:

@@ -15,7 +15,7 @@ import shlex
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,7 @@ from tqdm import tqdm
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, dumps, is_official, load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, VocalgradError
-from vocalgrad.evaluation.parsing import parse_answer
+from vocalgrad.evaluation.parsing import parse_labelled
 from vocalgrad.evaluation.prompts import build_prompt, expected_answer, few_shot_examples
 from vocalgrad.executors import Executor
 from vocalgrad.listeners import Listener, Request
@@ -174,6 +174,8 @@ def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Ite
     for row in items:
         for variant in config.variants:
             for control in controls:
+                if control == "reversed" and row_format(row) == "recognition":
+                    continue  # played backwards, a held clip keeps its value: the label would not flip
                 for mode in modes:
                     yield Task(row, variant, control, mode, run_key(row, variant, control, mode))
 
@@ -247,7 +249,8 @@ def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[di
     for ex, _ in examples:
         audio[ex["item_id"]] = _audio(ex, listener.sample_rate, memo)
     return [
-        Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id), audio, row["source_id"])
+        Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id, row_format(row)),
+                audio, row["source_id"])
         for v in variants
     ]
 
@@ -297,6 +300,7 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         "mode": task.mode,
         "direction": truth,
         **{k: row.get(k) for k in ("category", "tier", "curve", "magnitude", "source_id", "speaker_id", "split", "domain")},
+        "format": row_format(row),
         "response": None,
         "parse_status": None,
         "predicted": None,
@@ -309,12 +313,14 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         result["reversed_of"] = row["item_id"]
     if result["error"]:
         return result
+    prompt = build_prompt(row["category"], task.variant, fmt=row_format(row))
     if task.mode == "generate":
         text = answers[0].get("response", "")
-        parsed = parse_answer(text, build_prompt(row["category"], task.variant).options)
+        parsed = parse_labelled(text, prompt.label_of)
         result.update(response=text, parse_status=parsed.status, predicted=parsed.label)
     else:
-        logprobs = [a["logprobs"] for a in answers]
+        # option words -> labels (the same map in both option orders): "loud" scores increase
+        logprobs = [{prompt.label_of.get(o, o): v for o, v in a["logprobs"].items()} for a in answers]
         options = sorted(set().union(*logprobs))
         mean = {o: float(np.mean([lp[o] for lp in logprobs if o in lp])) for o in options}
         best = max(mean.values())
@@ -324,7 +330,7 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         result.update(logprobs=mean, predicted=predicted, parse_status="ok" if predicted else "tie")
         if "increase" in mean and "decrease" in mean:
             result["llr"] = round(mean["increase"] - mean["decrease"], 6)
-    options = build_prompt(row["category"], task.variant).options
+    options = tuple(prompt.label_of.values())
     if truth in ("increase", "decrease") or (truth == "constant" and ("constant" in options or "no" in options)):
         result["correct"] = result["predicted"] == expected_answer(truth, task.variant)
     return result
@@ -333,6 +339,10 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
 def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple[str, ...],
               items: Sequence[dict]) -> dict:
     official = is_official(dataset)
+    formats = {row_format(r) for r in items}
+    if len(formats) > 1:
+        raise ConfigError(f"{dataset}: items of several formats ({', '.join(sorted(formats))}); evaluate one format per run")
+    fmt = formats.pop()
     return {
         "listener": listener.manifest(),
         "dataset": str(dataset.resolve()),
@@ -341,7 +351,8 @@ def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple
         **({"release_prompts": release_prompt_check(items)} if official else {}),
         "config": asdict(config),
         "modes": list(mode),
-        "prompts": {v: build_prompt("volume", v).text for v in config.variants},
+        "format": fmt,
+        "prompts": {v: build_prompt("volume", v, fmt=fmt).text for v in config.variants},
         "versions": versions(),
         "command": shlex.join(["vocalgrad", *sys.argv[1:]]) if sys.argv and "vocalgrad" in sys.argv[0] else None,
     }
@@ -384,6 +395,11 @@ def load_results(run: str | Path) -> tuple[dict, list[dict]]:
         r.setdefault("error", None)
         rows[r.get("key") or f"{r['item_id']}|{r['listener']}|{r['variant']}|{r['control']}|{r['mode']}"] = r
     return manifest, list(rows.values())
+
+
+def row_format(row: Mapping) -> str:
+    """The question format of a dataset row (rows built before formats existed are gradual)."""
+    return row.get("format") or "gradual"
 
 
 def listener_slug(spec: str) -> str:

@@ -11,6 +11,7 @@ is scored as wrong.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 STATUSES = ("ok", "unparsed", "ambiguous", "empty")
@@ -150,17 +151,18 @@ def _mentions(tokens: list[str]) -> list[_Mention]:
                 break
         else:
             i += 1
-    mentions = []
-    for concept, start in found:
-        negated = False
-        for j in range(start - 1, max(start - 1 - _NEGATION_WINDOW, -1), -1):
-            if tokens[j] in _BOUNDARIES:
-                break
-            if tokens[j] in _NEGATORS:
-                negated = True
-                break
-        mentions.append(_Mention(concept, start, negated))
+    mentions = [_Mention(concept, start, _negated(tokens, start)) for concept, start in found]
     return _drop_echoes(tokens, mentions)
+
+
+def _negated(tokens: list[str], start: int) -> bool:
+    """A negator within _NEGATION_WINDOW words before `start`, with no boundary between."""
+    for j in range(start - 1, max(start - 1 - _NEGATION_WINDOW, -1), -1):
+        if tokens[j] in _BOUNDARIES:
+            return False
+        if tokens[j] in _NEGATORS:
+            return True
+    return False
 
 
 def _drop_echoes(tokens: list[str], mentions: list[_Mention]) -> list[_Mention]:
@@ -247,6 +249,40 @@ def parse_answer(
     if "yes" in options and "no" in options:
         return _yes_no(tokens, mentions)
     return _direction(mentions, tuple(options))
+
+
+def parse_labelled(text: str | None, label_of: Mapping[str, str]) -> ParsedAnswer:
+    """Read an answer given in a format's own words (recognition: "loud" / "quiet";
+    comparison: "higher" / "lower") as the label the word means (`Prompt.label_of`).
+
+    One answer word asserted (or the other one negated) decides; a restatement of the
+    options ("loud or quiet? quiet") is not an answer; two words asserted are ambiguous.
+    Without an answer word the direction lexicon reads it within the labels ("it sounds
+    louder" -> increase). Where the words are the labels this is `parse_answer`."""
+    labels = tuple(dict.fromkeys(label_of.values()))
+    if all(word == label for word, label in label_of.items()):
+        return parse_answer(text, labels)
+    tokens = _normalise(text or "")
+    if not any(t.isalpha() for t in tokens):
+        return ParsedAnswer(None, "empty")
+    said: set[str] = set()
+    denied: set[str] = set()
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t in label_of and i + 2 < len(tokens) and tokens[i + 1] == "or" and tokens[i + 2] in label_of:
+            i += 3  # an echo of the question's "X or Y"
+            continue
+        if t in label_of:
+            (denied if _negated(tokens, i) else said).add(label_of[t])
+        i += 1
+    if len(said) > 1:
+        return ParsedAnswer(None, "ambiguous")
+    if said:
+        return ParsedAnswer(said.pop(), "ok")
+    if len(denied) == 1 and len(labels) == 2:
+        return ParsedAnswer(next(label for label in labels if label not in denied), "ok")
+    return parse_answer(text, labels)
 
 
 def parse_published(text: str | None) -> ParsedAnswer:

@@ -25,6 +25,33 @@ VARY_INSTRUCTION = 'Answer with only one word: "yes" or "no".'
 
 PARAPHRASE_CATEGORIES = ("volume", "voice_pitch", "speaking_speed")
 
+# Question formats (`vocalgrad build --format`). Gradual items are asked with the variants
+# below; comparison and recognition items with their own wording, in the "default" order and
+# the "swapped" one. Their answer words map onto the labels increase / decrease, so parsing,
+# scoring, d' and c are the same for every format:
+# - comparison: "higher" = the second part is higher = increase;
+# - recognition: the category an increase moves towards (`RECOGNITION_WORDS`, first word) =
+#   increase, the other = decrease.
+FORMATS = ("gradual", "comparison", "recognition")
+HELD_VARIANTS = ("default", "swapped")
+COMPARISON_QUESTION = "Is the {attribute} higher or lower in the second part than in the first?"
+COMPARISON_OPTIONS = ("higher", "lower")
+
+# Recognition wording per category: (what is judged, the "increase" category, the "decrease"
+# category), in the published style of SonicBench's recognition items. A category missing
+# here (a new dimension) is asked "Is the <attribute> high or low?".
+RECOGNITION_WORDS: dict[str, tuple[str, str, str]] = {
+    "voice_pitch": ("voice pitch", "high", "low"),
+    "volume": ("voice", "loud", "quiet"),
+    "speaking_speed": ("speech", "fast", "slow"),
+    "background_noise": ("recording", "noisy", "clean"),
+    "echo": ("recording", "reverberant", "dry"),
+    "audio_distortion": ("audio", "distorted", "clean"),
+    "audio_roughness": ("audio", "rough", "smooth"),
+    "voice_clarity": ("voice", "clear", "muffled"),
+    "voice_vibration": ("voice", "trembling", "steady"),
+}
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -149,6 +176,12 @@ class Prompt:
     category: str
     audio_position: str = "after"
     turns: tuple[Turn, ...] = field(default_factory=tuple)
+    labels: tuple[str, ...] = ()  # the label each option means, where the words differ from labels
+
+    @property
+    def label_of(self) -> dict[str, str]:
+        """Answer word -> label (increase / decrease / ...): the same words for gradual items."""
+        return dict(zip(self.options, self.labels or self.options, strict=True))
 
     def for_item(self, item_id: str) -> Prompt:
         """The same prompt with the `TARGET` placeholder replaced by a concrete item id."""
@@ -171,19 +204,46 @@ def get_variant(name: str) -> Variant:
         ) from None
 
 
-def question_text(category: str, variant: str = "default") -> str:
-    """Question line plus blank line plus instruction line, exactly as the model reads it."""
+def recognition_words(category: str) -> tuple[str, str, str]:
+    """(what is judged, "increase" category, "decrease" category) for one dimension."""
+    return RECOGNITION_WORDS.get(category, (attribute_name(category), "high", "low"))
+
+
+def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+    """(question, instruction, answer words, their labels) of one category, variant and format."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     v = get_variant(variant)
-    if isinstance(v.question, str):
-        question = v.question.format(attribute=attribute_name(category))
-    elif category in v.question:
-        question = v.question[category]
+    if fmt == "gradual":
+        if isinstance(v.question, str):
+            question = v.question.format(attribute=attribute_name(category))
+        elif category in v.question:
+            question = v.question[category]
+        else:
+            raise ConfigError(
+                f"prompt variant {variant!r} exists only for {', '.join(v.question)}, "
+                f"not {category!r}; use 'default' or 'clip' for this category"
+            )
+        return question, v.instruction, v.options, v.options
+    if variant not in HELD_VARIANTS:
+        raise ConfigError(f"{fmt} items are asked with the variants {', '.join(HELD_VARIANTS)}, not {variant!r}")
+    if fmt == "comparison":
+        up, down = COMPARISON_OPTIONS
+        question = COMPARISON_QUESTION.format(attribute=attribute_name(category))
     else:
-        raise ConfigError(
-            f"prompt variant {variant!r} exists only for {', '.join(v.question)}, "
-            f"not {category!r}; use 'default' or 'clip' for this category"
-        )
-    return f"{question}\n\n{v.instruction}"
+        subject, up, down = recognition_words(category)
+        question = f"Is the {subject} {up} or {down}?"
+    words, labels = ((up, down), ("increase", "decrease"))
+    if variant == "swapped":  # both option orders, in the question and the instruction
+        question = question.replace(f"{up} or {down}", f"{down} or {up}")
+        words, labels = words[::-1], labels[::-1]
+    return question, f'Answer with only one word: "{words[0]}" or "{words[1]}".', words, labels
+
+
+def question_text(category: str, variant: str = "default", fmt: str = "gradual") -> str:
+    """Question line plus blank line plus instruction line, exactly as the model reads it."""
+    question, instruction, _, _ = _wording(category, variant, fmt)
+    return f"{question}\n\n{instruction}"
 
 
 def expected_answer(direction: str, variant: str = "default") -> str:
@@ -204,26 +264,30 @@ def build_prompt(
     audio_first: bool = False,
     few_shot: Sequence[tuple[Mapping, str]] = (),
     item_id: str | None = None,
+    fmt: str = "gradual",
 ) -> Prompt:
     """Build the turns for one question, optionally preceded by answered examples.
 
     Each few-shot example becomes a user turn (question + the example's audio) followed by an
-    assistant turn with its answer, so the model sees the format answered before the real
-    question. The published default puts the text before the audio (`audio_first=False`).
+    assistant turn with its answer (given as a label, written as the format's answer word),
+    so the model sees the format answered before the real question. The published default
+    puts the text before the audio (`audio_first=False`).
     """
-    text = question_text(category, variant)
-    v = get_variant(variant)
+    question, instruction, options, labels = _wording(category, variant, fmt)
+    text = f"{question}\n\n{instruction}"
+    word = dict(zip(labels, options, strict=True))
     position = "before" if audio_first else "after"
     turns: list[Turn] = []
     for row, answer in few_shot:
-        if answer not in v.options:
+        if answer not in word:
             raise ConfigError(
-                f"few-shot answer {answer!r} is not one of {v.options} (variant {variant!r})"
+                f"few-shot answer {answer!r} is not one of {labels} (variant {variant!r})"
             )
         turns.append(Turn("user", text, str(row["item_id"]), position))
-        turns.append(Turn("assistant", answer))
+        turns.append(Turn("assistant", word[answer]))
     turns.append(Turn("user", text, TARGET if item_id is None else item_id, position))
-    return Prompt(text, v.options, variant, category, position, tuple(turns))
+    return Prompt(text, options, variant, category, position, tuple(turns),
+                  labels if labels != options else ())
 
 
 def choice_options(prompt: Prompt) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from vocalgrad.dataset import content_sha256
-from vocalgrad.evaluation.prompts import get_variant, question_text
+from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
 from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url
@@ -240,7 +240,6 @@ def create_app(
                          f"(content hash differs from {meta['dataset_sha256'][:12]}...)")
     config = store.config()
     items = store.items()
-    options = list(get_variant(config.variant).options)
     audio_secret = store.audio_secret()
     links = base_url(public_url) if public_url else None
 
@@ -279,10 +278,14 @@ def create_app(
     def trial_view(t: dict) -> dict:
         if t["kind"] == "screening":
             question, opts = SCREENING_QUESTION, ["1", "2", "3"]
+            labels = opts
         else:
-            question, opts = question_text(items[t["item_id"]]["category"], config.variant), options
+            item = items[t["item_id"]]
+            prompt = build_prompt(item["category"], config.variant, fmt=item.get("format") or "gradual")
+            question, opts, labels = prompt.text, list(prompt.options), list(prompt.label_of.values())
+        # the buttons show the format's words ("loud", "higher") and answer with their labels
         return {"id": t["id"], "audio": f"/api/audio/{t['audio_key']}", "question": question,
-                "options": opts, "plays": t["plays"], "answerable": t["plays"] > 0}
+                "options": opts, "labels": labels, "plays": t["plays"], "answerable": t["plays"] > 0}
 
     def state(a: dict) -> dict:
         a = store.annotator(a["id"])

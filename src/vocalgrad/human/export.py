@@ -44,7 +44,8 @@ def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
         "item_id": t["item_id"], "listener": f"human:{t['annotator_id']}",
         "annotator": t["annotator_id"], "variant": variant, "kind": t["kind"],
         **{k: item.get(k) for k in ITEM_KEYS},
-        "prompt": question_text(item["category"], variant),
+        "prompt": question_text(item["category"], variant, item.get("format") or "gradual"),
+        "format": item.get("format") or "gradual",
         "response": t["answer"], "predicted": predicted,
         "correct": predicted == item["direction"], "rt_s": t["rt_s"],
         "server_rt_s": t["server_rt_s"], "plays": t["plays"],
@@ -65,7 +66,7 @@ def _pooled(rows: Sequence[Mapping]) -> list[dict]:
         first = members[0]
         rts = [r["rt_s"] for r in members if r["rt_s"] is not None]
         out.append({
-            **{k: first[k] for k in ("item_id", "variant", "kind", "prompt", *ITEM_KEYS)},
+            **{k: first[k] for k in ("item_id", "variant", "kind", "prompt", "format", *ITEM_KEYS)},
             "listener": "human", "annotator": None,
             "response": ",".join(f"{d}:{votes[d]}" for d in DIRECTIONS),
             "predicted": predicted, "correct": predicted == first["direction"],
@@ -159,13 +160,15 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
              for t in store.answered_trials()]
     report = agreement_report(store, include_flagged)
     meta, config = store.meta(), store.config()
+    fmt = next((i.get("format") for i in store.items().values() if i.get("format")), "gradual")
     manifest = {
         "listener": "human",
         "listeners": sorted({r["listener"] for r in rows}),
         "kind": "human listening test",
         "dataset": meta["dataset"], "dataset_sha256": meta["dataset_sha256"],
         "study": config.to_dict(), "variant": config.variant,
-        "prompts": {c: question_text(c, config.variant) for c in meta["categories"]},
+        "format": fmt,
+        "prompts": {c: question_text(c, config.variant, fmt) for c in meta["categories"]},
         "pooling": "majority vote over annotators who passed screening"
                    + ("" if include_flagged else " and were not flagged on catch trials")
                    + "; ties are unparsed (predicted null, counted wrong)",

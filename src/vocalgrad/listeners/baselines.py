@@ -18,6 +18,7 @@ from pathlib import Path
 import librosa
 import numpy as np
 
+from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
@@ -63,10 +64,12 @@ class ConstantListener(Listener):
         self.revision = "1"
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
-        return [self.answer for _ in requests]
+        return [next((o for o, label in r.prompt.label_of.items() if label == self.answer), self.answer)
+                for r in requests]
 
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        return [{o: (0.0 if o == self.answer else -5.0) for o in r.prompt.options} for r in requests]
+        return [{o: (0.0 if label == self.answer else -5.0) for o, label in r.prompt.label_of.items()}
+                for r in requests]
 
 
 class IdealObserver(Listener):
@@ -76,6 +79,10 @@ class IdealObserver(Listener):
     (YIN F0, RMS, MFCC alignment, spectral roll-off, envelope modulation) compared between
     the first and last thirds of the clip, where the builder uses Praat and 20% windows.
     It is an upper reference for what the audio supports, not a model of a human.
+
+    Held formats: a comparison item is answered from the held value of each part (second
+    minus first), a recognition clip from its held value against the median of its
+    (split, category, magnitude) family (`_boundary`).
     """
 
     can_score = True
@@ -89,6 +96,7 @@ class IdealObserver(Listener):
             raise ConfigError(f"{self.root}: the ideal observer needs the dataset's references/ folder")
         self.rows = {r["item_id"]: r for r in load_rows(self.root)}  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
+        self._boundaries: dict[tuple, float] = {}
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
         return [max(s, key=s.get) for s in self.score_choices(requests)]
@@ -98,7 +106,7 @@ class IdealObserver(Listener):
         for r in requests:
             evidence = self.evidence(r)
             scores = {"increase": evidence / 2, "decrease": -evidence / 2}
-            out.append({o: float(scores.get(o, -abs(evidence) - 1.0)) for o in r.prompt.options})
+            out.append(by_option(r, scores, -abs(evidence) - 1.0))
         return out
 
     def evidence(self, request: Request) -> float:
@@ -112,15 +120,63 @@ class IdealObserver(Listener):
         if source_id not in self.references:
             raise ConfigError(f"item {base_id}: no reference source in {self.root}")
         ref = self._reference(source_id)
-        if request.item_id.endswith(REVERSED_SUFFIX):
+        reversed_ = request.item_id.endswith(REVERSED_SUFFIX)
+        if reversed_:
             ref = ref[::-1].copy()
+        fmt = (row or {}).get("format") or "gradual"
+        if fmt == "comparison":
+            return self._compare(request.prompt.category, clip, ref, row, reversed_)
+        if fmt == "recognition":
+            return self._held(request.prompt.category, clip, ref) - self._boundary(row)
         return float(_EVIDENCE[request.prompt.category](clip, ref, self.sample_rate))
+
+    def _compare(self, category: str, clip: np.ndarray, ref: np.ndarray, row: dict, reversed_: bool) -> float:
+        """The second part's held value minus the first's (gap cut out)."""
+        scale = self.sample_rate / row["sample_rate"]
+        bounds = [(int(round(a * scale)), int(round(b * scale))) for a, b in row["part_bounds"]]
+        if reversed_:  # the file played backwards: parts mirrored and in the other order
+            bounds = [(len(clip) - b, len(clip) - a) for a, b in reversed(bounds)]
+        first, second = (self._held(category, clip[a:b], ref) for a, b in bounds)
+        return second - first
+
+    def _held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
+        """Where a held clip lies on the dimension, relative to its source: the gradual
+        evidence of the source (at the clip's level, unless level is the target) followed
+        by the clip, so the first third sees no change and the last third the held value."""
+        if category in _HELD:
+            return float(_HELD[category](clip, ref, self.sample_rate))
+        gain = 1.0
+        if dimensions.get(category).SPEC.loudness_neutral:
+            n = min(len(clip), len(ref))
+            gain = float(np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12))
+        return float(_EVIDENCE[category](np.concatenate([gain * ref, clip]), np.concatenate([ref, ref]),
+                                         self.sample_rate))
+
+    def _boundary(self, row: dict) -> float:
+        """The category boundary of a recognition family (split, category, magnitude): the
+        median held value of its clips. Both endpoints are built for every source, so half
+        of the family lies on each side; no label is read."""
+        key = (row["split"], row["category"], row["magnitude"])
+        if key not in self._boundaries:
+            values = []
+            for member in self.rows.values():
+                if (member["split"], member["category"], member["magnitude"]) == key:
+                    audio, sr = load_audio(member["path"])
+                    ref = self._reference(member["source_id"])
+                    values.append(self._held(member["category"], resample(audio, sr, self.sample_rate), ref))
+            self._boundaries[key] = float(np.median(values))
+        return self._boundaries[key]
 
     def _reference(self, source_id: str) -> np.ndarray:
         if source_id not in self._ref_cache:
             audio, sr = load_audio(self.references[source_id]["path"])
             self._ref_cache = {source_id: resample(audio, sr, self.sample_rate)}
         return self._ref_cache[source_id]
+
+
+def by_option(request: Request, scores: dict[str, float], low: float) -> dict[str, float]:
+    """Scores by label (increase / decrease) as scores by the prompt's answer words."""
+    return {o: float(scores.get(label, low)) for o, label in request.prompt.label_of.items()}
 
 
 def _thirds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -175,6 +231,19 @@ def _speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     first, last = _thirds(path)
     slopes = [np.polyfit(p[:, 1], p[:, 0], 1)[0] for p in (first, last)]
     return float(np.log(slopes[1] / slopes[0]))
+
+
+def _held_speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Log rate of a held clip: the source-over-clip time slope of the MFCC alignment over the
+    source's speech frames (the silences around it, and any padding, left out). The thirds of
+    `_speed` cannot be used: padding after a fast part would fill the last third."""
+    a = librosa.feature.mfcc(y=ref, sr=sr, n_mfcc=13, hop_length=160)
+    b = librosa.feature.mfcc(y=clip, sr=sr, n_mfcc=13, hop_length=160)
+    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
+    active = _active(ref)
+    speech = active[np.minimum(path[:, 0], len(active) - 1)]
+    points = path[speech] if speech.sum() >= 5 else path
+    return float(np.log(np.polyfit(points[:, 1], points[:, 0], 1)[0]))
 
 
 def _added(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
@@ -242,7 +311,9 @@ class ShortcutListener(Listener):
         self.revision = f"cues{audit.CUES_VERSION}-train{learnt[:12]}"
         cues = audit.dataset_cues(self.root, changing, workers=workers)
         self._models = {c: audit.fit_direction_model(c, changing, cues) for c in sorted({r["category"] for r in changing})}
-        self._spans = {r["item_id"]: audit.row_span(r) for r in load_rows(self.root)}
+        all_rows = load_rows(self.root)
+        self._spans = {r["item_id"]: audit.row_span(r) for r in all_rows}
+        self._parts = {r["item_id"]: audit.row_parts(r) for r in all_rows}
         self._cues: dict[str, dict[str, float]] = {}
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
@@ -253,8 +324,7 @@ class ShortcutListener(Listener):
         for r in requests:
             p = float(np.clip(self.p_increase(r), 1e-6, 1 - 1e-6))
             scores = {"increase": float(np.log(p)), "decrease": float(np.log1p(-p))}
-            low = min(scores.values()) - 5.0
-            out.append({o: float(scores.get(o, low)) for o in r.prompt.options})
+            out.append(by_option(r, scores, min(scores.values()) - 5.0))
         return out
 
     def _span(self, item_id: str, duration_s: float) -> tuple[float, float] | None:
@@ -277,12 +347,18 @@ class ShortcutListener(Listener):
         key = hashlib.sha1(np.ascontiguousarray(clip, dtype=np.float32).tobytes()).hexdigest()
         cues = self._cues.get(key)
         if cues is None:  # the same clip comes back once per prompt variant and option order
-            cues = clip_cues(clip, self.sample_rate, self._span(request.item_id, len(clip) / self.sample_rate))
+            # a reversed control's parts would be mirrored: its layout cues are left to the fill values
+            parts = None if request.item_id.endswith(REVERSED_SUFFIX) else self._parts.get(request.item_id)
+            cues = clip_cues(clip, self.sample_rate, self._span(request.item_id, len(clip) / self.sample_rate), parts)
             if len(self._cues) >= 4096:
                 self._cues.clear()
             self._cues[key] = cues
         return self._models[category].p_increase(cues)
 
+
+# Held clips (comparison, recognition) where the gradual evidence cannot be reused (see
+# `IdealObserver._held`): the held value itself.
+_HELD = {"speaking_speed": _held_speed}
 
 _EVIDENCE = {
     "volume": _volume,

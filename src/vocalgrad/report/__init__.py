@@ -26,7 +26,7 @@ from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
 from vocalgrad.report.render import to_html, to_markdown
 
-SECTION_IDS = ("headline", "bias", "psychometric", "probing", "remedies", "dataset", "provenance")
+SECTION_IDS = ("headline", "formats", "bias", "psychometric", "probing", "remedies", "dataset", "provenance")
 __all__ = ["SECTION_IDS", "build_sections", "write_report"]
 
 
@@ -60,6 +60,7 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         sections.headline(summaries, colours, note),
+        sections.formats(scored, n_boot, seed),
         sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
         psych,
         sections.probing(probes),

@@ -54,8 +54,23 @@ def is_human(listener: str) -> bool:
     return listener.startswith(HUMAN_PREFIX)
 
 
+FORMAT_TAG = " [{}]"  # "baseline:ideal [comparison]": one listener in another question format
+
+
 def listener_of(row: dict, run: Run) -> str:
-    return str(row.get("listener") or run.manifest.get("listener", {}).get("listener") or run.name)
+    """The listener id, tagged with the question format where it is not gradual: the same
+    model asked in two formats is two rows of every table, never pooled."""
+    name = str(row.get("listener") or run.manifest.get("listener", {}).get("listener") or run.name)
+    fmt = row.get("format") or run.manifest.get("format") or "gradual"
+    return name if fmt == "gradual" else name + FORMAT_TAG.format(fmt)
+
+
+def split_format(name: str) -> tuple[str, str]:
+    """("baseline:ideal", "comparison") from "baseline:ideal [comparison]"; gradual untagged."""
+    if name.endswith("]") and " [" in name:
+        base, fmt = name[:-1].rsplit(" [", 1)
+        return base, fmt
+    return name, "gradual"
 
 
 def rows_by_listener(runs: Sequence[Run]) -> dict[str, list[dict]]:

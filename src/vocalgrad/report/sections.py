@@ -28,6 +28,7 @@ from vocalgrad.report.collect import (
     is_human,
     is_sweep,
     primary,
+    split_format,
 )
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 
@@ -135,6 +136,52 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
         blocks.append(Text(note.strip(), "note"))
     warned = _few_sources("Accuracies", {n: _sources(summaries[n]) for n in order})
     return Section("headline", "Headline: accuracy per category", blocks, glance, warned)
+
+
+FORMAT_ORDER = ("gradual", "comparison", "recognition")
+
+
+def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section:
+    """Accuracy per dimension in each question format, per listener asked in several: on the
+    (source, magnitude) cells every format of that listener and dimension has, so the formats
+    differ in the question only, not in the stimuli sampled."""
+    by_base: dict[str, dict[str, list[dict]]] = {}
+    for name, rows in scored.items():
+        base, fmt_ = split_format(name)
+        by_base.setdefault(base, {})[fmt_] = _changing(rows)
+    several = {b: f for b, f in by_base.items() if len(f) > 1}
+    if not several:
+        return Section("formats", "Question formats", [Text("All runs ask one question format: nothing to compare.")],
+                       "one question format")
+    shown = [f for f in FORMAT_ORDER if any(f in fs for fs in several.values())]
+    table = Table(["listener", "category", "cells", "sources", *shown], [],
+                  caption="Accuracy [95% CI] per question format on the same sources and magnitudes "
+                          f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best format.")
+    few: dict[str, int | None] = {}
+    for base, fmts in sorted(several.items()):
+        cats = sorted({r["category"] for rows in fmts.values() for r in rows})
+        for cat in cats:
+            cells = [{(r["source_id"], r.get("magnitude")) for r in rows if r["category"] == cat}
+                     for rows in fmts.values()]
+            common = set.intersection(*cells)
+            if not common:
+                continue
+            accs: dict[str, tuple] = {}
+            for f, rows in fmts.items():
+                kept = [r for r in rows if r["category"] == cat and (r["source_id"], r.get("magnitude")) in common]
+                o = summarise(kept, by=(), n_boot=n_boot, seed=seed)[0]
+                accs[f] = (o["accuracy"], o["accuracy_lo"], o["accuracy_hi"])
+                few[f"{base} {cat}"] = o.get("n_clusters")
+            best = max(a[0] for a in accs.values())
+            i = len(table.rows)
+            row = [base, cat, str(len(common)), str(len({s for s, _ in common}))]
+            for j, f in enumerate(shown):
+                row.append(with_ci(*accs[f]) if f in accs else "–")
+                if f in accs and accs[f][0] == best:
+                    table.marked.add((i, j + 4))
+            table.rows.append(row)
+    glance = f"{len(several)} listener(s) asked in {', '.join(shown)}."
+    return Section("formats", "Question formats", [table], glance, _few_sources("Format accuracies", few))
 
 
 def _overall(summary: list[dict]) -> dict:

@@ -52,8 +52,26 @@ CUE_NAMES: dict[str, tuple[str, ...]] = {
     "edge_level": ("edge_level_first_db", "edge_level_last_db"),
     "edge_spectrum": ("edge_spectrum_first_hz", "edge_spectrum_last_hz"),
     "edge_zeros": ("edge_zeros_first", "edge_zeros_last"),
+    # comparison items: where the parts and the gap lie, and the level of the gap. The silence
+    # a detector finds around each part's speech is not audited: where it ends follows the
+    # target (the last syllable's level; measured: 0.77-1.0 on vibration, volume, speed)
+    "parts": ("parts_first_s", "parts_gap_s", "parts_second_s", "parts_gap_db"),
+    # recognition items: the clip's length alone
+    "duration": ("global_duration_s",),
 }  # fmt: skip
 EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
+# Cue families audited per question format. A recognition clip holds one value, so every
+# whole-clip summary (level, centroid, F0, size) measures the target: only its length and
+# its edges are audited. A comparison item's whole-file summaries hold both parts in either
+# order, and its part layout must tell nothing.
+FORMAT_FAMILIES = {
+    "gradual": FAMILIES,
+    "comparison": (*FAMILIES, "parts"),
+    "recognition": ("duration", *EDGE_FAMILIES),
+}
+# A held rate sets how long the speech of a part lasts, so what pads it (comparison: what
+# follows the second part's speech; recognition: the clip's length).
+WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition": ("duration",)}
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
@@ -109,7 +127,8 @@ def _flac_bytes(audio: np.ndarray, sr: int) -> int:
     return len(buffer.getvalue())
 
 
-def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = None) -> dict[str, float]:
+def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = None,
+              parts: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
     """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
 
     None of them follows the course of the clip over time: they summarise the clip, or what
@@ -133,9 +152,11 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         guard = int(round(EDGE_GUARD_S * sr))
         first = audio[:min(max(onset - guard, 0), n_edge)]
         last = audio[max(offset + guard, len(audio) - n_edge):]
+    if parts:  # both parts whole: from the first speech to the last, the first part's tail and
+        body = audio  # the second's lead would differ with the order (a reverb tail, a held rate)
     peak = float(np.max(np.abs(body))) if body.size else 0.0
     lufs = loudness_lufs(body, sr)
-    return {
+    return {**(part_cues(audio, sr, parts) if parts else {}),
         "global_duration_s": duration,
         "global_loudness_lufs": max(FLOOR_DB, lufs) if math.isfinite(lufs) else FLOOR_DB,
         "global_peak_dbfs": max(FLOOR_DB, 20 * math.log10(peak)) if peak > 0 else FLOOR_DB,
@@ -152,6 +173,20 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "edge_zeros_first": _edge(first, sr, lambda x: _zero_share(x, sr)),
         "edge_zeros_last": _edge(last, sr, lambda x: _zero_share(x, sr)),
     }
+
+
+def part_cues(audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Layout cues of a two-part item (`parts`: start and end of each part, in seconds):
+    the parts' and the gap's lengths and the gap's level."""
+    (a0, a1), (b0, b1) = parts
+    gap = audio[int(round(a1 * sr)):int(round(b0 * sr))]
+    return {"parts_first_s": a1 - a0, "parts_gap_s": b0 - a1, "parts_second_s": b1 - b0, "parts_gap_db": _rms_db(gap)}
+
+
+def row_parts(row: Mapping) -> list[list[float]] | None:
+    """A comparison row's part bounds in seconds, if any."""
+    bounds = row.get("part_bounds")
+    return [[a / row["sample_rate"], b / row["sample_rate"]] for a, b in bounds] if bounds else None
 
 
 def _zero_share(x: np.ndarray, sr: int) -> float:
@@ -177,24 +212,37 @@ def row_span(row: Mapping) -> tuple[float, float] | None:
     return None if onset is None or offset is None else (float(onset), float(offset))
 
 
-def target_cue_names(category: str) -> set[str]:
-    """Cues that measure the target on `category` (`SPEC.target_cues` names whole families or
-    single cues), left out of its audit."""
+def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
+    """Cues that measure the target on `category` in a question format, left out of its
+    audit: `SPEC.target_cues` (whole families or single cues), and what pads held speech
+    where the dimension warps time."""
     from vocalgrad.dimensions import get
 
-    declared = set(get(category).SPEC.target_cues)
-    return {n for f in FAMILIES if f in declared for n in CUE_NAMES[f]} | (declared - set(FAMILIES))
+    dim = get(category)
+    declared = set(dim.SPEC.target_cues)
+    if hasattr(dim, "output_time"):
+        declared.update(WARP_TARGET_FAMILIES[fmt])
+    return {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
 
 
-def allowed_families(category: str) -> tuple[str, ...]:
-    """Cue families the audit of `category` uses: those with a cue that is not a target cue."""
-    excluded = target_cue_names(category)
-    return tuple(f for f in FAMILIES if any(n not in excluded for n in CUE_NAMES[f]))
+def rows_format(rows: Iterable[Mapping]) -> str:
+    """The one question format of a set of rows (old rows are gradual)."""
+    formats = {r.get("format") or "gradual" for r in rows}
+    if len(formats) > 1:
+        raise ValueError(f"rows of several question formats ({', '.join(sorted(formats))}) audited together")
+    return formats.pop() if formats else "gradual"
 
 
-def feature_names(families: Iterable[str], category: str | None = None) -> list[str]:
-    """The cues of `families`, less the target cues of `category` if one is given."""
-    excluded = target_cue_names(category) if category else set()
+def allowed_families(category: str, fmt: str = "gradual") -> tuple[str, ...]:
+    """Cue families the audit of `category` uses in a format: those with a cue that is not a
+    target cue."""
+    excluded = target_cue_names(category, fmt)
+    return tuple(f for f in FORMAT_FAMILIES[fmt] if any(n not in excluded for n in CUE_NAMES[f]))
+
+
+def feature_names(families: Iterable[str], category: str | None = None, fmt: str = "gradual") -> list[str]:
+    """The cues of `families`, less the target cues of `category` (in `fmt`) if one is given."""
+    excluded = target_cue_names(category, fmt) if category else set()
     return [name for family in families for name in CUE_NAMES[family] if name not in excluded]
 
 
@@ -261,10 +309,10 @@ def _init_worker() -> None:
     threadpool_limits(1)
 
 
-def _cues_of_file(job: tuple[str, tuple[float, float] | None]) -> dict[str, float]:
-    path, span = job
+def _cues_of_file(job: tuple[str, tuple[float, float] | None, list | None]) -> dict[str, float]:
+    path, span, parts = job
     audio, sr = load_audio(path)
-    return clip_cues(audio, sr, span)
+    return clip_cues(audio, sr, span, parts)
 
 
 def dataset_cues(
@@ -292,11 +340,11 @@ def dataset_cues(
         if compact:
             cached = {k: v for k, v in cached.items() if k in wanted}
         writable = _try(_write_cache, path, cached)
-    todo: dict[str, tuple[str, tuple[float, float] | None]] = {}
+    todo: dict[str, tuple[str, tuple[float, float] | None, list | None]] = {}
     for r in rows:
         key = _cache_key(r)
         if key not in cached:
-            todo.setdefault(key, (r["path"], row_span(r)))
+            todo.setdefault(key, (r["path"], row_span(r), row_parts(r)))
     if todo:
         keys = list(todo)
         pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) if workers > 1 else None
@@ -391,7 +439,8 @@ class DirectionModel:
 def fit_direction_model(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> DirectionModel:
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
     members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in _CHANGING)
-    names = feature_names(allowed_families(category), category)
+    fmt = rows_format(members)
+    names = feature_names(allowed_families(category, fmt), category, fmt)
     x = _matrix(members, cues, names)
     y = np.array([_is_increase(r) for r in members])
     fill = fill_values(x)
@@ -474,11 +523,12 @@ def audit_category(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
     """The audit of one category: see `audit_dataset`."""
-    families = allowed_families(category)
-    cue_names = target_cue_names(category)
-    excluded = [f for f in FAMILIES if f not in families] + [
+    fmt = rows_format(rows)
+    families = allowed_families(category, fmt)
+    cue_names = target_cue_names(category, fmt)
+    excluded = [f for f in FORMAT_FAMILIES[fmt] if f not in families] + [
         n for f in families for n in CUE_NAMES[f] if n in cue_names]
-    names = feature_names(families, category)
+    names = feature_names(families, category, fmt)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
     out: dict = {
@@ -526,7 +576,7 @@ def audit_category(
         if not subset:
             out["by_family_set"][label] = None
             continue
-        _, sub = _predictions(train, test, _is_increase, cues, feature_names(subset, category), which=("lr",))  # type: ignore[misc]
+        _, sub = _predictions(train, test, _is_increase, cues, feature_names(subset, category, fmt), which=("lr",))  # type: ignore[misc]
         acc = _accuracy((sub["lr"] > 0.5).astype(int) == y_test, test, f"{category}|family|{label}")
         out["by_family_set"][label] = {**acc, "families": subset}
 

@@ -12,6 +12,24 @@ from vocalgrad.config import BuildConfig
 from vocalgrad.stimuli.audit import format_audit
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 
+FORMAT_NOTES = {
+    "gradual": "one clip whose parameter changes over the speech span; \"Does the {attribute} increase "
+               "or decrease over time?\"",
+    "comparison": "two parts of the same source, the parameter held within each at the two endpoints of "
+                  "the gradual condition, 0.5 s of room tone between them, in one file (`part_bounds`: "
+                  "start and end sample of each part, both the same length; `part_spans_s`: each part's "
+                  "speech). Label `increase` = the second part is higher; both orders of every pair are "
+                  "built, and verification measures each part against the source (`measured_start`, "
+                  "`measured_end` = first and second part, `measured_change` = second minus first)",
+    "recognition": "one clip held at one endpoint of the gradual condition, asked which of two named "
+                   "categories it belongs to (\"Is the voice pitch high or low?\"). Label `increase` = the "
+                   "endpoint an increase moves towards (high, loud, fast, noisy, reverberant, distorted, "
+                   "rough, clear, trembling), `decrease` = the other; both endpoints of every pair are built. "
+                   "Verification measures the clip against the source (`measured_value`) and requires it to "
+                   "differ from its twin at the other endpoint (`pair_id`) by the audibility floor, in the "
+                   "label's direction (`measured_change` = this clip minus its twin)",
+}
+
 
 def dimension_table(sr: int | None = None) -> str:
     """Markdown table of every dimension: parameter, unit, polarity, tiers, measurement."""
@@ -66,6 +84,7 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "the source's duration and silences) and non-volume processing is loudness-compensated",
         f"- source spec: `{config.source}`, seed {config.seed}",
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",
+        f"- question format: `{config.format}` (column `format`) — {FORMAT_NOTES[config.format]}",
         "",
         "Load it with `datasets.load_dataset(\"audiofolder\", data_dir=...)`.",
         "",

@@ -15,7 +15,9 @@ from vocalgrad.config import BuildConfig
 @dataclass(frozen=True)
 class Condition:
     """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the
-    range their held value is drawn from (`held_constant`)."""
+    range their held value is drawn from (`held_constant`). In the comparison and recognition
+    formats the curve is "held": the parameter is held at start and end (comparison: the two
+    parts) or at end only (recognition)."""
 
     category: str
     tier: str
@@ -24,15 +26,21 @@ class Condition:
     magnitude: float
     start: float
     end: float
+    format: str = "gradual"
 
     @property
     def key(self) -> str:
-        return f"{self.category}|{self.tier}|{self.curve}|{self.direction}|{self.magnitude:g}"
+        return f"{self.category}|{self.tier}|{self.curve}|{self.direction}|{self.magnitude:g}{self._fmt}"
 
     @property
     def pair_key(self) -> str:
         """Both directions of one (category, tier, curve) share this key."""
-        return f"{self.category}|{self.tier}|{self.curve}"
+        return f"{self.category}|{self.tier}|{self.curve}{self._fmt}"
+
+    @property
+    def _fmt(self) -> str:
+        """Gradual keys stay as they were, so gradual item ids do not change."""
+        return "" if self.format == "gradual" else f"|{self.format}"
 
 
 def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
@@ -54,10 +62,11 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 refused.append({"category": name, "tier": tier, "magnitude": magnitude, "reason": reason})
                 continue
             low, high = dim.endpoints(magnitude, config.sample_rate)
-            for curve in config.curves:
-                conditions.append(Condition(name, tier, curve, "increase", magnitude, low, high))
-                conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low))
-        if config.include_constant:
+            held = config.format != "gradual"  # held parts have no course over time: one "curve"
+            for curve in ("held",) if held else config.curves:
+                conditions.append(Condition(name, tier, curve, "increase", magnitude, low, high, config.format))
+                conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low, config.format))
+        if config.include_constant and config.format == "gradual":
             low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
             conditions.append(Condition(name, "none", "none", "constant", 0.0, low, high))
     return conditions, refused

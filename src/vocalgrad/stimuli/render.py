@@ -7,7 +7,9 @@ disk, so `vocalgrad verify` re-reading the files gets the same numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -59,6 +61,7 @@ class PreparedSource:
     tone_seed: int
     tone_rms: float
     tone: np.ndarray = field(repr=False)  # the room tone, as long as the longest clip so far
+    held: dict = field(default_factory=dict, repr=False)  # held renders, shared by an item and its twin
 
     @property
     def sr(self) -> int:
@@ -114,10 +117,14 @@ def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = Non
     return PreparedSource(clean, heard, tone_seed, rms, tone)
 
 
-def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float) -> Track:
+def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float,
+              centred: bool = True) -> Track:
     """The parameter as a function of source time: interpolated on the dimension's scale,
     centred so its time-average over the speech span does not depend on curve x direction,
-    and held at the neutral value outside the span where the dimension asks for it."""
+    and held at the neutral value outside the span where the dimension asks for it.
+
+    A held part (``centred=False``) keeps its value: centring a held speed would bring every
+    part back to the source's rate."""
     start, end = condition.start, condition.end
     curve = "linear" if condition.direction == "constant" else condition.curve
     log = spec.scale == "log"
@@ -128,8 +135,8 @@ def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_
         return np.exp(values) if log else values
 
     grid = base(np.linspace(onset_s, offset_s, 4001))
-    factor = float(np.mean(1.0 / grid)) if spec.centre == "harmonic" else 1.0
-    shift = float(np.mean(grid)) - (start + end) / 2 if spec.centre == "mean" else 0.0
+    factor = float(np.mean(1.0 / grid)) if spec.centre == "harmonic" and centred else 1.0
+    shift = float(np.mean(grid)) - (start + end) / 2 if spec.centre == "mean" and centred else 0.0
     neutral = spec.neutral_value
 
     def track(t):
@@ -169,6 +176,9 @@ class ClipResult:
     param_start: float  # the realised trajectory's values at speech onset and offset
     param_end: float
     rove_db: float
+    value: float = float("nan")  # held formats: the measured value of a recognition clip
+    parts: tuple[tuple[int, int], ...] = ()  # comparison: (start, end) sample of each part
+    part_spans: tuple[tuple[float, float], ...] = ()  # comparison: each part's speech span in the file (s)
 
     @property
     def verified(self) -> bool:
@@ -219,6 +229,15 @@ def finish(source: PreparedSource, category: str, processed: np.ndarray, track: 
     where the dimension asks for it, the source's speech loudness (over the clip's speech
     span), the room-tone floor, a roved overall level, peak limiting. Returns (audio, rove
     dB)."""
+    audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, item)
+    return audio, rove
+
+
+def level(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
+          held: bool = False) -> np.ndarray:
+    """Loudness compensation where the dimension asks for it, then the source's speech
+    loudness over the clip's speech span. A held part of a dimension whose target is
+    loudness keeps its gain: setting it to the source's loudness would undo the target."""
     dim = dimensions.get(category)
     sr = source.sr
     if dim.SPEC.source_edges:
@@ -227,13 +246,36 @@ def finish(source: PreparedSource, category: str, processed: np.ndarray, track: 
         warp = getattr(dim, "source_time", None)
         to_source = (lambda times: warp(track, times)) if warp else None
         processed = compensate_loudness(processed, source.clean.k_power, sr, to_source)
+    elif held:
+        return processed
     loudness = span_loudness(processed, sr, span)
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
-    audio = processed + source.room_tone(len(processed))
+    return processed
+
+
+def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, item: str,
+             gap_s: float = 0.0) -> tuple[np.ndarray, float, list[tuple[int, int]]]:
+    """One file from levelled parts: each part padded to the longest (so part lengths carry
+    nothing), the room-tone floor under every part (the same samples as under the source,
+    so each part measures against the heard source as a single clip does) and in the gaps
+    between them (its continuation: no exact digital silence anywhere), one roved overall
+    level for the whole file (so parts keep their level difference), peak limiting.
+    Returns (audio, rove dB, [(start, end) sample of each part])."""
+    length = max(len(p) for p in parts)
+    gap = int(round(gap_s * source.sr))
+    tone = source.room_tone(length + gap)
+    pieces, bounds, at = [], [], 0
+    for i, part in enumerate(parts):
+        if i:
+            pieces.append(tone[length:length + gap])
+            at += gap
+        pieces.append(np.pad(part, (0, length - len(part))) + tone[:length])
+        bounds.append((at, at + length))
+        at += length
     rove = rove_gain_db(seed, item)
-    audio = limit_peak(audio * np.float32(10 ** (rove / 20)))
-    return quantise16(audio), rove
+    audio = limit_peak(np.concatenate(pieces) * np.float32(10 ** (rove / 20)))
+    return quantise16(audio), rove, bounds
 
 
 def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span: SpeechSpan,
@@ -247,6 +289,10 @@ def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span:
 
 
 def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
+    if condition.format == "comparison":
+        return render_comparison(source, condition, seed, item)
+    if condition.format == "recognition":
+        return render_recognition(source, condition, seed, item)
     dim = dimensions.get(condition.category)
     spec = dim.SPEC
     if condition.direction == "constant":
@@ -272,3 +318,109 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
         param_end=float(ends[1]),
         rove_db=rove,
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Held formats: comparison (two held parts) and recognition (one held clip)
+
+GAP_S = 0.5  # room tone between the two parts of a comparison item
+
+
+def render_held(source: PreparedSource, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
+    """The source with the condition's parameter held at `value` over the whole clip,
+    levelled, without floor or rove. Seeded by (source, category, value) alone, so the parts
+    of an increase item and its decrease twin are the same audio in the other order (and
+    rendered once: both wait in `source.held`)."""
+    key = (condition.category, value)
+    if key in source.held:
+        return source.held.pop(key)
+    source.held[key] = _render_held(source, condition, value)
+    return source.held[key]
+
+
+def _render_held(source: PreparedSource, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
+    dim = dimensions.get(condition.category)
+    held = dataclasses.replace(condition, direction="constant", start=value, end=value)
+    span = source.clean.span
+    track = track_for(held, dim.SPEC, span.onset_s, span.offset_s, centred=False)
+    heard_span = clip_span(dim, track, source.clean)
+    rng = np.random.default_rng([source.tone_seed, zlib.crc32(f"{condition.category}|{value:.9g}".encode())])
+    processed = dim.render(source.clean, track, rng)
+    return level(source, condition.category, processed, track, heard_span, held=True), heard_span
+
+
+def held_value(measured: Measured) -> float:
+    """One value for a held clip: the mean of its head and tail measures (either if one is NaN)."""
+    values = [v for v in (measured.start, measured.end) if np.isfinite(v)]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def measure_held(heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan) -> tuple[Analysis, Measured]:
+    """Verification of one held clip or part: against the heard source, like any clip."""
+    clip = Analysis(audio, heard.sr, span=span)
+    return clip, dimensions.get(category).measure(clip, heard)
+
+
+def part_span(bound: tuple[int, int], span: SpeechSpan, sr: int) -> tuple[float, float]:
+    """A part's speech span in file time."""
+    return bound[0] / sr + span.onset_s, bound[0] / sr + span.offset_s
+
+
+def part_mid(part: Analysis) -> float:
+    """Where the source's speech midpoint lies in a held part: the middle of its speech span
+    (a held rate moves it uniformly)."""
+    return (part.span.onset_s + part.span.offset_s) / 2
+
+
+def confound_difference(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
+    """What differs between the two parts besides the target: second minus first."""
+    return {k: round(float(second[k] - first[k]), 4) for k in first}
+
+
+def render_comparison(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
+    """Two held parts, at the condition's start and end values, with GAP_S of room tone
+    between them. Verified by measuring each part against the source: the second part's
+    value minus the first's is the measured change, checked like a gradual clip's."""
+    spec = dimensions.get(condition.category).SPEC
+    held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
+    audio, rove, bounds = assemble(source, [p for p, _ in held], seed, item, GAP_S)
+    clips, measures = [], []
+    for (a, b), (_, span) in zip(bounds, held, strict=True):
+        clip, measured = measure_held(source.heard, condition.category, audio[a:b], span)
+        clips.append(clip)
+        measures.append(held_value(measured))
+    measured = Measured(*measures)
+    spans = tuple(part_span(bound, span, source.sr) for bound, (_, span) in zip(bounds, held, strict=True))
+    whole = Analysis(audio, source.sr, span=SpeechSpan(spans[0][0], spans[1][1], True))
+    first, second = (measure_confounds(c, source.heard, part_mid(c)) for c in clips)
+    return ClipResult(
+        audio=audio, clip=whole, measured=measured, change=measured.change,
+        verdict=verdict(condition.direction, measured.change, spec),
+        confounds=confound_difference(first, second),
+        param_start=condition.start, param_end=condition.end, rove_db=rove,
+        parts=tuple(bounds), part_spans=spans,
+    )
+
+
+def render_recognition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
+    """One clip held at the condition's end value (the "increase" endpoint for an increase
+    item, the other for its decrease twin). Its verdict needs the twin (`recognition_verdict`):
+    verdict "pending" until the build pairs them."""
+    part, span = render_held(source, condition, condition.end)
+    audio, rove, _ = assemble(source, [part], seed, item)
+    clip, measured = measure_held(source.heard, condition.category, audio, span)
+    return ClipResult(
+        audio=audio, clip=clip, measured=measured, change=float("nan"), verdict="pending",
+        confounds=measure_confounds(clip, source.heard),
+        param_start=condition.end, param_end=condition.end, rove_db=rove, value=held_value(measured),
+    )
+
+
+def recognition_verdict(category: str, direction: str, value: float, twin_value: float) -> tuple[float, str]:
+    """A recognition clip against its twin at the other endpoint (same source, same tier):
+    its measured value minus the twin's must have the label's sign and clear the audibility
+    floor. Relative to the twin, not to a fixed boundary: both endpoints of most dimensions
+    lie on one side of the source (noise at two SNRs), so no source-relative value splits
+    them; the pair does, without the rendering parameter. Returns (change, verdict)."""
+    change = value - twin_value
+    return change, verdict(direction, change, dimensions.get(category).SPEC)

@@ -20,7 +20,15 @@ from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
 from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
-from vocalgrad.stimuli.render import prepare_source, verdict
+from vocalgrad.stimuli.render import (
+    confound_difference,
+    held_value,
+    measure_held,
+    part_mid,
+    prepare_source,
+    recognition_verdict,
+    verdict,
+)
 
 
 def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
@@ -34,6 +42,21 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
     ref_cache: dict[str, Analysis] = {}
     results: dict[str, dict] = defaultdict(lambda: defaultdict(list))
     failures = []
+    held: dict[tuple, list] = defaultdict(list)  # recognition clips wait for their twin
+
+    def record(row: dict, change: float, result: str, conf: dict) -> None:
+        bucket = results[row["category"]]
+        if result == "inaudible":
+            bucket["inaudible"].append(1)
+        else:
+            bucket["agree"].append(result == "verified")
+        bucket[f"change_{row.get('tier', 'none')}"].append(abs(change) if np.isfinite(change) else np.nan)
+        for key in ("loudness_change_db", "level_slope_change_db", "duration_change_ratio", "f0_change_st"):
+            bucket[key].append(conf[key])
+        if result != "verified":
+            failures.append({"item_id": row["item_id"], "category": row["category"], "verdict": result,
+                             "direction": row["direction"], "measured_change": change})
+
     for row in tqdm(rows, unit="clip", desc="verify", disable=not sys.stderr.isatty()):
         category = row["category"]
         dim = dimensions.get(category)
@@ -42,36 +65,34 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         except AudioError as err:
             failures.append({"item_id": row["item_id"], "error": str(err)})
             continue
+        bucket = results[category]
         # our rows carry the source's speech span; a clip's own detection is unreliable
         # by design (a -18 dB start or a noisy end hides speech)
         clip = Analysis(audio, sr, span=row_span(row))
         ref_row = refs.get(row.get("source_id"))
-        bucket = results[category]
         if ref_row is not None:
             ref = ref_cache.get(ref_row["path"])
             if ref is None:
                 ref_cache.clear()  # rows are grouped by source: keep one reference in memory
                 ref = ref_cache[ref_row["path"]] = heard_reference(ref_row, sr)
-            measured = dim.measure(clip, ref)
-            change = measured.change
-            result = verdict(row["direction"], change, dim.SPEC)
-            ok = result == "verified"
-            conf = measure_confounds(clip, ref)
-            if result == "inaudible":
-                bucket["inaudible"].append(1)
+            change, conf = measure_row(row, clip, ref)
+            if row.get("format") == "recognition":
+                held[(row["source_id"], row["pair_id"])].append((row, change, conf))
             else:
-                bucket["agree"].append(ok)
-            bucket[f"change_{row.get('tier', 'none')}"].append(abs(change) if np.isfinite(change) else np.nan)
-            for key in ("loudness_change_db", "level_slope_change_db", "duration_change_ratio", "f0_change_st"):
-                bucket[key].append(conf[key])
-            if not ok:
-                failures.append({"item_id": row["item_id"], "category": category, "verdict": result,
-                                 "direction": row["direction"], "measured_change": change})
+                record(row, change, verdict(row["direction"], change, dim.SPEC), conf)
         blind = getattr(dim, "blind_change", None)
-        if blind is not None and row["direction"] != "constant":
+        if blind is not None and row["direction"] != "constant" and row.get("format", "gradual") == "gradual":
             bucket["blind"].append((blind(clip), 1 if row["direction"] == "increase" else -1))
         bucket["clipping_ratio"].append(float(np.mean(np.abs(audio) >= 0.999)))
         bucket["n"].append(1)
+    for pair in held.values():
+        for row, value, conf in pair:
+            twins = [v for r, v, _ in pair if r is not row]
+            if len(twins) == 1:
+                change, result = recognition_verdict(row["category"], row["direction"], value, twins[0])
+            else:  # a twin missing from the dataset (or a limit cut it off): nothing to compare with
+                change, result = float("nan"), "disagrees"
+            record(row, change, result, conf)
     summary = {}
     for category, b in results.items():
         entry = {"clips": len(b["n"]), "max_clipping_ratio": float(np.max(b["clipping_ratio"]))}
@@ -92,6 +113,26 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
             entry["blind_agreement"] = blind_agreement(b["blind"])
         summary[category] = entry
     return {"dataset": str(root), "official": official, "per_category": summary, "failures": failures}
+
+
+def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
+    """(measured change, confounds) of one row's audio against its heard source, by format:
+    gradual, the change within the clip; comparison, the second part's value minus the
+    first's, each part measured alone (confounds: second minus first); recognition, the
+    clip's held value (its verdict needs the twin, `recognition_verdict`)."""
+    dim = dimensions.get(row["category"])
+    fmt = row.get("format", "gradual")
+    if fmt == "comparison":
+        values, confs = [], []
+        for (a, b), (onset, offset) in zip(row["part_bounds"], row["part_spans_s"], strict=True):
+            span = SpeechSpan(onset - a / clip.sr, offset - a / clip.sr, True)
+            part, measured = measure_held(ref, row["category"], clip.audio[a:b], span)
+            values.append(held_value(measured))
+            confs.append(measure_confounds(part, ref, part_mid(part)))
+        return values[1] - values[0], confound_difference(*confs)
+    measured = dim.measure(clip, ref)
+    conf = measure_confounds(clip, ref)
+    return (held_value(measured) if fmt == "recognition" else measured.change), conf
 
 
 def row_span(row: dict) -> SpeechSpan | None:

@@ -98,19 +98,21 @@ async function showTrial(s) {
   $("trial").dataset.trial = t.id;
   const box = $("answers");
   box.replaceChildren();
-  for (const opt of t.options) {
+  // buttons show the format's words ("loud", "higher") and answer with their labels
+  t.options.forEach((word, i) => {
+    const opt = (t.labels || t.options)[i];
     const b = document.createElement("button");
     b.className = "answer";
     b.dataset.answer = opt;
     const key = (KEYS[opt] || [])[0] || "";
     b.innerHTML = "";
-    b.append(opt + " ");
+    b.append(word + " ");
     const k = document.createElement("kbd");
     k.textContent = key.toUpperCase();
     b.append(k);
     b.addEventListener("click", () => answer(opt));
     box.append(b);
-  }
+  });
   endedAt = t.answerable ? performance.now() : null;
   setAnswerable(t.answerable);
   $("play-status").textContent = "Loading the sound…";
@@ -174,7 +176,7 @@ async function sendAnswer(p) {
 
 async function answer(opt) {
   if (busy || !state || !state.trial || $("trial").hidden) return;
-  if (!state.trial.options.includes(opt)) return;
+  if (!(state.trial.labels || state.trial.options).includes(opt)) return;
   const buttons = document.querySelectorAll("#answers button");
   if (!buttons.length || buttons[0].disabled) return;
   busy = true;
@@ -222,7 +224,7 @@ document.addEventListener("keydown", (e) => {
   const page = document.body.dataset.page;
   if (page === "trial") {
     if (key === " " || key === "p") { e.preventDefault(); play(); return; }
-    for (const opt of (state && state.trial ? state.trial.options : [])) {
+    for (const opt of (state && state.trial ? (state.trial.labels || state.trial.options) : [])) {
       if ((KEYS[opt] || []).includes(key)) { e.preventDefault(); answer(opt); return; }
     }
   } else if (key === "enter") {
