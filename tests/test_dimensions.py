@@ -19,7 +19,7 @@ from vocalgrad.stimuli.render import (
     track_for,
 )
 
-CONFIG = BuildConfig(sample_rate=RENDER_SR)
+CONFIG = BuildConfig(sample_rate=RENDER_SR, categories=dimensions.CATEGORIES)
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +199,57 @@ def test_constant_clips_hold_a_value_drawn_per_clip(references):
     assert len(set(values)) == 3 and all(-2.0 <= v <= 2.0 for v in values)
     assert all(r.verified for r in held)
 
+
+
+def held(category: str, value: float, ref: Analysis):
+    """The dimension's track held at one value over the whole clip."""
+    flat = Condition(category, "p1", "linear", "constant", 0.0, value, value)
+    return track_for(flat, dimensions.get(category).SPEC, ref.span.onset_s, ref.span.offset_s)
+
+
+def test_vocal_tract_length_moves_formants_and_keeps_f0(references):
+    """Formants move the labelled way (a longer tract lowers them), F0 stays within 10 cents
+    frame by frame, and the pitch verifier reads no pitch change."""
+    from vocalgrad.dimensions import voice_pitch
+
+    vtl = dimensions.get("vocal_tract_length")
+    for source in references[:2]:
+        ref = source.clean
+        for length, sign in ((1.14, 1), (1 / 1.14, -1)):
+            out = Analysis(vtl.render(ref, held("vocal_tract_length", length, ref), np.random.default_rng(0)),
+                           ref.sr, span=ref.span)
+            formant = vtl.measure(out, ref)
+            assert min(sign * formant.start, sign * formant.end) > vtl.SPEC.audibility_floor, (length, formant)
+            pitch = voice_pitch.measure(out, ref)
+            assert abs(pitch.start) < 0.1 and abs(pitch.end) < 0.1, (length, pitch)
+
+
+def test_brightness_tilts_the_spectrum_and_keeps_loudness(references):
+    """The raw tilt moves loudness (speech's energy lies below the 1 kHz pivot, so the
+    brighter end is quieter); the built clip follows the source's loudness course within
+    0.3 dB and still measures the tilt."""
+    ref = references[0]
+    span = ref.clean.span
+    brightness = dimensions.get("brightness")
+    up = Condition("brightness", "high", "linear", "increase", 3.0, -3.0, 3.0)
+    raw = brightness.render(ref.clean, track_for(up, brightness.SPEC, span.onset_s, span.offset_s),
+                            np.random.default_rng(0))
+    drift_raw = measure_confounds(Analysis(raw, ref.sr, span=span), ref.clean)["loudness_drift_db"]
+    built = render_condition(ref, up, 0, "00000000000000b1")
+    assert abs(drift_raw) > 1.0, drift_raw
+    assert abs(built.confounds["loudness_drift_db"]) < 0.3, built.confounds
+    assert built.verified and built.change > 4.0, built.measured
+
+
+def test_breathiness_lowers_hnr_in_voiced_speech_only(references):
+    """Aspiration noise lowers the harmonics-to-noise ratio of the voiced speech by several
+    dB, and leaves the pauses (no voicing) untouched."""
+    breathiness = dimensions.get("breathiness")
+    ref = references[0].clean
+    out = breathiness.render(ref, held("breathiness", 0.75, ref), np.random.default_rng(0))
+    drop = breathiness.measure(Analysis(out, ref.sr, span=ref.span), ref)
+    assert drop.start > 5 and drop.end > 5, drop
+    lead = slice(0, int(max(ref.span.onset_s - 0.05, 0.0) * ref.sr))
+    assert lead.stop > 0.1 * ref.sr
+    added = out[lead] - ref.audio[lead]
+    assert np.sqrt(np.mean(added**2)) < 1e-3 * ref.speech_rms

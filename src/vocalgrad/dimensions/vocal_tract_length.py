@@ -9,17 +9,21 @@ source, one per clip: no pitch marks, no resampling, smooth at any rate of chang
 Tiers from published JNDs: listeners discriminate resonance scale (vocal-tract length) at
 ~5% in vowels and syllables (Smith, Patterson, Turner, Kawahara & Irino 2005, JASA 117;
 Ives, Smith & Patterson 2005, JASA 118), and single formant frequencies at 3-5% (Flanagan
-1955). The low tier moves the tract 12% from start to end, the high tier 28%.
+1955). The low tier moves the tract 12% from start to end, the high tier 28% (nominal: the
+warp of a smoothed envelope realises ~80-90% of it, as the verifier's envelope alignment
+reads, which reads Praat's "Change gender" at its nominal ratio).
 """
 
 from __future__ import annotations
 
+import librosa
 import numpy as np
 
+from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import inverse_stft, log_envelope, stft_frames
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
-from vocalgrad.stimuli.analysis import Analysis, head_tail
+from vocalgrad.stimuli.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="vocal_tract_length",
@@ -28,22 +32,21 @@ SPEC = DimensionSpec(
     increase_means="the vocal tract gets longer: the formants go down and the voice sounds larger",
     tiers={"low": 0.06, "mid": 0.10, "high": 0.14},
     scale="log",
-    measured="vocal-tract length re the source, -100 ln(F_clip / F_source) over F1-F3 (Praat Burg "
-             "formants, voiced frames); LPC tracking reads about 2/3 of a nominal shift (Praat's own "
-             "Change gender at +-10% reads +6 / -9)",
+    measured="vocal-tract length re the source, 100 ln L, L from the log-frequency shift that best aligns "
+             "the clip's LPC envelope (400-3500 Hz) with the source's over voiced frames",
     measured_unit="%",
-    audibility_floor=3.0,
+    audibility_floor=4.0,
     floor_basis=("vocal-tract length (resonance scale) JND ~5% (Smith et al. 2005; Ives, Smith & Patterson "
-                 "2005), formant-frequency DL 3-5% (Flanagan 1955): 3% as measured, which reads about "
-                 "2/3 of the shift, so ~4.5% of nominal length"),
+                 "2005), formant-frequency DL 3-5% (Flanagan 1955): 4%"),
     psychometric_range=(0.005, 0.2),
     centre="mean",
-    constant_tolerance=3.0,
+    constant_tolerance=4.0,
 )
 MAX_GAIN = np.log(10.0)  # the warp gain is kept within +-20 dB: an envelope valley is not a hole
-FORMANT_CEILING_HZ = 5500.0  # Praat's advice for adult voices; shifts of <= 15% stay well inside
-N_FORMANTS = 3
-TRACKER_ERROR = 0.35  # |ln ratio| beyond this (a 42% jump) is a swapped or lost formant, not the shift
+LPC_FRAME_S = 0.025
+STEPS_PER_OCTAVE = 96  # the envelope grid: 1/96 octave (0.7%) per step
+MAX_SHIFT = 36  # trial shifts up to +-3/8 octave (+-30%), beyond any tier
+GRID_HZ = (400.0 * 2 ** (-MAX_SHIFT / STEPS_PER_OCTAVE), 3500.0 * 2 ** (MAX_SHIFT / STEPS_PER_OCTAVE))
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -70,29 +73,51 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Median over the source's voiced head and tail frames of -100 ln(F_clip / F_source),
-    pooled over F1-F3 matched by time and formant number. Level, loudness compensation and
-    added noise move no formant; a tracker slip (a formant lost or swapped) is dropped."""
-    times, f_ref = formants(ref)
-    _, f_clip = formants(clip)
-    n = min(f_ref.shape[1], f_clip.shape[1])
-    times, f_ref, f_clip = times[:n], f_ref[:, :n], f_clip[:, :n]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = -np.log(f_clip / f_ref)
-    ratio[~np.isfinite(ratio) | (np.abs(ratio) > TRACKER_ERROR)] = np.nan
-    ratio[:, f0_at(ref, times) <= 0] = np.nan
-    head, tail = ref.head_tail_at(times)
-    h, t = head_tail(ratio.T.ravel(), np.repeat(head, N_FORMANTS), np.repeat(tail, N_FORMANTS))
-    return Measured(100 * h, 100 * t)
+    """The log-frequency shift that best aligns the clip's LPC envelope with the source's,
+    as 100 ln L (positive: formants lower, tract longer): per source-voiced frame, the
+    correlation of the two envelopes (dB, 400-3500 Hz) at every trial shift, summed over
+    the head and tail frames, peak located to a fraction of a step. Gain and loudness
+    compensation move no envelope shape; added noise flattens both peaks alike."""
+    times, env_ref = lpc_envelopes(ref)
+    _, env_clip = lpc_envelopes(clip)
+    n = min(len(times), env_clip.shape[0])
+    times, env_ref, env_clip = times[:n], env_ref[:n], env_clip[:n]
+    inner = np.arange(MAX_SHIFT, env_ref.shape[1] - MAX_SHIFT)
+    target = _standardise(env_clip[:, inner])
+    shifts = np.arange(-MAX_SHIFT, MAX_SHIFT + 1)
+    corr = np.stack([np.mean(target * _standardise(env_ref[:, inner + k]), axis=1) for k in shifts], axis=1)
+    voiced = f0_at(ref, times) > 0
+    out = []
+    for window in ref.head_tail_at(times):
+        curve = corr[window & voiced].sum(axis=0)
+        if not (window & voiced).any():
+            out.append(float("nan"))
+            continue
+        i = int(np.clip(np.argmax(curve), 1, len(curve) - 2))
+        a, b, c = curve[i - 1: i + 2]
+        peak = shifts[i] + (0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0)
+        out.append(float(100 * np.log(2) * peak / STEPS_PER_OCTAVE))
+    return Measured(*out)
 
 
-def formants(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """(frame times, F1-F3 in Hz, NaN where undefined) every 10 ms, cached on the analysis
-    (a source is measured against every clip of it)."""
-    if "formants" not in a.cache:
-        track = a.sound.to_formant_burg(time_step=0.01, max_number_of_formants=5,
-                                        maximum_formant=FORMANT_CEILING_HZ)
-        times = np.asarray(track.xs())
-        values = np.array([[track.get_value_at_time(i, t) for t in times] for i in range(1, N_FORMANTS + 1)])
-        a.cache["formants"] = (times, values)
-    return a.cache["formants"]
+def lpc_envelopes(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
+    """(frame times, LPC envelope in dB on a log-frequency grid) every 10 ms: 25 ms Hann
+    frames, pre-emphasised, order sr/1 kHz + 2. Cached on the analysis (a source is
+    measured against every clip of it)."""
+    if "lpc_envelopes" not in a.cache:
+        frame, hop = int(round(LPC_FRAME_S * a.sr)), int(round(FRAME_S * a.sr))
+        audio = np.append(a.audio[0], a.audio[1:] - 0.97 * a.audio[:-1]).astype(np.float64)
+        frames = librosa.util.frame(np.pad(audio, (0, max(0, frame - len(audio)))), frame_length=frame,
+                                    hop_length=hop).T * np.hanning(frame)
+        frames += 1e-9 * np.random.default_rng(0).standard_normal(frames.shape)  # silent frames stay solvable
+        coeffs = librosa.lpc(frames, order=int(a.sr / 1000) + 2, axis=-1)
+        grid = 2.0 ** np.arange(np.log2(GRID_HZ[0]), np.log2(GRID_HZ[1]), 1 / STEPS_PER_OCTAVE)
+        basis = np.exp(-2j * np.pi * np.outer(np.arange(coeffs.shape[1]), grid / a.sr))
+        envelope = -20 * np.log10(np.maximum(np.abs(coeffs @ basis), 1e-9))
+        a.cache["lpc_envelopes"] = ((np.arange(len(frames)) * hop + frame / 2) / a.sr, envelope)
+    return a.cache["lpc_envelopes"]
+
+
+def _standardise(x: np.ndarray) -> np.ndarray:
+    x = x - x.mean(axis=1, keepdims=True)
+    return x / np.maximum(x.std(axis=1, keepdims=True), 1e-9)
