@@ -37,8 +37,9 @@ SPEC = DimensionSpec(
     centre="mean",
     constant_tolerance=0.75,
     # the tilt acts on the whole recording: the spectrum and level of its own background in
-    # the silences at each end follow the tilt there
-    target_cues=("edge_level", "edge_spectrum"),
+    # the silences at each end follow the tilt there, and a speech detector finds a bright
+    # last syllable later than a dark one
+    target_cues=("edge_silence", "edge_level", "edge_spectrum"),
 )
 PIVOT_HZ = 1000.0
 LOW_HZ = 125.0  # the tilt is held flat below: no boost of hum and rumble
@@ -56,10 +57,18 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """Gain tilt(t) x log2(f / 1 kHz) dB per STFT bin and frame (flat below 125 Hz)."""
+    """Gain tilt(t) x log2(f / 1 kHz) dB per STFT bin and frame (flat below 125 Hz).
+
+    The track is shifted so that its mean weighted by the source's frame power equals its
+    plain mean over the speech span: speech is louder early (declination), so without it
+    a clip dark at the start is darker overall (spectral centroid) than its twin."""
     freqs, times, spec = stft_frames(ref)
     octaves = np.log2(np.maximum(freqs, LOW_HZ) / PIVOT_HZ)
     tilt = track(np.clip(times, 0, ref.duration_s))
+    speech = (times >= ref.span.onset_s) & (times <= ref.span.offset_s)
+    if speech.any():
+        power = np.sum(np.abs(spec[:, speech]) ** 2, axis=0)
+        tilt = tilt - (np.average(tilt[speech], weights=power + 1e-30) - tilt[speech].mean())
     return inverse_stft(spec * 10 ** (octaves[:, None] * tilt[None, :] / 20), ref)
 
 
