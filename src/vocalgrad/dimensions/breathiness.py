@@ -22,7 +22,7 @@ from scipy.signal import stft
 from vocalgrad.dimensions._shared import db, inverse_stft, log_envelope, stft_frames, stft_size
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
-from vocalgrad.stimuli.analysis import Analysis, head_tail
+from vocalgrad.stimuli.analysis import HEAD_TAIL_FRACTION, Analysis, head_tail
 
 SPEC = DimensionSpec(
     name="breathiness",
@@ -44,9 +44,10 @@ SPEC = DimensionSpec(
     constant_tolerance=6.0,
 )
 GATE_SMOOTHING_S = 0.03  # voicing gate ramps over ~30 ms: no clicks at voicing onsets
-HNR_STEP_S = 0.01
+HNR_STEP_S = 0.02
+HNR_MARGIN_S = 0.05  # analysis reaches this far past each window, so its edge frames are whole
 HNR_FLOOR_HZ = 75.0
-UNVOICED_HNR = -199.0  # Praat's harmonicity is -200 dB where it finds no periodicity
+PERIODIC_HNR_DB = 6.0  # source frames this periodic or more can show added noise; creak cannot
 NOISE_ONLY_HNR = 0.0  # a clip frame drowned in noise (periodicity lost) reads as 0 dB
 MASKED_DB = -25.0  # added aperiodic energy this far under the voice reads as none (a modal voice's own)
 
@@ -75,18 +76,19 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """Aperiodic energy the clip adds re its voice, in dB: per source-voiced frame the
+    """Aperiodic energy the clip adds re its voice, in dB: per source frame that is voiced
+    and periodic (HNR >= 6 dB: creak and breath already mask added noise) the
     noise-to-harmonics ratio 10^(-HNR/10) of the clip minus that of the source (frames
     matched by time), median over the head and tail, plus a masked level MASKED_DB.
     Independent of the source's own HNR (a clean and a hoarse voice given the same noise
     read alike), of level and of loudness compensation; a pitch or formant change keeps
     the voice periodic and adds nothing."""
     times, h_ref = harmonicity(ref)
-    _, h_clip = harmonicity(clip)
-    n = min(len(h_ref), len(h_clip))
-    times = times[:n]
-    added = noise_ratio(h_clip[:n]) - noise_ratio(h_ref[:n])
-    added[(h_ref[:n] <= UNVOICED_HNR) | (f0_at(ref, times) <= 0)] = np.nan
+    t_clip, h_clip = harmonicity(clip)
+    match = np.clip(np.searchsorted(t_clip, times), 0, len(t_clip) - 1)
+    added = noise_ratio(h_clip[match]) - noise_ratio(h_ref)
+    same = np.abs(t_clip[match] - times) < HNR_STEP_S / 4
+    added[~same | (h_ref < PERIODIC_HNR_DB) | (f0_at(ref, times) <= 0)] = np.nan
     h, t = head_tail(added, *ref.head_tail_at(times))
     return Measured(*(db(max(x, 0.0) + 10 ** (MASKED_DB / 10)) if np.isfinite(x) else x for x in (h, t)))
 
@@ -97,8 +99,17 @@ def noise_ratio(hnr_db: np.ndarray) -> np.ndarray:
 
 
 def harmonicity(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """(frame times, HNR dB) every 10 ms, cached on the analysis."""
+    """(frame times, HNR dB) every 20 ms over the head and tail of the speech span only
+    (the measure reads nothing else; HNR is the costliest analysis), cached on the analysis."""
     if "harmonicity" not in a.cache:
-        hnr = a.sound.to_harmonicity_cc(time_step=HNR_STEP_S, minimum_pitch=HNR_FLOOR_HZ)
-        a.cache["harmonicity"] = (np.asarray(hnr.xs()), hnr.values[0].astype(np.float64))
+        onset, offset = a.span.onset_s, a.span.offset_s
+        width = HEAD_TAIL_FRACTION * (offset - onset)
+        times, values = [], []
+        for lo, hi in ((onset, onset + width), (offset - width, offset)):
+            lo, hi = max(0.0, lo - HNR_MARGIN_S), min(a.duration_s, hi + HNR_MARGIN_S)
+            part = a.sound.extract_part(lo, hi, preserve_times=True)
+            hnr = part.to_harmonicity_cc(time_step=HNR_STEP_S, minimum_pitch=HNR_FLOOR_HZ)
+            times.append(np.asarray(hnr.xs()))
+            values.append(hnr.values[0].astype(np.float64))
+        a.cache["harmonicity"] = (np.concatenate(times), np.concatenate(values))
     return a.cache["harmonicity"]

@@ -81,43 +81,55 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     times, env_ref = lpc_envelopes(ref)
     _, env_clip = lpc_envelopes(clip)
     n = min(len(times), env_clip.shape[0])
-    times, env_ref, env_clip = times[:n], env_ref[:n], env_clip[:n]
-    inner = np.arange(MAX_SHIFT, env_ref.shape[1] - MAX_SHIFT)
-    target = _standardise(env_clip[:, inner])
-    shifts = np.arange(-MAX_SHIFT, MAX_SHIFT + 1)
-    corr = np.stack([np.mean(target * _standardise(env_ref[:, inner + k]), axis=1) for k in shifts], axis=1)
-    voiced = f0_at(ref, times) > 0
+    voiced = f0_at(ref, times[:n]) > 0
     out = []
-    for window in ref.head_tail_at(times):
-        curve = corr[window & voiced].sum(axis=0)
-        if not (window & voiced).any():
+    for window in ref.head_tail_at(times[:n]):
+        frames = window & voiced
+        if not frames.any():
             out.append(float("nan"))
             continue
+        curve = _shift_correlation(env_clip[:n][frames], env_ref[:n][frames]).sum(axis=0)
         i = int(np.clip(np.argmax(curve), 1, len(curve) - 2))
         a, b, c = curve[i - 1: i + 2]
-        peak = shifts[i] + (0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0)
+        peak = i - MAX_SHIFT + (0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0)
         out.append(float(100 * np.log(2) * peak / STEPS_PER_OCTAVE))
     return Measured(*out)
 
 
+def _shift_correlation(clip: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """(frames, shifts) Pearson correlation of the clip's inner envelope with the source's
+    envelope shifted by -MAX_SHIFT..MAX_SHIFT grid steps."""
+    width = ref.shape[1] - 2 * MAX_SHIFT
+    inner = clip[:, MAX_SHIFT: MAX_SHIFT + width]
+    inner = inner - inner.mean(axis=1, keepdims=True)
+    inner /= np.maximum(np.linalg.norm(inner, axis=1, keepdims=True), 1e-9)
+    segments = np.lib.stride_tricks.sliding_window_view(ref, width, axis=1)  # (frames, shifts, width)
+    dot = np.matmul(segments, inner[:, :, None])[:, :, 0]  # inner has zero mean: the segments' means drop out
+    total = np.cumsum(np.pad(ref, ((0, 0), (1, 0))), axis=1)
+    squares = np.cumsum(np.pad(ref**2, ((0, 0), (1, 0))), axis=1)
+    sums, sq = total[:, width:] - total[:, :-width], squares[:, width:] - squares[:, :-width]
+    spread = np.sqrt(np.maximum(sq - sums**2 / width, 1e-18))
+    return dot / spread
+
+
 def lpc_envelopes(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
-    """(frame times, LPC envelope in dB on a log-frequency grid) every 10 ms: 25 ms Hann
-    frames, pre-emphasised, order sr/1 kHz + 2. Cached on the analysis (a source is
-    measured against every clip of it)."""
+    """(frame times, LPC envelope in dB on a log-frequency grid) every 10 ms over the head
+    and tail of the speech span: 25 ms Hann frames, pre-emphasised, order sr/1 kHz + 2.
+    Cached on the analysis (a source is measured against every clip of it)."""
     if "lpc_envelopes" not in a.cache:
         frame, hop = int(round(LPC_FRAME_S * a.sr)), int(round(FRAME_S * a.sr))
         audio = np.append(a.audio[0], a.audio[1:] - 0.97 * a.audio[:-1]).astype(np.float64)
         frames = librosa.util.frame(np.pad(audio, (0, max(0, frame - len(audio)))), frame_length=frame,
-                                    hop_length=hop).T * np.hanning(frame)
+                                    hop_length=hop).T
+        times = (np.arange(len(frames)) * hop + frame / 2) / a.sr
+        head, tail = a.head_tail_at(times)
+        frames = frames[head | tail] * np.hanning(frame)
         frames += 1e-9 * np.random.default_rng(0).standard_normal(frames.shape)  # silent frames stay solvable
         coeffs = librosa.lpc(frames, order=int(a.sr / 1000) + 2, axis=-1)
         grid = 2.0 ** np.arange(np.log2(GRID_HZ[0]), np.log2(GRID_HZ[1]), 1 / STEPS_PER_OCTAVE)
-        basis = np.exp(-2j * np.pi * np.outer(np.arange(coeffs.shape[1]), grid / a.sr))
-        envelope = -20 * np.log10(np.maximum(np.abs(coeffs @ basis), 1e-9))
-        a.cache["lpc_envelopes"] = ((np.arange(len(frames)) * hop + frame / 2) / a.sr, envelope)
+        phase = 2 * np.pi * np.outer(np.arange(coeffs.shape[1]), grid / a.sr)
+        coeffs = np.ascontiguousarray(coeffs)  # librosa returns a strided view: BLAS needs it packed
+        response = np.hypot(coeffs @ np.cos(phase), coeffs @ np.sin(phase))  # |A(e^jw)| on the grid
+        envelope = -20 * np.log10(np.maximum(response, 1e-9))
+        a.cache["lpc_envelopes"] = (times[head | tail], envelope)
     return a.cache["lpc_envelopes"]
-
-
-def _standardise(x: np.ndarray) -> np.ndarray:
-    x = x - x.mean(axis=1, keepdims=True)
-    return x / np.maximum(x.std(axis=1, keepdims=True), 1e-9)
