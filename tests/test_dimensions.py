@@ -269,3 +269,20 @@ def test_breathiness_lowers_hnr_in_voiced_speech_only(references):
     lead = slice(0, int(max(ref.span.onset_s - 0.05, 0.0) * ref.sr))
     assert lead.stop > 0.1 * ref.sr
     assert np.sqrt(np.mean((out[lead] - ref.audio[lead]) ** 2)) < 1e-3 * ref.speech_rms
+
+
+@pytest.mark.parametrize("category", ("brightness", "vocal_tract_length", "breathiness"))
+def test_ideal_observer_reads_the_newer_dimensions(references, category):
+    """baseline:ideal's own evidence (librosa features, not the verifier's) has the label's
+    sign on built clips, against the clean source it reads from references/."""
+    from vocalgrad.listeners.baselines import _EVIDENCE
+
+    dim = dimensions.get(category)
+    for i, source in enumerate(references[:2]):
+        for direction in ("increase", "decrease"):
+            low, high = dim.endpoints(dim.SPEC.tiers["mid"], RENDER_SR)
+            start, end = (low, high) if direction == "increase" else (high, low)
+            c = Condition(category, "mid", "linear", direction, dim.SPEC.tiers["mid"], start, end)
+            result = render_condition(source, c, 0, item_id(0, str(i), c))
+            evidence = _EVIDENCE[category](result.audio, source.clean.audio, RENDER_SR)
+            assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)
