@@ -123,12 +123,17 @@ LIFTER_S = 0.0018  # cepstral envelope keeps quefrencies under 1.8 ms: below any
 def stft_frames(ref: Analysis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(bin Hz, frame times s, complex STFT) of the source, computed once per source and
     reused by every clip the spectral dimensions render from it."""
+    if "stft" not in ref.cache:
+        ref.cache["stft"] = forward_stft(ref.audio, ref.sr)
+    return ref.cache["stft"]
+
+
+def forward_stft(audio: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The STFT every spectral dimension uses: Hann frames of ~32 ms, 75% overlap."""
     from scipy.signal import stft
 
-    if "stft" not in ref.cache:
-        n_fft = stft_size(ref.sr)
-        ref.cache["stft"] = stft(ref.audio, fs=ref.sr, nperseg=n_fft, noverlap=n_fft - n_fft // 4, boundary="even")
-    return ref.cache["stft"]
+    n_fft = stft_size(sr)
+    return stft(audio, fs=sr, nperseg=n_fft, noverlap=n_fft - n_fft // 4, boundary="even")
 
 
 def stft_size(sr: int) -> int:

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.ndimage import uniform_filter1d
-from scipy.signal import stft
 
-from vocalgrad.dimensions._shared import db, inverse_stft, log_envelope, stft_frames, stft_size
+from vocalgrad.dimensions._shared import db, forward_stft, inverse_stft, log_envelope, stft_frames
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
 from vocalgrad.stimuli.analysis import HEAD_TAIL_FRACTION, Analysis, head_tail
@@ -63,10 +62,8 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Source STFT plus envelope-shaped noise at ratio(t) of each voiced frame's RMS."""
     freqs, times, spec = stft_frames(ref)
-    n_fft = stft_size(ref.sr)
-    _, _, noise = stft(rng.standard_normal(len(ref.audio)), fs=ref.sr, nperseg=n_fft,
-                       noverlap=n_fft - n_fft // 4, boundary="even")
-    noise = noise[:, : spec.shape[1]] * np.exp(log_envelope(ref))
+    _, _, noise = forward_stft(rng.standard_normal(len(ref.audio)), ref.sr)
+    noise = noise * np.exp(log_envelope(ref))
     voice_power = np.sum(np.abs(spec) ** 2, axis=0)
     noise_power = np.maximum(np.sum(np.abs(noise) ** 2, axis=0), 1e-30)
     hop_s = (times[1] - times[0]) if len(times) > 1 else 1.0

@@ -9,7 +9,7 @@ source, one per clip: no pitch marks, no resampling, smooth at any rate of chang
 Tiers from published JNDs: listeners discriminate resonance scale (vocal-tract length) at
 ~5% in vowels and syllables (Smith, Patterson, Turner, Kawahara & Irino 2005, JASA 117;
 Ives, Smith & Patterson 2005, JASA 118), and single formant frequencies at 3-5% (Flanagan
-1955). The low tier moves the tract 12% from start to end, the high tier 28% (nominal: the
+1955). The low tier moves the tract 12% from start to end, the high tier 26% (nominal: the
 warp of a smoothed envelope realises ~80-90% of it, as the verifier's envelope alignment
 reads, which reads Praat's "Change gender" at its nominal ratio).
 """
