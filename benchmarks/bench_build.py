@@ -37,7 +37,7 @@ from threadpoolctl import threadpool_limits
 from vocalgrad.build import SourceTask, build, prepare_sources, render_source
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS
-from vocalgrad.dimensions import CATEGORIES
+from vocalgrad.dimensions import PUBLISHED_CATEGORIES
 from vocalgrad.sources import SpeechSource
 from vocalgrad.stimuli.plan import plan_conditions
 
@@ -68,7 +68,7 @@ class Timing:
 
 
 def _categories(category: str) -> tuple[str, ...]:
-    return CATEGORIES if category == ALL else (category,)
+    return PUBLISHED_CATEGORIES if category == ALL else (category,)
 
 
 def _run_ours(job: Job, out: str) -> tuple[int, float, int]:
@@ -116,7 +116,7 @@ def _warm_up(source: SpeechSource, split: str, config: BuildConfig) -> None:
 
 def _jobs(selected: list[tuple[SpeechSource, str]], config: BuildConfig) -> list[Job]:
     """All-nine and the slow categories first, so the pool's last jobs are short."""
-    order = (ALL, "speaking_speed", "voice_pitch", *[c for c in CATEGORIES if c not in
+    order = (ALL, "speaking_speed", "voice_pitch", *[c for c in PUBLISHED_CATEGORIES if c not in
                                                       ("speaking_speed", "voice_pitch")])
     return [Job(impl, cat, src, split, config) for cat in order for impl in ("ours", "published")
             for src, split in selected]
@@ -147,7 +147,7 @@ def print_throughput(results: dict[tuple[str, str], Timing]) -> None:
               f"{'pub clip/s':>10} {'RTF':>7} | {'ours/pub':>8}")
     print(header)
     print("-" * len(header))
-    for category in (*CATEGORIES, ALL):
+    for category in (*PUBLISHED_CATEGORIES, ALL):
         ours, pub = results[("ours", category)], results[("published", category)]
         ours_rate, pub_rate = ours.clips / ours.cpu_s, pub.clips / pub.cpu_s
         if category == ALL:

@@ -19,7 +19,7 @@ from vocalgrad.stimuli.render import (
     track_for,
 )
 
-CONFIG = BuildConfig(sample_rate=RENDER_SR)
+CONFIG = BuildConfig(sample_rate=RENDER_SR, categories=dimensions.CATEGORIES)
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +186,18 @@ def test_specs_declare_units_polarity_and_ranges():
         assert 0 < lo < hi
     assert "clearer" in dimensions.get("voice_clarity").SPEC.increase_means
     assert "falls" in dimensions.get("audio_distortion").SPEC.increase_means
+    assert "larger" in dimensions.get("vocal_tract_length").SPEC.increase_means
+
+
+def test_builds_default_to_the_published_nine():
+    """Newer dimensions are registered (and accepted) but opt-in: a default build is the
+    published benchmark's nine categories, in its order."""
+    assert BuildConfig().categories == dimensions.PUBLISHED_CATEGORIES
+    assert len(dimensions.PUBLISHED_CATEGORIES) == 9
+    assert dimensions.CATEGORIES[:9] == dimensions.PUBLISHED_CATEGORIES
+    extra = tuple(c for c in dimensions.CATEGORIES if c not in dimensions.PUBLISHED_CATEGORIES)
+    assert {"brightness", "vocal_tract_length", "breathiness"} <= set(extra)
+    assert BuildConfig(categories=extra).categories == extra
 
 
 def test_constant_clips_hold_a_value_drawn_per_clip(references):
@@ -199,3 +211,78 @@ def test_constant_clips_hold_a_value_drawn_per_clip(references):
     assert len(set(values)) == 3 and all(-2.0 <= v <= 2.0 for v in values)
     assert all(r.verified for r in held)
 
+
+
+def held(category: str, value: float, ref: Analysis):
+    """The dimension's track held at one value over the whole clip."""
+    flat = Condition(category, "p1", "linear", "constant", 0.0, value, value)
+    return track_for(flat, dimensions.get(category).SPEC, ref.span.onset_s, ref.span.offset_s)
+
+
+def test_vocal_tract_length_moves_formants_and_keeps_f0(references):
+    """Formants move the labelled way (a longer tract lowers them), F0 stays within 10 cents
+    frame by frame, and the pitch verifier reads no pitch change."""
+    from vocalgrad.dimensions import voice_pitch
+
+    vtl = dimensions.get("vocal_tract_length")
+    for source in references[:2]:
+        ref = source.clean
+        for length, sign in ((1.14, 1), (1 / 1.14, -1)):
+            out = Analysis(vtl.render(ref, held("vocal_tract_length", length, ref), np.random.default_rng(0)),
+                           ref.sr, span=ref.span)
+            formant = vtl.measure(out, ref)
+            assert min(sign * formant.start, sign * formant.end) > vtl.SPEC.audibility_floor, (length, formant)
+            pitch = voice_pitch.measure(out, ref)
+            assert abs(pitch.start) < 0.1 and abs(pitch.end) < 0.1, (length, pitch)
+
+
+def test_brightness_tilts_the_spectrum_and_keeps_loudness(references):
+    """The raw tilt moves loudness (speech's energy lies below the 1 kHz pivot, so the
+    brighter end is quieter); the built clip follows the source's loudness course within
+    0.3 dB and still measures the tilt."""
+    ref = references[0]
+    span = ref.clean.span
+    brightness = dimensions.get("brightness")
+    up = Condition("brightness", "high", "linear", "increase", 3.0, -3.0, 3.0)
+    raw = brightness.render(ref.clean, track_for(up, brightness.SPEC, span.onset_s, span.offset_s),
+                            np.random.default_rng(0))
+    drift_raw = measure_confounds(Analysis(raw, ref.sr, span=span), ref.clean)["loudness_drift_db"]
+    built = render_condition(ref, up, 0, "00000000000000b1")
+    assert abs(drift_raw) > 1.0, drift_raw
+    assert abs(built.confounds["loudness_drift_db"]) < 0.3, built.confounds
+    assert built.verified and built.change > 4.0, built.measured
+
+
+def test_breathiness_lowers_hnr_in_voiced_speech_only(references):
+    """Aspiration noise at 0.75 of the voice lowers the harmonics-to-noise ratio: the
+    verifier reads the added aperiodic energy within a few dB of -2.5 dB re the voice (none
+    reads as the -25 dB mask), and the pauses (no voicing) are left untouched."""
+    from vocalgrad.dimensions.breathiness import MASKED_DB
+
+    breathiness = dimensions.get("breathiness")
+    ref = references[0].clean
+    clean = breathiness.measure(Analysis(ref.audio, ref.sr, span=ref.span), ref)
+    assert clean.start == clean.end == pytest.approx(MASKED_DB)
+    out = breathiness.render(ref, held("breathiness", 0.75, ref), np.random.default_rng(0))
+    added = breathiness.measure(Analysis(out, ref.sr, span=ref.span), ref)
+    assert -8 < added.start < 0 and -8 < added.end < 0, added
+    lead = slice(0, int(max(ref.span.onset_s - 0.05, 0.0) * ref.sr))
+    assert lead.stop > 0.1 * ref.sr
+    assert np.sqrt(np.mean((out[lead] - ref.audio[lead]) ** 2)) < 1e-3 * ref.speech_rms
+
+
+@pytest.mark.parametrize("category", ("brightness", "vocal_tract_length", "breathiness"))
+def test_ideal_observer_reads_the_newer_dimensions(references, category):
+    """baseline:ideal's own evidence (librosa features, not the verifier's) has the label's
+    sign on built clips, against the clean source it reads from references/."""
+    from vocalgrad.listeners.baselines import _EVIDENCE
+
+    dim = dimensions.get(category)
+    for i, source in enumerate(references[:2]):
+        for direction in ("increase", "decrease"):
+            low, high = dim.endpoints(dim.SPEC.tiers["mid"], RENDER_SR)
+            start, end = (low, high) if direction == "increase" else (high, low)
+            c = Condition(category, "mid", "linear", direction, dim.SPEC.tiers["mid"], start, end)
+            result = render_condition(source, c, 0, item_id(0, str(i), c))
+            evidence = _EVIDENCE[category](result.audio, source.clean.audio, RENDER_SR)
+            assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)

@@ -36,6 +36,13 @@ def test_default_prompt_is_the_published_text_verbatim():
     assert prompt.audio_position == "after"  # published: text before audio
 
 
+def test_newer_dimensions_are_asked_about_by_name():
+    """The published template names each category by its words: the newer dimensions too."""
+    for category, words in (("brightness", "brightness"), ("vocal_tract_length", "vocal tract length"),
+                            ("breathiness", "breathiness")):
+        assert question_text(category).startswith(f"Does the {words} increase or decrease over time?")
+
+
 def test_swapped_reverses_both_lines_and_the_options():
     text = question_text("volume", "swapped")
     assert text == (

@@ -76,7 +76,7 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
 
 
 # the parameter value that leaves the speech untouched (where it is not the increase's start)
-NEUTRAL = {"speaking_speed": 1.0, "voice_pitch": 0.0, "volume": 0.0}
+NEUTRAL = {"speaking_speed": 1.0, "voice_pitch": 0.0, "volume": 0.0, "brightness": 0.0, "vocal_tract_length": 1.0}
 MUTATIONS = ("no-op", "reversed", "wrong dimension", "outside the speech span")
 
 

@@ -231,7 +231,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
     b.add_argument("--config", help="TOML file with a [build] table")
     b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
-    b.add_argument("--categories", type=_csv)
+    b.add_argument("--categories", type=_csv,
+                   help="comma-separated; default: the published nine (newer dimensions such as "
+                        "brightness are opt-in)")
     b.add_argument("--tiers", type=_csv)
     b.add_argument("--curves", type=_csv)
     b.add_argument("--n-test", type=int)

@@ -114,3 +114,50 @@ def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tie
     call([manip, duration_tier or ref.cache["neutral_duration_tier"]], "Replace duration tier")
     run(f"random_initializeWithSeedUnsafelyButPredictably ({int(rng.integers(1, 2**31))})")
     return call(manip, "Get resynthesis (overlap-add)").values[0].astype(np.float32)
+
+
+STFT_WINDOW_S = 0.032  # ~32 ms Hann frames (512 at 16 kHz), 75% overlap: resolves 100 Hz harmonics
+LIFTER_S = 0.0018  # cepstral envelope keeps quefrencies under 1.8 ms: below any voice's period (F0 < 550 Hz)
+
+
+def stft_frames(ref: Analysis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bin Hz, frame times s, complex STFT) of the source, computed once per source and
+    reused by every clip the spectral dimensions render from it."""
+    if "stft" not in ref.cache:
+        ref.cache["stft"] = forward_stft(ref.audio, ref.sr)
+    return ref.cache["stft"]
+
+
+def forward_stft(audio: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The STFT every spectral dimension uses: Hann frames of ~32 ms, 75% overlap."""
+    from scipy.signal import stft
+
+    n_fft = stft_size(sr)
+    return stft(audio, fs=sr, nperseg=n_fft, noverlap=n_fft - n_fft // 4, boundary="even")
+
+
+def stft_size(sr: int) -> int:
+    return 1 << int(np.ceil(np.log2(STFT_WINDOW_S * sr)))
+
+
+def inverse_stft(spec: np.ndarray, ref: Analysis) -> np.ndarray:
+    """Overlap-add back to a signal exactly as long as the source."""
+    from scipy.signal import istft
+
+    n_fft = stft_size(ref.sr)
+    _, out = istft(spec, fs=ref.sr, nperseg=n_fft, noverlap=n_fft - n_fft // 4, boundary=True)
+    out = out[: len(ref.audio)]
+    return np.pad(out, (0, len(ref.audio) - len(out))).astype(np.float32)
+
+
+def log_envelope(ref: Analysis) -> np.ndarray:
+    """Natural-log spectral envelope of each STFT frame of the source by cepstral smoothing
+    (the harmonics removed, the formants kept), cached per source."""
+    if "log_envelope" not in ref.cache:
+        _, _, spec = stft_frames(ref)
+        log_mag = np.log(np.abs(spec) + 1e-9)
+        cepstrum = np.fft.irfft(log_mag, axis=0)
+        keep = int(round(LIFTER_S * ref.sr))
+        cepstrum[keep + 1: cepstrum.shape[0] - keep] = 0.0
+        ref.cache["log_envelope"] = np.fft.rfft(cepstrum, axis=0).real[: spec.shape[0]]
+    return ref.cache["log_envelope"]

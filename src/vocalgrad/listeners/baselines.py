@@ -277,6 +277,47 @@ def _vibration(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     return float(np.std(last) - np.std(first))
 
 
+def _brightness(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Level of 2-6 kHz re 150-800 Hz in the clip over the source: rising means brighter."""
+    n = min(len(clip), len(ref))
+    spec_c = np.abs(librosa.stft(clip[:n], n_fft=512, hop_length=160)) ** 2
+    spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
+    freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
+    high, low = (freqs >= 2000) & (freqs <= 6000), (freqs >= 150) & (freqs <= 800)
+    tilt = (_db(spec_c[high].sum(axis=0)) - _db(spec_c[low].sum(axis=0))
+            - _db(spec_r[high].sum(axis=0)) + _db(spec_r[low].sum(axis=0)))
+    first, last = _speech_thirds(tilt, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
+def _tract_length(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Log-frequency centroid (200-4000 Hz) of the clip re the source: formants going down
+    (a longer tract) pull it down, so a falling centroid means "increase"."""
+    n = min(len(clip), len(ref))
+    freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
+    band = (freqs >= 200) & (freqs <= 4000)
+    octaves = np.log2(freqs[band])
+
+    def centroid(y: np.ndarray) -> np.ndarray:
+        power = np.abs(librosa.stft(y, n_fft=512, hop_length=160))[band] ** 2
+        return octaves @ power / np.maximum(power.sum(axis=0), 1e-12)
+
+    first, last = _speech_thirds(centroid(clip[:n]) - centroid(ref[:n]), _active(ref[:n]))
+    return float(np.median(first) - np.median(last))
+
+
+def _aperiodic(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """What the clip holds that the source does not, per frame: 1/rho^2 - 1 with rho the
+    clip/source correlation in 32 ms frames (level-free), in dB, late vs early speech."""
+    n = min(len(clip), len(ref))
+    c = librosa.util.frame(clip[:n].astype(np.float64), frame_length=512, hop_length=160)
+    r = librosa.util.frame(ref[:n].astype(np.float64), frame_length=512, hop_length=160)
+    rho2 = (c * r).sum(axis=0) ** 2 / np.maximum((c * c).sum(axis=0) * (r * r).sum(axis=0), 1e-24)
+    added = _db(1.0 / np.maximum(rho2, 1e-12) - 1.0)
+    first, last = _speech_thirds(added, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
 class ShortcutListener(Listener):
     """Answers from direction-invariant cues only (`vocalgrad.stimuli.audit.clip_cues`).
 
@@ -370,4 +411,7 @@ _EVIDENCE = {
     "audio_roughness": _added,
     "voice_clarity": _clarity,
     "voice_vibration": _vibration,
+    "brightness": _brightness,
+    "vocal_tract_length": _tract_length,
+    "breathiness": _aperiodic,
 }
