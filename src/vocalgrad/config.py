@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from vocalgrad.dimensions import CATEGORIES
+from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
 from vocalgrad.stimuli.trajectories import CURVE_NAMES
 
@@ -20,7 +20,7 @@ class BuildConfig:
     """Everything that determines a benchmark's bytes (together with the package versions)."""
 
     source: str = "builtin"
-    categories: tuple[str, ...] = CATEGORIES
+    categories: tuple[str, ...] = PUBLISHED_CATEGORIES
     tiers: tuple[str, ...] = TIERS
     curves: tuple[str, ...] = CURVE_NAMES
     include_constant: bool = True

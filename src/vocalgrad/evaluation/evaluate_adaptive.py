@@ -81,7 +81,7 @@ def evaluate_adaptive(dataset: str | Path, listener: Listener, out: str | Path, 
     ask = TrialRenderer(dataset, listener, seed=seed)
     results = [
         run_adaptive(category, ask, method=method, seed=seed, max_trials=max_trials)
-        for category in (categories or dimensions.CATEGORIES)
+        for category in (categories or dimensions.PUBLISHED_CATEGORIES)
     ]
     manifest = {"listener": listener.manifest(), "dataset": str(Path(dataset).resolve()),
                 "adaptive": {"method": method, "max_trials": max_trials, "seed": seed}}

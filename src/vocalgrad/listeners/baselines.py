@@ -208,6 +208,11 @@ def _vibration(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     return float(np.std(last) - np.std(first))
 
 
+def _distance(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Level re the source falling: moving away (the room's reverb fills in, but less)."""
+    return -_volume(clip, ref, sr)
+
+
 class ShortcutListener(Listener):
     """Answers from direction-invariant cues only (`vocalgrad.stimuli.audit.clip_cues`).
 
@@ -294,4 +299,5 @@ _EVIDENCE = {
     "audio_roughness": _added,
     "voice_clarity": _clarity,
     "voice_vibration": _vibration,
+    "distance": _distance,
 }

@@ -128,8 +128,13 @@ def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_
         return np.exp(values) if log else values
 
     grid = base(np.linspace(onset_s, offset_s, 4001))
-    factor = float(np.mean(1.0 / grid)) if spec.centre == "harmonic" else 1.0
-    shift = float(np.mean(grid)) - (start + end) / 2 if spec.centre == "mean" else 0.0
+    factor, shift = 1.0, 0.0
+    if spec.centre == "harmonic":
+        factor = float(np.mean(1.0 / grid))
+    elif spec.centre == "mean" and log:  # on a log scale the mean is geometric
+        factor = float(np.sqrt(start * end) / np.exp(np.mean(np.log(grid))))
+    elif spec.centre == "mean":
+        shift = float(np.mean(grid)) - (start + end) / 2
     neutral = spec.neutral_value
 
     def track(t):
