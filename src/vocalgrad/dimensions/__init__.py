@@ -11,6 +11,7 @@ from vocalgrad.dimensions import (
     distance,
     echo,
     speaking_speed,
+    stereo_direction,
     voice_clarity,
     voice_pitch,
     voice_vibration,
@@ -32,6 +33,7 @@ DIMENSIONS: dict[str, Dimension] = {
         audio_roughness,
         voice_vibration,
         distance,
+        stereo_direction,
     )
 }
 CATEGORIES = tuple(DIMENSIONS)

@@ -47,6 +47,9 @@ class DimensionSpec:
     # content (error or reverb level re the speech) vary between head and tail even when the
     # parameter is held, so they need more room than the audibility floor.
     constant_tolerance: float | None = None
+    # Channels of the clip: 2 for a dimension that lives between the ears (stereo direction);
+    # a listener that hears fewer cannot be tested on it.
+    channels: int = 1
 
     @property
     def constant_limit(self) -> float:

@@ -39,10 +39,14 @@ _TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK
 
 
 class Analysis:
-    """One mono float32 signal with its analyses computed on first use."""
+    """One float32 signal with its analyses computed on first use. A two-channel clip
+    (samples, 2) keeps its channels in `channels`; every analysis here reads `audio`, their
+    mean (what a listener that downmixes hears)."""
 
     def __init__(self, audio: np.ndarray, sr: int, span: SpeechSpan | None = None) -> None:
-        self.audio = np.ascontiguousarray(audio, dtype=np.float32)
+        audio = np.asarray(audio, dtype=np.float32)
+        self.channels = np.ascontiguousarray(audio if audio.ndim == 2 else audio[:, None])
+        self.audio = np.ascontiguousarray(audio.mean(axis=1) if audio.ndim == 2 else audio)
         self.sr = int(sr)
         if span is not None:
             self.__dict__["span"] = span

@@ -205,7 +205,8 @@ def finish(source: PreparedSource, category: str, processed: np.ndarray, track: 
     loudness = span_loudness(processed, sr, span)
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
-    audio = processed + source.room_tone(len(processed))
+    tone = source.room_tone(len(processed))
+    audio = processed + (tone[:, None] if processed.ndim == 2 else tone)  # the same floor in both ears
     rove = rove_gain_db(seed, item)
     audio = limit_peak(audio * np.float32(10 ** (rove / 20)))
     return quantise16(audio), rove
