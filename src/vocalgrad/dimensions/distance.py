@@ -37,7 +37,7 @@ SPEC = DimensionSpec(
     floor_basis=("both cues clear their JND: DRR 5-6 dB (Zahorik 2002, J. Acoust. Soc. Am. 112:2110), "
                  "level ~1 dB (Jesteadt, Wier & Green 1977)"),
     psychometric_range=(0.3, 4.0),
-    centre="mean",  # geometric: the time-averaged level and DRR do not depend on curve x direction
+    centre="energy",  # geometric, loudness-weighted: the heard level and DRR on average do not tell the direction
     loudness_neutral=False,  # level is part of the target
     # the level, the reverb ringing after the last word and where a detector finds the
     # speech all follow the distance at each end, as for volume

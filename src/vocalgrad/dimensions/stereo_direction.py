@@ -35,9 +35,10 @@ SPEC = DimensionSpec(
     floor_basis=("ILD JND ~0.5-1 dB (Mills 1960; Yost & Dye 1988); ITD JND ~10-20 us (Klumpp & Eady "
                  "1956); minimum audible angle ~1-2 deg ahead (Mills 1958)"),
     psychometric_range=(1.0, 60.0),
-    centre="mean",  # the time-averaged azimuth is straight ahead whatever the curve x direction
+    centre="energy",  # the loudness-weighted azimuth is ahead whatever the curve x direction
     loudness_neutral=False,  # power-normalised: the sum of the ears does not move
     constant_tolerance=1.0,
+    rove=15.0,  # where the voice sits on average (left or right of ahead) carries nothing
     channels=2,
 )
 HEAD_RADIUS_M = 0.0875

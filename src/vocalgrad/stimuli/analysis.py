@@ -62,7 +62,8 @@ class Analysis:
 
     @cached_property
     def loudness_lufs(self) -> float:
-        return loudness_lufs(self.audio, self.sr)
+        """BS.1770 loudness of what the ears get: a two-channel clip sums its channels."""
+        return loudness_lufs(self.channels if self.channels.shape[1] > 1 else self.audio, self.sr)
 
     @cached_property
     def sound(self) -> parselmouth.Sound:
@@ -125,8 +126,8 @@ class Analysis:
 
     @cached_property
     def k_power(self) -> np.ndarray:
-        """K-weighted (loudness-weighted) energy per 10 ms frame."""
-        return k_weighted_frame_power(self.audio, self.sr)
+        """K-weighted (loudness-weighted) energy per 10 ms frame, summed over the channels."""
+        return np.sum([k_weighted_frame_power(c, self.sr) for c in self.channels.T], axis=0)
 
     @cached_property
     def mel_power(self) -> np.ndarray:

@@ -46,7 +46,7 @@ FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros
 CUE_NAMES: dict[str, tuple[str, ...]] = {
     "global": (
         "global_duration_s", "global_loudness_lufs", "global_peak_dbfs", "global_centroid_hz",
-        "global_f0_hz", "global_file_bytes", "global_zero_share",
+        "global_f0_hz", "global_file_bytes", "global_zero_share", "global_ild_db",
     ),
     "edge_silence": ("edge_silence_lead_s", "edge_silence_trail_s"),
     "edge_level": ("edge_level_first_db", "edge_level_last_db"),
@@ -57,7 +57,7 @@ EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-CUES_VERSION = 2  # bump when clip_cues changes: cached cues of another version are recomputed
+CUES_VERSION = 3  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 FLOOR_DB = -120.0
 N_BOOT = 2000
@@ -111,8 +111,12 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     silences in the first and last 300 ms only: an edge window that reached into speech
     would measure the target itself at the start or end (recordings trimmed close to the
     speech have no silence there; those cues are then NaN). Without a span, the whole clip
-    and its first and last 300 ms. NaN cues are filled with the training median."""
-    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    and its first and last 300 ms. NaN cues are filled with the training median. A
+    two-channel clip adds its whole-clip level difference between the ears (0 for mono)
+    and gives every other cue from its mono downmix."""
+    audio = np.asarray(audio, dtype=np.float32)
+    ears = audio if audio.ndim == 2 else None
+    audio = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio)
     duration = len(audio) / sr
     detected = speech_span(audio, sr)
     n_edge = max(1, min(len(audio), int(round(EDGE_S * sr))))
@@ -133,6 +137,7 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
         "global_file_bytes": float(_flac_bytes(body, sr)),
         "global_zero_share": _zero_share(body),
+        "global_ild_db": 0.0 if ears is None else _rms_db(ears[:, 1]) - _rms_db(ears[:, 0]),
         "edge_silence_lead_s": float(detected.onset_s),
         "edge_silence_trail_s": float(max(0.0, duration - detected.offset_s)),
         "edge_level_first_db": _edge(first, sr, _rms_db),
@@ -237,7 +242,7 @@ def _init_worker() -> None:
 
 def _cues_of_file(job: tuple[str, tuple[float, float] | None]) -> dict[str, float]:
     path, span = job
-    audio, sr = load_audio(path)
+    audio, sr = load_audio(path, mono=False)
     return clip_cues(audio, sr, span)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.audio import (
+    FRAME_S,
     SpeechSpan,
     limit_peak,
     load_audio,
@@ -28,11 +29,12 @@ from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.neutralise import (
     compensate_loudness,
+    momentary_power,
     room_tone,
     room_tone_rms,
     rove_gain_db,
 )
-from vocalgrad.stimuli.plan import Condition, held_constant, item_rng
+from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 from vocalgrad.stimuli.trajectories import parameter_track
 
 INT16_SCALE = 32768.0
@@ -114,10 +116,16 @@ def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = Non
     return PreparedSource(clean, heard, tone_seed, rms, tone)
 
 
-def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float) -> Track:
+def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float,
+              source: Analysis | None = None) -> Track:
     """The parameter as a function of source time: interpolated on the dimension's scale,
     centred so its time-average over the speech span does not depend on curve x direction,
-    and held at the neutral value outside the span where the dimension asks for it."""
+    and held at the neutral value outside the span where the dimension asks for it.
+
+    Centre "energy" weighs that average by the source's momentary loudness (`source` is
+    needed): speech is louder early (declination), so a plain time-average leaves the
+    energy-weighted one, what whole-clip level or stereo-image summaries see, on the side
+    of the start value, and those summaries then tell the direction."""
     start, end = condition.start, condition.end
     curve = "linear" if condition.direction == "constant" else condition.curve
     log = spec.scale == "log"
@@ -127,14 +135,21 @@ def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_
         values = parameter_track(curve, lo, hi, t, onset_s, offset_s)
         return np.exp(values) if log else values
 
-    grid = base(np.linspace(onset_s, offset_s, 4001))
+    times = np.linspace(onset_s, offset_s, 4001)
+    grid = base(times)
+    weights = None
+    if spec.centre == "energy":
+        if source is None:
+            raise ValueError(f"{spec.name}: energy-weighted centring needs the source")
+        power = momentary_power(source.k_power)
+        weights = np.interp(times, (np.arange(len(power)) + 0.5) * FRAME_S, power) + 1e-20
     factor, shift = 1.0, 0.0
     if spec.centre == "harmonic":
         factor = float(np.mean(1.0 / grid))
-    elif spec.centre == "mean" and log:  # on a log scale the mean is geometric
-        factor = float(np.sqrt(start * end) / np.exp(np.mean(np.log(grid))))
-    elif spec.centre == "mean":
-        shift = float(np.mean(grid)) - (start + end) / 2
+    elif spec.centre in ("mean", "energy") and log:  # on a log scale the mean is geometric
+        factor = float(np.sqrt(start * end) / np.exp(np.average(np.log(grid), weights=weights)))
+    elif spec.centre in ("mean", "energy"):
+        shift = float(np.average(grid, weights=weights)) - (start + end) / 2
     neutral = spec.neutral_value
 
     def track(t):
@@ -227,8 +242,9 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
     spec = dim.SPEC
     if condition.direction == "constant":
         condition = held_constant(condition, seed, item)
+    condition = roved(condition, seed, item)
     span = source.clean.span
-    track = track_for(condition, spec, span.onset_s, span.offset_s)
+    track = track_for(condition, spec, span.onset_s, span.offset_s, source.clean)
     heard_span = clip_span(dim, track, source.clean)
     processed = dim.render(source.clean, track, item_rng(seed, item))
     audio, rove = finish(source, condition.category, processed, track, heard_span, seed, item)
