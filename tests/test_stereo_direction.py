@@ -16,6 +16,7 @@ from vocalgrad.dataset import load_rows
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import markdown, score_run
 from vocalgrad.listeners.baselines import IdealObserver, RandomListener
+from vocalgrad.report import build_sections
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     finish,
@@ -118,3 +119,22 @@ def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path, real_sp
     assert manifest["listener_channels"] == 2 and manifest["untestable"] == {}
     stereo = [r for r in results if r["category"] == "stereo_direction" and r["direction"] != "constant"]
     assert stereo and all(r["correct"] for r in stereo)
+
+    headline = build_sections([tmp_path / "mono", tmp_path / "ideal"], n_boot=0, fit_boot=0)[0]
+    table = headline.blocks[0]
+    column = table.header.index("stereo direction")
+    cells = {row[0]: row[column] for row in table.rows}
+    assert cells["spy:mono"] == "cannot be tested" and cells["baseline:ideal"].startswith("1.00")
+
+
+def test_the_audit_sees_where_the_image_sits(sources):
+    """The shortcut audit reads the whole-clip level difference between the ears (0 for
+    mono), and every other cue from the downmix."""
+    from vocalgrad.stimuli.audit import clip_cues
+
+    held = render_condition(sources[0], Condition("stereo_direction", "none", "none", "constant", 0.0, 30.0, 30.0),
+                            0, "00000000000000b1")
+    stereo = clip_cues(held.audio, RENDER_SR)
+    mono = clip_cues(held.audio.mean(axis=1), RENDER_SR)
+    assert stereo["global_ild_db"] > 1.0 and mono["global_ild_db"] == 0.0
+    assert stereo["global_duration_s"] == mono["global_duration_s"]
