@@ -122,7 +122,7 @@ def test_level_roving_and_loudness_neutrality(rendered):
         if c.direction != "constant" and np.isfinite(r.confounds["loudness_drift_db"]):
             drift[c.category].append(r.confounds["loudness_drift_db"])
     for category, values in drift.items():
-        if category == "volume":
+        if not dimensions.get(category).SPEC.loudness_neutral:  # level is (part of) the target
             continue
         assert np.median(np.abs(values)) < 0.2, (category, np.median(np.abs(values)))
 
@@ -286,3 +286,29 @@ def test_ideal_observer_reads_the_newer_dimensions(references, category):
             result = render_condition(source, c, 0, item_id(0, str(i), c))
             evidence = _EVIDENCE[category](result.audio, source.clean.audio, RENDER_SR)
             assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)
+
+
+def test_distance_moves_level_reverb_and_highs_together(references):
+    """A source moving away loses direct level and DRR by the same dB and gets duller; an
+    echo ramp at a steady level (or a level ramp in a dry room) is not a source moving."""
+    from vocalgrad.stimuli.render import finish, measure_clip
+
+    dim = dimensions.get("distance")
+    near, far = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
+    for ref in references:
+        highs = {}
+        for direction, (a, b), sign in (("increase", (near, far), 1), ("decrease", (far, near), -1)):
+            r = render_condition(ref, Condition("distance", "high", "linear", direction, far, a, b), 0, "00000000000000ad")
+            m = r.measured
+            assert r.verified, (direction, m)
+            assert sign * m.corroboration > 10 and sign * (m.end - m.start) > 10, m
+            assert abs(m.corroboration - (m.end - m.start)) < 4, m  # one source: the same dB
+            highs[direction] = m.high_band_change
+        # farther is duller (the content moves the high band too: compare the twins)
+        assert highs["increase"] < highs["decrease"] - 1.0, highs
+        echo = dimensions.get("echo")
+        ramp = Condition("echo", "high", "linear", "increase", 0.52, 0.0, 0.52)
+        span = ref.clean.span
+        track = track_for(ramp, echo.SPEC, span.onset_s, span.offset_s)
+        audio, _ = finish(ref, "distance", echo.render(ref.clean, track, np.random.default_rng(0)), track, span, 0, "ae")
+        assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"

@@ -179,3 +179,9 @@ def test_expected_answer():
     assert expected_answer("constant", "vary") == "no"
     with pytest.raises(ConfigError):
         expected_answer("constant", "default")
+
+
+def test_new_dimensions_say_which_way_increase_runs():
+    assert question_text("distance").startswith("Does the distance increase or decrease over time?")
+    assert question_text("stereo_direction").startswith(
+        "Does the stereo position (from left to right) increase or decrease over time?")

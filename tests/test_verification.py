@@ -46,19 +46,19 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
     the verifier (which only sees the clip, the source and the label)."""
     dim = dimensions.get(labelled.category)
     span = source.clean.span
-    track = track_for(labelled, dim.SPEC, span.onset_s, span.offset_s)
+    track = track_for(labelled, dim.SPEC, span.onset_s, span.offset_s, source.clean)
     rng = np.random.default_rng(0)
     if kind == "no-op":
         raw = source.clean.audio.copy()
     elif kind == "reversed":
         flipped = Condition(labelled.category, labelled.tier, labelled.curve, "decrease", labelled.magnitude,
                             labelled.end, labelled.start)
-        raw = dim.render(source.clean, track_for(flipped, dim.SPEC, span.onset_s, span.offset_s), rng)
+        raw = dim.render(source.clean, track_for(flipped, dim.SPEC, span.onset_s, span.offset_s, source.clean), rng)
     elif kind == "wrong dimension":
         other_name = "background_noise" if labelled.category == "volume" else "volume"
         other = dimensions.get(other_name)
         wrong = condition(other_name, labelled.direction)
-        raw = other.render(source.clean, track_for(wrong, other.SPEC, span.onset_s, span.offset_s), rng)
+        raw = other.render(source.clean, track_for(wrong, other.SPEC, span.onset_s, span.offset_s, source.clean), rng)
     elif kind == "outside the speech span":
         neutral = NEUTRAL.get(labelled.category, labelled.start)
 

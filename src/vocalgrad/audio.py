@@ -1,6 +1,8 @@
 """Audio I/O and the few signal helpers every stage shares.
 
-All audio inside vocalgrad is mono float32 in [-1, 1] at an explicit sample rate.
+All audio inside vocalgrad is float32 in [-1, 1] at an explicit sample rate: mono
+(samples,), except the clips of a two-channel dimension (stereo direction), which are
+(samples, 2); sources are always mono.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ PEAK_CEILING = 10 ** (-1 / 20)  # -1 dBFS: headroom against inter-sample overs o
 FRAME_S = 0.010
 
 
-def load_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
-    """Read any soundfile-readable file as mono float32; reject what cannot be speech."""
+def load_audio(path: str | os.PathLike, mono: bool = True) -> tuple[np.ndarray, int]:
+    """Read any soundfile-readable file as float32, downmixed to mono unless mono=False
+    (then (samples, channels) for a multi-channel file); reject what cannot be speech."""
     path = Path(path)
     if not path.is_file():
         raise AudioError(f"{path}: no such audio file")
@@ -40,7 +43,7 @@ def load_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
         raise AudioError(f"{path}: file holds no samples")
     if sr < MIN_SAMPLE_RATE:
         raise AudioError(f"{path}: sample rate {sr} Hz is below {MIN_SAMPLE_RATE} Hz; use a wideband recording")
-    audio = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    audio = data.mean(axis=1) if mono and data.shape[1] > 1 else (data if data.shape[1] > 1 else data[:, 0])
     if not np.all(np.isfinite(audio)):
         raise AudioError(f"{path}: contains NaN or infinite samples")
     return np.ascontiguousarray(audio, dtype=np.float32), int(sr)
@@ -51,7 +54,7 @@ def resample(audio: np.ndarray, sr_from: int, sr_to: int) -> np.ndarray:
     if sr_from == sr_to:
         return audio.astype(np.float32, copy=False)
     g = gcd(int(sr_from), int(sr_to))
-    return resample_poly(audio, sr_to // g, sr_from // g).astype(np.float32)
+    return resample_poly(audio, sr_to // g, sr_from // g, axis=0).astype(np.float32)
 
 
 @lru_cache(maxsize=8)
@@ -70,18 +73,21 @@ def loudness_lufs(audio: np.ndarray, sr: int) -> float:
 
     The same numbers as `pyloudnorm.Meter(sr).integrated_loudness` (tested to 1e-9), with its
     filters, block layout and two gates, but vectorised: it runs on every rendered clip, and
-    pyloudnorm redesigns its filters and loops over blocks in Python on each call.
+    pyloudnorm redesigns its filters and loops over blocks in Python on each call. A
+    (samples, channels) array sums the channels' energies (left and right weigh 1).
     """
     block_s, step = 0.4, 0.25
     if len(audio) < int(block_s * sr) + 1:  # the meter needs one 400 ms block
-        audio = np.pad(audio, (0, int(block_s * sr) + 1 - len(audio)))
+        pad = [(0, int(block_s * sr) + 1 - len(audio))] + [(0, 0)] * (audio.ndim - 1)
+        audio = np.pad(audio, pad)
     sections, gain = _k_weighting(sr)
-    weighted = gain * sosfilt(sections, audio.astype(np.float64))
+    weighted = gain * sosfilt(sections, audio.astype(np.float64), axis=0)
     n_blocks = int(np.round((len(audio) / sr - block_s) / (block_s * step))) + 1
     j = np.arange(n_blocks)
     lower = (block_s * (j * step) * sr).astype(int)
     upper = (block_s * (j * step + 1) * sr).astype(int)
-    energy = np.concatenate([[0.0], np.cumsum(weighted**2)])
+    power = weighted**2 if weighted.ndim == 1 else (weighted**2).sum(axis=1)
+    energy = np.concatenate([[0.0], np.cumsum(power)])
     z = (energy[np.minimum(upper, len(weighted))] - energy[lower]) / (block_s * sr)
     with np.errstate(divide="ignore", invalid="ignore"):
         level = -0.691 + 10.0 * np.log10(z)

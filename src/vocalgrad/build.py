@@ -151,6 +151,7 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "split": task.split,
         "sample_rate": sr,
         "duration_s": round(len(result.audio) / sr, 4),
+        "channels": result.clip.channels.shape[1],
         "speech_onset_s": round(span.onset_s, 3),
         "speech_offset_s": round(span.offset_s, 3),
         "measured_start": round(result.measured.start, 4),

@@ -10,8 +10,10 @@ from vocalgrad.dimensions import (
     background_noise,
     breathiness,
     brightness,
+    distance,
     echo,
     speaking_speed,
+    stereo_direction,
     vocal_tract_length,
     voice_clarity,
     voice_pitch,
@@ -36,6 +38,8 @@ DIMENSIONS: dict[str, Dimension] = {
         brightness,
         vocal_tract_length,
         breathiness,
+        distance,
+        stereo_direction,
     )
 }
 CATEGORIES = tuple(DIMENSIONS)
@@ -54,4 +58,4 @@ def get(name: str) -> Dimension:
         raise ConfigError(f"unknown category {name!r}; choose from {', '.join(CATEGORIES)}") from None
 
 
-__all__ = ["CATEGORIES", "PUBLISHED_CATEGORIES", "DIMENSIONS", "Dimension", "DimensionSpec", "Measured", "get"]
+__all__ = ["CATEGORIES", "DIMENSIONS", "PUBLISHED_CATEGORIES", "Dimension", "DimensionSpec", "Measured", "get"]

@@ -35,7 +35,8 @@ class DimensionSpec:
     # How the trajectory is centred so that its time-average does not depend on curve x
     # direction (else a quadratic increase is lower on average than its decrease twin, and
     # mean F0, loudness or duration give the label away): "none", "mean" (arithmetic mean
-    # over the speech span is the midpoint), "harmonic" (mean of 1/value is 1: speed, so
+    # over the speech span is the midpoint; geometric on a log scale), "energy" (the same,
+    # weighted by the source's momentary loudness: see render.track_for), "harmonic" (mean of 1/value is 1: speed, so
     # every clip keeps the source's duration).
     centre: str = "none"
     neutral_value: float | None = None  # the parameter outside the speech span, if held neutral
@@ -51,6 +52,13 @@ class DimensionSpec:
     # content (error or reverb level re the speech) vary between head and tail even when the
     # parameter is held, so they need more room than the audibility floor.
     constant_tolerance: float | None = None
+    # Where the path sits is roved per clip: shifted by a value drawn uniformly within
+    # +-rove (linear scale; constant clips hold the midpoint, shifted alike), so the clip's
+    # average value tells nothing, as level roving does for loudness.
+    rove: float = 0.0
+    # Channels of the clip: 2 for a dimension that lives between the ears (stereo direction);
+    # a listener that hears fewer cannot be tested on it.
+    channels: int = 1
 
     @property
     def constant_limit(self) -> float:
@@ -71,6 +79,25 @@ class Measured:
     def change(self) -> float:
         """end - start, in the measured unit; positive for an "increase" clip."""
         return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Corroborated(Measured):
+    """A measured change that counts only where a second cue of the same physical event
+    moves the same way by at least its own floor (a source moving away loses direct level
+    *and* gains reverberation; a source moving right gains level *and* leads in time at the
+    right ear). One cue alone is another dimension, or a broken renderer."""
+
+    corroboration: float = 0.0  # the second cue's change (its own unit)
+    corroboration_floor: float = 0.0
+
+    @property
+    def change(self) -> float:
+        change = self.end - self.start
+        if not (np.isfinite(change) and np.isfinite(self.corroboration)):
+            return float("nan")
+        agrees = np.sign(self.corroboration) == np.sign(change) and abs(self.corroboration) >= self.corroboration_floor
+        return float(change) if agrees else 0.0
 
 
 class Dimension(Protocol):

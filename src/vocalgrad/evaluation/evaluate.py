@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, dumps, is_official, load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, VocalgradError
@@ -110,11 +111,16 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
     items = [r for r in rows if r["split"] == config.split and (not config.categories or r["category"] in config.categories)]
     if not items:
         raise ConfigError(f"{dataset}: no {config.split} items" + (f" in {config.categories}" if config.categories else ""))
+    untestable = untestable_categories(items, listener)
+    items = [r for r in items if r["category"] not in untestable]
+    if not items:
+        raise ConfigError(f"{listener.listener_id} cannot be tested on {', '.join(untestable)}: "
+                          + "; ".join(untestable.values()))
     if config.limit:
         items = _balanced_head(items, config.limit)
     mode = _mode(config.mode, listener)
     out.mkdir(parents=True, exist_ok=True)
-    manifest = _manifest(dataset, listener, config, mode, items)
+    manifest = {**_manifest(dataset, listener, config, mode, items), "untestable": untestable}
     _check_manifest(out, manifest)
     results = out / "results.jsonl"
     done = {r["key"] for r in read_jsonl(results)} if results.is_file() else set()
@@ -146,6 +152,18 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
             os.fsync(log.fileno())
             bar.update(len(keyed))
     return {"answered": len(tasks), "skipped_done": len(done), "errors": errors, "seconds": round(time.time() - started, 2)}
+
+
+def untestable_categories(items: Sequence[dict], listener: Listener) -> dict[str, str]:
+    """category -> why, for the categories whose clips need more channels than the listener
+    hears: never asked (a downmix has no left and right), reported as "cannot be tested"."""
+    out = {}
+    for category in sorted({r["category"] for r in items}):
+        needed = dimensions.get(category).SPEC.channels
+        if needed > listener.channels:
+            out[category] = (f"cannot be tested: {listener.listener_id} hears {listener.channels} channel(s), "
+                             f"{category} needs {needed}")
+    return out
 
 
 def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
@@ -243,11 +261,11 @@ def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[di
     if task.mode == "choice" and config.both_orders and task.variant in ORDER_PAIRS:
         variants.append(ORDER_PAIRS[task.variant])
     examples = few_shot_examples(train, row["category"], config.few_shot, config.seed, task.variant) if config.few_shot else []
-    target = _control_audio(task.control, _audio(row, listener.sample_rate, memo))
+    target = _control_audio(task.control, _audio(row, listener, memo))
     item_id = row["item_id"] + (REVERSED_SUFFIX if task.control == "reversed" else "")
     audio: dict[str, np.ndarray | None] = {item_id: target}
     for ex, _ in examples:
-        audio[ex["item_id"]] = _audio(ex, listener.sample_rate, memo)
+        audio[ex["item_id"]] = _audio(ex, listener, memo)
     return [
         Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id, row_format(row)),
                 audio, row["source_id"])
@@ -255,10 +273,11 @@ def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[di
     ]
 
 
-def _audio(row: dict, sr: int, memo: dict[str, np.ndarray]) -> np.ndarray:
+def _audio(row: dict, listener: Listener, memo: dict[str, np.ndarray]) -> np.ndarray:
+    """The clip at the listener's rate, downmixed unless the listener hears two channels."""
     if row["item_id"] not in memo:
-        audio, file_sr = load_audio(row["path"])
-        memo[row["item_id"]] = resample(audio, file_sr, sr)
+        audio, file_sr = load_audio(row["path"], mono=listener.channels == 1)
+        memo[row["item_id"]] = resample(audio, file_sr, listener.sample_rate)
     return memo[row["item_id"]]
 
 
@@ -345,6 +364,7 @@ def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple
     fmt = formats.pop()
     return {
         "listener": listener.manifest(),
+        "listener_channels": listener.channels,
         "dataset": str(dataset.resolve()),
         "dataset_sha256": content_sha256(dataset),
         "dataset_layout": "official-release" if official else "vocalgrad",

@@ -78,11 +78,14 @@ class TrialRenderer:
 def evaluate_adaptive(dataset: str | Path, listener: Listener, out: str | Path, categories: tuple[str, ...],
                       method: str = "quest", max_trials: int = 40, seed: int = 0) -> list[AdaptiveResult]:
     """One adaptive threshold estimate per category; writes adaptive.json + results rows."""
+    categories = categories or dimensions.PUBLISHED_CATEGORIES
+    for category in categories:
+        if dimensions.get(category).SPEC.channels > listener.channels:
+            raise ConfigError(f"{listener.listener_id} hears {listener.channels} channel(s): {category} "
+                              "cannot be tested on it")
     ask = TrialRenderer(dataset, listener, seed=seed)
-    results = [
-        run_adaptive(category, ask, method=method, seed=seed, max_trials=max_trials)
-        for category in (categories or dimensions.PUBLISHED_CATEGORIES)
-    ]
+    results = [run_adaptive(category, ask, method=method, seed=seed, max_trials=max_trials)
+               for category in categories]
     manifest = {"listener": listener.manifest(), "dataset": str(Path(dataset).resolve()),
                 "adaptive": {"method": method, "max_trials": max_trials, "seed": seed}}
     save_adaptive(out, listener.listener_id, results, manifest)

@@ -189,9 +189,14 @@ class Prompt:
         return replace(self, turns=turns)
 
 
+# Where the category's own words would not say which way "increase" runs
+ATTRIBUTE_NAMES = {"stereo_direction": "stereo position (from left to right)"}
+
+
 def attribute_name(category: str) -> str:
-    """The words used in the question: the category with underscores as spaces."""
-    return category.replace("_", " ")
+    """The words used in the question: the category with underscores as spaces (the
+    published wording), or its entry in ATTRIBUTE_NAMES."""
+    return ATTRIBUTE_NAMES.get(category, category.replace("_", " "))
 
 
 def get_variant(name: str) -> Variant:

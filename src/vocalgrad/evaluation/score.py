@@ -30,7 +30,9 @@ def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str
               n_boot: int = 2000, seed: int = 0) -> dict:
     """Everything `vocalgrad score` prints, as one dict (also written as summary.json)."""
     manifest, rows = load_results(run)
-    out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": []}
+    # categories the listener was never asked (a mono listener and a two-channel dimension)
+    out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": [],
+                 "untestable": manifest.get("untestable", {})}
     listeners = sorted({r["listener"] for r in rows})
     for (listener, variant, mode) in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
         mine = selected(rows, listener=listener)
@@ -151,6 +153,7 @@ def markdown(summary: dict) -> str:
         if group["errors"]:
             lines.append(f"{group['errors']} item(s) failed with errors (listed in results.jsonl, not scored).")
         lines.append("")
+    lines += [f"**{category}:** {why} (not scored)." for category, why in summary.get("untestable", {}).items()]
     lines += [f"**Alarm:** {a}" for a in summary["alarms"]]
     return "\n".join(lines)
 

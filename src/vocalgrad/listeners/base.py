@@ -23,7 +23,8 @@ class Request:
     """One question about one clip.
 
     `audio` maps every item id the prompt's turns refer to (the clip under test and any
-    few-shot examples) to float32 mono audio at the listener's sample rate. A value of None
+    few-shot examples) to float32 audio at the listener's sample rate: mono (samples,), or
+    (samples, 2) for a two-channel clip given to a listener with `channels` = 2. A value of None
     means "ask without audio" (the text-only control that measures the textual prior).
     """
 
@@ -44,6 +45,9 @@ class Listener(ABC):
     revision: str = "unversioned"
     sample_rate: int = 16000
     can_score: bool = False  # True when score_choices gives real log-likelihoods
+    # Channels the listener hears: 1 = it gets (and its model takes) a mono downmix, so a
+    # dimension that lives between the ears (stereo direction) cannot be tested on it.
+    channels: int = 1
 
     @abstractmethod
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:

@@ -31,6 +31,7 @@ class RandomListener(Listener):
     """Answers by a coin seeded from (seed, item id): same answer on every rerun."""
 
     can_score = True
+    channels = 2  # never listens, so loses nothing
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -57,6 +58,7 @@ class ConstantListener(Listener):
     """Always gives the same answer: the pure-bias reference (|criterion| large, d' = 0)."""
 
     can_score = True
+    channels = 2  # never listens, so loses nothing
 
     def __init__(self, answer: str) -> None:
         self.answer = answer
@@ -88,6 +90,7 @@ class IdealObserver(Listener):
     can_score = True
     listener_id = "baseline:ideal"
     revision = "1"
+    channels = 2
 
     def __init__(self, dataset: str | Path) -> None:
         self.root = Path(dataset)
@@ -318,6 +321,23 @@ def _aperiodic(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     return float(np.median(last) - np.median(first))
 
 
+def _stereo(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Right-over-left level above 1.5 kHz (dB), late third minus early third of the
+    source's speech frames: moving right raises it. No second channel, no evidence."""
+    if clip.ndim != 2 or clip.shape[1] < 2:
+        return 0.0
+    spec = [np.abs(librosa.stft(np.ascontiguousarray(clip[:, c]), n_fft=512, hop_length=160)) ** 2 for c in (0, 1)]
+    high = librosa.fft_frequencies(sr=sr, n_fft=512) > 1500
+    ild = _db(spec[1][high].sum(axis=0)) - _db(spec[0][high].sum(axis=0))
+    first, last = _speech_thirds(ild, _active(ref[: len(clip)]))
+    return float(np.median(last) - np.median(first))
+
+
+def _distance(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Level re the source falling: moving away (the room's reverb fills in, but less)."""
+    return -_volume(clip, ref, sr)
+
+
 class ShortcutListener(Listener):
     """Answers from direction-invariant cues only (`vocalgrad.stimuli.audit.clip_cues`).
 
@@ -414,4 +434,6 @@ _EVIDENCE = {
     "brightness": _brightness,
     "vocal_tract_length": _tract_length,
     "breathiness": _aperiodic,
+    "distance": _distance,
+    "stereo_direction": _stereo,
 }

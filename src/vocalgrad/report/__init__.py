@@ -21,6 +21,7 @@ from vocalgrad.report.collect import (
     load_runs,
     palette,
     rows_by_listener,
+    untestable,
 )
 from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
@@ -59,7 +60,7 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
         dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
-        sections.headline(summaries, colours, note),
+        sections.headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
         sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
         psych,

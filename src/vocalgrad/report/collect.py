@@ -50,6 +50,16 @@ def load_runs(dirs: Iterable[str | Path]) -> list[Run]:
     return runs
 
 
+def untestable(runs: Sequence[Run]) -> dict[str, dict[str, str]]:
+    """listener -> category -> why it was not asked (a mono listener, a stereo dimension)."""
+    out: dict[str, dict[str, str]] = {}
+    for run in runs:
+        if run.manifest.get("untestable"):
+            name = run.manifest.get("listener", {}).get("listener") or run.name
+            out.setdefault(name, {}).update(run.manifest["untestable"])
+    return out
+
+
 def is_human(listener: str) -> bool:
     return listener.startswith(HUMAN_PREFIX)
 

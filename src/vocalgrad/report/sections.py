@@ -98,9 +98,14 @@ def headline_rows(by_listener: Mapping[str, list[dict]]) -> tuple[dict[str, list
     )
 
 
-def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], note: str) -> Section:
-    """Accuracy per category with clustered CIs; humans and chance alongside; best marked."""
-    cats = sorted({g["category"] for s in summaries.values() for g in s if g["group"] != "overall"})
+def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], note: str,
+             untestable: Mapping[str, Mapping[str, str]] | None = None) -> Section:
+    """Accuracy per category with clustered CIs; humans and chance alongside; best marked.
+    A category a listener could not be tested on (`untestable`: listener -> category ->
+    why) says so in its cell, rather than a dash that reads as missing."""
+    untestable = untestable or {}
+    cats = sorted({g["category"] for s in summaries.values() for g in s if g["group"] != "overall"}
+                  | {c for n in summaries for c in untestable.get(n, {})})
     columns = [*cats, "overall"]
     order = sorted(summaries, key=lambda n: (is_human(n), -_overall(summaries[n])["accuracy"]))
     acc = {n: {g["group"]: (g["accuracy"], g["accuracy_lo"], g["accuracy_hi"]) for g in summaries[n]}
@@ -117,7 +122,7 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
         row = [n, "human" if is_human(n) else "model", str(o["n"]), str(o.get("n_clusters", "–"))]
         for j, col in enumerate(columns):
             a = acc[n].get(col)
-            row.append("–" if a is None else with_ci(*a))
+            row.append("cannot be tested" if col in untestable.get(n, {}) else "–" if a is None else with_ci(*a))
             if a is not None and a[0] == best[col]:
                 table.marked.add((i, j + 4))
         table.rows.append(row)
@@ -132,6 +137,8 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
         blocks.append(Figure("headline", figures.headline(acc, columns, colours),
                              "Accuracy per category and overall; bars are 95% CIs clustered by "
                              "source; dashed line: chance.", "accuracy per category per listener"))
+    reasons = sorted({why for n in order for why in untestable.get(n, {}).values()})
+    note = " ".join([note.strip(), *(f"{why[0].upper()}{why[1:]}." for why in reasons)])
     if note.strip():
         blocks.append(Text(note.strip(), "note"))
     warned = _few_sources("Accuracies", {n: _sources(summaries[n]) for n in order})

@@ -39,10 +39,14 @@ _TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK
 
 
 class Analysis:
-    """One mono float32 signal with its analyses computed on first use."""
+    """One float32 signal with its analyses computed on first use. A two-channel clip
+    (samples, 2) keeps its channels in `channels`; every analysis here reads `audio`, their
+    mean (what a listener that downmixes hears)."""
 
     def __init__(self, audio: np.ndarray, sr: int, span: SpeechSpan | None = None) -> None:
-        self.audio = np.ascontiguousarray(audio, dtype=np.float32)
+        audio = np.asarray(audio, dtype=np.float32)
+        self.channels = np.ascontiguousarray(audio if audio.ndim == 2 else audio[:, None])
+        self.audio = np.ascontiguousarray(audio.mean(axis=1) if audio.ndim == 2 else audio)
         self.sr = int(sr)
         if span is not None:
             self.__dict__["span"] = span
@@ -58,7 +62,8 @@ class Analysis:
 
     @cached_property
     def loudness_lufs(self) -> float:
-        return loudness_lufs(self.audio, self.sr)
+        """BS.1770 loudness of what the ears get: a two-channel clip sums its channels."""
+        return loudness_lufs(self.channels if self.channels.shape[1] > 1 else self.audio, self.sr)
 
     @cached_property
     def sound(self) -> parselmouth.Sound:
@@ -121,8 +126,8 @@ class Analysis:
 
     @cached_property
     def k_power(self) -> np.ndarray:
-        """K-weighted (loudness-weighted) energy per 10 ms frame."""
-        return k_weighted_frame_power(self.audio, self.sr)
+        """K-weighted (loudness-weighted) energy per 10 ms frame, summed over the channels."""
+        return np.sum([k_weighted_frame_power(c, self.sr) for c in self.channels.T], axis=0)
 
     @cached_property
     def mel_power(self) -> np.ndarray:

@@ -46,7 +46,7 @@ FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros
 CUE_NAMES: dict[str, tuple[str, ...]] = {
     "global": (
         "global_duration_s", "global_loudness_lufs", "global_peak_dbfs", "global_centroid_hz",
-        "global_f0_hz", "global_file_bytes", "global_zero_share",
+        "global_f0_hz", "global_file_bytes", "global_zero_share", "global_ild_db",
     ),
     "edge_silence": ("edge_silence_lead_s", "edge_silence_trail_s"),
     "edge_level": ("edge_level_first_db", "edge_level_last_db"),
@@ -75,7 +75,7 @@ WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-CUES_VERSION = 5  # bump when clip_cues changes: cached cues of another version are recomputed
+CUES_VERSION = 6  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 EDGE_GUARD_S = 0.1  # edge windows stop this far from the speech: a detector's onset is a threshold
 # crossing, and the first phoneme's rise (processed like the rest of the speech) begins before it
@@ -138,8 +138,12 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     would measure the target itself at the start or end (recordings trimmed close to the
     speech have no silence there; those cues are then NaN), stopping EDGE_GUARD_S short of the
     speech, where the first and last phonemes fade in and out. Without a span, the whole clip
-    and its first and last 300 ms. NaN cues are filled with the training median."""
-    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    and its first and last 300 ms. NaN cues are filled with the training median. A
+    two-channel clip adds its whole-clip level difference between the ears (0 for mono)
+    and gives every other cue from its mono downmix."""
+    audio = np.asarray(audio, dtype=np.float32)
+    ears = audio if audio.ndim == 2 else None
+    audio = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio)
     duration = len(audio) / sr
     detected = speech_span(audio, sr)
     n_edge = max(1, min(len(audio), int(round(EDGE_S * sr))))
@@ -164,6 +168,7 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
         "global_file_bytes": float(_flac_bytes(body, sr)),
         "global_zero_share": _zero_share(body, sr),
+        "global_ild_db": 0.0 if ears is None else _rms_db(ears[:, 1]) - _rms_db(ears[:, 0]),
         "edge_silence_lead_s": float(detected.onset_s),
         "edge_silence_trail_s": float(max(0.0, duration - detected.offset_s)),
         "edge_level_first_db": _edge(first, sr, _rms_db),
@@ -311,7 +316,7 @@ def _init_worker() -> None:
 
 def _cues_of_file(job: tuple[str, tuple[float, float] | None, list | None]) -> dict[str, float]:
     path, span, parts = job
-    audio, sr = load_audio(path)
+    audio, sr = load_audio(path, mono=False)
     return clip_cues(audio, sr, span, parts)
 
 

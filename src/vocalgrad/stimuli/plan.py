@@ -96,11 +96,23 @@ def held_constant(condition: Condition, seed: int, item: str) -> Condition:
     constant clips from changing ones (noise: AUC 1.00 in the shortcut audit)."""
     u = float(np.random.default_rng([seed, int(item, 16), 11]).uniform())
     lo, hi = condition.start, condition.end
-    if dimensions.get(condition.category).SPEC.scale == "log":
+    spec = dimensions.get(condition.category).SPEC
+    if spec.rove:  # the spread comes from the rove, the same as for changing clips
+        value = (lo + hi) / 2
+    elif spec.scale == "log":
         value = float(np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo))))
     else:
         value = lo + u * (hi - lo)
     return dataclasses.replace(condition, start=value, end=value)
+
+
+def roved(condition: Condition, seed: int, item: str) -> Condition:
+    """The condition shifted by its dimension's per-clip rove (SPEC.rove; linear scale)."""
+    rove = dimensions.get(condition.category).SPEC.rove
+    if not rove:
+        return condition
+    offset = float(np.random.default_rng([seed, int(item, 16), 13]).uniform(-rove, rove))
+    return dataclasses.replace(condition, start=condition.start + offset, end=condition.end + offset)
 
 
 def item_id(seed: int, source_id: str, condition: Condition) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.audio import (
+    FRAME_S,
     SpeechSpan,
     limit_peak,
     load_audio,
@@ -30,11 +31,12 @@ from vocalgrad.stimuli.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.neutralise import (
     compensate_loudness,
+    momentary_power,
     room_tone,
     room_tone_rms,
     rove_gain_db,
 )
-from vocalgrad.stimuli.plan import Condition, held_constant, item_rng
+from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 from vocalgrad.stimuli.trajectories import parameter_track
 
 INT16_SCALE = 32768.0
@@ -118,10 +120,15 @@ def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = Non
 
 
 def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float,
-              centred: bool = True) -> Track:
+              source: Analysis | None = None, centred: bool = True) -> Track:
     """The parameter as a function of source time: interpolated on the dimension's scale,
     centred so its time-average over the speech span does not depend on curve x direction,
     and held at the neutral value outside the span where the dimension asks for it.
+
+    Centre "energy" weighs that average by the source's momentary loudness (`source` is
+    needed): speech is louder early (declination), so a plain time-average leaves the
+    energy-weighted one, what whole-clip level or stereo-image summaries see, on the side
+    of the start value, and those summaries then tell the direction.
 
     A held part (``centred=False``) keeps its value: centring a held speed would bring every
     part back to the source's rate."""
@@ -134,9 +141,22 @@ def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_
         values = parameter_track(curve, lo, hi, t, onset_s, offset_s)
         return np.exp(values) if log else values
 
-    grid = base(np.linspace(onset_s, offset_s, 4001))
-    factor = float(np.mean(1.0 / grid)) if spec.centre == "harmonic" and centred else 1.0
-    shift = float(np.mean(grid)) - (start + end) / 2 if spec.centre == "mean" and centred else 0.0
+    times = np.linspace(onset_s, offset_s, 4001)
+    grid = base(times)
+    weights = None
+    if spec.centre == "energy" and centred:
+        if source is None:
+            raise ValueError(f"{spec.name}: energy-weighted centring needs the source")
+        power = momentary_power(source.k_power)
+        weights = np.interp(times, (np.arange(len(power)) + 0.5) * FRAME_S, power) + 1e-20
+    centre = spec.centre if centred else "none"
+    factor, shift = 1.0, 0.0
+    if centre == "harmonic":
+        factor = float(np.mean(1.0 / grid))
+    elif centre in ("mean", "energy") and log:  # on a log scale the mean is geometric
+        factor = float(np.sqrt(start * end) / np.exp(np.average(np.log(grid), weights=weights)))
+    elif centre in ("mean", "energy"):
+        shift = float(np.average(grid, weights=weights)) - (start + end) / 2
     neutral = spec.neutral_value
 
     def track(t):
@@ -270,7 +290,8 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, item: s
         if i:
             pieces.append(tone[length:length + gap])
             at += gap
-        pieces.append(np.pad(part, (0, length - len(part))) + tone[:length])
+        padded = np.pad(part, ((0, length - len(part)),) + ((0, 0),) * (part.ndim - 1))
+        pieces.append(padded + (tone[:length, None] if part.ndim == 2 else tone[:length]))  # both ears alike
         bounds.append((at, at + length))
         at += length
     rove = rove_gain_db(seed, item)
@@ -297,8 +318,9 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
     spec = dim.SPEC
     if condition.direction == "constant":
         condition = held_constant(condition, seed, item)
+    condition = roved(condition, seed, item)
     span = source.clean.span
-    track = track_for(condition, spec, span.onset_s, span.offset_s)
+    track = track_for(condition, spec, span.onset_s, span.offset_s, source.clean)
     heard_span = clip_span(dim, track, source.clean)
     processed = dim.render(source.clean, track, item_rng(seed, item))
     audio, rove = finish(source, condition.category, processed, track, heard_span, seed, item)

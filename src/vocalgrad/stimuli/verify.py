@@ -61,7 +61,7 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         category = row["category"]
         dim = dimensions.get(category)
         try:
-            audio, sr = load_audio(row["path"])
+            audio, sr = load_audio(row["path"], mono=False)
         except AudioError as err:
             failures.append({"item_id": row["item_id"], "error": str(err)})
             continue

@@ -1,0 +1,129 @@
+"""Stereo direction: the voice moves across the front, from left to right or back, with the
+interaural level and time differences of a head.
+
+Each ear gets the source through Brown & Duda's (1998) spherical-head model: a one-pole,
+one-zero head-shadow filter (high frequencies boosted up to 6 dB at the near ear, cut up to
+20 dB at the far one) and a Woodworth delay (0.26 ms x (theta + sin theta) between the
+ears). Both are applied per STFT frame, so the azimuth moves smoothly. The pair is
+power-normalised per frequency, so what the two ears hear in sum, its loudness and
+spectrum, does not depend on where the source is: only the difference between them moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.signal import butter, istft, sosfilt, stft
+
+from vocalgrad.audio import frame_rms
+from vocalgrad.dimensions._shared import db, windows
+from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Track
+from vocalgrad.stimuli.analysis import Analysis
+
+SPEC = DimensionSpec(
+    name="stereo_direction",
+    parameter="azimuth (0 = ahead, positive = right)",
+    unit="deg",
+    increase_means="the voice moves to the right",
+    tiers={"low": 10.0, "mid": 25.0, "high": 45.0},  # the path runs from -tier to +tier
+    scale="linear",
+    measured="interaural level difference above 1.5 kHz, right re left (dB, speech frames), counted only where the "
+             "interaural time difference (GCC-PHAT lag) moves the same way by at least 20 us",
+    measured_unit="dB",
+    audibility_floor=1.0,
+    floor_basis=("ILD JND ~0.5-1 dB (Mills 1960; Yost & Dye 1988); ITD JND ~10-20 us (Klumpp & Eady "
+                 "1956); minimum audible angle ~1-2 deg ahead (Mills 1958)"),
+    psychometric_range=(1.0, 60.0),
+    centre="energy",  # the loudness-weighted azimuth is ahead whatever the curve x direction
+    loudness_neutral=False,  # power-normalised: the sum of the ears does not move
+    constant_tolerance=1.0,
+    rove=15.0,  # where the voice sits on average (left or right of ahead) carries nothing
+    channels=2,
+)
+HEAD_RADIUS_M = 0.0875
+SPEED_OF_SOUND = 343.0
+ALPHA_MIN, THETA_MIN_DEG = 0.1, 150.0  # Brown & Duda's head-shadow constants
+ITD_FLOOR_S = 20e-6
+MAX_ITD_S = 1e-3  # the lag search: wider than any head
+ITD_BAND_HZ = (200.0, 4000.0)
+ILD_FROM_HZ = 1500.0  # the head shadows highs: below ~1 kHz the ears differ in time, not level
+N_FFT = 512
+HOP = 128
+
+
+@dataclass(frozen=True)
+class StereoMeasured(Corroborated):
+    """start/end: ILD (dB, right re left) over the head and tail; corroboration: the ITD
+    change (s, positive = the right ear leads more)."""
+
+
+def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
+    return -magnitude, magnitude
+
+
+def inaudible_reason(magnitude: float, sr: int) -> str | None:
+    return None if magnitude > 0 else "a source that stays straight ahead does not move"
+
+
+def ear_response(freqs: np.ndarray, azimuth_deg: np.ndarray, side: int) -> np.ndarray:
+    """(freqs x frames) complex response of the ear on `side` (-1 left, +1 right)."""
+    theta = np.deg2rad(90.0 - side * azimuth_deg)[None, :]  # angle between source and ear axis
+    alpha = (1 + ALPHA_MIN / 2) + (1 - ALPHA_MIN / 2) * np.cos(theta / np.deg2rad(THETA_MIN_DEG) * np.pi)
+    w = 2 * np.pi * freqs[:, None] * HEAD_RADIUS_M / SPEED_OF_SOUND  # omega / omega0
+    shadow = (1 + 1j * alpha * w / 2) / (1 + 1j * w / 2)
+    a_c = HEAD_RADIUS_M / SPEED_OF_SOUND
+    delay = np.where(theta < np.pi / 2, -a_c * np.cos(theta), a_c * (theta - np.pi / 2))
+    return shadow * np.exp(-2j * np.pi * freqs[:, None] * delay)
+
+
+def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
+    sr = ref.sr
+    if "stereo_stft" not in ref.cache:
+        ref.cache["stereo_stft"] = stft(ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even")
+    freqs, times, spec = ref.cache["stereo_stft"]
+    azimuth = track(np.clip(times, 0, ref.duration_s))
+    left, right = ear_response(freqs, azimuth, -1), ear_response(freqs, azimuth, 1)
+    norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
+    ears = []
+    for response in (left, right):
+        _, out = istft(spec * response * norm, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=True)
+        out = out[: len(ref.audio)]
+        ears.append(np.pad(out, (0, len(ref.audio) - len(out))))
+    return np.stack(ears, axis=1).astype(np.float32)
+
+
+def measure(clip: Analysis, ref: Analysis) -> StereoMeasured:
+    """Over the source's speech frames in the head and tail windows: ILD = right over left
+    energy above 1.5 kHz (where the head casts its shadow), and ITD = the lag of the GCC-PHAT peak between the ears (200 Hz - 4 kHz, 1/8
+    sample resolution). A one-channel clip has neither."""
+    ears = clip.channels
+    if ears.shape[1] < 2:
+        return StereoMeasured(0.0, 0.0, 0.0, ITD_FLOOR_S)
+    highs = sosfilt(butter(4, ILD_FROM_HZ, "highpass", fs=clip.sr, output="sos"), ears, axis=0)
+    left, right = frame_rms(highs[:, 0], clip.sr) ** 2, frame_rms(highs[:, 1], clip.sr) ** 2
+    n = min(len(left), len(ref.active))
+    hop = len(ears) // len(left) if len(left) else 1
+    ild, itd = [], []
+    for window in windows(ref, n, active_only=True):
+        if not window.any():
+            return StereoMeasured(float("nan"), float("nan"), float("nan"), ITD_FLOOR_S)
+        ild.append(db(right[:n][window].sum() / left[:n][window].sum()))
+        samples = np.repeat(window, hop)
+        itd.append(interaural_delay(ears[: len(samples)][samples], clip.sr))
+    return StereoMeasured(ild[0], ild[1], itd[1] - itd[0], ITD_FLOOR_S)
+
+
+def interaural_delay(ears: np.ndarray, sr: int, oversample: int = 8) -> float:
+    """How much earlier the right ear hears the signal than the left (s), by GCC-PHAT."""
+    n = 1 << int(np.ceil(np.log2(2 * len(ears))))
+    spec_l, spec_r = np.fft.rfft(ears[:, 0], n), np.fft.rfft(ears[:, 1], n)
+    cross = spec_l * np.conj(spec_r)
+    freqs = np.fft.rfftfreq(n, 1 / sr)
+    band = (freqs >= ITD_BAND_HZ[0]) & (freqs <= ITD_BAND_HZ[1])
+    cross = np.where(band, cross / np.maximum(np.abs(cross), 1e-20), 0.0)
+    cc = np.fft.irfft(cross, n * oversample)  # cc[k]: left delayed by k / (sr * oversample) re right
+    max_lag = int(MAX_ITD_S * sr * oversample)
+    lags = np.concatenate([np.arange(0, max_lag + 1), np.arange(-max_lag, 0)])
+    values = np.concatenate([cc[: max_lag + 1], cc[-max_lag:]])
+    return float(lags[np.argmax(values)] / (sr * oversample))

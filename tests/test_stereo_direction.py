@@ -1,0 +1,140 @@
+"""Stereo direction: two-channel clips from mono sources, verified between the ears, written
+and read back as two channels, and refused to a listener that hears a mono downmix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+from conftest import RENDER_SR
+
+from vocalgrad import dimensions
+from vocalgrad.audio import load_audio, write_flac_atomic
+from vocalgrad.build import build
+from vocalgrad.config import BuildConfig
+from vocalgrad.dataset import load_rows
+from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
+from vocalgrad.evaluation.score import markdown, score_run
+from vocalgrad.listeners.baselines import IdealObserver, RandomListener
+from vocalgrad.report import build_sections
+from vocalgrad.stimuli.plan import Condition
+from vocalgrad.stimuli.render import (
+    finish,
+    measure_clip,
+    prepare_reference,
+    prepare_source,
+    render_condition,
+)
+
+DIM = dimensions.get("stereo_direction")
+
+
+@pytest.fixture(scope="module")
+def sources(real_speech_paths):
+    return [prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
+            for i, p in enumerate(real_speech_paths[:3])]
+
+
+def test_level_and_time_differences_move_together(sources):
+    """Moving right raises the right ear's level (above 1.5 kHz) and makes it lead in time;
+    the sum of the ears stays as loud and as long as the source."""
+    for source in sources:
+        for direction, sign in (("increase", 1), ("decrease", -1)):
+            lo, hi = DIM.endpoints(DIM.SPEC.tiers["high"], RENDER_SR)
+            start, end = (lo, hi) if direction == "increase" else (hi, lo)
+            r = render_condition(source, Condition("stereo_direction", "high", "linear", direction, hi, start, end),
+                                 0, "00000000000000ad")
+            m = r.measured
+            assert r.verified and r.audio.shape == (len(source.clean.audio), 2), (direction, m)
+            assert sign * (m.end - m.start) > 8, m  # ILD, dB
+            assert sign * m.corroboration > 400e-6, m  # ITD: ~0.75 ms from 45 deg left to right
+            assert abs(r.confounds["loudness_drift_db"]) < 0.5, r.confounds
+
+
+def test_a_level_only_pan_is_not_a_direction_change(sources):
+    """Turning one ear up and the other down (no time difference) is refused as a move."""
+    for source in sources:
+        span = source.clean.span
+        ramp = np.clip((np.arange(len(source.clean.audio)) / RENDER_SR - span.onset_s) / span.duration_s, 0, 1)
+        gains = 10 ** (np.stack([-6 * ramp + 3, 6 * ramp - 3], axis=1) / 20)
+        raw = (source.clean.audio[:, None] * gains).astype(np.float32)
+        audio, _ = finish(source, "stereo_direction", raw, np.zeros_like, span, 0, "ae")
+        measured = measure_clip(source, "stereo_direction", audio, span, "increase")
+        assert measured[1].end - measured[1].start > 5 and measured[3] != "verified", measured[1]
+
+
+def test_two_channel_flac_round_trip(tmp_path, sources):
+    clip = render_condition(sources[0], Condition("stereo_direction", "mid", "linear", "increase", 25.0, -25.0, 25.0),
+                            0, "00000000000000af").audio
+    path = tmp_path / "clip.flac"
+    write_flac_atomic(path, clip, RENDER_SR)
+    assert sf.info(path).channels == 2
+    back, sr = load_audio(path, mono=False)
+    assert sr == RENDER_SR and back.shape == clip.shape and np.array_equal(back, clip)
+    mono, _ = load_audio(path)
+    assert mono.ndim == 1 and np.allclose(mono, clip.mean(axis=1), atol=1e-6)
+
+
+class MonoSpy(RandomListener):
+    """A listener that hears a downmix; records the shapes it was given."""
+
+    channels = 1
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listener_id = "spy:mono"
+        self.shapes: list[tuple[int, ...]] = []
+
+    def score_choices(self, requests):
+        self.shapes += [r.target_audio.shape for r in requests if r.target_audio is not None]
+        return super().score_choices(requests)
+
+
+def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path, real_speech_paths):
+    root = tmp_path / "speakers"
+    for i, p in enumerate(real_speech_paths[:3]):
+        (root / f"s{i}").mkdir(parents=True)
+        audio, sr = load_audio(p)
+        sf.write(root / f"s{i}" / "a.wav", audio, sr)
+    config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
+                         categories=("stereo_direction", "volume"), tiers=("high",), curves=("linear",))
+    data = tmp_path / "ds"
+    report = build(config, data, workers=1, audit=False)
+    assert report["verification_agreement"]["stereo_direction"] == 1.0
+    rows = load_rows(data)
+    assert {r["channels"] for r in rows if r["category"] == "stereo_direction"} == {2}
+    assert {r["channels"] for r in rows if r["category"] == "volume"} == {1}
+
+    spy = MonoSpy()
+    evaluate(data, spy, tmp_path / "mono", EvalConfig(), cache=AnswerCache(tmp_path / "c.sqlite"))
+    manifest, results = load_results(tmp_path / "mono")
+    assert manifest["listener_channels"] == 1 and "stereo_direction" in manifest["untestable"]
+    assert {r["category"] for r in results} == {"volume"} and all(len(s) == 1 for s in spy.shapes)
+    summary = score_run(tmp_path / "mono", n_boot=0)
+    assert "cannot be tested" in summary["untestable"]["stereo_direction"]
+    assert "stereo_direction:** cannot be tested" in markdown(summary)
+
+    evaluate(data, IdealObserver(data), tmp_path / "ideal", EvalConfig(), cache=AnswerCache(tmp_path / "c.sqlite"))
+    manifest, results = load_results(tmp_path / "ideal")
+    assert manifest["listener_channels"] == 2 and manifest["untestable"] == {}
+    stereo = [r for r in results if r["category"] == "stereo_direction" and r["direction"] != "constant"]
+    assert stereo and all(r["correct"] for r in stereo)
+
+    headline = build_sections([tmp_path / "mono", tmp_path / "ideal"], n_boot=0, fit_boot=0)[0]
+    table = headline.blocks[0]
+    column = table.header.index("stereo direction")
+    cells = {row[0]: row[column] for row in table.rows}
+    assert cells["spy:mono"] == "cannot be tested" and cells["baseline:ideal"].startswith("1.00")
+
+
+def test_the_audit_sees_where_the_image_sits(sources):
+    """The shortcut audit reads the whole-clip level difference between the ears (0 for
+    mono), and every other cue from the downmix."""
+    from vocalgrad.stimuli.audit import clip_cues
+
+    held = render_condition(sources[0], Condition("stereo_direction", "none", "none", "constant", 0.0, 30.0, 30.0),
+                            0, "00000000000000b1")
+    stereo = clip_cues(held.audio, RENDER_SR)
+    mono = clip_cues(held.audio.mean(axis=1), RENDER_SR)
+    assert stereo["global_ild_db"] > 1.0 and mono["global_ild_db"] == 0.0
+    assert stereo["global_duration_s"] == mono["global_duration_s"]
