@@ -38,8 +38,8 @@ def test_default_prompt_is_the_published_text_verbatim():
 
 def test_newer_dimensions_are_asked_about_by_name():
     """The published template names each category by its words: the newer dimensions too."""
-    for category, words in (("brightness", "brightness"), ("vocal_tract_length", "vocal tract length"),
-                            ("breathiness", "breathiness")):
+    for category, words in (("brightness", "brightness"), ("breathiness", "breathiness"),
+                            ("vocal_tract_length", "apparent size of the speaker (vocal tract length)")):
         assert question_text(category).startswith(f"Does the {words} increase or decrease over time?")
 
 
@@ -182,6 +182,6 @@ def test_expected_answer():
 
 
 def test_new_dimensions_say_which_way_increase_runs():
-    assert question_text("distance").startswith("Does the distance increase or decrease over time?")
+    assert question_text("distance").startswith("Does the distance of the speaker increase or decrease over time?")
     assert question_text("stereo_direction").startswith(
         "Does the stereo position (from left to right) increase or decrease over time?")

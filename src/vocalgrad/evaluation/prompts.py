@@ -50,6 +50,11 @@ RECOGNITION_WORDS: dict[str, tuple[str, str, str]] = {
     "audio_roughness": ("audio", "rough", "smooth"),
     "voice_clarity": ("voice", "clear", "muffled"),
     "voice_vibration": ("voice", "trembling", "steady"),
+    "brightness": ("voice", "bright", "dark"),
+    "vocal_tract_length": ("voice", "large", "small"),
+    "breathiness": ("voice", "breathy", "clear"),
+    "distance": ("speaker", "far", "near"),
+    "stereo_direction": ("voice", "right", "left"),
 }
 
 
@@ -190,7 +195,11 @@ class Prompt:
 
 
 # Where the category's own words would not say which way "increase" runs
-ATTRIBUTE_NAMES = {"stereo_direction": "stereo position (from left to right)"}
+ATTRIBUTE_NAMES = {
+    "stereo_direction": "stereo position (from left to right)",
+    "vocal_tract_length": "apparent size of the speaker (vocal tract length)",
+    "distance": "distance of the speaker",
+}
 
 
 def attribute_name(category: str) -> str:
