@@ -103,7 +103,7 @@ SILENCE_LEAK = {"increase": (0.6, 0.2), "decrease": (0.2, 0.6)}
 
 @pytest.fixture(scope="module")
 def silence_leak(tmp_path_factory) -> Path:
-    category = "speaking_speed"
+    category = "voice_pitch"
     assert "edge_silence" not in get(category).SPEC.target_cues
     return make_dataset(tmp_path_factory.mktemp("audit") / "silence-leak", category, silences=SILENCE_LEAK)
 
@@ -168,7 +168,7 @@ def test_target_cues_may_name_single_cues():
     names = feature_names(allowed_families("volume"), "volume")
     assert "global_peak_dbfs" not in names and "global_file_bytes" not in names
     assert {"global_loudness_lufs", "global_duration_s", "global_centroid_hz"} <= set(names)
-    assert "global_peak_dbfs" in feature_names(allowed_families("speaking_speed"), "speaking_speed")
+    assert "global_peak_dbfs" in feature_names(allowed_families("voice_pitch"), "voice_pitch")
 
 
 def test_with_a_span_edge_cues_read_only_the_silences():
@@ -188,7 +188,7 @@ def test_with_a_span_edge_cues_read_only_the_silences():
 
 def test_leading_silence_leak_is_flagged(silence_leak):
     report = audit_dataset(silence_leak, workers=2)
-    c = report["per_category"]["speaking_speed"]
+    c = report["per_category"]["voice_pitch"]
     assert report["protocol"] == "train->test" and c["protocol"] == "train->test"
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False and report["passes"] is False
     assert c["shortcut_ci"][0] > 0.5
@@ -243,8 +243,8 @@ def test_cues_are_cached_and_resumed(tmp_path):
 
 
 def test_grouped_cv_without_train_split_still_flags(tmp_path):
-    root = make_dataset(tmp_path / "ds", "speaking_speed", silences=SILENCE_LEAK, splits=("test",))
-    c = audit_dataset(root)["per_category"]["speaking_speed"]
+    root = make_dataset(tmp_path / "ds", "voice_pitch", silences=SILENCE_LEAK, splits=("test",))
+    c = audit_dataset(root)["per_category"]["voice_pitch"]
     assert c["protocol"] == "grouped-cv" and c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
 
 
@@ -262,7 +262,7 @@ def _requests(root: Path, category: str) -> tuple[list[Request], list[str]]:
 def test_shortcut_listener_exploits_the_leak(silence_leak, tmp_path):
     listener = load_listener("baseline:shortcut", dataset=silence_leak)
     assert listener.listener_id == "baseline:shortcut" and listener.can_score and listener.sample_rate == SR
-    requests, truth = _requests(silence_leak, "speaking_speed")
+    requests, truth = _requests(silence_leak, "voice_pitch")
     answers = listener.generate(requests)
     assert np.mean([a == t for a, t in zip(answers, truth, strict=True)]) >= 0.9
     scores = listener.score_choices(requests[:1])[0]
@@ -271,15 +271,15 @@ def test_shortcut_listener_exploits_the_leak(silence_leak, tmp_path):
     # reversed controls are answered from their audio; ternary options get a low score
     r = requests[0]
     rev_id = r.item_id + "#reversed"
-    reversed_request = Request(rev_id, build_prompt("speaking_speed", "ternary", item_id=rev_id),
+    reversed_request = Request(rev_id, build_prompt("voice_pitch", "ternary", item_id=rev_id),
                                {rev_id: r.target_audio[::-1].copy()}, r.source_id)
     rev_scores = listener.score_choices([reversed_request])[0]
     assert set(rev_scores) == {"increase", "decrease", "constant"}
     assert rev_scores["constant"] < min(rev_scores["increase"], rev_scores["decrease"])
-    silent = Request("s", build_prompt("speaking_speed", item_id="s"), {"s": None})
+    silent = Request("s", build_prompt("voice_pitch", item_id="s"), {"s": None})
     assert listener.score_choices([silent])[0]["increase"] == pytest.approx(np.log(0.5))
 
-    no_train = make_dataset(tmp_path / "no-train", "speaking_speed", splits=("test",))
+    no_train = make_dataset(tmp_path / "no-train", "voice_pitch", splits=("test",))
     with pytest.raises(ConfigError, match="train split"):
         load_listener("baseline:shortcut", dataset=no_train)
     with pytest.raises(ConfigError, match="needs the dataset"):
@@ -291,8 +291,8 @@ def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 1
     printed = capsys.readouterr().out
     assert "| category | items | sources | shortcut acc [CI]" in printed
-    assert "FAIL speaking_speed" in printed
-    assert json.loads(out.read_text())["per_category"]["speaking_speed"]["passes"] is False
+    assert "FAIL voice_pitch" in printed
+    assert json.loads(out.read_text())["per_category"]["voice_pitch"]["passes"] is False
     assert cli.main(["audit", str(clean)]) == 0
     assert "shortcut audit passed" in capsys.readouterr().out
     assert cli.main(["audit", str(tmp_path / "missing")]) == 2

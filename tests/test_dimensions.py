@@ -312,3 +312,35 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         track = track_for(ramp, echo.SPEC, span.onset_s, span.offset_s)
         audio, _ = finish(ref, "distance", echo.render(ref.clean, track, np.random.default_rng(0)), track, span, 0, "ae")
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
+
+
+@pytest.mark.parametrize("category", [c for c in dimensions.CATEGORIES if dimensions.get(c).SPEC.source_edges])
+def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(references, category):
+    """Outside the speech (+- the guard) an increase clip and its decrease twin hold the
+    source's own samples, before the room tone and the rove: resynthesis residue (PSOLA re-synthesises the
+    silences too) once made their edges differ in level and spectrum with the direction."""
+    from vocalgrad.stimuli.render import EDGE_GUARD_S, SPLICE_S, clip_span, level
+
+    dim = dimensions.get(category)
+    checked = 0
+    for source in references:
+        span = source.clean.span
+        sr = source.sr
+        lead = int(round((span.onset_s - EDGE_GUARD_S - SPLICE_S) * sr))
+        for direction in ("increase", "decrease"):
+            low, high = dim.endpoints(dim.SPEC.tiers["high"], sr)
+            start, end = (low, high) if direction == "increase" else (high, low)
+            c = Condition(category, "high", "linear", direction, dim.SPEC.tiers["high"], start, end)
+            track = track_for(c, dim.SPEC, span.onset_s, span.offset_s, source.clean)
+            heard_span = clip_span(dim, track, source.clean)
+            raw = dim.render(source.clean, track, np.random.default_rng(0))
+            out = level(source, category, raw, track, heard_span)
+            tail = min(len(out) - int(round((heard_span.offset_s + EDGE_GUARD_S + SPLICE_S) * sr)),
+                       len(source.clean.audio))
+            for n, clip_part, source_part in ((lead, out[:max(lead, 0)], source.clean.audio[:max(lead, 0)]),
+                                              (tail, out[len(out) - max(tail, 0):],
+                                               source.clean.audio[len(source.clean.audio) - max(tail, 0):])):
+                if n > 0:  # (a recording trimmed at its speech has no edge to keep)
+                    np.testing.assert_array_equal(clip_part, source_part)
+                    checked += 1
+    assert checked >= 4

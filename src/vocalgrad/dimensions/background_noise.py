@@ -24,8 +24,10 @@ SPEC = DimensionSpec(
                  "floor doubles) so that noise under the room tone is refused"),
     psychometric_range=(0.003, 0.2),
     constant_tolerance=3.0,
-    # white noise lifts each frame's spectral centroid: the median of them reads where it is loud
-    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence", "global_centroid_hz"),
+    # white noise lifts each frame's spectral centroid, and FLAC needs more bits per second the
+    # more noise there is: the median centroid and the file size read where the noise is loud
+    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence", "global_centroid_hz",
+                 "global_file_bytes"),
 )
 
 

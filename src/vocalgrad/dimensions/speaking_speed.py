@@ -27,10 +27,14 @@ SPEC = DimensionSpec(
     centre="harmonic",  # every clip keeps the source's speech duration
     neutral_value=1.0,  # silences before and after the speech are not stretched
     source_edges=True,
-    # time averages of content over the clip weigh the slowed part more: with F0 and spectrum
-    # declining over an utterance, a slow start lifts the median F0 (80% of pairs) and lowers
-    # the centroid's median (68%): they read where the speech is slow, the target
-    target_cues=("global_f0_hz", "global_centroid_hz"),
+    # every time average over the clip weighs the slowed part more: with F0, level and spectrum
+    # declining over an utterance, a slow start lifts the median F0 (80% of pairs), lowers the
+    # centroid's median (68%) and, once the clip is set to the source's integrated loudness,
+    # moves its peak (or, without that step, its loudness): they read where the speech is slow.
+    # The file's silences are the source's, sample for sample (`source_edges`); a detector on
+    # the clip finds a slowed first or last phoneme a few ms later (80% of pairs within 20 ms)
+    target_cues=("global_f0_hz", "global_centroid_hz", "global_loudness_lufs", "global_peak_dbfs",
+                 "edge_silence"),
 )
 
 

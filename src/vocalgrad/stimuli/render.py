@@ -260,8 +260,6 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     loudness keeps its gain: setting it to the source's loudness would undo the target."""
     dim = dimensions.get(category)
     sr = source.sr
-    if dim.SPEC.source_edges:
-        processed = with_source_edges(processed, source.clean.audio, span, sr)
     if dim.SPEC.loudness_neutral:
         warp = getattr(dim, "source_time", None)
         to_source = (lambda times: warp(track, times)) if warp else None
@@ -271,6 +269,8 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     loudness = span_loudness(processed, sr, span)
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
+    if dim.SPEC.source_edges:  # last: no gain of the speech's reaches the source's edges
+        processed = with_source_edges(processed, source.clean.audio, span, sr)
     return processed
 
 
