@@ -21,8 +21,10 @@ SPEC = DimensionSpec(
     psychometric_range=(3.0, 14.0),
     # a coarse quantiser also silences a recording's own low-level background in its
     # pauses (it gates): the level, spectrum and digital zeros of the silences at each end
-    # follow the bit depth there
-    target_cues=("edge_level", "edge_spectrum", "edge_zeros"),
+    # follow the bit depth there, and it gates the quiet rise of the first (or last) phoneme,
+    # so a speech detector finds the speech later where the quantiser is coarse (on real
+    # recordings: the increase clip's detected lead silence is the shorter in 71% of twins)
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros"),
 )
 CLEAN_BITS = 16.0
 
