@@ -244,7 +244,7 @@ def test_brightness_tilts_the_spectrum_and_keeps_loudness(references):
     span = ref.clean.span
     brightness = dimensions.get("brightness")
     up = Condition("brightness", "high", "linear", "increase", 3.0, -3.0, 3.0)
-    raw = brightness.render(ref.clean, track_for(up, brightness.SPEC, span.onset_s, span.offset_s),
+    raw = brightness.render(ref.clean, track_for(up, brightness.SPEC, span.onset_s, span.offset_s, ref.clean),
                             np.random.default_rng(0))
     drift_raw = measure_confounds(Analysis(raw, ref.sr, span=span), ref.clean)["loudness_drift_db"]
     built = render_condition(ref, up, 0, "00000000000000b1")

@@ -21,6 +21,7 @@ from vocalgrad.build import build
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation import prompts
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.parsing import parse_labelled
 from vocalgrad.evaluation.prompts import build_prompt, question_text, recognition_words
@@ -204,7 +205,7 @@ def test_choice_scoring_maps_answer_words_to_labels(built, tmp_path):
     assert np.mean([r["correct"] for r in rows]) == 0.5
 
 
-def test_prompts_per_format():
+def test_prompts_per_format(monkeypatch):
     assert question_text("volume") == ("Does the volume increase or decrease over time?\n\n"
                                        'Answer with only one word: "increase" or "decrease".')
     comparison = build_prompt("voice_pitch", fmt="comparison")
@@ -215,8 +216,10 @@ def test_prompts_per_format():
     swapped = build_prompt("volume", "swapped", fmt="recognition")
     assert swapped.options == ("quiet", "loud") and "quiet or loud" in swapped.text
     assert swapped.label_of == {"quiet": "decrease", "loud": "increase"}
+    assert recognition_words("brightness") == ("voice", "bright", "dark")
     # a dimension the table does not know (a new one) is asked generically
-    assert recognition_words("brightness") == ("brightness", "high", "low")
+    monkeypatch.delitem(prompts.RECOGNITION_WORDS, "breathiness")
+    assert recognition_words("breathiness") == ("breathiness", "high", "low")
     with pytest.raises(ConfigError, match="variants default, swapped"):
         build_prompt("volume", "ternary", fmt="recognition")
     few = build_prompt("echo", fmt="recognition", few_shot=[({"item_id": "a"}, "decrease")])
