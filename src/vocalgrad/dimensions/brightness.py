@@ -40,8 +40,8 @@ SPEC = DimensionSpec(
     constant_tolerance=0.75,
     # the tilt acts on the whole recording: the spectrum and level of its own background in
     # the silences at each end follow the tilt there, and a speech detector finds a bright
-    # last syllable later than a dark one
-    target_cues=("edge_silence", "edge_level", "edge_spectrum"),
+    # last syllable later than a dark one; the spectral centroid is the brightness itself
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "global_centroid_hz"),
 )
 PIVOT_HZ = 1000.0
 LOW_HZ = 125.0  # the tilt is held flat below: no boost of hum and rumble

@@ -45,8 +45,10 @@ SPEC = DimensionSpec(
     centre="energy",  # geometric, loudness-weighted: the heard level and DRR on average do not tell the direction
     loudness_neutral=False,  # level is part of the target
     # the level, the reverb ringing after the last word and where a detector finds the
-    # speech all follow the distance at each end, as for volume
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros"),
+    # speech all follow the distance at each end, as for volume; and as for volume, the peak and
+    # the FLAC size are statistics of the level course and the median F0 weighs the loud part
+    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
+                 "global_file_bytes", "global_f0_hz"),
     constant_tolerance=4.0,
 )
 NEAR_M = 0.25

@@ -40,6 +40,9 @@ SPEC = DimensionSpec(
     constant_tolerance=1.0,
     rove=15.0,  # where the voice sits on average (left or right of ahead) carries nothing
     channels=2,
+    # summed to mono, a voice off to one side is comb-filtered by the interaural delay (and
+    # shadowed at one ear): the downmix's spectral centroid reads how far off-centre it is
+    target_cues=("global_centroid_hz",),
 )
 HEAD_RADIUS_M = 0.0875
 SPEED_OF_SOUND = 343.0
