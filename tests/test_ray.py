@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -217,3 +218,27 @@ def test_unreachable_ray_address_fails_fast_naming_it(cluster, tmp_path, capsys)
     code = main(["build", "--out", str(tmp_path / "x"), "--n-test", "1", "--ray-address", "127.0.0.1:9"])
     assert code == 2 and time.time() - started < 15
     assert "cannot reach the Ray cluster at '127.0.0.1:9'" in capsys.readouterr().err
+
+
+def test_a_killed_ray_driver_resumes_like_a_local_build(cluster, local, tmp_path):
+    """SIGKILL the driver of a Ray build mid-run (its tasks end with its job), then run the
+    same command again: it resumes and the dataset has the local build's bytes, no clip
+    twice and no temporary file left."""
+    address = ray.get_runtime_context().gcs_address
+    out = tmp_path / "ray"
+    cmd = [sys.executable, "-m", "vocalgrad.cli", "build", "--out", str(out), "--n-test", "3", "--n-train", "0",
+           "--tiers", "low,high", "--categories", "volume,echo,voice_pitch", "--no-audit", "--ray-address", address]
+    driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while driver.poll() is None and time.time() < deadline and not list((out / "test").glob("*.flac")):
+        time.sleep(0.01)
+    assert driver.poll() is None, "the build finished before a clip was seen: nothing was interrupted"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert not (out / "test" / "metadata.jsonl").exists()  # it died before the build finished
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _files(out) == _files(local)
+    rows = list(read_jsonl(out / "test" / "metadata.jsonl"))
+    assert len({r["item_id"] for r in rows}) == len(rows)
+    assert not list(out.rglob(".tmp-*"))
