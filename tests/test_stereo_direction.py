@@ -13,9 +13,13 @@ from vocalgrad.audio import load_audio, write_flac_atomic
 from vocalgrad.build import build
 from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
+from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import markdown, score_run
 from vocalgrad.listeners.baselines import IdealObserver, RandomListener
+from vocalgrad.probing.adapters import DSPListener
+from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
+from vocalgrad.remedies.finetune import TuneConfig, finetune
 from vocalgrad.report import build_sections
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
@@ -119,6 +123,13 @@ def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path, real_sp
     assert manifest["listener_channels"] == 2 and manifest["untestable"] == {}
     stereo = [r for r in results if r["category"] == "stereo_direction" and r["direction"] != "constant"]
     assert stereo and all(r["correct"] for r in stereo)
+
+    # probing a model that hears a downmix on the stereo category, or tuning one on it, is
+    # refused before any feature is extracted or any step trained
+    with pytest.raises(ConfigError, match="cannot be probed on stereo_direction"):
+        probe_dataset(data, DSPListener(), tmp_path / "probe-stereo", ProbeConfig(categories=("stereo_direction",)))
+    with pytest.raises(ConfigError, match="cannot tune .* on stereo_direction"):
+        finetune(data, "whisper:tiny.en+trimmed", tmp_path / "tuned", TuneConfig(categories=("stereo_direction",)))
 
     headline = build_sections([tmp_path / "mono", tmp_path / "ideal"], n_boot=0, fit_boot=0)[0]
     table = headline.blocks[0]

@@ -403,6 +403,16 @@ def probe_dataset(
         from vocalgrad.listeners import load_listener
 
         listener = load_listener(listener, dataset=root)
+    from vocalgrad.evaluation.evaluate import untestable_categories
+
+    asked = [r for r in rows if not config.categories or r["category"] in config.categories]
+    untestable = untestable_categories(asked, listener)
+    if untestable:  # the model hears a downmix: its states cannot hold a left-to-right course
+        rows = [r for r in rows if r["category"] not in untestable]
+        if not any(r["category"] not in untestable for r in asked):
+            raise ConfigError(f"{listener.listener_id} cannot be probed on {', '.join(untestable)}: "
+                              + "; ".join(untestable.values()))
+        warnings.warn("not probed: " + "; ".join(f"{c} ({why})" for c, why in untestable.items()), stacklevel=2)
     behaviour = behaviour_from_results(results) if results else None
     return probe_rows(
         rows,

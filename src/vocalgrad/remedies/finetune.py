@@ -288,7 +288,7 @@ def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig
     """Tune `spec` on the dataset's train split, then evaluate it (choice mode, both option
     orders) on the test split of every category into OUT, an ordinary run folder whose
     manifest also carries the tuning record under `finetune`."""
-    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate
+    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, untestable_categories
     from vocalgrad.evaluation.score import score_run, write_summary
     from vocalgrad.listeners import load_listener
 
@@ -299,6 +299,10 @@ def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig
     if unknown:
         raise ConfigError(f"{dataset} has no categories {unknown}; it has {', '.join(known)}")
     listener = load_listener(spec, dataset=dataset)
+    untestable = untestable_categories([r for r in rows if r["category"] in config.categories], listener)
+    if untestable:  # a downmix of a left-to-right pan has nothing to learn from
+        raise ConfigError(f"cannot tune {listener.listener_id} on {', '.join(untestable)}: "
+                          + "; ".join(untestable.values()))
     meta = tune(listener, rows, out, config, base_spec=spec, data_sha=content_sha256(dataset), on_step=on_step)
     counts = evaluate(dataset, listener, out, EvalConfig(mode="choice", batch_size=batch_size), cache=cache)
     manifest_path = out / "manifest.json"
