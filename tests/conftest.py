@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 
 import numpy as np
@@ -57,3 +58,11 @@ def arctic() -> tuple[np.ndarray, int]:
 def cache_dir(tmp_path_factory) -> Path:
     """One builtin-speech cache for the whole session, so sources are synthesised once."""
     return tmp_path_factory.mktemp("vocalgrad-cache")
+
+
+@pytest.fixture(scope="session")
+def builtin_cache(cache_dir):
+    """Builds and CLI subprocesses share one synthesised-speech cache."""
+    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
+    yield
+    os.environ.pop("VOCALGRAD_CACHE", None)

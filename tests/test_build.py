@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -22,12 +21,7 @@ from vocalgrad.stimuli.plan import plan_conditions
 SMALL = BuildConfig(n_test=2, n_train=2, tiers=("low", "high"))
 
 
-@pytest.fixture(scope="session", autouse=True)
-def builtin_cache(cache_dir):
-    """Builds and CLI subprocesses share one synthesised-speech cache."""
-    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
-    yield
-    os.environ.pop("VOCALGRAD_CACHE", None)
+pytestmark = pytest.mark.usefixtures("builtin_cache")  # builds share one synthesised-speech cache
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import shutil
 import sqlite3
 from collections import Counter
@@ -35,11 +34,7 @@ SR = 16000
 TINY = {"n_test": 2, "n_train": 2, "tiers": ("high",)}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def builtin_cache(cache_dir):
-    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
-    yield
-    os.environ.pop("VOCALGRAD_CACHE", None)
+pytestmark = pytest.mark.usefixtures("builtin_cache")  # builds share one synthesised-speech cache
 
 
 @pytest.fixture(scope="module")

@@ -299,14 +299,18 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, item: s
     return quantise16(audio), rove, bounds
 
 
+def measure_against_source(heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan) -> tuple[Analysis, Measured]:
+    """A clip, a held clip or one part of a comparison against the heard source: the
+    dimension's own measure, never the rendering parameter."""
+    clip = Analysis(audio, heard.sr, span=span)
+    return clip, dimensions.get(category).measure(clip, heard)
+
+
 def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span: SpeechSpan,
                  direction: str) -> tuple[Analysis, Measured, float, str]:
     """Verification: the clip against the heard source, never the rendering parameter."""
-    dim = dimensions.get(category)
-    clip = Analysis(audio, source.sr, span=span)
-    measured = dim.measure(clip, source.heard)
-    change = measured.change
-    return clip, measured, change, verdict(direction, change, dim.SPEC)
+    clip, measured = measure_against_source(source.heard, category, audio, span)
+    return clip, measured, measured.change, verdict(direction, measured.change, dimensions.get(category).SPEC)
 
 
 def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
@@ -377,12 +381,6 @@ def held_value(measured: Measured) -> float:
     return float(np.mean(values)) if values else float("nan")
 
 
-def measure_held(heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan) -> tuple[Analysis, Measured]:
-    """Verification of one held clip or part: against the heard source, like any clip."""
-    clip = Analysis(audio, heard.sr, span=span)
-    return clip, dimensions.get(category).measure(clip, heard)
-
-
 def part_span(bound: tuple[int, int], span: SpeechSpan, sr: int) -> tuple[float, float]:
     """A part's speech span in file time."""
     return bound[0] / sr + span.onset_s, bound[0] / sr + span.offset_s
@@ -408,7 +406,7 @@ def render_comparison(source: PreparedSource, condition: Condition, seed: int, i
     audio, rove, bounds = assemble(source, [p for p, _ in held], seed, item, GAP_S)
     clips, measures = [], []
     for (a, b), (_, span) in zip(bounds, held, strict=True):
-        clip, measured = measure_held(source.heard, condition.category, audio[a:b], span)
+        clip, measured = measure_against_source(source.heard, condition.category, audio[a:b], span)
         clips.append(clip)
         measures.append(held_value(measured))
     measured = Measured(*measures)
@@ -430,7 +428,7 @@ def render_recognition(source: PreparedSource, condition: Condition, seed: int, 
     verdict "pending" until the build pairs them."""
     part, span = render_held(source, condition, condition.end)
     audio, rove, _ = assemble(source, [part], seed, item)
-    clip, measured = measure_held(source.heard, condition.category, audio, span)
+    clip, measured = measure_against_source(source.heard, condition.category, audio, span)
     return ClipResult(
         audio=audio, clip=clip, measured=measured, change=float("nan"), verdict="pending",
         confounds=measure_confounds(clip, source.heard),

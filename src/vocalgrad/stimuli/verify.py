@@ -23,7 +23,7 @@ from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import (
     confound_difference,
     held_value,
-    measure_held,
+    measure_against_source,
     part_mid,
     prepare_source,
     recognition_verdict,
@@ -126,7 +126,7 @@ def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
         values, confs = [], []
         for (a, b), (onset, offset) in zip(row["part_bounds"], row["part_spans_s"], strict=True):
             span = SpeechSpan(onset - a / clip.sr, offset - a / clip.sr, True)
-            part, measured = measure_held(ref, row["category"], clip.audio[a:b], span)
+            part, measured = measure_against_source(ref, row["category"], clip.audio[a:b], span)
             values.append(held_value(measured))
             confs.append(measure_confounds(part, ref, part_mid(part)))
         return values[1] - values[0], confound_difference(*confs)
