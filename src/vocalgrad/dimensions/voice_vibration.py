@@ -23,7 +23,10 @@ SPEC = DimensionSpec(
     floor_basis=("AM detection threshold ~-25 dB (m ~ 0.06, ~0.5 dB) at 4-16 Hz on broadband carriers "
                  "(Viemeister 1979); speech's own modulation masks more, so 1 dB"),
     psychometric_range=(0.05, 0.95),
-    constant_tolerance=1.0,
+    # a held depth's head and tail read up to ~1 dB apart (speech's own modulation), about the
+    # depth-discrimination JND (~2 dB in 20 log m, Wakefield & Viemeister 1990: 1-1.5 dB of
+    # this amplitude at depth 0.5); changing clips move >= 4 dB
+    constant_tolerance=1.5,
     # an 8 Hz tremolo of depth 0.6-0.9 dips the envelope 8-20 dB eight times a second: where
     # it is deep, a speech detector ends (or starts) the speech at a dip, and the peak sits on
     # a modulation crest: both read where the tremolo is strong, i.e. the target

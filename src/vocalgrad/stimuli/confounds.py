@@ -37,12 +37,15 @@ def loudness_drift_db(clip: Analysis, ref: Analysis, clip_mid_s: float | None = 
     process keeps it near 0 whatever the direction of the target."""
     mid_ref = (ref.span.onset_s + ref.span.offset_s) / 2
     mid_clip = mid_ref if clip_mid_s is None else clip_mid_s
+    return (late_minus_early_db(clip.k_power, clip.span.onset_s, mid_clip, clip.span.offset_s)
+            - late_minus_early_db(ref.k_power, ref.span.onset_s, mid_ref, ref.span.offset_s))
 
-    def halves(a: Analysis, mid: float) -> float:
-        power = a.k_power
-        t = (np.arange(len(power)) + 0.5) * FRAME_S
-        early = power[(t >= a.span.onset_s) & (t < mid)].mean()
-        late = power[(t >= mid) & (t <= a.span.offset_s)].mean()
-        return float(10 * np.log10(late / early)) if early > 0 and late > 0 else float("nan")
 
-    return halves(clip, mid_clip) - halves(ref, mid_ref)
+def late_minus_early_db(frame_power: np.ndarray, onset_s: float, mid_s: float, offset_s: float) -> float:
+    """Mean frame energy of [mid, offset] over [onset, mid) in dB (nan if either is empty)."""
+    t = (np.arange(len(frame_power)) + 0.5) * FRAME_S
+    early = frame_power[(t >= onset_s) & (t < mid_s)]
+    late = frame_power[(t >= mid_s) & (t <= offset_s)]
+    if not early.size or not late.size or early.mean() <= 0 or late.mean() <= 0:
+        return float("nan")
+    return float(10 * np.log10(late.mean() / early.mean()))

@@ -9,6 +9,9 @@ or peak, loudness that a process changes as a side effect. Three steps remove th
   the edges differ only by the target;
 - **loudness compensation**: a slow gain that makes the clip's momentary loudness follow
   the source's, for dimensions whose processing changes loudness as a side effect;
+- **drift cancellation**: a last, very slow gain (one sine period over the speech, zero at
+  its ends) that sets the clip's late-minus-early loudness to the source's exactly, so the
+  compensation's small residue (0.1 dB on speed, its sign following the direction) is gone;
 - **level roving**: each clip's overall level is drawn at random (seeded by the item), so
   absolute level and peak carry nothing.
 """
@@ -19,9 +22,11 @@ from collections.abc import Callable
 
 import numpy as np
 from scipy.ndimage import uniform_filter1d
+from scipy.optimize import brentq
 from scipy.signal import lfilter
 
 from vocalgrad.audio import FRAME_S, k_weighted_frame_power
+from vocalgrad.stimuli.confounds import late_minus_early_db
 
 ROOM_TONE_DB = -50.0  # room-tone RMS relative to the source's speech RMS
 ROVE_DB = 3.0  # overall level drawn uniformly from +-ROVE_DB
@@ -103,3 +108,37 @@ def compensate_loudness(
     gain_db = uniform_filter1d(gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest")
     sample_gain = np.interp(np.arange(len(clip)) / sr, centres, gain_db)
     return (clip * 10 ** (sample_gain / 20)).astype(np.float32)
+
+
+MAX_DRIFT_GAIN_DB = 1.0  # the cancelling sine's largest amplitude; the residues it removes are < 0.3 dB
+
+
+def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset_s: float,
+                 target_db: float) -> np.ndarray:
+    """`clip` under a gain of a * sin(2 pi u) dB, u running 0 -> 1 over [onset, offset] (0 dB
+    outside, so the edges keep their level), with a chosen so that the clip's late-minus-
+    early loudness (`late_minus_early_db` about `mid_s`) equals `target_db`, the source's.
+    Solved on the K-weighted frame energies, which a gain this slow scales frame by frame."""
+    if not np.isfinite(target_db) or offset_s - onset_s < 4 * FRAME_S:
+        return clip
+    power = k_weighted_frame_power(clip, sr)
+    centres = (np.arange(len(power)) + 0.5) * FRAME_S
+
+    def shape(t: np.ndarray) -> np.ndarray:
+        u = (t - onset_s) / (offset_s - onset_s)
+        return np.where((u >= 0) & (u <= 1), np.sin(2 * np.pi * np.clip(u, 0, 1)), 0.0)
+
+    frame_shape = shape(centres)
+
+    def residue(a: float) -> float:
+        return late_minus_early_db(power * 10 ** (a * frame_shape / 10), onset_s, mid_s, offset_s) - target_db
+
+    low, high = residue(-MAX_DRIFT_GAIN_DB), residue(MAX_DRIFT_GAIN_DB)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return clip
+    if low * high > 0:  # beyond the allowed amplitude: go as far as allowed
+        a = -MAX_DRIFT_GAIN_DB if abs(low) < abs(high) else MAX_DRIFT_GAIN_DB
+    else:
+        a = float(brentq(residue, -MAX_DRIFT_GAIN_DB, MAX_DRIFT_GAIN_DB, xtol=1e-5))
+    gain = 10 ** (a * shape(np.arange(len(clip)) / sr) / 20)
+    return (clip * gain.astype(np.float32)).astype(np.float32)

@@ -28,8 +28,9 @@ from vocalgrad.audio import (
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
 from vocalgrad.stimuli.analysis import Analysis
-from vocalgrad.stimuli.confounds import measure_confounds
+from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
+    cancel_drift,
     compensate_loudness,
     momentary_power,
     room_tone,
@@ -215,6 +216,12 @@ def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
     return SpeechSpan(float(onset), float(offset), ref.span.plausible, ref.span.reason)
 
 
+def clip_time(dim, track, source_s: float) -> float:
+    """Where a moment of the source lies in the clip (moved only by a time warp)."""
+    warp = getattr(dim, "output_time", None)
+    return float(warp(track, np.array([source_s]))[0]) if warp else float(source_s)
+
+
 EDGE_GUARD_S = 0.1  # the edges kept from the source stop this far from the speech
 SPLICE_S = 0.01  # raised-cosine crossfade between processed speech and source edges
 
@@ -269,6 +276,11 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     loudness = span_loudness(processed, sr, span)
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
+    if dim.SPEC.loudness_neutral:
+        ref = source.heard.span
+        mid = (ref.onset_s + ref.offset_s) / 2
+        target = late_minus_early_db(source.heard.k_power, ref.onset_s, mid, ref.offset_s)
+        processed = cancel_drift(processed, sr, span.onset_s, clip_time(dim, track, mid), span.offset_s, target)
     if dim.SPEC.source_edges:  # last: no gain of the speech's reaches the source's edges
         processed = with_source_edges(processed, source.clean.audio, span, sr)
     return processed
@@ -330,9 +342,7 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
     audio, rove = finish(source, condition.category, processed, track, heard_span, seed, item)
     clip, measured, change, result = measure_clip(source, condition.category, audio, heard_span, condition.direction)
     ends = track(np.array([span.onset_s, span.offset_s]))
-    midpoint = np.array([(span.onset_s + span.offset_s) / 2])
-    warp = getattr(dim, "output_time", None)
-    clip_mid = float(warp(track, midpoint)[0]) if warp else float(midpoint[0])
+    clip_mid = clip_time(dim, track, (span.onset_s + span.offset_s) / 2)
     return ClipResult(
         audio=audio,
         clip=clip,
