@@ -226,15 +226,9 @@ def test_builds_default_to_the_published_nine():
 
 def test_constant_clips_hold_a_value_drawn_per_clip(references):
     """A fixed middle value made "a middling amount" mark the constant clips: each now holds
-    its own value, drawn within its tier's range (one constant per tier), recorded in
-    param_start/param_end."""
+    its own value, drawn within the mid tier's range, recorded in param_start/param_end."""
     conditions, _ = plan_conditions(BuildConfig(categories=("voice_pitch",)))
-    constants = [c for c in conditions if c.direction == "constant"]
-    changing = {c.magnitude: (c.start, c.end) for c in conditions if c.direction == "increase"}
-    assert sorted(c.magnitude for c in constants) == sorted(changing)
-    assert all((c.start, c.end) == changing[c.magnitude] for c in constants)
-    assert len({item_id(0, "s", c) for c in constants}) == len(constants)
-    constant = next(c for c in constants if c.magnitude == 2.0)  # the mid tier: +-2 semitones
+    constant = next(c for c in conditions if c.direction == "constant")
     held = [render_condition(references[0], constant, 0, f"{i:016x}") for i in (1, 2, 3)]
     values = [r.param_start for r in held]
     assert all(r.param_start == r.param_end for r in held)

@@ -14,12 +14,8 @@ from vocalgrad.config import BuildConfig
 
 @dataclass(frozen=True)
 class Condition:
-    """One cell of the grid. Constant clips have tier = curve = "none", one per planned
-    magnitude (its `magnitude`); [start, end] is the range of that magnitude's changing clips,
-    from which the constant's held value is drawn (`held_constant`). One constant per
-    magnitude matches the control to every tier's range and gives the ternary question and
-    the audit's constant-vs-changing test three times the constants of a single mid-range one
-    (with one, a demo build's 8 constants put the audit's AUC at +-0.1 by chance alone). In the comparison and recognition
+    """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the
+    range their held value is drawn from (`held_constant`). In the comparison and recognition
     formats the curve is "held": the parameter is held at start and end (comparison: the two
     parts) or at end only (recognition)."""
 
@@ -70,8 +66,9 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
             for curve in ("held",) if held else config.curves:
                 conditions.append(Condition(name, tier, curve, "increase", magnitude, low, high, config.format))
                 conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low, config.format))
-            if config.include_constant and config.format == "gradual":
-                conditions.append(Condition(name, "none", "none", "constant", magnitude, low, high))
+        if config.include_constant and config.format == "gradual":
+            low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
+            conditions.append(Condition(name, "none", "none", "constant", 0.0, low, high))
     return conditions, refused
 
 
@@ -94,7 +91,7 @@ def change_size(category: str, start: float, end: float) -> float:
 
 def held_constant(condition: Condition, seed: int, item: str) -> Condition:
     """The constant control holds one value, drawn per clip (on the dimension's scale) from
-    its tier's range: the dimension is present, it just does not change. A fixed value
+    the mid tier's range: the dimension is present, it just does not change. A fixed value
     (the middle of the range) made "a middling amount over the whole clip" a cue that told
     constant clips from changing ones (noise: AUC 1.00 in the shortcut audit)."""
     u = float(np.random.default_rng([seed, int(item, 16), 11]).uniform())
