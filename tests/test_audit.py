@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from vocalgrad import cli
 from vocalgrad.audio import load_audio, normalise, write_flac_atomic
-from vocalgrad.dataset import write_jsonl
+from vocalgrad.dataset import read_jsonl, write_jsonl
 from vocalgrad.dimensions import get
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.prompts import build_prompt
@@ -206,10 +207,44 @@ def test_overall_level_leak_is_flagged(level_leak):
     assert not any(f.startswith("edge_") for f in c["features"])
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
     assert c["by_family_set"]["global"]["accuracy"] >= 0.9
-    assert c["constant"]["n_constant_test"] == N_SOURCES and 0.0 <= c["constant_auc"] <= 1.0
+    # constants of both splits are scored, each by a model fitted on the other split
+    assert c["constant"]["protocol"] == "cross-fit"
+    assert c["constant"]["n_constant_scored"] == 2 * N_SOURCES and 0.0 <= c["constant_auc"] <= 1.0
     table = format_audit(report)
     assert "| volume | 24 | 12 |" in table and "NO |" in table
     assert "volume: edge_silence, edge_level" in table
+
+
+def add_constants(root: Path, gain_db: float) -> Path:
+    """Give every source a "constant" clip: a copy of its increase clip, `gain_db` louder."""
+    for split in ("train", "test"):
+        rows = list(read_jsonl(root / split / "metadata.jsonl"))
+        extra = []
+        for row in rows:
+            if row["direction"] != "increase":
+                continue
+            audio, sr = sf.read(root / split / row["file_name"], dtype="float32")
+            item_id = row["item_id"].replace("increase", "constant")
+            file_name = f"{item_id}.flac"
+            sha = write_flac_atomic(root / split / file_name, audio * np.float32(10 ** (gain_db / 20)), sr)
+            extra.append({**row, "item_id": item_id, "file_name": file_name, "direction": "constant",
+                          "tier": "none", "curve": "none", "audio_sha256": sha})
+        write_jsonl(root / split / "metadata.jsonl", rows + extra)
+    return root
+
+
+def test_constants_told_apart_by_level_fail_the_audit(tmp_path):
+    """Constant clips 8 dB louder than the changing ones (past the +-3 dB rove) are found by
+    the cross-fitted constant test, which scores the constants of both splits; constants
+    that are plain copies of changing clips pass."""
+    leak = add_constants(make_dataset(tmp_path / "leak", "voice_pitch"), 8.0)
+    c = audit_dataset(leak)["per_category"]["voice_pitch"]
+    assert c["constant"]["protocol"] == "cross-fit" and c["constant"]["n_constant_scored"] == 2 * N_SOURCES
+    assert c["constant_auc"] > 0.8 and c["passes"] is False
+    assert any("constant clips told apart" in r for r in c["reasons"])
+    fair = add_constants(make_dataset(tmp_path / "fair", "voice_pitch"), 0.0)
+    c = audit_dataset(fair)["per_category"]["voice_pitch"]
+    assert c["constant_auc"] <= 0.65, c["constant"]
 
 
 def test_clean_twins_pass(clean):

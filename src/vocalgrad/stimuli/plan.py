@@ -14,8 +14,9 @@ from vocalgrad.config import BuildConfig
 
 @dataclass(frozen=True)
 class Condition:
-    """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the
-    range their held value is drawn from (`held_constant`). In the comparison and recognition
+    """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the mid
+    tier's range and `ranges` every planned tier's, which their held value is drawn from
+    (`held_constant`). In the comparison and recognition
     formats the curve is "held": the parameter is held at start and end (comparison: the two
     parts) or at end only (recognition)."""
 
@@ -27,6 +28,9 @@ class Condition:
     start: float
     end: float
     format: str = "gradual"
+    # constant clips: the (start, end) of every planned tier; the held value is drawn from one of
+    # them at random (`held_constant`). Not part of the key: item ids do not depend on it.
+    ranges: tuple[tuple[float, float], ...] = ()
 
     @property
     def key(self) -> str:
@@ -68,7 +72,9 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low, config.format))
         if config.include_constant and config.format == "gradual":
             low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
-            conditions.append(Condition(name, "none", "none", "constant", 0.0, low, high))
+            ranges = tuple((c.start, c.end) for c in conditions
+                           if c.category == name and c.direction == "increase" and c.curve == config.curves[0])
+            conditions.append(Condition(name, "none", "none", "constant", 0.0, low, high, ranges=ranges))
     return conditions, refused
 
 
@@ -90,12 +96,18 @@ def change_size(category: str, start: float, end: float) -> float:
 
 
 def held_constant(condition: Condition, seed: int, item: str) -> Condition:
-    """The constant control holds one value, drawn per clip (on the dimension's scale) from
-    the mid tier's range: the dimension is present, it just does not change. A fixed value
-    (the middle of the range) made "a middling amount over the whole clip" a cue that told
-    constant clips from changing ones (noise: AUC 1.00 in the shortcut audit)."""
-    u = float(np.random.default_rng([seed, int(item, 16), 11]).uniform())
+    """The constant control holds one value, drawn per clip the way a changing clip's values
+    are spread: one of the planned tiers at random, then a point within its range (on the
+    dimension's scale); the mid tier's range without `ranges`. The dimension is present, it
+    just does not change. A fixed value (the middle of the range) made "a middling amount
+    over the whole clip" a cue that told constant clips from changing ones (noise: AUC 1.00
+    in the shortcut audit); the mid tier alone left out the high tier's extremes (telephone
+    clarity: constants brighter than changing clips, AUC 0.78)."""
+    rng = np.random.default_rng([seed, int(item, 16), 11])
+    u = float(rng.uniform())
     lo, hi = condition.start, condition.end
+    if condition.ranges:
+        lo, hi = condition.ranges[int(rng.integers(len(condition.ranges)))]
     spec = dimensions.get(condition.category).SPEC
     if spec.rove:  # the spread comes from the rove, the same as for changing clips
         value = (lo + hi) / 2
