@@ -77,8 +77,10 @@ def compensate_loudness(
     ref_frame_power: np.ndarray,
     sr: int,
     to_source_time: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> np.ndarray:
-    """Apply a slow gain so the clip's momentary loudness follows the source's.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Apply a slow gain so the clip's momentary loudness follows the source's. Returns the
+    clip and its K-weighted 10 ms frame power after the gain (the gain is slow enough to
+    scale each frame's power by its own value), which `cancel_drift` reuses.
 
     ``ref_frame_power`` is the source's K-weighted 10 ms frame power; ``to_source_time``
     maps clip times to source times where the clip is time-warped (speaking speed). The
@@ -96,7 +98,7 @@ def compensate_loudness(
     active = ref_m > ref_m.max() * 10 ** (-ACTIVE_DB / 10)
     active &= clip_m > 0
     if not active.any():
-        return clip
+        return clip, clip_power
     gain_db = np.full(n, np.nan)
     gain_db[active] = 10 * np.log10(ref_m[active] / clip_m[active])
     index = np.arange(n)
@@ -107,21 +109,23 @@ def compensate_loudness(
     gain_db[index[active][-1] + 1:] = 0.0
     gain_db = uniform_filter1d(gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest")
     sample_gain = np.interp(np.arange(len(clip)) / sr, centres, gain_db)
-    return (clip * 10 ** (sample_gain / 20)).astype(np.float32)
+    return (clip * 10 ** (sample_gain / 20)).astype(np.float32), clip_power * 10 ** (gain_db / 10)
 
 
 MAX_DRIFT_GAIN_DB = 1.0  # the cancelling sine's largest amplitude; the residues it removes are < 0.3 dB
 
 
 def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset_s: float,
-                 target_db: float) -> np.ndarray:
+                 target_db: float, power: np.ndarray | None = None) -> np.ndarray:
     """`clip` under a gain of a * sin(2 pi u) dB, u running 0 -> 1 over [onset, offset] (0 dB
     outside, so the edges keep their level), with a chosen so that the clip's late-minus-
     early loudness (`late_minus_early_db` about `mid_s`) equals `target_db`, the source's.
-    Solved on the K-weighted frame energies, which a gain this slow scales frame by frame."""
+    Solved on the K-weighted frame energies (`power`, up to a constant factor; measured if
+    not given), which a gain this slow scales frame by frame."""
     if not np.isfinite(target_db) or offset_s - onset_s < 4 * FRAME_S:
         return clip
-    power = k_weighted_frame_power(clip, sr)
+    if power is None:
+        power = k_weighted_frame_power(clip, sr)
     centres = (np.arange(len(power)) + 0.5) * FRAME_S
 
     def shape(t: np.ndarray) -> np.ndarray:
@@ -140,5 +144,10 @@ def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset
         a = -MAX_DRIFT_GAIN_DB if abs(low) < abs(high) else MAX_DRIFT_GAIN_DB
     else:
         a = float(brentq(residue, -MAX_DRIFT_GAIN_DB, MAX_DRIFT_GAIN_DB, xtol=1e-5))
-    gain = 10 ** (a * shape(np.arange(len(clip)) / sr) / 20)
-    return (clip * gain.astype(np.float32)).astype(np.float32)
+    if a == 0.0:
+        return clip
+    first = min(len(clip), max(0, int(np.floor(onset_s * sr))))
+    last = min(len(clip), max(first, int(np.ceil(offset_s * sr)) + 1))  # the sine is 0 dB beyond
+    out = clip.astype(np.float32, copy=True)
+    out[first:last] *= (10 ** (a * shape(np.arange(first, last) / sr) / 20)).astype(np.float32)
+    return out

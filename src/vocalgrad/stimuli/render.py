@@ -267,10 +267,11 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     loudness keeps its gain: setting it to the source's loudness would undo the target."""
     dim = dimensions.get(category)
     sr = source.sr
+    power = None
     if dim.SPEC.loudness_neutral:
         warp = getattr(dim, "source_time", None)
         to_source = (lambda times: warp(track, times)) if warp else None
-        processed = compensate_loudness(processed, source.clean.k_power, sr, to_source)
+        processed, power = compensate_loudness(processed, source.clean.k_power, sr, to_source)
     elif held:
         return processed
     loudness = span_loudness(processed, sr, span)
@@ -280,7 +281,8 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
         ref = source.heard.span
         mid = (ref.onset_s + ref.offset_s) / 2
         target = late_minus_early_db(source.heard.k_power, ref.onset_s, mid, ref.offset_s)
-        processed = cancel_drift(processed, sr, span.onset_s, clip_time(dim, track, mid), span.offset_s, target)
+        processed = cancel_drift(processed, sr, span.onset_s, clip_time(dim, track, mid), span.offset_s, target,
+                                 power)  # the span's gain is one factor: it leaves the ratio as it is
     if dim.SPEC.source_edges:  # last: no gain of the speech's reaches the source's edges
         processed = with_source_edges(processed, source.clean.audio, span, sr)
     return processed
