@@ -98,6 +98,22 @@ def test_cache_makes_reruns_free_and_errors_are_recorded(dataset, tmp_path):
     assert score_run(tmp_path / "c", n_boot=100)["groups"]["default/choice"]["errors"] == 1
 
 
+class SlowListener(RandomListener):
+    """Random answers, 20 ms per batch."""
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        time.sleep(0.02)
+        return super().score_choices(requests)
+
+
+def test_reported_seconds_cover_the_whole_run(dataset, tmp_path):
+    """The run's wall time, not the last batch's (a loop variable once shadowed the start
+    time, and the Ray benchmark read 108 Whisper items/s where 4 were answered)."""
+    counts = evaluate(dataset, SlowListener(seed=3), tmp_path / "a", EvalConfig(batch_size=1, limit=10),
+                      cache=AnswerCache(tmp_path / "cache.sqlite"))
+    assert counts["answered"] == 10 and counts["seconds"] >= 10 * 0.02
+
+
 def test_run_folder_refuses_a_different_config(dataset, tmp_path):
     evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=10), cache=AnswerCache(tmp_path / "c.sqlite"))
     with pytest.raises(ConfigError, match="another listener"):

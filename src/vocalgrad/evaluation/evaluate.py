@@ -143,9 +143,9 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
         for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
-            for task, _, started, err, keys in keyed:
+            for task, _, asked, err, keys in keyed:
                 answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
-                result = _result_row(task, listener, answers, err, time.time() - started)
+                result = _result_row(task, listener, answers, err, time.time() - asked)
                 errors += result.get("error") is not None
                 log.write(dumps(result) + "\n")
             log.flush()
