@@ -7,7 +7,7 @@ DEMO := out/demo
 RUNS := out/runs
 VG := $(VENV)/bin/vocalgrad
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean remedies
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,22 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PY) -m pytest -n 2 --durations=15 tests
+
+# The remedies grid of #11 on the demo build (after `make demo`): Whisper tiny.en (trimmed
+# encoder context) tuned on each category by each method, the untuned base and its probe, one
+# report. 27 tuning runs of 3-9 minutes each on 2 cores; every finished run is reused, so an
+# interrupted grid resumes where it stopped.
+REMEDY_LISTENER := whisper:tiny.en+trimmed
+REMEDY_CATEGORIES := volume voice_pitch speaking_speed background_noise echo audio_distortion audio_roughness voice_clarity voice_vibration
+remedies: $(STAMP)
+	$(VG) eval $(DEMO)/tiers --listener $(REMEDY_LISTENER) --mode choice --out $(RUNS)/remedy-base
+	for m in head lora full; do for c in $(REMEDY_CATEGORIES); do \
+		$(VG) finetune $(DEMO)/tiers --listener $(REMEDY_LISTENER) --train-categories $$c --method $$m \
+			--out $(RUNS)/remedy-$$m-$$c || exit 1; \
+	done; done
+	$(VG) probe $(DEMO)/tiers --listener $(REMEDY_LISTENER) --results $(RUNS)/remedy-base --out $(DEMO)/remedy-probe
+	$(VG) report $(RUNS)/remedy-base $(RUNS)/remedy-head-* $(RUNS)/remedy-lora-* $(RUNS)/remedy-full-* \
+		--probe $(DEMO)/remedy-probe --out $(DEMO)/remedies.html
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_build.py
