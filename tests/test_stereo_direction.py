@@ -149,3 +149,28 @@ def test_the_audit_sees_where_the_image_sits(sources):
     mono = clip_cues(held.audio.mean(axis=1), RENDER_SR)
     assert stereo["global_ild_db"] > 1.0 and mono["global_ild_db"] == 0.0
     assert stereo["global_duration_s"] == mono["global_duration_s"]
+
+
+@pytest.mark.parametrize("fmt", ["comparison", "recognition"])
+def test_held_formats_render_two_channels_and_the_ideal_observer_reads_them(tmp_path, real_speech_paths, fmt):
+    """Two stereo parts with the room tone between them (it was mono, and every stereo
+    comparison item failed to render, silently); the ideal observer's held evidence starts
+    from the source straight ahead."""
+    root = tmp_path / "speakers"
+    for i, p in enumerate(real_speech_paths[:3]):
+        (root / f"s{i}").mkdir(parents=True)
+        audio, sr = load_audio(p)
+        sf.write(root / f"s{i}" / "a.wav", audio, sr)
+    config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
+                         categories=("stereo_direction",), tiers=("high",), format=fmt)
+    data = tmp_path / "ds"
+    report = build(config, data, workers=1, audit=False)
+    assert report["render_errors"] == [] and report["verification_agreement"]["stereo_direction"] == 1.0
+    rows = load_rows(data)
+    assert rows and {r["channels"] for r in rows} == {2}
+    audio, _ = sf.read(data / "test" / rows[0]["file_name"])
+    assert audio.ndim == 2 and audio.shape[1] == 2
+    evaluate(data, IdealObserver(data), tmp_path / "ideal", EvalConfig(mode="choice"),
+             cache=AnswerCache(tmp_path / "c.sqlite"))
+    _, results = load_results(tmp_path / "ideal")
+    assert len(results) == len(rows) and np.mean([r["correct"] for r in results]) >= 0.9

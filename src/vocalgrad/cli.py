@@ -68,6 +68,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
     for s in report["skipped_sources"]:
         print(f"  skipped {s['source_id']}: {s['reason']}")
+    failed: dict[str, list[str]] = {}
+    for e in report["render_errors"]:
+        failed.setdefault(e["category"], []).append(e["failed"])
+    for category, messages in failed.items():
+        print(f"  could not render {len(messages)} {category} clip(s), left out with their twins: {messages[0]}")
     print("verification agreement: " + ", ".join(f"{k} {v:.1%}" for k, v in report["verification_agreement"].items()))
     refused = {k: v["refused_inaudible"] for k, v in report["per_category"].items() if v["refused_inaudible"]}
     if refused:

@@ -152,7 +152,8 @@ class IdealObserver(Listener):
         if dimensions.get(category).SPEC.loudness_neutral:
             n = min(len(clip), len(ref))
             gain = float(np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12))
-        return float(_EVIDENCE[category](np.concatenate([gain * ref, clip]), np.concatenate([ref, ref]),
+        lead = gain * ref if clip.ndim == 1 else np.repeat(ref[:, None], clip.shape[1], axis=1)  # straight ahead
+        return float(_EVIDENCE[category](np.concatenate([lead, clip]), np.concatenate([ref, ref]),
                                          self.sample_rate))
 
     def _boundary(self, row: dict) -> float:

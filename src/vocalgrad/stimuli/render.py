@@ -302,7 +302,8 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, item: s
     pieces, bounds, at = [], [], 0
     for i, part in enumerate(parts):
         if i:
-            pieces.append(tone[length:length + gap])
+            between = tone[length:length + gap]
+            pieces.append(np.repeat(between[:, None], part.shape[1], axis=1) if part.ndim == 2 else between)
             at += gap
         padded = np.pad(part, ((0, length - len(part)),) + ((0, 0),) * (part.ndim - 1))
         pieces.append(padded + (tone[:length, None] if part.ndim == 2 else tone[:length]))  # both ears alike
