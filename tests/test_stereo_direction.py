@@ -3,6 +3,8 @@ and read back as two channels, and refused to a listener that hears a mono downm
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -94,12 +96,17 @@ class MonoSpy(RandomListener):
         return super().score_choices(requests)
 
 
-def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path, real_speech_paths):
-    root = tmp_path / "speakers"
-    for i, p in enumerate(real_speech_paths[:3]):
+def speaker_folders(root: Path, paths) -> Path:
+    """One folder per recording: a folder source of that many speakers."""
+    for i, p in enumerate(paths):
         (root / f"s{i}").mkdir(parents=True)
         audio, sr = load_audio(p)
         sf.write(root / f"s{i}" / "a.wav", audio, sr)
+    return root
+
+
+def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path, real_speech_paths):
+    root = speaker_folders(tmp_path / "speakers", real_speech_paths[:3])
     config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
                          categories=("stereo_direction", "volume"), tiers=("high",), curves=("linear",))
     data = tmp_path / "ds"
@@ -156,11 +163,7 @@ def test_held_formats_render_two_channels_and_the_ideal_observer_reads_them(tmp_
     """Two stereo parts with the room tone between them (it was mono, and every stereo
     comparison item failed to render, silently); the ideal observer's held evidence starts
     from the source straight ahead."""
-    root = tmp_path / "speakers"
-    for i, p in enumerate(real_speech_paths[:3]):
-        (root / f"s{i}").mkdir(parents=True)
-        audio, sr = load_audio(p)
-        sf.write(root / f"s{i}" / "a.wav", audio, sr)
+    root = speaker_folders(tmp_path / "speakers", real_speech_paths[:3])
     config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
                          categories=("stereo_direction",), tiers=("high",), format=fmt)
     data = tmp_path / "ds"

@@ -75,6 +75,16 @@ class PreparedSource:
         """Integrated loudness of the source's speech span: what every clip is set to."""
         return span_loudness(self.clean.audio, self.sr, self.clean.span)
 
+    @cached_property
+    def speech_midpoint_s(self) -> float:
+        return (self.clean.span.onset_s + self.clean.span.offset_s) / 2
+
+    @cached_property
+    def late_minus_early_db(self) -> float:
+        """The heard source's late-minus-early loudness: what every loudness-neutral clip keeps."""
+        span = self.heard.span
+        return late_minus_early_db(self.heard.k_power, span.onset_s, self.speech_midpoint_s, span.offset_s)
+
     def room_tone(self, n_samples: int) -> np.ndarray:
         """The source's room tone, generated again only when a longer clip asks for it
         (the generator is prefix-stable: every clip gets the same samples)."""
@@ -278,10 +288,8 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
     if dim.SPEC.loudness_neutral:
-        ref = source.heard.span
-        mid = (ref.onset_s + ref.offset_s) / 2
-        target = late_minus_early_db(source.heard.k_power, ref.onset_s, mid, ref.offset_s)
-        processed = cancel_drift(processed, sr, span.onset_s, clip_time(dim, track, mid), span.offset_s, target,
+        processed = cancel_drift(processed, sr, span.onset_s, clip_time(dim, track, source.speech_midpoint_s),
+                                 span.offset_s, source.late_minus_early_db,
                                  power)  # the span's gain is one factor: it leaves the ratio as it is
     if dim.SPEC.source_edges:  # last: no gain of the speech's reaches the source's edges
         processed = with_source_edges(processed, source.clean.audio, span, sr)
@@ -345,7 +353,7 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
     audio, rove = finish(source, condition.category, processed, track, heard_span, seed, item)
     clip, measured, change, result = measure_clip(source, condition.category, audio, heard_span, condition.direction)
     ends = track(np.array([span.onset_s, span.offset_s]))
-    clip_mid = clip_time(dim, track, (span.onset_s + span.offset_s) / 2)
+    clip_mid = clip_time(dim, track, source.speech_midpoint_s)
     return ClipResult(
         audio=audio,
         clip=clip,
