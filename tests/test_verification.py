@@ -119,3 +119,19 @@ def test_noise_under_the_room_tone_is_refused(sources):
     for source in sources:
         c = Condition("background_noise", "p1", "linear", "increase", 0.001, 0.0, 0.001)
         assert render_condition(source, c, 0, ITEM).verdict == "inaudible"
+
+
+def test_a_held_decimation_reads_constant_when_the_sentence_gets_louder(sources):
+    """Telephone speech, its second half 15 dB louder, held at one decimation rate: the
+    images above 3.4 kHz grow with the speech, and only the speech, so the verifier must
+    read no change (against the room tone alone they read ~10 dB more distortion)."""
+    for source in sources:
+        audio = source.clean.audio.copy()
+        half = (source.clean.span.onset_s + source.clean.span.offset_s) / 2
+        audio[int(half * RENDER_SR):] *= 10 ** (15 / 20)
+        louder = Analysis(audio / 10 ** (15 / 20), RENDER_SR, span=source.clean.span)
+        narrow = telephone(prepare_source(louder, source.tone_seed))
+        held = Condition("audio_distortion", "p1", "linear", "constant", 12000.0, 12000.0, 12000.0)
+        result = render_condition(narrow, held, 0, ITEM)
+        assert abs(result.change) < 3.0, result.measured
+        assert result.verdict == "verified"

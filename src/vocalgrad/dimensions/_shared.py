@@ -70,7 +70,7 @@ def windows(ref: Analysis, n_frames: int, active_only: bool = False) -> tuple[np
     return head, tail
 
 
-def error_to_mask_db(clip: Analysis, ref: Analysis) -> tuple[float, float]:
+def error_to_mask_db(clip: Analysis, ref: Analysis, floor_below_speech_db: float | None = None) -> tuple[float, float]:
     """Error-to-mask ratio over the head and tail: 10 log10(1 + E/M) per speech frame, E/M
     averaged over mel bands, median over the window's frames; 0 dB means the error hides
     under its mask everywhere.
@@ -78,11 +78,20 @@ def error_to_mask_db(clip: Analysis, ref: Analysis) -> tuple[float, float]:
     Error E = mel power of the gain-matched residual per 10 ms frame; mask M = the source's
     own power in that band and frame MASK_OFFSET_DB down plus the source's floor in that
     band. Frame by frame, so the quiet stretches where an error is most audible are not
-    averaged away by the loud vowels."""
+    averaged away by the loud vowels.
+
+    `floor_below_speech_db` raises each band's floor to the frame's whole speech power that
+    many dB down: for an error that scales with the signal (a decimator's images), so that
+    images landing in a band the source leaves empty (telephone speech above 3.4 kHz) count
+    by their level relative to the speech that made them, not against the room tone, which
+    would make a louder sentence read as a stronger distortion."""
     error = mel_spectrogram(gain_matched_residual(clip, ref), ref.sr)
     signal = ref.mel_power
     n = min(error.shape[1], signal.shape[1])
-    mask = signal[:, :n] * 10 ** (-MASK_OFFSET_DB / 10) + ref.band_floor[:, None]
+    floor = ref.band_floor[:, None]
+    if floor_below_speech_db is not None:
+        floor = np.maximum(floor, signal[:, :n].sum(axis=0) * 10 ** (-floor_below_speech_db / 10))
+    mask = signal[:, :n] * 10 ** (-MASK_OFFSET_DB / 10) + floor
     per_frame = 10 * np.log10(1.0 + (error[:, :n] / mask).mean(axis=0))
     out = []
     for window in windows(ref, n, active_only=True):
