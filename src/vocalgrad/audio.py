@@ -76,19 +76,33 @@ def loudness_lufs(audio: np.ndarray, sr: int) -> float:
     pyloudnorm redesigns its filters and loops over blocks in Python on each call. A
     (samples, channels) array sums the channels' energies (left and right weigh 1).
     """
-    block_s, step = 0.4, 0.25
-    if len(audio) < int(block_s * sr) + 1:  # the meter needs one 400 ms block
-        pad = [(0, int(block_s * sr) + 1 - len(audio))] + [(0, 0)] * (audio.ndim - 1)
+    if len(audio) < int(BLOCK_S * sr) + 1:  # the meter needs one 400 ms block
+        pad = [(0, int(BLOCK_S * sr) + 1 - len(audio))] + [(0, 0)] * (audio.ndim - 1)
         audio = np.pad(audio, pad)
+    return weighted_loudness_lufs(k_weight(audio, sr), sr)
+
+
+BLOCK_S, BLOCK_STEP = 0.4, 0.25  # BS.1770 gating blocks: 400 ms, 75% overlap
+
+
+def k_weight(audio: np.ndarray, sr: int) -> np.ndarray:
+    """The BS.1770 K-weighted signal (float64; channels along axis 1 stay apart)."""
     sections, gain = _k_weighting(sr)
-    weighted = gain * sosfilt(sections, audio.astype(np.float64), axis=0)
-    n_blocks = int(np.round((len(audio) / sr - block_s) / (block_s * step))) + 1
+    return gain * sosfilt(sections, audio.astype(np.float64), axis=0)
+
+
+def weighted_loudness_lufs(weighted: np.ndarray, sr: int) -> float:
+    """Integrated loudness of an already K-weighted signal (`k_weight`): the gating half of
+    `loudness_lufs`, so a clip filtered once gives both its loudness and its frame energies."""
+    if len(weighted) < int(BLOCK_S * sr) + 1:
+        weighted = np.pad(weighted, [(0, int(BLOCK_S * sr) + 1 - len(weighted))] + [(0, 0)] * (weighted.ndim - 1))
+    n_blocks = int(np.round((len(weighted) / sr - BLOCK_S) / (BLOCK_S * BLOCK_STEP))) + 1
     j = np.arange(n_blocks)
-    lower = (block_s * (j * step) * sr).astype(int)
-    upper = (block_s * (j * step + 1) * sr).astype(int)
+    lower = (BLOCK_S * (j * BLOCK_STEP) * sr).astype(int)
+    upper = (BLOCK_S * (j * BLOCK_STEP + 1) * sr).astype(int)
     power = weighted**2 if weighted.ndim == 1 else (weighted**2).sum(axis=1)
     energy = np.concatenate([[0.0], np.cumsum(power)])
-    z = (energy[np.minimum(upper, len(weighted))] - energy[lower]) / (block_s * sr)
+    z = (energy[np.minimum(upper, len(weighted))] - energy[lower]) / (BLOCK_S * sr)
     with np.errstate(divide="ignore", invalid="ignore"):
         level = -0.691 + 10.0 * np.log10(z)
         above_absolute = level >= -70.0
@@ -101,9 +115,7 @@ def loudness_lufs(audio: np.ndarray, sr: int) -> float:
 
 def k_weighted_frame_power(audio: np.ndarray, sr: int, frame_s: float = FRAME_S) -> np.ndarray:
     """Mean square of the BS.1770 K-weighted signal per frame: loudness-weighted energy."""
-    sections, gain = _k_weighting(sr)
-    weighted = gain * sosfilt(sections, audio.astype(np.float64))
-    return frame_rms(weighted, sr, frame_s) ** 2
+    return frame_rms(k_weight(audio, sr), sr, frame_s) ** 2
 
 
 def normalise(audio: np.ndarray, sr: int, target_lufs: float) -> np.ndarray:

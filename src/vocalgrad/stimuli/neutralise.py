@@ -26,7 +26,6 @@ from scipy.optimize import brentq
 from scipy.signal import lfilter
 
 from vocalgrad.audio import FRAME_S, k_weighted_frame_power
-from vocalgrad.stimuli.confounds import late_minus_early_db
 
 ROOM_TONE_DB = -50.0  # room-tone RMS relative to the source's speech RMS
 ROVE_DB = 3.0  # overall level drawn uniformly from +-ROVE_DB
@@ -133,9 +132,17 @@ def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset
         return np.where((u >= 0) & (u <= 1), np.sin(2 * np.pi * np.clip(u, 0, 1)), 0.0)
 
     frame_shape = shape(centres)
+    # late_minus_early_db of the gained energies, on the frames it reads (solved ~7 times a clip)
+    early = (centres >= onset_s) & (centres < mid_s)
+    late = (centres >= mid_s) & (centres <= offset_s)
+    p_early, s_early, p_late, s_late = power[early], frame_shape[early], power[late], frame_shape[late]
+    if not p_early.size or not p_late.size or p_early.sum() <= 0 or p_late.sum() <= 0:
+        return clip
 
     def residue(a: float) -> float:
-        return late_minus_early_db(power * 10 ** (a * frame_shape / 10), onset_s, mid_s, offset_s) - target_db
+        late_mean = np.mean(p_late * 10 ** (a * s_late / 10))
+        early_mean = np.mean(p_early * 10 ** (a * s_early / 10))
+        return float(10 * np.log10(late_mean / early_mean)) - target_db
 
     low, high = residue(-MAX_DRIFT_GAIN_DB), residue(MAX_DRIFT_GAIN_DB)
     if not (np.isfinite(low) and np.isfinite(high)):
