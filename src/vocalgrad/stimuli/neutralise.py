@@ -107,8 +107,10 @@ def compensate_loudness(
     gain_db[: index[active][0]] = 0.0
     gain_db[index[active][-1] + 1:] = 0.0
     gain_db = uniform_filter1d(gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest")
-    sample_gain = np.interp(np.arange(len(clip)) / sr, centres, gain_db)
-    return (clip * 10 ** (sample_gain / 20)).astype(np.float32), clip_power * 10 ** (gain_db / 10)
+    # interpolated between frames as a factor (a 200 ms-smooth gain: within 1e-4 dB of
+    # interpolating dB), so no per-sample power is taken: it runs on every clip
+    sample_gain = np.interp(np.arange(len(clip)) / sr, centres, 10 ** (gain_db / 20))
+    return (clip * sample_gain).astype(np.float32), clip_power * 10 ** (gain_db / 10)
 
 
 MAX_DRIFT_GAIN_DB = 1.0  # the cancelling sine's largest amplitude; the residues it removes are < 0.3 dB
@@ -156,5 +158,9 @@ def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset
     first = min(len(clip), max(0, int(np.floor(onset_s * sr))))
     last = min(len(clip), max(first, int(np.ceil(offset_s * sr)) + 1))  # the sine is 0 dB beyond
     out = clip.astype(np.float32, copy=True)
-    out[first:last] *= (10 ** (a * shape(np.arange(first, last) / sr) / 20)).astype(np.float32)
+    # the sine's gain on a 10 ms grid from onset to offset, interpolated per sample (the sine
+    # spans the whole speech: a chord of 10 ms misses it by < 1e-4 dB)
+    grid = np.linspace(onset_s, offset_s, max(2, int(np.ceil((offset_s - onset_s) / FRAME_S)) + 1))
+    factor = np.interp(np.arange(first, last) / sr, grid, 10 ** (a * shape(grid) / 20))
+    out[first:last] *= factor.astype(np.float32)
     return out
