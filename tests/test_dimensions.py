@@ -321,6 +321,25 @@ def test_ideal_observer_reads_the_newer_dimensions(references, category):
             assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)
 
 
+def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
+    """Clarity's low tier (cutoff 5 -> 8.4 kHz) moves only the quiet bands above 5 kHz: the
+    ideal's evidence must follow them band by band (summed high-band energy barely moved, and
+    the ideal answered this tier on the recordings at 0.52)."""
+    from vocalgrad.listeners.baselines import _EVIDENCE
+
+    dim = dimensions.get("voice_clarity")
+    for i, source in enumerate(references[:6]):
+        for direction in ("increase", "decrease"):
+            low, high = dim.endpoints(dim.SPEC.tiers["low"], RENDER_SR)
+            start, end = (low, high) if direction == "increase" else (high, low)
+            c = Condition("voice_clarity", "low", "quad_first_flat", direction, dim.SPEC.tiers["low"], start, end)
+            result = render_condition(source, c, 0, item_id(0, str(i), c))
+            if result.verdict != "verified":
+                continue  # refused as inaudible on this source: no answer to hear
+            evidence = _EVIDENCE["voice_clarity"](result.audio, source.clean.audio, RENDER_SR)
+            assert evidence * (1 if direction == "increase" else -1) > 0, (i, direction, evidence)
+
+
 def test_distance_moves_level_reverb_and_highs_together(references):
     """A source moving away loses direct level and DRR by the same dB and gets duller; an
     echo ramp at a steady level (or a level ramp in a dry room) is not a source moving."""
