@@ -43,9 +43,14 @@ def loudness_drift_db(clip: Analysis, ref: Analysis, clip_mid_s: float | None = 
 
 def late_minus_early_db(frame_power: np.ndarray, onset_s: float, mid_s: float, offset_s: float) -> float:
     """Mean frame energy of [mid, offset] over [onset, mid) in dB (nan if either is empty)."""
-    t = (np.arange(len(frame_power)) + 0.5) * FRAME_S
-    early = frame_power[(t >= onset_s) & (t < mid_s)]
-    late = frame_power[(t >= mid_s) & (t <= offset_s)]
+    early_frames, late_frames = early_late_frames(len(frame_power), onset_s, mid_s, offset_s)
+    early, late = frame_power[early_frames], frame_power[late_frames]
     if not early.size or not late.size or early.mean() <= 0 or late.mean() <= 0:
         return float("nan")
     return float(10 * np.log10(late.mean() / early.mean()))
+
+
+def early_late_frames(n_frames: int, onset_s: float, mid_s: float, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the 10 ms frames `late_minus_early_db` reads: [onset, mid) and [mid, offset]."""
+    t = (np.arange(n_frames) + 0.5) * FRAME_S
+    return (t >= onset_s) & (t < mid_s), (t >= mid_s) & (t <= offset_s)
