@@ -22,6 +22,7 @@ from vocalgrad.errors import ConfigError  # noqa: E402
 from vocalgrad.evaluation.prompts import build_prompt  # noqa: E402
 from vocalgrad.listeners import Request, load_listener  # noqa: E402
 from vocalgrad.listeners.ct2_whisper import find_packaged_models  # noqa: E402
+from vocalgrad.probing.adapters import TorchModuleListener  # noqa: E402
 from vocalgrad.remedies.finetune import TuneConfig, requests_for, tune  # noqa: E402
 from vocalgrad.remedies.tuned import (  # noqa: E402
     apply_adapter,
@@ -146,6 +147,52 @@ def test_head_only_tuning_recovers_only_a_present_but_unused_direction(
         assert abs(after - 0.5) < 0.12, (before, after)
 
 
+def _head_tuned_both_ways(listener_factory, rows: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                          config: TuneConfig) -> tuple[dict, dict, torch.Tensor, torch.Tensor]:
+    """Head-only tuning with the head's inputs read once, and with the whole model run every
+    step (the path a logit-transforming model takes): both records and final head weights."""
+    import vocalgrad.remedies.finetune as finetune_module
+
+    once_listener = listener_factory()
+    once = tune(once_listener, rows, tmp_path / "once", config)
+    with monkeypatch.context() as patched:
+        patched.setattr(finetune_module, "_read_head_inputs", lambda *_a: None)
+        every_listener = listener_factory()
+        every = tune(every_listener, rows, tmp_path / "every", config)
+
+    def head(listener: object) -> torch.Tensor:
+        return tunable_module(listener).get_submodule(head_names(listener)[0]).weight.detach()
+
+    return once, every, head(once_listener), head(every_listener)
+
+
+def test_head_tuning_on_inputs_read_once_matches_running_the_model_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the head trains, so the trunk's output is read once: same losses, same head."""
+    rows = synthetic_rows("linear", n_sources=4)
+
+    def fresh() -> object:
+        torch.manual_seed(0)
+        return organism_listener(Organism(head_dim=5), "once")
+
+    once, every, w_once, w_every = _head_tuned_both_ways(fresh, rows, tmp_path, monkeypatch, HEAD_FAST)
+    assert once["head_inputs_read_once"] and not every["head_inputs_read_once"]
+    np.testing.assert_allclose(once["losses"], every["losses"], rtol=1e-5)
+    torch.testing.assert_close(w_once, w_every, rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_that_transforms_its_logits_after_the_head_runs_the_model_every_step(tmp_path: Path) -> None:
+    """Scaled logits: the head alone does not reproduce the model's option scores, so the
+    inputs are not read once, and tuning still lowers the loss."""
+    torch.manual_seed(0)
+    model = Organism(head_dim=5)
+    listener = TorchModuleListener(model, stages={"block.0": "blocks.0"}, readout=lambda out: 3 * out,
+                                   lens_head=model.head, name="scaled")
+    meta = tune(listener, synthetic_rows("linear", n_sources=4), tmp_path, HEAD_FAST)
+    assert not meta["head_inputs_read_once"] and meta["final_loss"] < meta["first_loss"]
+
+
 def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_adapter(tmp_path: Path) -> None:
     """LoRA (dropout draws from the RNG) on an organism: interrupted after step 3 with
     checkpoints every 2 steps, resumed, it ends with the uninterrupted run's exact weights."""
@@ -220,6 +267,37 @@ def test_whisper_option_logprobs_equal_score_choices() -> None:
     with pytest.raises(ConfigError, match="equally many"):
         option_logprobs(listener, reqs)
     assert head_names(listener) == ["proj_out"] and "proj_out" not in linear_names(listener)
+
+
+@needs_tiny
+def test_whisper_head_tuning_on_inputs_read_once_matches_running_it_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head's inputs read once give the whole model's option scores and gradient, and a
+    head run on them the same losses step by step. (Not the same weights to the last bit:
+    most of the vocabulary's gradient is float noise next to 0, and Adam makes a step of it
+    either way.)"""
+    from vocalgrad.remedies.finetune import option_targets
+    from vocalgrad.remedies.tuned import head_inputs, score_head_inputs, untie_head
+
+    listener = load_listener("whisper:tiny.en+trimmed")
+    untie_head(listener)
+    rows = _rows(2)
+    reqs = [r for row in rows for r in requests_for(row, listener.sample_rate)[0]]
+    targets = torch.cat([option_targets(row) for row in rows])
+    head = listener.model.proj_out.weight
+    listener.model.requires_grad_(False)
+    head.requires_grad_(True)
+    grads = []
+    for scores in (score_head_inputs(listener, head_inputs(listener, reqs)), option_logprobs(listener, reqs)):
+        grads.append(torch.autograd.grad(torch.nn.functional.cross_entropy(scores, targets), head)[0])
+        torch.testing.assert_close(scores, option_logprobs(listener, reqs), rtol=0, atol=1e-5)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-5 * float(grads[1].abs().max()))
+    config = TuneConfig(method="head", categories=("volume",), lr=1e-3, epochs=2, batch_items=2, micro_batch=1)
+    once, every, _, _ = _head_tuned_both_ways(
+        lambda: load_listener("whisper:tiny.en+trimmed"), _rows(4), tmp_path, monkeypatch, config)
+    assert once["head_inputs_read_once"] and once["steps"] == every["steps"] == 4
+    np.testing.assert_allclose(once["losses"], every["losses"], rtol=1e-4)
 
 
 @needs_tiny

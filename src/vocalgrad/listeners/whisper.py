@@ -292,12 +292,11 @@ class WhisperListener(Listener):
 
     # ---- Listener API -------------------------------------------------------------------
 
-    def option_logprobs(self, requests: Sequence[Request]) -> list[torch.Tensor]:
-        """Per request, the summed log p of each option's tokens after the prefix, in option
-        order, with grad (`score_choices` reads it without; tuning trains on it). One encoder
-        pass per distinct clip, one decoder row per distinct prefix + option tokens but the
-        last: all single-token options share one row; option token t is read at position
-        len(prefix) - 1 + t."""
+    def option_states(self, requests: Sequence[Request]) -> list[list[tuple[torch.Tensor, list[int]]]]:
+        """Per request and option, the final decoder states that score the option's tokens
+        (what `proj_out` reads) and those tokens. One encoder pass per distinct clip, one
+        decoder row per distinct prefix + option tokens but the last: all single-token options
+        share one row; option token t is read at position len(prefix) - 1 + t."""
         encoded = self._encode(self._clips(requests))
         rows: list[list[int]] = []
         owners: list[int] = []
@@ -316,13 +315,16 @@ class WhisperListener(Listener):
                 plan.append((mine[row], toks))
             plans.append((len(prefix), plan))
         hidden = self._decode_rows(rows, [encoded[b].memory for b in owners])
+        return [[(hidden[row][start - 1 : start - 1 + len(toks)], toks) for row, toks in plan]
+                for start, plan in plans]
+
+    def option_logprobs(self, requests: Sequence[Request]) -> list[torch.Tensor]:
+        """Per request, the summed log p of each option's tokens after the prefix, in option
+        order, with grad (`score_choices` reads it without; tuning trains on it)."""
         out = []
-        for start, plan in plans:
-            scores = []
-            for row, toks in plan:
-                positions = torch.arange(start - 1, start - 1 + len(toks))
-                logp = torch.log_softmax(self.model.proj_out(hidden[row][positions]), dim=-1)
-                scores.append(logp[torch.arange(len(toks)), torch.tensor(toks)].sum())
+        for options in self.option_states(requests):
+            scores = [torch.log_softmax(self.model.proj_out(states), dim=-1)[torch.arange(len(toks)), torch.tensor(toks)].sum()
+                      for states, toks in options]
             out.append(torch.stack(scores))
         return out
 

@@ -44,11 +44,14 @@ from vocalgrad.remedies.tuned import (
     META_FILE,
     METHODS,
     WEIGHTS_FILE,
+    HeadInputs,
     adapter_sha256,
     apply_adapter,
+    head_inputs,
     head_names,
     linear_names,
     option_logprobs,
+    score_head_inputs,
     tunable_module,
     tuned_id,
     untie_head,
@@ -122,12 +125,15 @@ def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
     """The item under both option orders, exactly as `evaluate` asks it, and the index of the
     correct option in each."""
     audio = {row["item_id"]: _audio(row, sr)}
-    reqs, targets = [], []
-    for variant in ORDERS:
-        prompt = build_prompt(row["category"], variant, False, (), row["item_id"])
-        reqs.append(Request(row["item_id"], prompt, audio, row.get("source_id")))
-        targets.append(prompt.options.index(expected_answer(row["direction"], variant)))
-    return reqs, torch.tensor(targets)
+    reqs = [Request(row["item_id"], build_prompt(row["category"], variant, False, (), row["item_id"]), audio,
+                    row.get("source_id")) for variant in ORDERS]
+    return reqs, option_targets(row)
+
+
+def option_targets(row: dict) -> torch.Tensor:
+    """The index of the correct option under each option order."""
+    return torch.tensor([build_prompt(row["category"], v, False, (), row["item_id"]).options.index(
+        expected_answer(row["direction"], v)) for v in ORDERS])
 
 
 def _prepare(listener: Listener, config: TuneConfig) -> tuple[list[tuple[str, torch.nn.Parameter]], bool, Any]:
@@ -149,6 +155,25 @@ def _prepare(listener: Listener, config: TuneConfig) -> tuple[list[tuple[str, to
     else:
         module.requires_grad_(True)
     return [(n, p) for n, p in module.named_parameters() if p.requires_grad], untied, peft_model
+
+
+def _read_head_inputs(listener: Listener, items: Sequence[dict], config: TuneConfig) -> dict[str, HeadInputs] | None:
+    """Head-only tuning: every train item's head inputs (both option orders), read once with
+    the trunk in eval mode, or None where the head alone does not reproduce the model's option
+    scores (logits transformed after the head): then every step runs the whole model."""
+    module = tunable_module(listener)
+    module.eval()
+    cached: dict[str, HeadInputs] = {}
+    for start in range(0, len(items), config.micro_batch):
+        chunk = items[start : start + config.micro_batch]
+        reqs = [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]]
+        inputs = head_inputs(listener, reqs)
+        with torch.no_grad():
+            if not torch.allclose(score_head_inputs(listener, inputs), inputs.reference, atol=1e-4, rtol=1e-4):
+                return None
+        for i, row in enumerate(chunk):
+            cached[row["item_id"]] = inputs.requests(i * len(ORDERS), (i + 1) * len(ORDERS))
+    return cached
 
 
 def _save_checkpoint(folder: Path, state: dict) -> None:
@@ -205,6 +230,7 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
         torch.set_rng_state(state["torch_rng"])
         step, losses, elapsed = state["step"], state["losses"], state["elapsed"]
     started = time.time() - elapsed
+    cached = _read_head_inputs(listener, items, config) if config.method == "head" else None
     module.train()
     while step < total:
         epoch, index = divmod(step, per_epoch)
@@ -213,13 +239,13 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
         optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for start in range(0, len(batch), config.micro_batch):
-            reqs, targets = [], []
-            for row in batch[start : start + config.micro_batch]:
-                r, t = requests_for(row, listener.sample_rate)
-                reqs += r
-                targets.append(t)
-            logits = option_logprobs(listener, reqs)
-            loss = torch.nn.functional.cross_entropy(logits, torch.cat(targets), reduction="sum")
+            chunk = batch[start : start + config.micro_batch]
+            targets = torch.cat([option_targets(row) for row in chunk])
+            if cached is None:
+                logits = option_logprobs(listener, [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]])
+            else:
+                logits = score_head_inputs(listener, HeadInputs.concat([cached[row["item_id"]] for row in chunk]))
+            loss = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
             (loss / (len(batch) * len(ORDERS))).backward()
             loss_sum += float(loss.detach())
         optimizer.step()
@@ -258,6 +284,7 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
         "trainable_parameters": sum(p.numel() for _, p in trainable),
         "head": head_names(listener),
         "head_untied": untied,
+        "head_inputs_read_once": cached is not None,
         "steps": step,
         "wall_seconds": round(wall, 2),
         "first_loss": losses[0],

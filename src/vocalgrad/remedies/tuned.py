@@ -22,9 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -111,9 +113,10 @@ def option_logprobs(listener: Listener, requests: Sequence[Request]) -> torch.Te
     return _torch_logprobs(listener, requests)
 
 
-def _hf_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
+def _hf_logprobs(listener: Any, requests: Sequence[Request], read: list | None = None) -> torch.Tensor:
     """As `HFListener.score_choices`: each option written as the assistant's reply, rows
-    right-padded, the option's tokens read at the positions before them."""
+    right-padded, the option's tokens read at the positions before them (appended to `read`
+    as (row, positions, tokens) when given)."""
     rows = [(r, o) for r in requests for o in r.prompt.options]
     enc = listener._encode([r for r, _ in rows], [o for _, o in rows], "right")
     logits = listener.model(**listener._to_device(enc.inputs), use_cache=False).logits.float()
@@ -126,6 +129,8 @@ def _hf_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
         positions = torch.arange(end - n_opt, end)
         picked = logp[k, positions - 1].gather(-1, ids[k, positions].to(logp.device)[:, None])
         scores.append(picked.sum())
+        if read is not None:
+            read.append((k, positions - 1, ids[k, positions]))
     return torch.stack(scores).reshape(len(requests), -1).cpu()
 
 
@@ -139,6 +144,106 @@ def _torch_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
         lp = torch.log_softmax(logits.float(), -1)
         out.append(torch.stack([lp[OPTIONS.index(o)] for o in r.prompt.options]))
     return torch.stack(out)
+
+
+# ---- the head's inputs, read once -------------------------------------------------------
+
+
+@dataclass
+class HeadInputs:
+    """What the frozen trunk hands the head when it scores a set of requests' options.
+
+    With only the head trainable, these never change, so head-only tuning reads them once and
+    trains on them alone (`score_head_inputs`) instead of running the model every step."""
+
+    states: torch.Tensor  # (n, d): the head's input at each position that scores an option token
+    tokens: torch.Tensor  # (n,): the output index each position scores
+    slot: torch.Tensor  # (n,): its (request, option), request-major
+    shape: tuple[int, int]  # (requests, options)
+    reference: torch.Tensor  # (requests, options): the whole model's option scores
+
+    def requests(self, start: int, stop: int) -> HeadInputs:
+        """The part that belongs to requests start..stop-1."""
+        n = self.shape[1]
+        keep = (self.slot >= start * n) & (self.slot < stop * n)
+        return HeadInputs(self.states[keep], self.tokens[keep], self.slot[keep] - start * n,
+                          (stop - start, n), self.reference[start:stop])
+
+    @staticmethod
+    def concat(parts: Sequence[HeadInputs]) -> HeadInputs:
+        """One batch from several, requests in the order given."""
+        offsets = np.cumsum([0] + [p.shape[0] * p.shape[1] for p in parts])
+        return HeadInputs(
+            torch.cat([p.states for p in parts]), torch.cat([p.tokens for p in parts]),
+            torch.cat([p.slot + int(o) for p, o in zip(parts, offsets, strict=False)]),
+            (sum(p.shape[0] for p in parts), parts[0].shape[1]), torch.cat([p.reference for p in parts]),
+        )
+
+
+def _head_module(listener: Listener) -> nn.Module:
+    return tunable_module(listener).get_submodule(head_names(listener)[0])
+
+
+def _capture_head_input(listener: Listener) -> tuple[list[torch.Tensor], Any]:
+    """A forward pre-hook on the head that keeps every input it is called with."""
+    seen: list[torch.Tensor] = []
+    handle = _head_module(listener).register_forward_pre_hook(lambda _m, args: seen.append(args[0].detach()))
+    return seen, handle
+
+
+@torch.no_grad()
+def head_inputs(listener: Listener, requests: Sequence[Request]) -> HeadInputs:
+    """The head's inputs for the requests' options, read in one pass of the model as it is
+    (with the scores the whole model gives, to check `score_head_inputs` against: a model
+    that transforms its logits after the head, such as Gemma's soft-capping, fails that check)."""
+    kind = _kind(listener)
+    n_options = len(requests[0].prompt.options)
+    states, tokens, slots = [], [], []
+    if kind == "WhisperListener":  # its scores are `proj_out` on these states by construction
+        for b, options in enumerate(listener.option_states(requests)):  # type: ignore[attr-defined]
+            for o, (h, toks) in enumerate(options):
+                states.append(h)
+                tokens += toks
+                slots += [b * n_options + o] * len(toks)
+        reference = None
+    elif kind == "HFListener":
+        seen, handle = _capture_head_input(listener)
+        read: list = []
+        try:
+            reference = _hf_logprobs(listener, requests, read)
+        finally:
+            handle.remove()
+        for k, before, toks in read:
+            states.append(seen[-1][k, before])
+            tokens += toks.tolist()
+            slots += [k] * len(toks)
+    else:
+        from vocalgrad.probing.adapters import OPTIONS
+
+        seen, handle = _capture_head_input(listener)
+        try:
+            reference = _torch_logprobs(listener, requests)
+        finally:
+            handle.remove()
+        for b, request in enumerate(requests):
+            for o, option in enumerate(request.prompt.options):
+                states.append(seen[b].reshape(1, -1))
+                tokens.append(OPTIONS.index(option))
+                slots.append(b * n_options + o)
+    device = next(_head_module(listener).parameters()).device
+    inputs = HeadInputs(torch.cat(states).to(device), torch.tensor(tokens, device=device),
+                        torch.tensor(slots, device=device), (len(requests), n_options), torch.empty(0))
+    inputs.reference = (score_head_inputs(listener, inputs) if reference is None else reference).detach().cpu()
+    return inputs
+
+
+def score_head_inputs(listener: Listener, inputs: HeadInputs) -> torch.Tensor:
+    """(requests x options) summed log p of each option's tokens from the head alone, with
+    grad: what `option_logprobs` gives while everything but the head is frozen."""
+    logits = _head_module(listener)(inputs.states).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, inputs.tokens[:, None])[:, 0]
+    total = torch.zeros(inputs.shape[0] * inputs.shape[1], device=picked.device).index_add(0, inputs.slot, picked)
+    return total.reshape(inputs.shape).cpu()
 
 
 # ---- adapters ---------------------------------------------------------------------------
