@@ -115,11 +115,21 @@ def test_no_exact_digital_silence_and_edges_alike(rendered):
 
 
 def test_level_roving_and_loudness_neutrality(rendered):
-    """Overall level is roved by item; non-volume processing keeps the late-minus-early
-    loudness of the source: the drift cancellation leaves nothing a direction could follow
-    (before it, speed drifted -0.10 dB for increase and +0.03 dB for decrease)."""
+    """Overall level is roved per twin pair (an increase clip and its decrease twin share one
+    rove, so no rove can follow the direction by chance; constants draw their own);
+    non-volume processing keeps the late-minus-early loudness of the source: the drift
+    cancellation leaves nothing a direction could follow (before it, speed drifted -0.10 dB
+    for increase and +0.03 dB for decrease)."""
     roves = [r.rove_db for _, _, r in rendered]
     assert -3.0 <= min(roves) < -1.0 and 1.0 < max(roves) <= 3.0
+    pairs = defaultdict(dict)
+    for i, c, r in rendered:
+        pairs[(i, c.pair_key)][c.direction] = r.rove_db
+    twins = [p for p in pairs.values() if "increase" in p]
+    assert twins and all(p["increase"] == p["decrease"] for p in twins)
+    assert len({p["increase"] for p in twins}) > 0.9 * len(twins)  # drawn anew for every pair
+    constants = [p["constant"] for p in pairs.values() if "constant" in p]
+    assert constants and not set(constants) & {p["increase"] for p in twins}
     drift = defaultdict(list)
     for _, c, r in rendered:
         if c.direction != "constant" and np.isfinite(r.confounds["loudness_drift_db"]):

@@ -79,8 +79,10 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         f"- sample rate: {config.sample_rate} Hz, 16-bit FLAC, sources normalised to {config.target_lufs} LUFS",
         f"- every clip carries its source's room-tone floor (pink noise {-ROOM_TONE_DB:.0f} dB under the speech; "
         "no exact digital silence) and a random overall level offset (level roving, uniform "
-        f"±{ROVE_DB:g} dB, seeded by item, `level_rove_db`), so absolute level and peak carry no label",
-        "- trajectories are centred (pitch, volume: mean over the speech span; speed: every clip keeps "
+        f"±{ROVE_DB:g} dB, one draw per increase/decrease twin pair, `level_rove_db`), so absolute level and "
+        "peak carry no label",
+        "- trajectories are centred (volume: mean over the speech span; pitch, brightness, distance, stereo "
+        "direction: mean weighted by the source's loudness; speed: every clip keeps "
         "the source's duration and silences) and non-volume processing is loudness-compensated",
         f"- source spec: `{config.source}`, seed {config.seed}",
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",

@@ -62,9 +62,9 @@ def room_tone_rms(speech_rms: float) -> float:
     return float(speech_rms * 10 ** (ROOM_TONE_DB / 20))
 
 
-def rove_gain_db(seed: int, item: str) -> float:
-    """The clip's overall level offset (dB), from (global seed, item id) alone."""
-    return float(np.random.default_rng([seed, int(item, 16), 7]).uniform(-ROVE_DB, ROVE_DB))
+def rove_gain_db(seed: int, key: str) -> float:
+    """The clip's overall level offset (dB), from (global seed, its rove key) alone."""
+    return float(np.random.default_rng([seed, int(key, 16), 7]).uniform(-ROVE_DB, ROVE_DB))
 
 
 def momentary_power(frame_power: np.ndarray) -> np.ndarray:

@@ -118,12 +118,13 @@ def held_constant(condition: Condition, seed: int, item: str) -> Condition:
     return dataclasses.replace(condition, start=value, end=value)
 
 
-def roved(condition: Condition, seed: int, item: str) -> Condition:
-    """The condition shifted by its dimension's per-clip rove (SPEC.rove; linear scale)."""
+def roved(condition: Condition, seed: int, key: str) -> Condition:
+    """The condition shifted by its dimension's rove (SPEC.rove; linear scale), drawn from
+    (global seed, the clip's rove key: see `render.rove_key`)."""
     rove = dimensions.get(condition.category).SPEC.rove
     if not rove:
         return condition
-    offset = float(np.random.default_rng([seed, int(item, 16), 13]).uniform(-rove, rove))
+    offset = float(np.random.default_rng([seed, int(key, 16), 13]).uniform(-rove, rove))
     return dataclasses.replace(condition, start=condition.start + offset, end=condition.end + offset)
 
 
