@@ -140,6 +140,35 @@ def test_level_roving_and_loudness_neutrality(rendered):
         assert np.max(np.abs(values)) < 0.02, (category, np.max(np.abs(values)))
 
 
+def test_twins_share_one_peak_limit(real_speech_paths):
+    """A loud source (-14 LUFS) drives a volume decrease's opening burst past the ceiling.
+    Limited alone, that clip came out quieter than its twin (3-6 dB over the speech span:
+    overall loudness told the direction); limited with its twin, the two differ by nothing
+    but the course of the gain, and the twin asked for next is the one already rendered."""
+    from vocalgrad.audio import loudness_lufs
+
+    def speech_loudness(result) -> float:
+        span = result.clip.span
+        return loudness_lufs(result.audio[int(span.onset_s * RENDER_SR):int(span.offset_s * RENDER_SR)], RENDER_SR)
+
+    path = real_speech_paths[0]
+    (up, _), _ = plan_conditions(BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",),
+                                             include_constant=False))
+    down = up.twin()
+    assert down.direction == "decrease" and (down.start, down.end) == (up.end, up.start) and down.twin() == up
+    items = {c.direction: item_id(0, "loud", c) for c in (up, down)}
+    gaps = {}
+    for paired in (False, True):
+        source = prepare_source(prepare_reference(str(path), RENDER_SR, -14.0), 1)
+        twin = (lambda c: items[c.twin().direction]) if paired else (lambda c: None)
+        results = {c.direction: render_condition(source, c, 0, items[c.direction], twin(c)) for c in (up, down)}
+        assert results["increase"].rove_db == results["decrease"].rove_db
+        assert max(np.max(np.abs(r.audio)) for r in results.values()) > 0.88  # at the -1 dBFS ceiling
+        gaps[paired] = speech_loudness(results["increase"]) - speech_loudness(results["decrease"])
+        assert not source.twins  # the twin waited, and was handed over when asked for
+    assert gaps[False] > 2.0 and abs(gaps[True]) < 0.05, gaps
+
+
 def test_drift_cancellation_sets_the_sources_late_minus_early_loudness():
     """A clip whose second half is 0.5 dB louder than its source's gets it back to the source's
     late-minus-early loudness, by a gain that is 0 dB outside the speech span."""

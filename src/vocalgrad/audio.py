@@ -127,12 +127,16 @@ def normalise(audio: np.ndarray, sr: int, target_lufs: float) -> np.ndarray:
     return limit_peak(out)
 
 
+def peak_gain(*clips: np.ndarray, ceiling: float = PEAK_CEILING) -> float:
+    """The one constant gain (<= 1) that brings the loudest peak of the clips to the ceiling."""
+    peak = max((float(np.max(np.abs(c))) for c in clips if c.size), default=0.0)
+    return ceiling / peak if peak > ceiling else 1.0
+
+
 def limit_peak(audio: np.ndarray, ceiling: float = PEAK_CEILING) -> np.ndarray:
     """Scale the whole clip down (one constant gain) so its peak sits at or under ceiling."""
-    peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-    if peak > ceiling:
-        audio = audio * np.float32(ceiling / peak)
-    return audio.astype(np.float32, copy=False)
+    gain = peak_gain(audio, ceiling=ceiling)
+    return (audio * np.float32(gain) if gain < 1.0 else audio).astype(np.float32, copy=False)
 
 
 def frame_rms(audio: np.ndarray, sr: int, frame_s: float = FRAME_S) -> np.ndarray:

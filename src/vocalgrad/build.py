@@ -89,7 +89,8 @@ def _render_source(task: SourceTask) -> dict:
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
         try:
-            result = render_condition(prepared, condition, config.seed, item)
+            result = render_condition(prepared, condition, config.seed, item,
+                                      item_id(config.seed, source.source_id, condition.twin()))
         except ValueError as err:  # e.g. no voiced frames to shift
             rows.append({"item_id": item, "failed": str(err), "pair_key": condition.pair_key,
                          "source_id": source.source_id, "category": condition.category})

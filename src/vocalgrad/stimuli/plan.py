@@ -41,6 +41,13 @@ class Condition:
         """Both directions of one (category, tier, curve) share this key."""
         return f"{self.category}|{self.tier}|{self.curve}{self._fmt}"
 
+    def twin(self) -> Condition:
+        """The other direction of the same pair (a constant is its own)."""
+        if self.direction == "constant":
+            return self
+        other = "decrease" if self.direction == "increase" else "increase"
+        return dataclasses.replace(self, direction=other, start=self.end, end=self.start)
+
     @property
     def _fmt(self) -> str:
         """Gradual keys stay as they were, so gradual item ids do not change."""

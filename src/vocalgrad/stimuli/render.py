@@ -19,10 +19,10 @@ from vocalgrad import dimensions
 from vocalgrad.audio import (
     FRAME_S,
     SpeechSpan,
-    limit_peak,
     load_audio,
     loudness_lufs,
     normalise,
+    peak_gain,
     resample,
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
@@ -65,6 +65,7 @@ class PreparedSource:
     tone_rms: float
     tone: np.ndarray = field(repr=False)  # the room tone, as long as the longest clip so far
     held: dict = field(default_factory=dict, repr=False)  # held renders, shared by an item and its twin
+    twins: dict = field(default_factory=dict, repr=False)  # finished twins (item -> ClipResult), limited with their pair
 
     @property
     def sr(self) -> int:
@@ -261,11 +262,18 @@ def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan
 
 
 def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
-           seed: int, rove_key: str) -> tuple[np.ndarray, float]:
+           seed: int, rove_key: str, gain: float | None = None) -> tuple[np.ndarray, float]:
     """From processed audio to the 16-bit clip a listener hears: loudness compensation
     where the dimension asks for it, the source's speech loudness (over the clip's speech
-    span), the room-tone floor, a roved overall level, peak limiting. Returns (audio, rove
-    dB)."""
+    span), the room-tone floor, a roved overall level, and `gain` (None: peak-limited by
+    itself). Returns (audio, rove dB)."""
+    audio, rove = unlimited(source, category, processed, track, span, seed, rove_key)
+    return to_file(audio, gain), rove
+
+
+def unlimited(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
+              seed: int, rove_key: str) -> tuple[np.ndarray, float]:
+    """`finish` up to the peak limit, in float."""
     audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, rove_key)
     return audio, rove
 
@@ -302,8 +310,8 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, rove_ke
     nothing), the room-tone floor under every part (the same samples as under the source,
     so each part measures against the heard source as a single clip does) and in the gaps
     between them (its continuation: no exact digital silence anywhere), one roved overall
-    level for the whole file (so parts keep their level difference), peak limiting.
-    Returns (audio, rove dB, [(start, end) sample of each part])."""
+    level for the whole file (so parts keep their level difference); not yet peak-limited
+    or quantised (`to_file`). Returns (audio, rove dB, [(start, end) sample of each part])."""
     length = max(len(p) for p in parts)
     gap = int(round(gap_s * source.sr))
     tone = source.room_tone(length + gap)
@@ -318,8 +326,12 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, rove_ke
         bounds.append((at, at + length))
         at += length
     rove = rove_gain_db(seed, rove_key)
-    audio = limit_peak(np.concatenate(pieces) * np.float32(10 ** (rove / 20)))
-    return quantise16(audio), rove, bounds
+    return np.concatenate(pieces) * np.float32(10 ** (rove / 20)), rove, bounds
+
+
+def to_file(audio: np.ndarray, gain: float | None = None) -> np.ndarray:
+    """The 16-bit samples written: scaled by `gain`, or by the clip's own peak limit."""
+    return quantise16(audio * np.float32(peak_gain(audio) if gain is None else gain))
 
 
 def measure_against_source(heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan) -> tuple[Analysis, Measured]:
@@ -347,35 +359,71 @@ def rove_key(source: PreparedSource, condition: Condition, item: str) -> str:
     return hashlib.sha256(f"{source.tone_seed}|{condition.pair_key}".encode()).hexdigest()[:16]
 
 
-def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
+def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str,
+                     twin_item: str | None = None) -> ClipResult:
+    """One clip. A changing gradual clip given its twin's item id (the same source and pair,
+    the other direction) is peak-limited by one gain with its twin: both are rendered, and
+    the twin's result waits in `source.twins` until it is asked for. Limited alone, the clip
+    whose loud burst passed the ceiling came out quieter than its twin (on a 32 + 32 build,
+    78 volume decreases against 20 increases), so overall loudness told the direction."""
     if condition.format == "comparison":
         return render_comparison(source, condition, seed, item)
     if condition.format == "recognition":
         return render_recognition(source, condition, seed, item)
+    if item in source.twins:
+        return source.twins.pop(item)
+    mine = _render_unlimited(source, condition, seed, item)
+    if condition.direction == "constant" or twin_item is None:
+        return _finished(source, mine, peak_gain(mine.audio))
+    other = _render_unlimited(source, condition.twin(), seed, twin_item)
+    gain = peak_gain(mine.audio, other.audio)
+    source.twins[twin_item] = _finished(source, other, gain)
+    return _finished(source, mine, gain)
+
+
+@dataclass(frozen=True)
+class _Unlimited:
+    """A gradual clip rendered up to its peak limit: levelled, roved, room tone under it."""
+
+    condition: Condition  # as rendered: a constant's held value and any rove applied
+    audio: np.ndarray
+    track: Track
+    span: SpeechSpan
+    rove_db: float
+
+
+def _render_unlimited(source: PreparedSource, condition: Condition, seed: int, item: str) -> _Unlimited:
     dim = dimensions.get(condition.category)
-    spec = dim.SPEC
     if condition.direction == "constant":
         condition = held_constant(condition, seed, item)
     key = rove_key(source, condition, item)
     condition = roved(condition, seed, key)
     span = source.clean.span
-    track = track_for(condition, spec, span.onset_s, span.offset_s, source.clean)
+    track = track_for(condition, dim.SPEC, span.onset_s, span.offset_s, source.clean)
     heard_span = clip_span(dim, track, source.clean)
     processed = dim.render(source.clean, track, item_rng(seed, item))
-    audio, rove = finish(source, condition.category, processed, track, heard_span, seed, key)
-    clip, measured, change, result = measure_clip(source, condition.category, audio, heard_span, condition.direction)
-    ends = track(np.array([span.onset_s, span.offset_s]))
-    clip_mid = clip_time(dim, track, source.speech_midpoint_s)
+    audio, rove = unlimited(source, condition.category, processed, track, heard_span, seed, key)
+    return _Unlimited(condition, audio, track, heard_span, rove)
+
+
+def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResult:
+    """The 16-bit clip at `gain`, measured against the source."""
+    dim = dimensions.get(clip.condition.category)
+    audio = to_file(clip.audio, gain)
+    analysis, measured, change, result = measure_clip(source, clip.condition.category, audio, clip.span,
+                                                      clip.condition.direction)
+    span = source.clean.span
+    ends = clip.track(np.array([span.onset_s, span.offset_s]))
     return ClipResult(
         audio=audio,
-        clip=clip,
+        clip=analysis,
         measured=measured,
         change=change,
         verdict=result,
-        confounds=measure_confounds(clip, source.heard, clip_mid),
+        confounds=measure_confounds(analysis, source.heard, clip_time(dim, clip.track, source.speech_midpoint_s)),
         param_start=float(ends[0]),
         param_end=float(ends[1]),
-        rove_db=rove,
+        rove_db=clip.rove_db,
     )
 
 
@@ -437,6 +485,7 @@ def render_comparison(source: PreparedSource, condition: Condition, seed: int, i
     spec = dimensions.get(condition.category).SPEC
     held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
     audio, rove, bounds = assemble(source, [p for p, _ in held], seed, rove_key(source, condition, item), GAP_S)
+    audio = to_file(audio)  # twins are the same parts in the other order: the same peak
     clips, measures = [], []
     for (a, b), (_, span) in zip(bounds, held, strict=True):
         clip, measured = measure_against_source(source.heard, condition.category, audio[a:b], span)
@@ -461,6 +510,7 @@ def render_recognition(source: PreparedSource, condition: Condition, seed: int, 
     verdict "pending" until the build pairs them."""
     part, span = render_held(source, condition, condition.end)
     audio, rove, _ = assemble(source, [part], seed, rove_key(source, condition, item))
+    audio = to_file(audio)
     clip, measured = measure_against_source(source.heard, condition.category, audio, span)
     return ClipResult(
         audio=audio, clip=clip, measured=measured, change=float("nan"), verdict="pending",
