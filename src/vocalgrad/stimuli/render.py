@@ -262,13 +262,13 @@ def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan
 
 
 def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
-           seed: int, rove_key: str, gain: float | None = None) -> tuple[np.ndarray, float]:
+           seed: int, rove_key: str) -> tuple[np.ndarray, float]:
     """From processed audio to the 16-bit clip a listener hears: loudness compensation
     where the dimension asks for it, the source's speech loudness (over the clip's speech
-    span), the room-tone floor, a roved overall level, and `gain` (None: peak-limited by
-    itself). Returns (audio, rove dB)."""
+    span), the room-tone floor, a roved overall level, its own peak limit. Returns (audio,
+    rove dB)."""
     audio, rove = unlimited(source, category, processed, track, span, seed, rove_key)
-    return to_file(audio, gain), rove
+    return to_file(audio), rove
 
 
 def unlimited(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
