@@ -85,8 +85,9 @@ def published_span(audio: np.ndarray, sr: int) -> tuple[float, float]:
 
 
 def chunk_values(src: PublishedSource, condition: Condition, n_samples: int) -> np.ndarray:
-    """The parameter at each chunk's centre, from vocalgrad's own curve and endpoints."""
-    track = track_for(condition, dimensions.get(condition.category).SPEC, src.onset_s, src.offset_s)
+    """The parameter at each chunk's centre, from vocalgrad's own curve and endpoints (not
+    centred: the published pipeline runs every curve from its start value to its end value)."""
+    track = track_for(condition, dimensions.get(condition.category).SPEC, src.onset_s, src.offset_s, centred=False)
     centres = (np.arange(0, n_samples, int(CHUNK_S * src.sr)) + 0.5 * CHUNK_S * src.sr) / src.sr
     return np.asarray(track(np.minimum(centres, src.duration_s)), dtype=np.float64)
 

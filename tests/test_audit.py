@@ -164,12 +164,13 @@ def test_centroid_is_the_spectral_balance_not_the_spectrum_of_the_loudest_stretc
 
 
 def test_target_cues_may_name_single_cues():
-    """Volume's peak and FLAC size are statistics of its level course: left out of its
-    audit one by one, the rest of the global family stays in."""
+    """Volume's peak, FLAC size and centroid are statistics of its level course: left out of
+    its audit one by one, the rest of the global family stays in."""
     names = feature_names(allowed_families("volume"), "volume")
-    assert "global_peak_dbfs" not in names and "global_file_bytes" not in names
-    assert {"global_loudness_lufs", "global_duration_s", "global_centroid_hz"} <= set(names)
-    assert "global_peak_dbfs" in feature_names(allowed_families("voice_pitch"), "voice_pitch")
+    assert not {"global_peak_dbfs", "global_file_bytes", "global_centroid_hz"} & set(names)
+    assert {"global_loudness_lufs", "global_duration_s", "global_zero_share"} <= set(names)
+    assert "global_peak_dbfs" in feature_names(allowed_families("voice_clarity"), "voice_clarity")
+    assert "global_peak_dbfs" not in feature_names(allowed_families("voice_pitch"), "voice_pitch")
 
 
 def test_with_a_span_edge_cues_read_only_the_silences():
@@ -203,7 +204,8 @@ def test_overall_level_leak_is_flagged(level_leak):
     report = audit_dataset(level_leak)
     c = report["per_category"]["volume"]
     assert c["excluded_target_cues"] == ["edge_silence", "edge_level", "edge_spectrum", "edge_zeros",
-                                         "global_peak_dbfs", "global_f0_hz", "global_file_bytes"]
+                                         "global_peak_dbfs", "global_centroid_hz", "global_f0_hz",
+                                         "global_file_bytes"]
     assert not any(f.startswith("edge_") for f in c["features"])
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
     assert c["by_family_set"]["global"]["accuracy"] >= 0.9

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import butter, csd, fftconvolve, istft, lfilter, sosfilt, stft, welch
+from scipy.signal import butter, fftconvolve, get_window, istft, lfilter, sosfilt, stft
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions import echo, voice_clarity
@@ -146,10 +146,20 @@ def measure(clip: Analysis, ref: Analysis) -> DistanceMeasured:
 
 
 def direct_gain(x: np.ndarray, y: np.ndarray, sr: int) -> float:
-    """Mean over the bins within 30 dB of the source's strongest of Re(Pyx / Pxx)."""
-    nperseg = 1 << int(np.ceil(np.log2(WELCH_S * sr)))
-    nperseg = min(nperseg, len(x))
-    _, pxx = welch(x, sr, nperseg=nperseg)
-    _, pyx = csd(x, y, sr, nperseg=nperseg)
+    """Median over the bins within 30 dB of the source's strongest of Re(Pyx / Pxx), Welch's
+    estimates (Hann segments, half overlapping, each segment's mean removed) from one FFT of
+    each signal's segments: scipy's `welch` and `csd` would transform the source twice, and
+    their scaling cancels in the ratio."""
+    nperseg = min(1 << int(np.ceil(np.log2(WELCH_S * sr))), len(x))
+    spec_x, spec_y = (_welch_segments(v, nperseg) for v in (x, y))
+    pxx = np.mean(np.abs(spec_x) ** 2, axis=0)
+    pyx = np.mean(np.conj(spec_x) * spec_y, axis=0)
     band = pxx > pxx.max() * 10 ** (-BAND_DB / 10)
     return float(np.median(np.real(pyx[band] / pxx[band])))
+
+
+def _welch_segments(v: np.ndarray, nperseg: int) -> np.ndarray:
+    step = nperseg // 2
+    starts = np.arange(0, len(v) - nperseg + 1, step)
+    segments = v[starts[:, None] + np.arange(nperseg)]
+    return np.fft.rfft((segments - segments.mean(axis=1, keepdims=True)) * get_window("hann", nperseg), axis=1)

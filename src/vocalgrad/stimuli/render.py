@@ -506,11 +506,14 @@ def render_comparison(source: PreparedSource, condition: Condition, seed: int, i
 
 def render_recognition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
     """One clip held at the condition's end value (the "increase" endpoint for an increase
-    item, the other for its decrease twin). Its verdict needs the twin (`recognition_verdict`):
-    verdict "pending" until the build pairs them."""
+    item, the other for its decrease twin), peak-limited by one gain with its twin (as a
+    gradual pair is). Its verdict needs the twin (`recognition_verdict`): verdict "pending"
+    until the build pairs them."""
     part, span = render_held(source, condition, condition.end)
-    audio, rove, _ = assemble(source, [part], seed, rove_key(source, condition, item))
-    audio = to_file(audio)
+    twin_part, _ = render_held(source, condition, condition.start)  # the twin's: it waits in source.held
+    key = rove_key(source, condition, item)
+    audio, rove, _ = assemble(source, [part], seed, key)
+    audio = to_file(audio, peak_gain(audio, assemble(source, [twin_part], seed, key)[0]))  # one limit per pair
     clip, measured = measure_against_source(source.heard, condition.category, audio, span)
     return ClipResult(
         audio=audio, clip=clip, measured=measured, change=float("nan"), verdict="pending",
