@@ -410,14 +410,14 @@ def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(referenc
     """Outside the speech (+- the guard) an increase clip and its decrease twin hold the
     source's own samples, before the room tone and the rove: resynthesis residue (PSOLA re-synthesises the
     silences too) once made their edges differ in level and spectrum with the direction."""
-    from vocalgrad.stimuli.render import EDGE_GUARD_S, SPLICE_S, clip_span, level
+    from vocalgrad.stimuli.render import EDGE_GUARD_S, clip_span, level
 
     dim = dimensions.get(category)
     checked = 0
     for source in references:
         span = source.clean.span
         sr = source.sr
-        lead = int(round((span.onset_s - EDGE_GUARD_S - SPLICE_S) * sr))
+        lead = int(round((span.onset_s - EDGE_GUARD_S) * sr))  # the audit's edge windows stop here
         for direction in ("increase", "decrease"):
             low, high = dim.endpoints(dim.SPEC.tiers["high"], sr)
             start, end = (low, high) if direction == "increase" else (high, low)
@@ -426,7 +426,7 @@ def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(referenc
             heard_span = clip_span(dim, track, source.clean)
             raw = dim.render(source.clean, track, np.random.default_rng(0))
             out = level(source, category, raw, track, heard_span)
-            tail = min(len(out) - int(round((heard_span.offset_s + EDGE_GUARD_S + SPLICE_S) * sr)),
+            tail = min(len(out) - int(round((heard_span.offset_s + EDGE_GUARD_S) * sr)),
                        len(source.clean.audio))
             for n, clip_part, source_part in ((lead, out[:max(lead, 0)], source.clean.audio[:max(lead, 0)]),
                                               (tail, out[len(out) - max(tail, 0):],
