@@ -11,7 +11,10 @@ head; AdamW (torch defaults: betas 0.9/0.999, weight decay 0.01); lr 2e-4; one e
 effective batch 16 prompts = 8 items x both option orders, accumulated over micro-batches of
 `micro_batch` items; seed 0. `--method head` trains only the LM output projection (Whisper's
 `proj_out`, untied from the decoder's token embeddings first) at the same lr; `--method full`
-trains every parameter at lr 1e-5.
+trains every parameter at lr 1e-5. Head-only tuning runs the frozen model once: the head's
+inputs at the answer positions never change, so they are read up front (`HeadInputs`) and
+every step trains the head on them alone, unless the head alone does not reproduce the
+model's option scores.
 
 Resumable: the trainable state, optimizer, step and torch RNG are checkpointed every
 `checkpoint_every` steps to OUT/checkpoint/state.pt (written to a temporary name, then renamed),
