@@ -157,6 +157,21 @@ def test_different_config_into_same_folder_is_refused(small, tmp_path):
         build(SMALL, tmp_path / "junk", workers=1)
 
 
+def test_overwrite_renders_a_finished_build_anew(tmp_path):
+    """`--overwrite` replaces a finished build even with the same config (the code may have
+    changed since); without it the same config resumes and renders nothing."""
+    config = BuildConfig(n_test=1, n_train=0, categories=("volume",), tiers=("high",), include_constant=False)
+    out = tmp_path / "ds"
+    build(config, out, workers=1, audit=False)
+    first = json.loads((out / "build.json").read_text())["content_sha256"]
+    clip = next((out / "test").glob("*.flac"))
+    clip.write_bytes(b"stale")  # what an older renderer wrote
+    build(config, out, workers=1, audit=False)
+    assert clip.read_bytes() == b"stale"  # a resume trusts the finished build
+    build(config, out, workers=1, audit=False, overwrite=True)
+    assert clip.read_bytes() != b"stale" and json.loads((out / "build.json").read_text())["content_sha256"] == first
+
+
 def test_config_files_and_presets(tmp_path):
     good = tmp_path / "good.toml"
     good.write_text('[build]\nn_test = 4\ncategories = ["volume"]\n[build.magnitudes.volume]\nhigh = 20.0\n')

@@ -423,8 +423,8 @@ def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(referenc
             start, end = (low, high) if direction == "increase" else (high, low)
             c = Condition(category, "high", "linear", direction, dim.SPEC.tiers["high"], start, end)
             track = track_for(c, dim.SPEC, span.onset_s, span.offset_s, source.clean)
-            heard_span = clip_span(dim, track, source.clean)
             raw = dim.render(source.clean, track, np.random.default_rng(0))
+            heard_span = clip_span(dim, track, source.clean, len(raw))
             out = level(source, category, raw, track, heard_span)
             tail = min(len(out) - int(round((heard_span.offset_s + EDGE_GUARD_S) * sr)),
                        len(source.clean.audio))
@@ -435,3 +435,31 @@ def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(referenc
                     np.testing.assert_array_equal(clip_part, source_part)
                     checked += 1
     assert checked >= 4
+
+
+def test_held_speed_twins_end_on_the_same_room_tone(references):
+    """A held rate changes the clip's length but not its silences: the faster recognition
+    twin and the slower one must open and close on the same samples (the source's edges and
+    the tone that lay under them), or the trailing edge tells the rate. Laid from the file's
+    start, the tone under a shorter clip's last silence was another stretch than its twin's."""
+    from vocalgrad.stimuli.render import EDGE_GUARD_S
+
+    dim = dimensions.get("speaking_speed")
+    magnitude = dim.SPEC.tiers["high"]
+    low, high = dim.endpoints(magnitude, RENDER_SR)
+    checked = 0
+    for source in references:
+        span, sr = source.clean.span, source.sr
+        fast = Condition("speaking_speed", "high", "held", "increase", magnitude, low, high, format="recognition")
+        clips = [render_condition(source, fast, 0, "00000000000000f1"), render_condition(source, fast.twin(), 0, "00000000000000f2")]
+        a, b = (c.audio for c in clips)
+        assert abs(len(a) - len(b)) > 0.1 * sr  # the rate is held: the lengths differ
+        lead = int(round((span.onset_s - EDGE_GUARD_S) * sr))
+        trail = min(len(c.audio) - int(round((c.clip.span.offset_s + EDGE_GUARD_S) * sr)) for c in clips)  # each clip's own guard
+        if lead > 0:
+            np.testing.assert_array_equal(a[:lead], b[:lead])
+            checked += 1
+        if trail > 0:
+            np.testing.assert_array_equal(a[-trail:], b[-trail:])
+            checked += 1
+    assert checked >= 2

@@ -70,7 +70,7 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
         raw = dim.render(source.clean, outside, rng)
     else:
         raise ValueError(kind)
-    span = clip_span(dim, track, source.clean)
+    span = clip_span(dim, track, source.clean, len(raw))
     audio, _ = finish(source, labelled.category, raw, track, span, 0, ITEM)
     return measure_clip(source, labelled.category, audio, span, labelled.direction)[3]
 

@@ -153,8 +153,8 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "sample_rate": sr,
         "duration_s": round(len(result.audio) / sr, 4),
         "channels": result.clip.channels.shape[1],
-        "speech_onset_s": round(span.onset_s, 3),
-        "speech_offset_s": round(span.offset_s, 3),
+        "speech_onset_s": round(span.onset_s, 5),  # under a sample at 48 kHz: the audit's edge windows
+        "speech_offset_s": round(span.offset_s, 5),  # start where the renderer's source edges do
         "measured_start": round(result.measured.start, 4),
         "measured_end": round(result.measured.end, 4),
         "measured_change": round(result.change, 4),
@@ -252,13 +252,13 @@ def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[
 def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:
     saved = state / "config.json"
     wanted = json.dumps(config.to_dict(), sort_keys=True)
-    if saved.is_file() and saved.read_text() != wanted:
-        if not overwrite:
-            raise ConfigError(
-                f"{out} holds a build with a different config; pass --overwrite to replace it "
-                "or choose another --out"
-            )
-        shutil.rmtree(out)
+    if saved.is_file() and overwrite:
+        shutil.rmtree(out)  # a finished build too: the same config on changed code renders anew
+    elif saved.is_file() and saved.read_text() != wanted:
+        raise ConfigError(
+            f"{out} holds a build with a different config; pass --overwrite to replace it "
+            "or choose another --out"
+        )
     elif out.exists() and not saved.is_file() and any(out.iterdir()):
         raise ConfigError(f"{out} exists and is not a vocalgrad build; choose an empty --out")
     state.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,7 @@ _PINK_A = np.array([1.0, -2.494956002, 2.017265875, -0.522189400])
 _WARM_UP = 4096  # samples the pink filter settles on before the output starts
 
 
-def room_tone(n_samples: int, seed: int, rms: float) -> np.ndarray:
+def room_tone(n_samples: int, seed: int | list[int], rms: float) -> np.ndarray:
     """Pink noise of the given RMS. Deterministic and prefix-stable: the first n samples
     are the same whatever length is asked, so a clip with a reverb tail and its reference
     share the same floor sample for sample."""

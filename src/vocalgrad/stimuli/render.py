@@ -93,6 +93,33 @@ class PreparedSource:
             self.tone = room_tone(n_samples, self.tone_seed, self.tone_rms)
         return self.tone[:n_samples]
 
+    def tone_under(self, n_part: int, n_total: int) -> np.ndarray:
+        """The room tone under a part whose edges are the source's own samples
+        (`SPEC.source_edges`) but whose length is not (a held speaking rate), continued to
+        n_total: the source's tone with its middle cut out (a shorter part) or fresh tone
+        spliced in (a longer one), so both of the part's edges lie on the tone that lay under
+        the source's edges. Laid from the file's start, a faster clip's trailing edge sat on
+        another stretch of tone than its twin's: -0.28 dB and +95 Hz at the median, which a
+        tree read on held-speed recognition twins (0.60). The splices lie mid-file, under
+        speech at ROOM_TONE_DB, as equal-power crossfades of SPLICE_S."""
+        n_source = len(self.clean.audio)
+        if n_part == n_source:
+            return self.room_tone(n_total)
+        shift = n_source - n_part  # the part's sample i lies on the source's tone at i + shift after the middle
+        middle = min(n_part, n_source) // 2
+        tone = self.room_tone(n_total + max(shift, 0))
+        head = tone[:n_total]
+        tail = tone[shift:shift + n_total] if shift >= 0 else np.pad(tone, (-shift, 0))[:n_total]
+        fade = max(1, int(round(SPLICE_S * self.sr)))
+        i = np.arange(n_total)
+        into_fill = np.clip((i - middle + fade / 2) / fade, 0, 1) * (np.pi / 2)  # 0 -> pi/2 around the middle
+        if shift >= 0:
+            return (np.cos(into_fill) * head + np.sin(into_fill) * tail).astype(np.float32)
+        into_tail = np.clip((i - middle + shift + fade / 2) / fade, 0, 1) * (np.pi / 2)  # after the -shift fresh samples
+        fill = room_tone(n_total, [self.tone_seed, 1], self.tone_rms)
+        fresh = np.sin(into_fill) * np.cos(into_tail)
+        return (np.cos(into_fill) * head + fresh * fill + np.sin(into_tail) * tail).astype(np.float32)
+
 
 def span_loudness(audio: np.ndarray, sr: int, span: SpeechSpan) -> float:
     """Integrated loudness over a speech span: silences and tails do not set the level."""
@@ -217,14 +244,19 @@ class ClipResult:
         return self.verdict == "verified"
 
 
-def clip_span(dim, track, ref: Analysis) -> SpeechSpan:
+def clip_span(dim, track, ref: Analysis, n_samples: int) -> SpeechSpan:
     """The clip's speech span is the source's, moved by any time warp. Detecting it on the
-    clip instead would be wrong by design: a -18 dB start or a noisy end hides speech."""
+    clip instead would be wrong by design: a -18 dB start or a noisy end hides speech. A
+    warp leaves the silences unstretched, so the offset lies as far from the end of the
+    rendered clip (`n_samples` long) as it does in the source, to the sample: taken from the
+    warp's integral, it was off by the resynthesis' few ms, in opposite directions for a fast
+    and a slow clip, and the audit's trailing edge window began at another sample in each twin."""
     warp = getattr(dim, "output_time", None)
     if warp is None:
         return ref.span
-    onset, offset = warp(track, np.array([ref.span.onset_s, ref.span.offset_s]))
-    return SpeechSpan(float(onset), float(offset), ref.span.plausible, ref.span.reason)
+    onset = float(warp(track, np.array([ref.span.onset_s]))[0])
+    trail = len(ref.audio) - int(round(ref.span.offset_s * ref.sr))
+    return SpeechSpan(onset, (n_samples - trail) / ref.sr, ref.span.plausible, ref.span.reason)
 
 
 def clip_time(dim, track, source_s: float) -> float:
@@ -276,7 +308,9 @@ def finish(source: PreparedSource, category: str, processed: np.ndarray, track: 
 def unlimited(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
               seed: int, rove_key: str) -> tuple[np.ndarray, float]:
     """`finish` up to the peak limit, in float."""
-    audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, rove_key)
+    edges = dimensions.get(category).SPEC.source_edges
+    audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, rove_key,
+                              source_edges=edges)
     return audio, rove
 
 
@@ -307,22 +341,24 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
 
 
 def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, rove_key: str,
-             gap_s: float = 0.0) -> tuple[np.ndarray, float, list[tuple[int, int]]]:
+             gap_s: float = 0.0, source_edges: bool = False) -> tuple[np.ndarray, float, list[tuple[int, int]]]:
     """One file from levelled parts: each part padded to the longest (so part lengths carry
     nothing), the room-tone floor under every part (the same samples as under the source,
     so each part measures against the heard source as a single clip does) and in the gaps
     between them (its continuation: no exact digital silence anywhere), one roved overall
     level for the whole file (so parts keep their level difference); not yet peak-limited
-    or quantised (`to_file`). Returns (audio, rove dB, [(start, end) sample of each part])."""
+    or quantised (`to_file`). Parts whose edges are the source's (`source_edges`) get the
+    tone that lay under the source's edges at both ends (`PreparedSource.tone_under`).
+    Returns (audio, rove dB, [(start, end) sample of each part])."""
     length = max(len(p) for p in parts)
     gap = int(round(gap_s * source.sr))
-    tone = source.room_tone(length + gap)
     pieces, bounds, at = [], [], 0
     for i, part in enumerate(parts):
         if i:
-            between = tone[length:length + gap]
             pieces.append(np.repeat(between[:, None], part.shape[1], axis=1) if part.ndim == 2 else between)
             at += gap
+        tone = source.tone_under(len(part), length + gap) if source_edges else source.room_tone(length + gap)
+        between = tone[length:]  # the gap after this part continues its tone
         padded = np.pad(part, ((0, length - len(part)),) + ((0, 0),) * (part.ndim - 1))
         pieces.append(padded + (tone[:length, None] if part.ndim == 2 else tone[:length]))  # both ears alike
         bounds.append((at, at + length))
@@ -402,8 +438,8 @@ def _render_unlimited(source: PreparedSource, condition: Condition, seed: int, i
     condition = roved(condition, seed, key)
     span = source.clean.span
     track = track_for(condition, dim.SPEC, span.onset_s, span.offset_s, source.clean)
-    heard_span = clip_span(dim, track, source.clean)
     processed = dim.render(source.clean, track, item_rng(seed, item))
+    heard_span = clip_span(dim, track, source.clean, len(processed))
     audio, rove = unlimited(source, condition.category, processed, track, heard_span, seed, key)
     return _Unlimited(condition, audio, track, heard_span, rove)
 
@@ -452,9 +488,9 @@ def _render_held(source: PreparedSource, condition: Condition, value: float) -> 
     held = dataclasses.replace(condition, direction="constant", start=value, end=value)
     span = source.clean.span
     track = track_for(held, dim.SPEC, span.onset_s, span.offset_s, centred=False)
-    heard_span = clip_span(dim, track, source.clean)
     rng = np.random.default_rng([source.tone_seed, zlib.crc32(f"{condition.category}|{value:.9g}".encode())])
     processed = dim.render(source.clean, track, rng)
+    heard_span = clip_span(dim, track, source.clean, len(processed))
     return level(source, condition.category, processed, track, heard_span, held=True), heard_span
 
 
@@ -486,7 +522,8 @@ def render_comparison(source: PreparedSource, condition: Condition, seed: int, i
     value minus the first's is the measured change, checked like a gradual clip's."""
     spec = dimensions.get(condition.category).SPEC
     held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
-    audio, rove, bounds = assemble(source, [p for p, _ in held], seed, rove_key(source, condition, item), GAP_S)
+    audio, rove, bounds = assemble(source, [p for p, _ in held], seed, rove_key(source, condition, item), GAP_S,
+                                   source_edges=spec.source_edges)
     audio = to_file(audio)  # twins are the same parts in the other order: the same peak
     clips, measures = [], []
     for (a, b), (_, span) in zip(bounds, held, strict=True):
@@ -514,8 +551,10 @@ def render_recognition(source: PreparedSource, condition: Condition, seed: int, 
     part, span = render_held(source, condition, condition.end)
     twin_part, _ = render_held(source, condition, condition.start)  # the twin's: it waits in source.held
     key = rove_key(source, condition, item)
-    audio, rove, _ = assemble(source, [part], seed, key)
-    audio = to_file(audio, peak_gain(audio, assemble(source, [twin_part], seed, key)[0]))  # one limit per pair
+    edges = dimensions.get(condition.category).SPEC.source_edges
+    audio, rove, _ = assemble(source, [part], seed, key, source_edges=edges)
+    twin_audio = assemble(source, [twin_part], seed, key, source_edges=edges)[0]
+    audio = to_file(audio, peak_gain(audio, twin_audio))  # one limit per pair
     clip, measured = measure_against_source(source.heard, condition.category, audio, span)
     return ClipResult(
         audio=audio, clip=clip, measured=measured, change=float("nan"), verdict="pending",
