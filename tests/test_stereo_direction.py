@@ -24,6 +24,7 @@ from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
 from vocalgrad.remedies.finetune import TuneConfig, finetune
 from vocalgrad.report import build_sections
 from vocalgrad.stimuli.plan import Condition
+from vocalgrad.stimuli.verify import verify_dataset
 from vocalgrad.stimuli.render import (
     finish,
     measure_clip,
@@ -173,6 +174,8 @@ def test_held_formats_render_two_channels_and_the_ideal_observer_reads_them(tmp_
     assert rows and {r["channels"] for r in rows} == {2}
     audio, _ = sf.read(data / "test" / rows[0]["file_name"])
     assert audio.ndim == 2 and audio.shape[1] == 2
+    again = verify_dataset(data)["per_category"]["stereo_direction"]  # re-read from the files, both ears
+    assert again["agreement"] == 1.0 and "refused_inaudible" not in again, again
     evaluate(data, IdealObserver(data), tmp_path / "ideal", EvalConfig(mode="choice"),
              cache=AnswerCache(tmp_path / "c.sqlite"))
     _, results = load_results(tmp_path / "ideal")

@@ -124,9 +124,10 @@ def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
     fmt = row.get("format", "gradual")
     if fmt == "comparison":
         values, confs = [], []
+        samples = clip.channels if clip.channels.shape[1] > 1 else clip.audio  # a stereo part keeps both ears
         for (a, b), (onset, offset) in zip(row["part_bounds"], row["part_spans_s"], strict=True):
             span = SpeechSpan(onset - a / clip.sr, offset - a / clip.sr, True)
-            part, measured = measure_against_source(ref, row["category"], clip.audio[a:b], span)
+            part, measured = measure_against_source(ref, row["category"], samples[a:b], span)
             values.append(held_value(measured))
             confs.append(measure_confounds(part, ref, part_mid(part)))
         return values[1] - values[0], confound_difference(*confs)
