@@ -16,7 +16,7 @@ import pytest
 import soundfile as sf
 
 from vocalgrad import cli
-from vocalgrad.audio import load_audio, normalise, write_flac_atomic
+from vocalgrad.audio import load_audio, loudness_lufs, normalise, write_flac_atomic
 from vocalgrad.dataset import read_jsonl, write_jsonl
 from vocalgrad.dimensions import get
 from vocalgrad.errors import ConfigError
@@ -137,6 +137,24 @@ def test_clip_cues_names_and_values():
     assert 0.1 < cues["global_zero_share"] < 0.5 and cues["global_file_bytes"] > 1000
     silent = clip_cues(np.zeros(SR, np.float32), SR)
     assert np.isnan(silent["global_f0_hz"]) and silent["global_zero_share"] == 1.0
+
+
+def test_two_part_summaries_do_not_read_the_order_of_the_parts():
+    """A comparison item and its twin are the same parts in the other order: no summary may
+    tell them apart. Over the file as it lies, BS.1770's block grid (from the file's start)
+    meets each part at another phase, and the integrated loudness turns with the order."""
+    rng = np.random.default_rng(3)
+    floor = (1e-4 * rng.standard_normal(SR // 2)).astype(np.float32)
+    loud = normalise(_voice(rng), SR, -20.0)
+    quiet = normalise(_voice(rng), SR, -32.0)[: len(loud)]
+    loud = loud[: len(quiet)]
+    n = len(loud)
+    parts = [[0.0, n / SR], [(n + len(floor)) / SR, (2 * n + len(floor)) / SR]]
+    first, second = (np.concatenate(x) for x in ((loud, floor, quiet), (quiet, floor, loud)))
+    assert abs(loudness_lufs(first, SR) - loudness_lufs(second, SR)) > 0.01  # the meter alone reads the order
+    a, b = clip_cues(first, SR, parts=parts), clip_cues(second, SR, parts=parts)
+    for name in CUE_NAMES["global"]:
+        assert a[name] == pytest.approx(b[name], abs=1e-9), name
 
 
 def test_zero_share_counts_digital_silence_not_lone_zeros_in_a_room_tone():

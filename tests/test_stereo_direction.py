@@ -24,7 +24,6 @@ from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
 from vocalgrad.remedies.finetune import TuneConfig, finetune
 from vocalgrad.report import build_sections
 from vocalgrad.stimuli.plan import Condition
-from vocalgrad.stimuli.verify import verify_dataset
 from vocalgrad.stimuli.render import (
     finish,
     measure_clip,
@@ -32,6 +31,7 @@ from vocalgrad.stimuli.render import (
     prepare_source,
     render_condition,
 )
+from vocalgrad.stimuli.verify import verify_dataset
 
 DIM = dimensions.get("stereo_direction")
 

@@ -352,13 +352,13 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, rove_ke
     Returns (audio, rove dB, [(start, end) sample of each part])."""
     length = max(len(p) for p in parts)
     gap = int(round(gap_s * source.sr))
+    tones = [source.tone_under(len(p), length + gap) if source_edges else source.room_tone(length + gap) for p in parts]
     pieces, bounds, at = [], [], 0
-    for i, part in enumerate(parts):
+    for i, (part, tone) in enumerate(zip(parts, tones, strict=True)):
         if i:
+            between = tones[i - 1][length:]  # the gap continues the tone of the part before it
             pieces.append(np.repeat(between[:, None], part.shape[1], axis=1) if part.ndim == 2 else between)
             at += gap
-        tone = source.tone_under(len(part), length + gap) if source_edges else source.room_tone(length + gap)
-        between = tone[length:]  # the gap after this part continues its tone
         padded = np.pad(part, ((0, length - len(part)),) + ((0, 0),) * (part.ndim - 1))
         pieces.append(padded + (tone[:length, None] if part.ndim == 2 else tone[:length]))  # both ears alike
         bounds.append((at, at + length))
