@@ -19,6 +19,7 @@ from vocalgrad.evaluation.metrics import (
     paired_comparison,
     same_answer_alarm,
     summarise,
+    weighted_ci,
 )
 
 CATEGORIES = ("volume", "voice_pitch", "echo", "speaking_speed")
@@ -332,6 +333,24 @@ def test_clusters_that_agree_exactly_get_a_wilson_interval_on_the_cluster_count(
     assert s["accuracy_lo"] == pytest.approx(3 / (3 + z2)) and s["accuracy_hi"] == 1.0
     assert s["balanced_accuracy_lo"] == pytest.approx(3 / (3 + z2))
     assert math.isnan(s["dprime_lo"]) and math.isnan(s["dprime_hi"])  # not a proportion: no CI
+
+
+def test_many_clusters_that_agree_exactly_get_the_wilson_interval_too():
+    """28 perfect sources: every bootstrap resample is perfect, and [1, 1] would claim a
+    certainty 28 sources cannot give; so would [0.5, 0.5] for a listener right on exactly
+    half of every source's items. An audit classifier's CI follows the same rule."""
+    items = make_items(n_sources=28, per_source=20)
+    s = overall(answer(items, [r["direction"] for r in items]))
+    z2 = norm.ppf(0.975) ** 2
+    assert s["ci_method"] == "cluster bootstrap" and s["n_clusters"] == 28
+    assert s["accuracy_lo"] == pytest.approx(28 / (28 + z2)) and s["accuracy_hi"] == pytest.approx(1.0)
+    half = overall(answer(items, ["increase"] * len(items)))
+    assert half["accuracy_lo"] < 0.4 and half["accuracy_hi"] > 0.6
+    rng = np.random.default_rng(0)
+    lo, hi, method = weighted_ci(lambda w: np.full(len(w), 0.5), 0.5, 28, rng)
+    assert method == "cluster bootstrap" and lo < 0.4 and hi > 0.6
+    spread = overall(answer(items, [r["direction"] if i % 3 else "increase" for i, r in enumerate(items)]))
+    assert spread["accuracy_hi"] - spread["accuracy_lo"] < 0.15  # clusters that differ keep the bootstrap
 
 
 def test_paired_ci_with_few_clusters_agrees_with_the_permutation_test():

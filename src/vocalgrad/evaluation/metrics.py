@@ -20,6 +20,9 @@ clusters it is the t-interval on cluster means); one cluster gets no CI ("too fe
 CI"). Where the few clusters agree exactly the jackknife has zero width, which G clusters
 cannot justify: accuracy-like proportions then get the Wilson interval with G as the sample
 size (the effective sample size when every item of a cluster answers alike), d' and c no CI.
+The bootstrap collapses the same way with many clusters that agree exactly (28 sources all
+answered right gave [1.000, 1.000]); a proportion's zero-width bootstrap interval is then
+that Wilson interval too.
 """
 
 from __future__ import annotations
@@ -217,6 +220,8 @@ def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_c
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     if method == BOOTSTRAP:
         lo, hi = _percentile_ci(statistic(_resample_weights(rng, n_boot, n_clusters).astype(float)), level)
+        if proportion:
+            lo, hi = _unless_collapsed(lo, hi, point, n_clusters, level)
         return lo, hi, method
     if method == JACKKNIFE:
         lo, hi = jackknife_t_ci(np.asarray(point), statistic(leave_one_out_weights(n_clusters)), level, proportion)
@@ -230,6 +235,15 @@ def _percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, flo
         return float("nan"), float("nan")
     lo, hi = np.percentile(s, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
+
+
+def _unless_collapsed(lo: float, hi: float, point: float, n_clusters: int, level: float = 0.95) -> tuple[float, float]:
+    """A proportion's bootstrap interval, or where it has zero width (every cluster agrees
+    exactly, so every resample gives the point) the Wilson interval on the clusters."""
+    if np.isfinite(point) and np.isfinite(lo) and hi - lo <= 1e-12:
+        w_lo, w_hi = _wilson(np.asarray(point, dtype=float), n_clusters, level)
+        return float(np.clip(w_lo, 0.0, 1.0)), float(np.clip(w_hi, 0.0, 1.0))
+    return lo, hi
 
 
 def group_rng(seed: int, key: str) -> np.random.Generator:
@@ -293,6 +307,9 @@ def _group_summary(
             if with_auc:
                 boot.setdefault("auc", []).append(boot_auc(w))
         ci = {name: _percentile_ci(np.concatenate(v)) for name, v in boot.items()}
+        for name in _PROPORTIONS:
+            if name in ci:
+                ci[name] = _unless_collapsed(*ci[name], point[name], n_clusters)
     elif method == JACKKNIFE:
         w = leave_one_out_weights(n_clusters)
         reps = _count_metrics(w @ kc) | ({"auc": boot_auc(w)} if with_auc else {})
