@@ -463,3 +463,23 @@ def test_held_speed_twins_end_on_the_same_room_tone(references):
             np.testing.assert_array_equal(a[-trail:], b[-trail:])
             checked += 1
     assert checked >= 2
+
+
+def test_breathiness_reads_the_same_whatever_the_span_rounding(references):
+    """The dataset stores spans to 10 us (a comparison part's is a difference of two): a
+    measure cut where the span says put Praat's frames on another grid than the source's
+    at 50 us off, and a 21.6 dB breathier part read as masked on re-verification."""
+    from dataclasses import replace
+
+    from vocalgrad.stimuli.render import measure_against_source
+
+    dim = dimensions.get("breathiness")
+    low, high = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
+    for source in references[:2]:
+        c = Condition("breathiness", "high", "linear", "increase", dim.SPEC.tiers["high"], low, high)
+        r = render_condition(source, c, 0, "00000000000000b7")
+        assert r.verified
+        for shift in (-5e-5, 5e-5, 0.004):
+            span = replace(r.clip.span, onset_s=r.clip.span.onset_s + shift, offset_s=r.clip.span.offset_s + shift)
+            _, m = measure_against_source(source.heard, "breathiness", r.audio, span)
+            assert m.change == pytest.approx(r.change, abs=0.5), (shift, m, r.measured)

@@ -179,7 +179,7 @@ def _format_fields(task: SourceTask, condition: Condition, result) -> dict:
                                                                                             direction="pair"))}
     if condition.format == "comparison":
         fields["part_bounds"] = [list(b) for b in result.parts]
-        fields["part_spans_s"] = [[round(a, 4), round(b, 4)] for a, b in result.part_spans]
+        fields["part_spans_s"] = [[round(a, 5), round(b, 5)] for a, b in result.part_spans]  # as speech spans
         fields["gap_s"] = GAP_S
     else:
         fields["measured_value"] = round(result.value, 4)

@@ -124,7 +124,12 @@ def harmonicity(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
         width = HEAD_TAIL_FRACTION * (offset - onset)
         times, values = [], []
         for lo, hi in ((onset, onset + width), (offset - width, offset)):
-            lo, hi = max(0.0, lo - HNR_MARGIN_S), min(a.duration_s, hi + HNR_MARGIN_S)
+            # both ends on whole steps from the file's start, so a clip's frames and its source's
+            # fall on one grid whatever the span: cut where the span said, a span 50 us off (a
+            # comparison part's, as the dataset stores it) moved Praat's centred frames by half
+            # a step, no frame matched the source's, and a part 21.6 dB breathier read as masked
+            lo = np.floor(max(0.0, lo - HNR_MARGIN_S) / HNR_STEP_S + 1e-9) * HNR_STEP_S
+            hi = lo + np.floor((min(a.duration_s, hi + HNR_MARGIN_S) - lo) / HNR_STEP_S + 1e-9) * HNR_STEP_S
             pitch = a.sound.extract_part(lo, hi, preserve_times=True).to_pitch_cc(
                 time_step=HNR_STEP_S, pitch_floor=HNR_FLOOR_HZ, pitch_ceiling=F0_CEILING_HZ,
                 max_number_of_candidates=F0_CANDIDATES, silence_threshold=0.1, voicing_threshold=0.0)
