@@ -138,7 +138,8 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     would measure the target itself at the start or end (recordings trimmed close to the
     speech have no silence there; those cues are then NaN), stopping EDGE_GUARD_S short of the
     speech, where the first and last phonemes fade in and out. Without a span, the whole clip
-    and its first and last 300 ms. NaN cues are filled with the training median. A
+    and its first and last 300 ms. A two-part item (`parts`) summarises the whole file in both
+    orders of its parts. NaN cues are filled with the training median. A
     two-channel clip adds its whole-clip level difference between the ears (0 for mono)
     and gives every other cue from its mono downmix."""
     audio = np.asarray(audio, dtype=np.float32)
