@@ -117,8 +117,8 @@ def ci_note(cluster: str, n_boot: int) -> str:
         return "No CIs (n_boot = 0)."
     m = MIN_SOURCES
     return (f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
-            f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}, or where those clusters agree "
-            "exactly, a Wilson interval on G for accuracy (none for d′); with 1 cluster: "
+            f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}; where the clusters agree exactly "
+            "(any number of them), a Wilson interval on G for accuracy (none for d′); with 1 cluster: "
             + NO_CI_TEXT + ".")
 
 
