@@ -57,6 +57,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -n 2 --durations=15 tests
 
 # The remedies grid of #11 on the demo build (after `make demo`): Whisper tiny.en (trimmed

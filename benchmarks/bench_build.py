@@ -35,11 +35,11 @@ from pathlib import Path
 import published_renderer
 from threadpoolctl import threadpool_limits
 
-from vocalgrad.build import SourceTask, build, prepare_sources, render_source
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS
 from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.sources import SpeechSource
+from vocalgrad.stimuli.build import SourceTask, build, prepare_sources, render_source
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import plan_conditions
 
 ALL = "all nine"
@@ -207,7 +207,7 @@ def _child_build(n_sources: int, workers: int, out: str) -> None:
 
 
 def print_scaling(n_sources: int, workers_list: list[int]) -> dict[int, dict]:
-    print(f"\n[4] scaling: vocalgrad.build.build, {n_sources} sources, all nine categories, "
+    print(f"\n[4] scaling: vocalgrad.stimuli.build.build, {n_sources} sources, all nine categories, "
           "fresh out dir (wall clock, incl. planning, card, metadata)")
     print(f"{'workers':>7} {'wall s':>8} {'clips':>6} {'clips/s':>8} {'speed-up':>8}")
     runs: dict[int, dict] = {}

@@ -23,12 +23,12 @@ import numpy as np
 import torch
 
 from vocalgrad.audio import load_audio, resample
-from vocalgrad.build import build
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
-from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Request
 from vocalgrad.listeners.whisper import WhisperListener, prompt_text
+from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 
 
 def dataset_dir(given: str | None) -> Path:

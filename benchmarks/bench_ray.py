@@ -25,11 +25,11 @@ from pathlib import Path
 
 import ray
 
-from vocalgrad.build import build, prepare_sources
-from vocalgrad.config import load_config
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate
 from vocalgrad.executors import Executor, ListenerSpec, RayExecutor
 from vocalgrad.jit import warm_up
+from vocalgrad.stimuli.build import build, prepare_sources
+from vocalgrad.stimuli.config import load_config
 
 TARGET_OVERHEAD = 0.15
 BUILTIN_SPEAKERS = 8
@@ -45,7 +45,7 @@ def timed_build(config, out: Path, executor: Executor) -> tuple[float, int, str]
 
 def _warm() -> None:
     """What a fresh Ray worker pays once: importing the renderer and loading numba's caches."""
-    import vocalgrad.build  # noqa: F401
+    import vocalgrad.stimuli.build  # noqa: F401
     from vocalgrad.jit import warm_up
 
     warm_up()

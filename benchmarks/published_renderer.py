@@ -5,7 +5,7 @@ against. The published pipeline cuts the audio into 50 ms chunks, processes each
 context on both sides) at that chunk's parameter value and crossfades the pieces back
 together; it neither verifies nor measures confounds, it only renders and writes 16-bit
 FLAC. The progress curves and tier endpoints are vocalgrad's own (`track_for`,
-`plan_conditions`), so only the processing method differs from `vocalgrad.build`.
+`plan_conditions`), so only the processing method differs from `vocalgrad.stimuli.build`.
 
 This is a baseline, not a reference: its artefacts (phase-vocoder smearing, shortened
 speech, 20 Hz tremolo jumps, chunk-edge clicks) are the flaws our toolkit fixes.

@@ -168,9 +168,9 @@ class _Undecided(Listener):
 
 
 def test_rendered_trials_report_ties_and_unparsed_replies(tmp_path, cache_dir, monkeypatch):
-    from vocalgrad.build import build
-    from vocalgrad.config import BuildConfig
     from vocalgrad.evaluation.evaluate_adaptive import evaluate_adaptive
+    from vocalgrad.stimuli.build import build
+    from vocalgrad.stimuli.config import BuildConfig
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     dataset = tmp_path / "ds"

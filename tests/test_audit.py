@@ -20,8 +20,8 @@ from vocalgrad.audio import load_audio, loudness_lufs, normalise, write_flac_ato
 from vocalgrad.dataset import read_jsonl, write_jsonl
 from vocalgrad.dimensions import get
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Request, load_listener
+from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.stimuli.audit import (
     CACHE_DIR,
     CACHE_FILE,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from vocalgrad.build import build
-from vocalgrad.config import BuildConfig, load_config
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig, load_config
 from vocalgrad.stimuli.plan import plan_conditions
 
 SMALL = BuildConfig(n_test=2, n_train=2, tiers=("low", "high"))

@@ -8,8 +8,8 @@ from conftest import RENDER_SR
 
 from vocalgrad import dimensions
 from vocalgrad.audio import k_weighted_frame_power
-from vocalgrad.config import BuildConfig
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import cancel_drift
 from vocalgrad.stimuli.plan import Condition, held_constant, item_id, plan_conditions

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from vocalgrad.build import build
-from vocalgrad.config import BuildConfig
 from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import score_run
 from vocalgrad.listeners import Listener, Request, load_listener
 from vocalgrad.listeners.baselines import RandomListener
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 
 
 @pytest.fixture(scope="module")

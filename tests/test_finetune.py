@@ -19,10 +19,10 @@ from test_probing_organisms import BLOCKS, Organism, synthetic_rows  # noqa: E40
 from test_probing_organisms import listener as organism_listener  # noqa: E402
 
 from vocalgrad.errors import ConfigError  # noqa: E402
-from vocalgrad.evaluation.prompts import build_prompt  # noqa: E402
 from vocalgrad.listeners import Request, load_listener  # noqa: E402
+from vocalgrad.listeners.adapters import TorchModuleListener  # noqa: E402
 from vocalgrad.listeners.ct2_whisper import find_packaged_models  # noqa: E402
-from vocalgrad.probing.adapters import TorchModuleListener  # noqa: E402
+from vocalgrad.questions.prompts import build_prompt  # noqa: E402
 from vocalgrad.remedies.finetune import TuneConfig, requests_for, tune  # noqa: E402
 from vocalgrad.remedies.tuned import (  # noqa: E402
     apply_adapter,
@@ -251,7 +251,7 @@ needs_tiny = pytest.mark.skipif(
 def test_whisper_option_logprobs_equal_score_choices() -> None:
     """Every prompt variant (single- and multi-token options, two and three options), both
     encoder contexts: the training objective scores exactly what `eval` scores."""
-    from vocalgrad.evaluation.prompts import VARIANTS
+    from vocalgrad.questions.prompts import VARIANTS
 
     reqs = [Request(f"c{i}", build_prompt("volume", v, item_id=f"c{i}"), {f"c{i}": _clip(1.2, i)})
             for i, v in enumerate(VARIANTS)]
@@ -309,11 +309,11 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(
     """Head-only (untied from the token embeddings) and LoRA on a one-category build: an
     ordinary run folder with the tuning record in its manifest, `tuned:` reproduces its
     evaluation, and probing sees what changed (LoRA: the states; head: only the readout)."""
-    from vocalgrad.build import build
     from vocalgrad.cli import main
-    from vocalgrad.config import BuildConfig
     from vocalgrad.dataset import load_rows
     from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
+    from vocalgrad.stimuli.build import build
+    from vocalgrad.stimuli.config import BuildConfig
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     data = tmp_path / "ds"

@@ -16,17 +16,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from vocalgrad.build import build
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation import prompts
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
-from vocalgrad.evaluation.parsing import parse_labelled
-from vocalgrad.evaluation.prompts import build_prompt, question_text, recognition_words
 from vocalgrad.evaluation.score import score_run
 from vocalgrad.listeners.baselines import ConstantListener, IdealObserver
+from vocalgrad.questions import prompts
+from vocalgrad.questions.parsing import parse_labelled
+from vocalgrad.questions.prompts import build_prompt, question_text, recognition_words
 from vocalgrad.stimuli.audit import allowed_families
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import plan_conditions
 from vocalgrad.stimuli.verify import verify_dataset
 

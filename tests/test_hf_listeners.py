@@ -23,9 +23,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-from vocalgrad.evaluation.prompts import build_prompt, to_chat  # noqa: E402
 from vocalgrad.listeners.base import Request  # noqa: E402
 from vocalgrad.listeners.hf import HFListener  # noqa: E402
+from vocalgrad.questions.prompts import build_prompt, to_chat  # noqa: E402
 
 WORDS = (
     "increase decrease constant yes no does the volume voice pitch speaking speed over time "

@@ -11,10 +11,10 @@ import pytest
 import soundfile as sf
 from e2e.human_helpers import ADMIN_TOKEN, PUBLIC_URL, Env, do_trial, make_dataset, trial_truth
 
-from vocalgrad.evaluation.prompts import question_text
 from vocalgrad.human.app import MAX_GAIN_DB, create_app
 from vocalgrad.human.store import Store, hash_token
 from vocalgrad.human.study import StudyConfig, StudyError
+from vocalgrad.questions.prompts import question_text
 
 
 @pytest.fixture(scope="module")

@@ -104,8 +104,8 @@ def test_bad_configs(rows):
 
 def test_real_built_dataset(tmp_path, cache_dir, monkeypatch):
     """On a dataset made by the builder: balanced pool, catch from the top tier, metrics-ready."""
-    from vocalgrad.build import build
-    from vocalgrad.config import BuildConfig
+    from vocalgrad.stimuli.build import build
+    from vocalgrad.stimuli.config import BuildConfig
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     out = tmp_path / "built"

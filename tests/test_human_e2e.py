@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from e2e.human_helpers import make_dataset, start_server, stop_server, write_study
 
-from vocalgrad.human.cli import main
+from vocalgrad.cli import main
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -7,9 +7,9 @@ import json
 import pytest
 from e2e.human_helpers import Env, do_trial, make_dataset, write_study
 
-from vocalgrad.evaluation.metrics import summarise
-from vocalgrad.human.cli import main
+from vocalgrad.cli import main
 from vocalgrad.human.store import Store
+from vocalgrad.stats import summarise
 
 FLIP = {"increase": "decrease", "decrease": "increase"}
 WRONG = {"1": "2", "2": "3", "3": "1"}

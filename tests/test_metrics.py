@@ -11,7 +11,7 @@ from scipy.stats import norm
 from scipy.stats import t as student_t
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
-from vocalgrad.evaluation.metrics import (
+from vocalgrad.stats import (
     MIN_SOURCES,
     ClusterWeightedAUC,
     constant_summary,

@@ -25,7 +25,6 @@ import pytest
 import soundfile as sf
 
 from vocalgrad.errors import ConfigError, VocalgradError
-from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners.base import Request
 from vocalgrad.listeners.openai_api import (
     APIError,
@@ -33,6 +32,7 @@ from vocalgrad.listeners.openai_api import (
     _retry_after,
     option_logprobs,
 )
+from vocalgrad.questions.prompts import build_prompt
 
 MODEL = "test-audio-model"
 REPORTED = "test-audio-model-2024-10-01"

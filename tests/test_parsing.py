@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vocalgrad.evaluation.parsing import ParsedAnswer, parse_answer, parse_published
+from vocalgrad.questions.parsing import ParsedAnswer, parse_answer, parse_published
 
 BINARY = ("increase", "decrease")
 TERNARY = ("increase", "decrease", "constant")

@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch import nn
 
-from vocalgrad.build import build
-from vocalgrad.config import BuildConfig
-from vocalgrad.probing import ProbeConfig, TorchModuleListener, probe_dataset
-from vocalgrad.probing.adapters import DSPListener
+from vocalgrad.listeners.adapters import DSPListener, TorchModuleListener
+from vocalgrad.probing import ProbeConfig, probe_dataset
 from vocalgrad.probing.diagnose import VERDICTS
 from vocalgrad.probing.probes import ProbeSettings
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 
 FAST = ProbeSettings(seeds=2, n_boot=300, mlp_steps=150)
 
@@ -58,8 +58,8 @@ def log_mel(audio: np.ndarray) -> np.ndarray:
 
 
 def _req(audio: np.ndarray):
-    from vocalgrad.evaluation.prompts import build_prompt
     from vocalgrad.listeners.base import Request
+    from vocalgrad.questions.prompts import build_prompt
 
     return Request("x", build_prompt("volume", item_id="x"), {"x": audio})
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import nn
 
-from vocalgrad.probing import ProbeConfig, TorchModuleListener, probe_rows
+from vocalgrad.listeners.adapters import TorchModuleListener
+from vocalgrad.probing import ProbeConfig, probe_rows
 from vocalgrad.probing.probes import ProbeSettings
 
 D, BLOCKS = 16, 6

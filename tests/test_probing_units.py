@@ -15,9 +15,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from test_probing_organisms import BLOCKS, Organism, listener, synthetic_rows
 
+from vocalgrad.cli.probe import add_parsers as add_parser
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.prompts import build_prompt
-from vocalgrad.probing.cli import add_parser
 from vocalgrad.probing.diagnose import late_stages, stage_order
 from vocalgrad.probing.features import extract
 from vocalgrad.probing.pooling import pool
@@ -30,6 +29,7 @@ from vocalgrad.probing.probes import (
     shuffled,
 )
 from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.questions.prompts import build_prompt
 
 
 def test_pooling_keeps_or_destroys_direction() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.parsing import parse_answer
-from vocalgrad.evaluation.prompts import (
+from vocalgrad.questions.parsing import parse_answer
+from vocalgrad.questions.prompts import (
     PARAPHRASE_CATEGORIES,
     TARGET,
     VARIANTS,

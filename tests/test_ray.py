@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 import ray
 
-from vocalgrad.build import build
 from vocalgrad.cli import main
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows, read_jsonl
 from vocalgrad.errors import VocalgradError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate
 from vocalgrad.executors import Executor, ListenerSpec, RayExecutor
 from vocalgrad.listeners import ct2_whisper
+from vocalgrad.listeners.adapters import DSPListener
 from vocalgrad.listeners.baselines import RandomListener
-from vocalgrad.probing.adapters import DSPListener
 from vocalgrad.probing.features import extract
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 
 CONFIG = BuildConfig(n_test=3, n_train=0, tiers=("low", "high"), categories=("volume", "echo", "voice_pitch"))
 

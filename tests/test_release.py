@@ -19,15 +19,16 @@ import soundfile as sf
 import torch
 from test_probing_audio import FAST, MeanPoolModel, log_mel
 
-from vocalgrad.build import build
 from vocalgrad.cli import main
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import content_sha256, is_official, load_rows, resolve
 from vocalgrad.errors import DatasetError
 from vocalgrad.evaluation.evaluate import load_results
-from vocalgrad.evaluation.prompts import build_prompt
-from vocalgrad.probing import ProbeConfig, TorchModuleListener, probe_dataset
+from vocalgrad.listeners.adapters import TorchModuleListener
+from vocalgrad.probing import ProbeConfig, probe_dataset
+from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.report import write_report
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 
 COLUMNS = (
     "file_name", "category", "benchmark_clip_id", "attribute", "prompt", "label", "direction",

@@ -12,17 +12,17 @@ from conftest import RENDER_SR
 
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, write_flac_atomic
-from vocalgrad.build import build
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import markdown, score_run
+from vocalgrad.listeners.adapters import DSPListener
 from vocalgrad.listeners.baselines import IdealObserver, RandomListener
-from vocalgrad.probing.adapters import DSPListener
 from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
 from vocalgrad.remedies.finetune import TuneConfig, finetune
 from vocalgrad.report import build_sections
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     finish,

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from vocalgrad.stimuli.trajectories import CURVE_NAMES, parameter_track, progress
+from vocalgrad.signal.trajectories import CURVE_NAMES, parameter_track, progress
 
 T = np.linspace(0.0, 4.0, 4001)
 ONSET, OFFSET = 0.5, 3.5

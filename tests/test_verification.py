@@ -9,7 +9,7 @@ from conftest import RENDER_SR
 from scipy.signal import butter, sosfiltfilt
 
 from vocalgrad import dimensions
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     PreparedSource,

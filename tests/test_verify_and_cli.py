@@ -15,10 +15,10 @@ import pytest
 import soundfile as sf
 from conftest import alsa_paths, arctic_path
 
-from vocalgrad.build import build
 from vocalgrad.cli import main
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import load_rows
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.verify import verify_dataset
 
 CONFIG = BuildConfig(n_test=2, n_train=0, tiers=("high",), curves=("linear", "jump"))

@@ -17,10 +17,10 @@ import pytest
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import ct2_whisper
 from vocalgrad.listeners.base import Request
 from vocalgrad.listeners.ct2_whisper import model_bin_parts, read_ct2_model
+from vocalgrad.questions.prompts import build_prompt
 
 ARCTIC_A0007 = "And you always want to see it in the superlative degree."
 """CMU ARCTIC a0007 as read by speaker BDL (the text of the ARCTIC prompt list)."""

@@ -18,13 +18,14 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
 from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.jit import warm_up
+from vocalgrad.listeners import load_listener
 from vocalgrad.listeners.base import Listener
+from vocalgrad.parallel import TaskPool
 
 # Listener schemes whose model wants a GPU when the cluster has one.
 GPU_SCHEMES = ("whisper", "hf", "tuned")
@@ -42,8 +43,6 @@ class ListenerSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
     def __call__(self) -> Listener:
-        from vocalgrad.listeners import load_listener
-
         return load_listener(self.spec, dataset=self.dataset, **self.options)
 
     @property
@@ -51,25 +50,8 @@ class ListenerSpec:
         return self.spec.partition(":")[0] in GPU_SCHEMES
 
 
-class Executor:
-    """Local processes for tasks, this process for listener batches (today's behaviour)."""
-
-    name = "local"
-
-    def __init__(self, workers: int = 1) -> None:
-        self.workers = max(1, workers)
-
-    def map_tasks(self, fn: Callable[[Any], Any], tasks: list) -> Iterator[Any]:
-        """fn(task) for every task, in completion order."""
-        if self.workers <= 1 or len(tasks) <= 1:
-            for task in tasks:
-                yield fn(task)
-            return
-        warm_up()  # workers must find librosa's numba caches written, not write them together
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
-            futures = [pool.submit(fn, t) for t in tasks]
-            for future in as_completed(futures):
-                yield future.result()
+class Executor(TaskPool):
+    """Local processes for tasks, this process for listener batches."""
 
     def listener(self, load: Callable[[], Listener]) -> Listener:
         """The listener batches are answered by (loaded here; on Ray: once in each actor)."""

@@ -90,7 +90,7 @@ def start_server(dataset: Path, study: Path, extra: tuple[str, ...] = ()) -> tup
     port = free_port()
     env = {**os.environ, "VOCALGRAD_ADMIN_TOKEN": ADMIN_TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vocalgrad.human.cli", "human", "serve", str(dataset),
+        [sys.executable, "-m", "vocalgrad.cli", "human", "serve", str(dataset),
          "--study", str(study), "--host", "127.0.0.1", "--port", str(port), *extra],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
@@ -162,7 +162,7 @@ class Env:
     """Dataset + study + store + app (fake clock) for in-process API tests."""
 
     def __init__(self, tmp: Path, dataset: Path | None = None, **study: Any):
-        from vocalgrad.human.cli import main
+        from vocalgrad.cli import main
 
         self.tmp = tmp
         self.dataset = dataset or make_dataset(tmp / "ds")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.audio import FRAME_S
-from vocalgrad.stimuli.analysis import Analysis, mel_spectrogram
+from vocalgrad.signal.analysis import Analysis, mel_spectrogram
 
 GAIN_WINDOW_FRAMES = 4  # the gain fit pools 40 ms around each 10 ms frame
 GAIN_ACTIVE_DB = 40.0  # only frames within 40 dB of the source's loudest inform the fit
@@ -109,7 +109,7 @@ def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tie
     """
     from parselmouth.praat import call, run
 
-    from vocalgrad.stimuli.analysis import F0_CEILING_HZ, F0_FLOOR_HZ, praat_tier
+    from vocalgrad.signal.analysis import F0_CEILING_HZ, F0_FLOOR_HZ, praat_tier
 
     if "manipulation" not in ref.cache:
         manip = call(ref.sound, "To Manipulation", FRAME_S, F0_FLOOR_HZ, F0_CEILING_HZ)

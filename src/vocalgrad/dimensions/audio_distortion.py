@@ -6,8 +6,8 @@ import numpy as np
 
 from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis
-from vocalgrad.stimuli.trajectories import sample_times
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="audio_distortion",

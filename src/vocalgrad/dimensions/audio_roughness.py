@@ -7,7 +7,7 @@ import numpy as np
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="audio_roughness",

@@ -7,8 +7,8 @@ import numpy as np
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis, head_tail
-from vocalgrad.stimuli.trajectories import sample_times
+from vocalgrad.signal.analysis import Analysis, head_tail
+from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="background_noise",

@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 
 # track(times_s) -> parameter values at those times (already on the right scale)
 Track = Callable[[np.ndarray], np.ndarray]

@@ -21,7 +21,7 @@ from scipy.ndimage import uniform_filter1d
 from vocalgrad.dimensions._shared import db, forward_stft, inverse_stft, log_envelope, stft_frames
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
-from vocalgrad.stimuli.analysis import (
+from vocalgrad.signal.analysis import (
     F0_CANDIDATES,
     F0_CEILING_HZ,
     HEAD_TAIL_FRACTION,

@@ -17,7 +17,7 @@ import numpy as np
 
 from vocalgrad.dimensions._shared import db, inverse_stft, stft_frames, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis, mel_centres
+from vocalgrad.signal.analysis import Analysis, mel_centres
 
 SPEC = DimensionSpec(
     name="brightness",

@@ -24,7 +24,7 @@ from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions import echo, voice_clarity
 from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Track
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="distance",

@@ -8,8 +8,8 @@ from scipy.signal import fftconvolve, lfilter
 from vocalgrad.audio import FRAME_S, frame_rms
 from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis
-from vocalgrad.stimuli.trajectories import sample_times
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="echo",

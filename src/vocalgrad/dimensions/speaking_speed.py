@@ -8,7 +8,7 @@ import numpy as np
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis, praat_tier
+from vocalgrad.signal.analysis import Analysis, praat_tier
 
 SPEC = DimensionSpec(
     name="speaking_speed",

@@ -20,7 +20,7 @@ from scipy.signal import butter, istft, sosfilt, stft
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Track
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="stereo_direction",

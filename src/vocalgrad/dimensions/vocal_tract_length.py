@@ -23,7 +23,7 @@ from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import inverse_stft, log_envelope, stft_frames
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 
 SPEC = DimensionSpec(
     name="vocal_tract_length",

@@ -7,7 +7,7 @@ from scipy.signal import istft, stft
 
 from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis, mel_centres
+from vocalgrad.signal.analysis import Analysis, mel_centres
 
 SPEC = DimensionSpec(
     name="voice_clarity",

@@ -6,7 +6,7 @@ import numpy as np
 
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import (
+from vocalgrad.signal.analysis import (
     F0_STEP_S,
     HEAD_TAIL_FRACTION,
     Analysis,

@@ -7,8 +7,8 @@ from scipy.signal import butter, sosfiltfilt
 
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis, head_tail
-from vocalgrad.stimuli.trajectories import sample_times
+from vocalgrad.signal.analysis import Analysis, head_tail
+from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="voice_vibration",

@@ -6,8 +6,8 @@ import numpy as np
 
 from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
-from vocalgrad.stimuli.analysis import Analysis, head_tail
-from vocalgrad.stimuli.trajectories import sample_times
+from vocalgrad.signal.analysis import Analysis, head_tail
+from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="volume",

@@ -1,2 +1,2 @@
-"""Asking listeners and scoring them: prompts, answer parsing, the evaluation loop, metrics
-(d', criterion, clustered CIs), psychometric fits and adaptive procedures."""
+"""Asking listeners and scoring them: the resumable evaluation loop, run scoring,
+psychometric fits and adaptive procedures."""

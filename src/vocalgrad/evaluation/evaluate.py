@@ -26,12 +26,12 @@ from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, dumps, is_official, load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, VocalgradError
-from vocalgrad.evaluation.parsing import parse_labelled
-from vocalgrad.evaluation.prompts import build_prompt, expected_answer, few_shot_examples
 from vocalgrad.executors import Executor
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
+from vocalgrad.questions.parsing import parse_labelled
+from vocalgrad.questions.prompts import build_prompt, expected_answer, few_shot_examples
 from vocalgrad.sources import default_cache_dir
 
 CONTROLS = ("reversed", "silence", "text_only")

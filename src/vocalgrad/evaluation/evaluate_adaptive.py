@@ -17,10 +17,10 @@ from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.adaptive import TIE, UNPARSED, AdaptiveResult, run_adaptive, save_adaptive
-from vocalgrad.evaluation.parsing import parse_answer
-from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.listeners import Listener, Request
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.questions.parsing import parse_answer
+from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import PreparedSource, prepare_source, render_condition, tone_seed_for
 

@@ -13,7 +13,7 @@ which is how sensory thresholds behave (Weber). The fit is by maximum likelihood
 binomial counts per magnitude; the 75%-correct threshold is reported in physical units with a
 95% CI from a bootstrap that resamples whole sources (the clips of one source share a voice
 and a sentence, so they are not independent). With fewer sources the CI follows the rule of
-`vocalgrad.evaluation.metrics.ci_method_for` (`ci_method` says which): a delete-one-source
+`vocalgrad.stats.ci_method_for` (`ci_method` says which): a delete-one-source
 jackknife t-interval on the log-magnitude threshold, and none from a single source.
 
 A listener that never leaves chance (a likelihood-ratio test against the flat 0.5 model is
@@ -33,7 +33,7 @@ from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
 from vocalgrad import dimensions
-from vocalgrad.evaluation.metrics import (
+from vocalgrad.stats import (
     BOOTSTRAP,
     JACKKNIFE,
     NO_CI,

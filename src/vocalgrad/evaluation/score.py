@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 
 from vocalgrad.evaluation.evaluate import load_results, selected
-from vocalgrad.evaluation.metrics import (
+from vocalgrad.stats import (
     MIN_SOURCES,
     NO_CI_TEXT,
     constant_summary,

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from vocalgrad import __version__
-from vocalgrad.evaluation.prompts import question_text
+from vocalgrad._version import __version__
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
+from vocalgrad.questions.prompts import question_text
 
 DIRECTIONS = ("increase", "decrease")
 ITEM_KEYS = ("category", "direction", "tier", "curve", "magnitude", "unit", "source_id",

@@ -8,57 +8,13 @@
                                                Voxtral, Gemma 3n, Phi-4-multimodal)
     openai:<model>  (with base_url=...)
     tuned:<run>/adapter  (a `vocalgrad finetune` adapter on its base listener)
+
+Each scheme is a family in `vocalgrad.listeners.registry`; plug-ins add more.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-from vocalgrad.errors import ConfigError
 from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.listeners.registry import families, load_listener, register
 
-__all__ = ["Listener", "Request", "load_listener"]
-
-
-def load_listener(spec: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
-    """Resolve a spec string; heavy backends are imported only when asked for."""
-    scheme, _, rest = spec.partition(":")
-    if scheme == "baseline":
-        from vocalgrad.listeners import baselines
-
-        name, _, arg = rest.partition(":")
-        if name == "random":
-            return baselines.RandomListener(seed=int(arg or 0))
-        if name in ("always-increase", "always-decrease"):
-            return baselines.ConstantListener(name.removeprefix("always-"))
-        if name == "ideal":
-            if dataset is None:
-                raise ConfigError("baseline:ideal needs the dataset it answers about")
-            return baselines.IdealObserver(dataset)
-        if name == "shortcut":
-            if dataset is None:
-                raise ConfigError("baseline:shortcut needs the dataset whose train split it learns from")
-            return baselines.ShortcutListener(dataset)
-        raise ConfigError(
-            f"unknown baseline {name!r}; use random, always-increase, always-decrease, ideal or shortcut"
-        )
-    if scheme == "whisper":
-        from vocalgrad.listeners.whisper import WhisperListener
-
-        return WhisperListener(rest, **options)
-    if scheme == "hf":
-        from vocalgrad.listeners.hf import HFListener
-
-        return HFListener(rest, **options)
-    if scheme == "openai":
-        from vocalgrad.listeners.openai_api import OpenAIListener
-
-        return OpenAIListener(rest, **options)
-    if scheme == "tuned":
-        from vocalgrad.remedies.tuned import load_tuned
-
-        return load_tuned(rest, **options)
-    raise ConfigError(
-        f"unknown listener spec {spec!r}; use baseline:..., whisper:..., hf:..., openai:... or tuned:..."
-    )
+__all__ = ["Listener", "Request", "families", "load_listener", "register"]

@@ -2,7 +2,7 @@
 
 The interface follows lm-evaluation-harness: one batched method for free-text generation,
 one for scoring fixed answer options by log-likelihood, and (where the model allows it)
-hidden states by named stage for probing. Prompts are built once in `vocalgrad.evaluation.prompts`;
+hidden states by named stage for probing. Prompts are built once in `vocalgrad.questions.prompts`;
 a listener only turns a `Prompt` into its own input format, so every model sees the same
 words.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vocalgrad.evaluation.prompts import Prompt
+from vocalgrad.questions.prompts import Prompt
 
 
 @dataclass(frozen=True)

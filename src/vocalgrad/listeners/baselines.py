@@ -14,6 +14,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import librosa
 import numpy as np
@@ -23,7 +24,7 @@ from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners.base import Listener, Request
-from vocalgrad.stimuli.analysis import mel_centres, mel_spectrogram
+from vocalgrad.signal.analysis import mel_centres, mel_spectrogram
 
 REVERSED_SUFFIX = "#reversed"
 
@@ -441,7 +442,7 @@ def _held_distance(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     with the clip's level rove (+-3 dB), which the gradual evidence cancels and a held one
     cannot (recognition read from level alone: 0.71 on the demo-size build)."""
     from vocalgrad.dimensions import get
-    from vocalgrad.stimuli.analysis import Analysis
+    from vocalgrad.signal.analysis import Analysis
     from vocalgrad.stimuli.render import held_value
 
     source = Analysis(ref.astype(np.float32), sr)
@@ -466,3 +467,22 @@ _EVIDENCE = {
     "distance": _distance,
     "stereo_direction": _stereo,
 }
+
+
+def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
+    """The `baseline:` family: `random[:SEED]`, `always-increase`, `always-decrease`, `ideal`,
+    `shortcut` (the last two read the dataset they answer about)."""
+    name, _, arg = rest.partition(":")
+    if name == "random":
+        if arg and not arg.isdigit():
+            raise ConfigError(f"baseline:random:{arg}: the seed must be a non-negative integer")
+        return RandomListener(seed=int(arg or 0))
+    if name in ("always-increase", "always-decrease"):
+        return ConstantListener(name.removeprefix("always-"))
+    if name in ("ideal", "shortcut"):
+        if dataset is None:
+            raise ConfigError(f"baseline:{name} needs the dataset it answers about")
+        return IdealObserver(dataset) if name == "ideal" else ShortcutListener(dataset)
+    raise ConfigError(
+        f"unknown baseline {name!r}; use random, always-increase, always-decrease, ideal or shortcut"
+    )

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from vocalgrad.errors import ConfigError, VocalgradError
-from vocalgrad.evaluation.prompts import to_chat
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.listeners.hf_families import FAMILIES, Encoded, Family, _Voxtral, family_for
+from vocalgrad.questions.prompts import to_chat
 
 PREFIX = "hf:"
 
@@ -423,3 +423,8 @@ class HFListener(Listener):
     def manifest(self) -> dict:
         out = {**super().manifest(), "family": self.family.name, "device": self.device}
         return out | ({"warnings": list(self.warnings)} if self.warnings else {})
+
+
+def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> HFListener:
+    """The `hf:` listener family (the dataset is not needed to load it)."""
+    return HFListener(rest, **options)

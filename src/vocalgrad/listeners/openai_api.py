@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -33,8 +34,8 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad.errors import ConfigError, VocalgradError
-from vocalgrad.evaluation.prompts import TARGET, Prompt
 from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.questions.prompts import TARGET, Prompt
 
 __all__ = [
     "DEFAULT_BASE_URL",
@@ -575,3 +576,8 @@ class OpenAIListener(Listener):
 
         parsers = [parser(r.prompt.options, r.item_id) for r in requests]
         return self._map(requests, bodies, parsers)
+
+
+def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> OpenAIListener:
+    """The `openai:` listener family (the dataset is not needed to load it)."""
+    return OpenAIListener(rest, **options)

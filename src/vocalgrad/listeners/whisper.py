@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.prompts import Prompt
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.listeners.ct2_whisper import (
     PACKAGED_WHEELS,
@@ -49,6 +48,7 @@ from vocalgrad.listeners.ct2_whisper import (
     find_packaged_models,
     load_hf_folder,
 )
+from vocalgrad.questions.prompts import Prompt
 
 PROMPT_FORMAT = "startofprev-qa-v1"
 """Names the prompt layout in run manifests; change it whenever `prompt_text` changes."""
@@ -471,3 +471,8 @@ class WhisperListener(Listener):
             logp = torch.log_softmax(logits, dim=-1)
             out.append((logp[:, a] - logp[:, b]).numpy().astype(np.float64))
         return out
+
+
+def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> WhisperListener:
+    """The `whisper:` listener family (the dataset is not needed to load it)."""
+    return WhisperListener(rest, **options)

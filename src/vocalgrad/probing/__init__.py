@@ -2,7 +2,6 @@
 
 features.py   one forward pass per item -> pooled float16 memmaps, cached, resumable
 pooling.py    sequence (time x d) -> vector, keeping (or, for `mean`, destroying) direction
-adapters.py   TorchModuleListener (any torch module), DSPListener, random-weight copies
 solver.py     batched L2 logistic regression (Newton, C path) and batched MLP probes
 probes.py     per-category fits: splits, inner CV, shuffled-label / random / DSP controls
 stats.py      balanced accuracy with CIs from a bootstrap over source clips
@@ -10,7 +9,6 @@ lens.py       answer-token lens per layer, and the per-item link to behaviour
 diagnose.py   verdicts with evidence, thresholds as named constants
 report.py     CSV / markdown tables and per-layer PNG curves
 pipeline.py   `probe_dataset` / `probe_rows`: the whole analysis
-cli.py        `vocalgrad probe`
 """
 
 from __future__ import annotations
@@ -19,9 +17,6 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "DSPListener": "adapters",
-    "TorchModuleListener": "adapters",
-    "randomised": "adapters",
     "ProbeConfig": "pipeline",
     "probe_dataset": "pipeline",
     "probe_rows": "pipeline",
@@ -36,10 +31,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DSPListener",
     "ProbeConfig",
-    "TorchModuleListener",
     "probe_dataset",
     "probe_rows",
-    "randomised",
 ]

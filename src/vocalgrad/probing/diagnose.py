@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from vocalgrad.evaluation.metrics import MIN_SOURCES
+from vocalgrad.stats import MIN_SOURCES
 
 CHANCE = 0.5
 MIN_ABOVE_CHANCE = 0.10  # "well above chance": balanced accuracy >= 0.60

@@ -21,10 +21,10 @@ import numpy as np
 from tqdm import tqdm
 
 from vocalgrad.audio import load_audio, resample
-from vocalgrad.evaluation.prompts import build_prompt
 from vocalgrad.executors import Executor
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.probing.pooling import pool
+from vocalgrad.questions.prompts import build_prompt
 
 FORMAT = "vocalgrad-features-v1"
 FLOAT16_MAX = float(np.finfo(np.float16).max)

@@ -25,9 +25,9 @@ import torch
 from vocalgrad.dataset import content_sha256, load_rows
 from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.executors import Executor
+from vocalgrad.listeners.adapters import DSPListener, randomised
 from vocalgrad.listeners.base import Listener
 from vocalgrad.probing import report
-from vocalgrad.probing.adapters import DSPListener, randomised
 from vocalgrad.probing.alignment import ANSWER, alignment
 from vocalgrad.probing.diagnose import diagnose, late_stages, stage_order, thresholds
 from vocalgrad.probing.features import Features, extract, feature_key

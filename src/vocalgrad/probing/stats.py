@@ -1,9 +1,9 @@
 """Balanced accuracy with 95% CIs from a bootstrap over source clips, many curves at once.
 
-Why our own bootstrap (not `vocalgrad.evaluation.metrics.summarise`): probe curves are dozens of
+Why our own bootstrap (not `vocalgrad.stats.summarise`): probe curves are dozens of
 prediction vectors over the same items, and averaging seeds gives fractional correctness;
 resampling the same clusters for every curve keeps their CIs comparable and costs one
-matrix product. Clusters are source clips, as in `vocalgrad.evaluation.metrics` (the clips made from one
+matrix product. Clusters are source clips, as in `vocalgrad.stats` (the clips made from one
 source share voice and sentence, so they are not independent). The few-cluster rule is that
 module's `ci_method_for`: a bootstrap over fewer than MIN_SOURCES sources
 collapses towards a point, so a probe curve then gets a jackknife t-interval, and with one
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from vocalgrad.evaluation.metrics import (
+from vocalgrad.stats import (
     BOOTSTRAP,
     JACKKNIFE,
     ci_method_for,

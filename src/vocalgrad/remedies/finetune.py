@@ -41,8 +41,8 @@ import torch
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, load_rows
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.prompts import build_prompt, expected_answer
 from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.questions.prompts import build_prompt, expected_answer
 from vocalgrad.remedies.tuned import (
     META_FILE,
     METHODS,

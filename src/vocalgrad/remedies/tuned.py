@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from vocalgrad.errors import ConfigError
+from vocalgrad.listeners import load_listener
 from vocalgrad.listeners.base import Listener, Request
 
 METHODS = ("head", "lora", "full")
@@ -136,7 +137,7 @@ def _hf_logprobs(listener: Any, requests: Sequence[Request], read: list | None =
 
 def _torch_logprobs(listener: Any, requests: Sequence[Request]) -> torch.Tensor:
     """As `TorchModuleListener.score_choices`: log-softmax over the readout's two logits."""
-    from vocalgrad.probing.adapters import OPTIONS
+    from vocalgrad.listeners.adapters import OPTIONS
 
     out = []
     for r in requests:
@@ -218,7 +219,7 @@ def head_inputs(listener: Listener, requests: Sequence[Request]) -> HeadInputs:
             tokens += toks.tolist()
             slots += [k] * len(toks)
     else:
-        from vocalgrad.probing.adapters import OPTIONS
+        from vocalgrad.listeners.adapters import OPTIONS
 
         seen, handle = _capture_head_input(listener)
         try:
@@ -283,8 +284,6 @@ def apply_adapter(listener: Listener, folder: Path, method: str) -> None:
 
 def load_tuned(path: str | Path, **options: Any) -> Listener:
     """`tuned:DIR/adapter`: the base listener named in tuning.json with the adapter applied."""
-    from vocalgrad.listeners import load_listener
-
     folder = Path(path).expanduser()
     if (folder / "adapter" / META_FILE).is_file():  # the run folder given instead of its adapter
         folder = folder / "adapter"
@@ -304,3 +303,8 @@ def load_tuned(path: str | Path, **options: Any) -> Listener:
     listener.listener_id = tuned_id(listener.listener_id, meta["method"], meta["train_categories"], sha)
     listener.revision = sha[:12]
     return listener
+
+
+def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
+    """The `tuned:` listener family, registered like every other family."""
+    return load_tuned(rest, **options)

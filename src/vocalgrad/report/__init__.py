@@ -12,7 +12,7 @@ import shlex
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from vocalgrad import __version__
+from vocalgrad._version import __version__
 from vocalgrad.errors import ConfigError
 from vocalgrad.report import sections
 from vocalgrad.report.collect import (

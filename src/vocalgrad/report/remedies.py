@@ -16,11 +16,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from vocalgrad.evaluation.metrics import summarise
 from vocalgrad.report import figures
 from vocalgrad.report.collect import Probe, Run, primary
 from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.sections import with_ci
+from vocalgrad.stats import summarise
 
 METHODS = ("head", "lora", "full")
 HEAD_RECOVERS = "present but unused"

@@ -10,14 +10,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.evaluation.metrics import (
-    MIN_SOURCES,
-    NO_CI_TEXT,
-    constant_summary,
-    flip_rate,
-    same_answer_alarm,
-    summarise,
-)
 from vocalgrad.evaluation.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
@@ -31,6 +23,14 @@ from vocalgrad.report.collect import (
     split_format,
 )
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
+from vocalgrad.stats import (
+    MIN_SOURCES,
+    NO_CI_TEXT,
+    constant_summary,
+    flip_rate,
+    same_answer_alarm,
+    summarise,
+)
 
 CONFOUNDS = (  # metadata field, label, how to summarise
     ("confound_loudness_change_db", "loudness change dB", "abs"),

@@ -32,7 +32,8 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad.audio import SpeechSpan, load_audio, loudness_lufs, speech_span
 from vocalgrad.dataset import clean, dumps, load_rows
-from vocalgrad.evaluation.metrics import (
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.stats import (
     MIN_SOURCES,
     NO_CI_TEXT,
     ClusterWeightedAUC,
@@ -40,7 +41,6 @@ from vocalgrad.evaluation.metrics import (
     group_rng,
     weighted_ci,
 )
-from vocalgrad.stimuli.analysis import Analysis
 
 FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
 CUE_NAMES: dict[str, tuple[str, ...]] = {

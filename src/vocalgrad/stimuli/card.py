@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.config import BuildConfig
 from vocalgrad.stimuli.audit import format_audit
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 
 FORMAT_NOTES = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.audio import FRAME_S
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 
 CLIP_LEVEL = 0.999
 

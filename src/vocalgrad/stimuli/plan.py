@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.config import BuildConfig
+from vocalgrad.stimuli.config import BuildConfig
 
 
 @dataclass(frozen=True)

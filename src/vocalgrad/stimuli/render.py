@@ -27,7 +27,8 @@ from vocalgrad.audio import (
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.trajectories import parameter_track
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
     cancel_drift,
@@ -38,7 +39,6 @@ from vocalgrad.stimuli.neutralise import (
     rove_gain_db,
 )
 from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
-from vocalgrad.stimuli.trajectories import parameter_track
 
 INT16_SCALE = 32768.0
 

@@ -18,7 +18,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
-from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import (
     confound_difference,

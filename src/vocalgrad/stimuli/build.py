@@ -23,15 +23,15 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import write_flac_atomic
-from vocalgrad.config import BuildConfig
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError
-from vocalgrad.executors import Executor
+from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
+from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.stimuli.render import (
     GAP_S,
@@ -187,7 +187,7 @@ def _format_fields(task: SourceTask, condition: Condition, result) -> dict:
 
 
 def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: bool = False,
-          cache_dir: Path | None = None, audit: bool = True, executor: Executor | None = None) -> dict:
+          cache_dir: Path | None = None, audit: bool = True, executor: TaskPool | None = None) -> dict:
     """Build (or resume building) a dataset into `out`, then audit it for shortcuts (the
     audit's table goes into the dataset card); returns the build report.
 
@@ -215,7 +215,7 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     with (state / "rows.jsonl").open("a") as log, tqdm(
         total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
     ) as bar:
-        for result in (executor or Executor(workers)).map_tasks(render_source, tasks):
+        for result in (executor or TaskPool(workers)).map_tasks(render_source, tasks):
             if result.get("skipped"):
                 log.write(dumps({"source_id": result["source_id"], "skipped": result["skipped"]}) + "\n")
             else:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+from vocalgrad.cli.options import add_executor_options, csv_list
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -38,7 +36,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `probe` on the main parser's sub-parsers."""
     p = subparsers.add_parser(
         "probe", help="layer-wise probes, controls, lens readout and diagnosis"
@@ -54,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("--results", help="a `vocalgrad eval` run folder: the model's actual answers")
     p.add_argument("--out", help="output folder (default probes/<listener>)")
-    p.add_argument("--categories", type=_csv, help="comma-separated (default: all in the dataset)")
+    p.add_argument("--categories", type=csv_list, help="comma-separated (default: all in the dataset)")
     p.add_argument("--pooling", default="segments16", choices=("segments16", "halves", "mean"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--n-boot", type=int, default=1000)
@@ -70,8 +68,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     p.add_argument("--no-mlp", action="store_true", help="skip the nonlinear probe")
     p.add_argument("--no-random", action="store_true", help="skip the random-weights control")
     p.add_argument("--no-dsp", action="store_true", help="skip the log-mel DSP reference")
-    from vocalgrad.cli import add_executor_options
-
     add_executor_options(p, "on Ray: listener actors extracting features (default: one per cluster CPU)")
     p.set_defaults(func=cmd_probe)
     return p

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+from vocalgrad.cli.options import csv_list
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
@@ -36,7 +34,7 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `finetune` on the main parser's sub-parsers."""
     from vocalgrad.remedies.finetune import DEFAULT_LR, TuneConfig
 
@@ -46,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     p.add_argument("dataset", help="a dataset folder with a train split")
     p.add_argument("--listener", required=True, help="whisper:tiny.en[+trimmed] | hf:PATH")
-    p.add_argument("--train-categories", type=_csv, required=True, help="comma-separated categories to train on")
+    p.add_argument("--train-categories", type=csv_list, required=True, help="comma-separated categories to train on")
     p.add_argument("--method", default=d.method, choices=("head", "lora", "full"))
     p.add_argument("--out", help="run folder (default runs/finetune/<listener>-<method>-<categories>)")
     p.add_argument("--lr", type=float, help=f"learning rate (default {DEFAULT_LR})")

@@ -19,7 +19,6 @@ from vocalgrad.dataset import content_sha256
 from vocalgrad.human.study import (
     RATE_BURST,
     RATE_PER_S,
-    StudyError,
     base_url,
     load_study,
     public_build_warning,
@@ -139,7 +138,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `human` and its sub-commands on the main CLI's sub-parsers."""
     h = subparsers.add_parser("human", help="run a listening test with people (web app)")
     sub = h.add_subparsers(dest="human_command", required=True)
@@ -194,18 +193,3 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     e.set_defaults(func=cmd_export)
     return h
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m vocalgrad.human.cli`) until wired into `vocalgrad`."""
-    parser = argparse.ArgumentParser(prog="vocalgrad")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except StudyError as err:
-        print(f"vocalgrad: error: {err}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

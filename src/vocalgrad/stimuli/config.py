@@ -10,7 +10,7 @@ from typing import Any
 
 from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
-from vocalgrad.stimuli.trajectories import CURVE_NAMES
+from vocalgrad.signal.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
 # Question formats from the same stimulus engine (see `vocalgrad.stimuli.formats`).

@@ -1,0 +1,7 @@
+"""`python -m vocalgrad.cli ...`."""
+
+import sys
+
+from vocalgrad.cli import main
+
+sys.exit(main())

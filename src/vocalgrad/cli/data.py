@@ -1,0 +1,174 @@
+"""`vocalgrad build | verify | audit | sources | info`: making and inspecting benchmarks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+from vocalgrad.cli.options import add_executor_options, csv_list, executor_from_args
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("build", help="render, verify and write a benchmark")
+    b.add_argument("--out", required=True, help="dataset folder to create or resume")
+    b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    b.add_argument("--config", help="TOML file with a [build] table")
+    b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
+    b.add_argument("--categories", type=csv_list,
+                   help="comma-separated; default: the published nine (newer dimensions such as "
+                        "brightness are opt-in)")
+    b.add_argument("--tiers", type=csv_list)
+    b.add_argument("--curves", type=csv_list)
+    b.add_argument("--n-test", type=int)
+    b.add_argument("--n-train", type=int)
+    b.add_argument("--sample-rate", type=int)
+    b.add_argument("--seed", type=int)
+    b.add_argument("--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources")
+    b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
+    b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
+    b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
+    b.add_argument("--format", choices=("gradual", "comparison", "recognition"),
+                   help="question format: a change within one clip (default), two held parts to compare, "
+                        "or one held clip to name")
+    add_executor_options(b, "local processes (default: all cores), or Ray tasks in flight "
+                         "(default: the cluster's CPUs)")
+    b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
+    b.add_argument("--no-audit", action="store_true", help="skip the shortcut audit at the end")
+    b.set_defaults(func=cmd_build)
+
+    v = sub.add_parser("verify", help="re-measure a dataset and report label agreement and confounds")
+    v.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
+    v.add_argument("--limit", type=int)
+    v.add_argument("--json", help="also write the full report here")
+    v.set_defaults(func=cmd_verify)
+
+    a = sub.add_parser("audit", help="check that no label is recoverable from cues other than the change over time")
+    a.add_argument("dataset")
+    a.add_argument("--json", help="also write the full report here (always written to DATASET/audit.json)")
+    a.add_argument("--workers", type=int, default=1, help="processes measuring clip cues")
+    a.set_defaults(func=cmd_audit)
+
+    s = sub.add_parser("sources", help="list what a source spec resolves to")
+    s.add_argument("spec")
+    s.add_argument("--speaker-pattern")
+    s.add_argument("--show", type=int, default=10)
+    s.set_defaults(func=cmd_sources)
+
+    i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
+    i.add_argument("dataset", nargs="?")
+    i.add_argument("--sample-rate", type=int, default=16000)
+    i.set_defaults(func=cmd_info)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from vocalgrad.stimuli.build import build
+    from vocalgrad.stimuli.config import load_config
+
+    config = load_config(
+        args.config,
+        protocol=args.protocol,
+        source=args.source,
+        categories=args.categories,
+        tiers=args.tiers,
+        curves=args.curves,
+        n_test=args.n_test,
+        n_train=args.n_train,
+        sample_rate=args.sample_rate,
+        seed=args.seed,
+        speaker_pattern=args.speaker_pattern,
+        include_constant=False if args.no_constant else None,
+        design=args.design,
+        levels=args.levels,
+        format=args.format,
+    )
+    with executor_from_args(args) as executor:
+        report = build(config, args.out, workers=min(executor.workers, os.cpu_count() or 1),
+                       overwrite=args.overwrite, audit=not args.no_audit, executor=executor)
+    print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
+          f"({report['clips_dropped']} dropped after verification, "
+          f"{len(report['refused_conditions'])} refused conditions, "
+          f"{len(report['skipped_sources'])} skipped sources)")
+    for r in report["refused_conditions"]:
+        print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
+    for s in report["skipped_sources"]:
+        print(f"  skipped {s['source_id']}: {s['reason']}")
+    failed: dict[str, list[str]] = {}
+    for e in report["render_errors"]:
+        failed.setdefault(e["category"], []).append(e["failed"])
+    for category, messages in failed.items():
+        print(f"  could not render {len(messages)} {category} clip(s), left out with their twins: {messages[0]}")
+    print("verification agreement: " + ", ".join(f"{k} {v:.1%}" for k, v in report["verification_agreement"].items()))
+    refused = {k: v["refused_inaudible"] for k, v in report["per_category"].items() if v["refused_inaudible"]}
+    if refused:
+        print("refused as inaudible: " + ", ".join(f"{k} {v}" for k, v in refused.items()))
+    if "shortcut_audit" in report:
+        from vocalgrad.stimuli.audit import format_audit
+
+        print(format_audit(report["shortcut_audit"]))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from vocalgrad.stimuli.verify import format_report, verify_dataset
+
+    report = verify_dataset(args.dataset, limit=args.limit)
+    print(format_report(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from vocalgrad.stimuli.audit import audit_dataset, format_audit
+
+    report = audit_dataset(args.dataset, workers=args.workers)
+    print(format_audit(report))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    failing = [c for c, r in report["per_category"].items() if r["passes"] is False]
+    for category in failing:
+        print(f"FAIL {category}: {'; '.join(report['per_category'][category]['reasons'])}")
+    if failing:
+        print(f"shortcut audit failed for {len(failing)} of {len(report['per_category'])} categories")
+        return 1
+    print("shortcut audit passed: no label is recoverable from cues other than the change over time")
+    return 0
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    from vocalgrad.sources import resolve_sources
+
+    sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    speakers = Counter(s.speaker_id for s in sources)
+    genders = Counter(s.gender or "?" for s in sources)
+    texts = {s.text_id for s in sources}
+    print(f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
+          f"gender: {dict(genders)}")
+    for s in sources[: args.show]:
+        print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from vocalgrad.stimuli.card import dimension_table
+
+    if args.dataset is None:
+        print(dimension_table(args.sample_rate))
+        return 0
+    from vocalgrad.dataset import content_sha256, is_official, load_rows
+
+    rows = load_rows(args.dataset)
+    by = Counter((r["split"], r["category"], r["direction"]) for r in rows)
+    print(f"{len(rows)} clips in {args.dataset}")
+    print("| split | category | increase | decrease | constant |\n|---|---|---|---|---|")
+    for split, category in sorted({(s, c) for s, c, _ in by}):
+        print(f"| {split} | {category} | {by[(split, category, 'increase')]} | "
+              f"{by[(split, category, 'decrease')]} | {by[(split, category, 'constant')]} |")
+    manifest = Path(args.dataset) / "build.json"
+    seed = f", seed {json.loads(manifest.read_text())['seed']}" if manifest.is_file() else ""
+    layout = " (official release layout: no references, magnitudes or train split)" if is_official(args.dataset) else ""
+    print(f"content sha256 {content_sha256(args.dataset)}{seed}{layout}")
+    return 0

@@ -1,0 +1,114 @@
+"""`vocalgrad eval | score`: asking a listener every item, and scoring runs."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vocalgrad.cli.options import add_executor_options, csv_list, executor_from_args
+from vocalgrad.errors import ConfigError
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("eval", help="ask a listener every item of a dataset (resumable)")
+    e.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
+    e.add_argument("--listener", required=True, help="baseline:random | baseline:ideal | baseline:shortcut | whisper:tiny.en | hf:PATH | openai:MODEL")
+    e.add_argument("--out", help="run folder (default runs/<listener>)")
+    e.add_argument("--mode", default="auto", choices=("auto", "choice", "generate", "both"))
+    e.add_argument("--variants", type=csv_list, default=("default",), help="prompt variants, e.g. default,clip,ternary")
+    e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
+    e.add_argument("--split", default="test")
+    e.add_argument("--categories", type=csv_list)
+    e.add_argument("--limit", type=int)
+    e.add_argument("--batch-size", type=int, default=16)
+    e.add_argument("--few-shot", type=int, default=0, help="examples per label from the train split")
+    e.add_argument("--audio-first", action="store_true")
+    e.add_argument("--base-url", help="for openai: listeners")
+    e.add_argument("--adaptive", choices=("quest", "staircase"),
+                   help="estimate a threshold per category with few trials, rendering clips on demand")
+    e.add_argument("--max-trials", type=int, default=40, help="trials per category for --adaptive")
+    add_executor_options(e, "listener copies answering batches: 1 locally (default); on Ray, "
+                         "actors (default: one per cluster CPU, or per GPU for model listeners)")
+    e.add_argument("--gpus-per-actor", type=float,
+                   help="on Ray: GPUs each listener actor reserves (default: 1 for model listeners "
+                   "when the cluster has GPUs, else 0)")
+    e.set_defaults(func=cmd_eval)
+
+    sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")
+    sc.add_argument("runs", nargs="+")
+    sc.add_argument("--by", type=csv_list, default=("category",))
+    sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
+    sc.add_argument("--n-boot", type=int, default=2000)
+    sc.add_argument("--format", default="md", choices=("md", "csv"))
+    sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
+    sc.set_defaults(func=cmd_score)
+
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from vocalgrad.executors import ListenerSpec
+
+    options = {}
+    if args.base_url:
+        options["base_url"] = args.base_url
+    if args.adaptive and (args.executor == "ray" or args.ray_address):
+        raise ConfigError("--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address")
+    with executor_from_args(args) as executor:
+        listener = executor.listener(ListenerSpec(args.listener, args.dataset, options))
+        return _eval(args, listener, executor)
+
+
+def _eval(args: argparse.Namespace, listener, executor) -> int:
+    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, listener_slug
+    from vocalgrad.evaluation.score import markdown, score_run, write_summary
+
+    out = Path(args.out or Path("runs") / listener_slug(args.listener))
+    if args.adaptive:
+        from vocalgrad.evaluation.evaluate_adaptive import describe, evaluate_adaptive
+
+        results = evaluate_adaptive(args.dataset, listener, out, args.categories or (),
+                                    method=args.adaptive, max_trials=args.max_trials)
+        print(f"{listener.listener_id}: adaptive ({args.adaptive}) thresholds -> {out}")
+        for result in results:
+            print("  " + describe(result))
+        return 0
+    config = EvalConfig(
+        mode=args.mode,
+        variants=args.variants,
+        controls=args.controls,
+        split=args.split,
+        categories=args.categories or (),
+        limit=args.limit,
+        batch_size=args.batch_size,
+        few_shot=args.few_shot,
+        audio_first=args.audio_first,
+    )
+    counts = evaluate(args.dataset, listener, out, config, executor=executor)
+    print(f"{listener.listener_id}: answered {counts['answered']} ({counts['skipped_done']} already done, "
+          f"{counts['errors']} errors) in {counts['seconds']:.1f} s -> {out}")
+    summary = score_run(out)
+    write_summary(out, summary)
+    print(markdown(summary))
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from vocalgrad.evaluation.score import (
+        compare_runs,
+        comparison_text,
+        markdown,
+        score_run,
+        tocsv_list,
+        write_summary,
+    )
+
+    by = args.by
+    for run in args.runs:
+        summary = score_run(run, by=by, cluster=None if args.cluster == "item" else args.cluster, n_boot=args.n_boot)
+        write_summary(run, summary)
+        print(tocsv_list(summary) if args.format == "csv" else markdown(summary))
+    if args.compare:
+        if len(args.runs) != 2:
+            raise ConfigError("--compare needs exactly two runs")
+        print(comparison_text(compare_runs(*args.runs, cluster=args.cluster)))
+    return 0

@@ -1,0 +1,1 @@
+"""The benchmark's text side: the question each item asks, and reading a free-text answer."""
