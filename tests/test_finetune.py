@@ -23,7 +23,8 @@ from vocalgrad.listeners import Request, load_listener  # noqa: E402
 from vocalgrad.listeners.adapters import TorchModuleListener  # noqa: E402
 from vocalgrad.listeners.ct2_whisper import find_packaged_models  # noqa: E402
 from vocalgrad.questions.prompts import build_prompt  # noqa: E402
-from vocalgrad.remedies.finetune import TuneConfig, requests_for, tune  # noqa: E402
+from vocalgrad.remedies.config import TuneConfig  # noqa: E402
+from vocalgrad.remedies.finetune import requests_for, tune  # noqa: E402
 from vocalgrad.remedies.tuned import (  # noqa: E402
     apply_adapter,
     head_names,

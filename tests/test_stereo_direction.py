@@ -19,7 +19,8 @@ from vocalgrad.evaluation.score import markdown, score_run
 from vocalgrad.listeners.adapters import DSPListener
 from vocalgrad.listeners.baselines import IdealObserver, RandomListener
 from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
-from vocalgrad.remedies.finetune import TuneConfig, finetune
+from vocalgrad.remedies.config import TuneConfig
+from vocalgrad.remedies.finetune import finetune
 from vocalgrad.report import build_sections
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig

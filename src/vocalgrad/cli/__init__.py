@@ -6,7 +6,8 @@ import argparse
 import sys
 
 from vocalgrad._version import __version__
-from vocalgrad.cli import data, evaluate, finetune, human, probe, report
+from vocalgrad.cli import data, evaluate, finetune, human, listing, probe, report
+from vocalgrad.cli.options import missing_extra
 from vocalgrad.errors import VocalgradError
 
 
@@ -16,7 +17,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
 
-    for group in (data, evaluate, report, probe, finetune, human):
+    for group in (data, evaluate, report, probe, finetune, human, listing):
         group.add_parsers(sub)
     return p
 
@@ -42,4 +43,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"vocalgrad: error: {err}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:
+        hint = missing_extra(err)
+        if hint is None or args.debug:
+            raise
+        print(f"vocalgrad: error: {hint}", file=sys.stderr)
+        return 1
 

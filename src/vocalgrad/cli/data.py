@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections import Counter
 from pathlib import Path
 
-from vocalgrad.cli.options import add_executor_options, csv_list, executor_from_args
+from vocalgrad.cli.options import (
+    add_deprecated_alias,
+    add_executor_options,
+    csv_list,
+    executor_from_args,
+)
+
+FORMATS = ("gradual", "comparison", "recognition")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -30,9 +36,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
     b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
     b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
-    b.add_argument("--format", choices=("gradual", "comparison", "recognition"),
-                   help="question format: a change within one clip (default), two held parts to compare, "
-                        "or one held clip to name")
+    b.add_argument("--question-format", choices=FORMATS,
+                   help="a change within one clip (gradual, default), two held parts to compare "
+                        "(comparison), or one held clip to name (recognition)")
+    add_deprecated_alias(b, "--format", "--question-format", "question_format", choices=FORMATS)
     add_executor_options(b, "local processes (default: all cores), or Ray tasks in flight "
                          "(default: the cluster's CPUs)")
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
@@ -64,29 +71,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from vocalgrad.stimuli.build import build
-    from vocalgrad.stimuli.config import load_config
+    from vocalgrad.api import build
 
-    config = load_config(
-        args.config,
-        protocol=args.protocol,
-        source=args.source,
-        categories=args.categories,
-        tiers=args.tiers,
-        curves=args.curves,
-        n_test=args.n_test,
-        n_train=args.n_train,
-        sample_rate=args.sample_rate,
-        seed=args.seed,
-        speaker_pattern=args.speaker_pattern,
-        include_constant=False if args.no_constant else None,
-        design=args.design,
-        levels=args.levels,
-        format=args.format,
-    )
+    options = {
+        "categories": args.categories, "tiers": args.tiers, "curves": args.curves,
+        "n_test": args.n_test, "n_train": args.n_train, "sample_rate": args.sample_rate,
+        "seed": args.seed, "speaker_pattern": args.speaker_pattern,
+        "include_constant": False if args.no_constant else None, "design": args.design,
+        "levels": args.levels, "format": args.question_format,
+    }
     with executor_from_args(args) as executor:
-        report = build(config, args.out, workers=min(executor.workers, os.cpu_count() or 1),
-                       overwrite=args.overwrite, audit=not args.no_audit, executor=executor)
+        report = build(args.out, args.source, config=args.config, protocol=args.protocol,
+                       overwrite=args.overwrite, audit=not args.no_audit, executor=executor,
+                       **{k: v for k, v in options.items() if v is not None}).report
     print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
           f"({report['clips_dropped']} dropped after verification, "
           f"{len(report['refused_conditions'])} refused conditions, "
@@ -112,9 +109,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from vocalgrad.stimuli.verify import format_report, verify_dataset
+    from vocalgrad.api import verify
+    from vocalgrad.stimuli.verify import format_report
 
-    report = verify_dataset(args.dataset, limit=args.limit)
+    report = verify(args.dataset, limit=args.limit)
     print(format_report(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
@@ -122,9 +120,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from vocalgrad.stimuli.audit import audit_dataset, format_audit
+    from vocalgrad.api import audit
+    from vocalgrad.stimuli.audit import format_audit
 
-    report = audit_dataset(args.dataset, workers=args.workers)
+    report = audit(args.dataset, workers=args.workers)
     print(format_audit(report))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")

@@ -5,14 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vocalgrad.cli.options import add_executor_options, csv_list, executor_from_args
+from vocalgrad.cli.options import (
+    add_deprecated_alias,
+    add_executor_options,
+    add_listener_options,
+    csv_list,
+    executor_from_args,
+)
 from vocalgrad.errors import ConfigError
+from vocalgrad.stats import N_BOOT
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("eval", help="ask a listener every item of a dataset (resumable)")
     e.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
-    e.add_argument("--listener", required=True, help="baseline:random | baseline:ideal | baseline:shortcut | whisper:tiny.en | hf:PATH | openai:MODEL")
+    add_listener_options(e, "baseline:ideal | whisper:tiny.en | hf:PATH | openai:MODEL | tuned:DIR | ...")
     e.add_argument("--out", help="run folder (default runs/<listener>)")
     e.add_argument("--mode", default="auto", choices=("auto", "choice", "generate", "both"))
     e.add_argument("--variants", type=csv_list, default=("default",), help="prompt variants, e.g. default,clip,ternary")
@@ -23,7 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--batch-size", type=int, default=16)
     e.add_argument("--few-shot", type=int, default=0, help="examples per label from the train split")
     e.add_argument("--audio-first", action="store_true")
-    e.add_argument("--base-url", help="for openai: listeners")
+    add_deprecated_alias(e, "--base-url", "-O base_url=URL", "base_url")
     e.add_argument("--adaptive", choices=("quest", "staircase"),
                    help="estimate a threshold per category with few trials, rendering clips on demand")
     e.add_argument("--max-trials", type=int, default=40, help="trials per category for --adaptive")
@@ -38,8 +45,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sc.add_argument("runs", nargs="+")
     sc.add_argument("--by", type=csv_list, default=("category",))
     sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
-    sc.add_argument("--n-boot", type=int, default=2000)
-    sc.add_argument("--format", default="md", choices=("md", "csv"))
+    sc.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
+    sc.add_argument("--output-format", default="md", choices=("md", "csv"))
+    add_deprecated_alias(sc, "--format", "--output-format", "output_format", choices=("md", "csv"))
     sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
     sc.set_defaults(func=cmd_score)
 
@@ -48,8 +56,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     from vocalgrad.executors import ListenerSpec
 
-    options = {}
-    if args.base_url:
+    options = dict(args.listener_options)
+    if getattr(args, "base_url", None):
         options["base_url"] = args.base_url
     if args.adaptive and (args.executor == "ray" or args.ray_address):
         raise ConfigError("--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address")
@@ -59,10 +67,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace, listener, executor) -> int:
-    from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, listener_slug
-    from vocalgrad.evaluation.score import markdown, score_run, write_summary
+    from vocalgrad.api import default_run_folder, evaluate
+    from vocalgrad.evaluation.score import markdown
 
-    out = Path(args.out or Path("runs") / listener_slug(args.listener))
+    out = Path(args.out) if args.out else default_run_folder(args.listener)
     if args.adaptive:
         from vocalgrad.evaluation.evaluate_adaptive import describe, evaluate_adaptive
 
@@ -72,41 +80,25 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         for result in results:
             print("  " + describe(result))
         return 0
-    config = EvalConfig(
-        mode=args.mode,
-        variants=args.variants,
-        controls=args.controls,
-        split=args.split,
-        categories=args.categories or (),
-        limit=args.limit,
-        batch_size=args.batch_size,
-        few_shot=args.few_shot,
-        audio_first=args.audio_first,
-    )
-    counts = evaluate(args.dataset, listener, out, config, executor=executor)
+    run = evaluate(args.dataset, listener, out, mode=args.mode, variants=args.variants,
+                   controls=args.controls, split=args.split, categories=args.categories or (),
+                   limit=args.limit, batch_size=args.batch_size, few_shot=args.few_shot,
+                   audio_first=args.audio_first, executor=executor)
+    counts = run.counts
     print(f"{listener.listener_id}: answered {counts['answered']} ({counts['skipped_done']} already done, "
           f"{counts['errors']} errors) in {counts['seconds']:.1f} s -> {out}")
-    summary = score_run(out)
-    write_summary(out, summary)
-    print(markdown(summary))
+    print(markdown(run.summary))
     return 0
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluation.score import (
-        compare_runs,
-        comparison_text,
-        markdown,
-        score_run,
-        tocsv_list,
-        write_summary,
-    )
+    from vocalgrad.api import score
+    from vocalgrad.evaluation.score import compare_runs, comparison_text, markdown, to_csv
 
-    by = args.by
     for run in args.runs:
-        summary = score_run(run, by=by, cluster=None if args.cluster == "item" else args.cluster, n_boot=args.n_boot)
-        write_summary(run, summary)
-        print(tocsv_list(summary) if args.format == "csv" else markdown(summary))
+        summary = score(run, by=args.by, cluster=None if args.cluster == "item" else args.cluster,
+                        n_boot=args.n_boot)
+        print(to_csv(summary) if args.output_format == "csv" else markdown(summary))
     if args.compare:
         if len(args.runs) != 2:
             raise ConfigError("--compare needs exactly two runs")

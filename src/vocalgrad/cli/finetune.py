@@ -3,40 +3,36 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from vocalgrad.cli.options import csv_list
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluation.evaluate import listener_slug
+    from vocalgrad.api import finetune
     from vocalgrad.evaluation.score import markdown
-    from vocalgrad.remedies.finetune import TuneConfig, finetune
-
-    config = TuneConfig(
-        method=args.method, categories=args.train_categories, lr=args.lr, epochs=args.epochs,
-        batch_items=args.batch_items, micro_batch=args.micro_batch, lora_r=args.lora_r,
-        lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, seed=args.seed,
-        checkpoint_every=args.checkpoint_every,
-    )
-    name = f"{listener_slug(args.listener)}-{args.method}-{'_'.join(config.categories)}"
-    out = Path(args.out or Path("runs") / "finetune" / name)
 
     def progress(step: int, loss: float) -> None:
         print(f"step {step}: loss {loss:.4f}", flush=True)
 
-    result = finetune(args.dataset, args.listener, out, config, batch_size=args.batch_size, on_step=progress)
-    tuning = result["tuning"]
-    print(f"{result['listener'].listener_id}: {tuning['steps']} steps on {tuning['train_items']} items in "
+    run = finetune(
+        args.dataset, args.listener, args.out, categories=args.train_categories, method=args.method,
+        batch_size=args.batch_size, on_step=progress, lr=args.lr, epochs=args.epochs,
+        batch_items=args.batch_items, micro_batch=args.micro_batch, lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, seed=args.seed,
+        checkpoint_every=args.checkpoint_every,
+    )
+    tuning = run.tuning
+    adapter = run.path / "adapter"
+    print(f"{run.manifest['listener']['listener']}: {tuning['steps']} steps on {tuning['train_items']} items in "
           f"{tuning['wall_seconds']:.0f} s, loss {tuning['first_loss']:.4f} -> {tuning['final_loss']:.4f}; "
-          f"adapter in {out / 'adapter'} (listener spec tuned:{out / 'adapter'})")
-    print(markdown(result["summary"]))
+          f"adapter in {adapter} (listener spec tuned:{adapter})")
+    print(markdown(run.summary))
     return 0
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `finetune` on the main parser's sub-parsers."""
-    from vocalgrad.remedies.finetune import DEFAULT_LR, TuneConfig
+    from vocalgrad.remedies.config import DEFAULT_LR, TuneConfig
 
     d = TuneConfig(categories=("x",))
     p = subparsers.add_parser(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 
 def csv_list(value: str) -> tuple[str, ...]:
@@ -27,3 +28,69 @@ def add_executor_options(p: argparse.ArgumentParser, workers_help: str) -> None:
                    help="HOST:PORT or ray://HOST:PORT of a running Ray cluster (implies --executor ray; "
                    "default $RAY_ADDRESS)")
     p.add_argument("--workers", type=int, help=workers_help)
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old spelling that still works for one release, with a warning naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"vocalgrad: warning: {option_string} is deprecated and goes in the next release; "
+              f"use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+
+
+def add_deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs) -> None:
+    """Accept `old` as a hidden alias of the option `new` (same `dest`)."""
+    p.add_argument(old, dest=dest, action=_DeprecatedAlias, new=new, help=argparse.SUPPRESS, **kwargs)
+
+
+def _option_value(text: str) -> object:
+    """`true`/`false`/`none`, an int, a float, or the text itself."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "none":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def key_value(text: str) -> tuple[str, object]:
+    """`KEY=VALUE` -> (key, typed value); keys use underscores (`base-url` == `base_url`)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. device=cuda")
+    return key.strip().replace("-", "_"), _option_value(value.strip())
+
+
+def add_listener_options(p: argparse.ArgumentParser, spec_help: str) -> None:
+    """`--listener SPEC` and repeatable `-O KEY=VALUE` options for the listener it names."""
+    p.add_argument("--listener", required=True, help=spec_help + " (`vocalgrad list listeners`)")
+    p.add_argument("-O", "--listener-option", dest="listener_options", type=key_value, action="append",
+                   default=[], metavar="KEY=VALUE",
+                   help="an option of the listener, repeatable: e.g. -O device=cuda -O dtype=bfloat16 "
+                        "(hf:), -O context=trimmed (whisper:), -O base_url=URL -O logprobs=true "
+                        "-O timeout=30 (openai:)")
+
+
+# The optional extra that brings each heavy module (pyproject.toml's optional-dependencies).
+EXTRAS = {"torch": "models", "transformers": "models", "safetensors": "models", "tokenizers": "models",
+          "ctranslate2": "models", "peft": "tune", "ray": "ray", "httpx": "api", "fastapi": "human",
+          "uvicorn": "human", "pydantic": "human"}
+
+
+def missing_extra(err: ModuleNotFoundError) -> str | None:
+    """One line naming the extra to install, when `err` is a heavy optional module's absence."""
+    module = (err.name or "").split(".")[0]
+    if module not in EXTRAS:
+        return None
+    return (f"this command needs {module}, which the core install leaves out: "
+            f"pip install 'vocalgrad[{EXTRAS[module]}]'")

@@ -5,31 +5,27 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vocalgrad.cli.options import add_executor_options, csv_list
+from vocalgrad.cli.options import (
+    add_executor_options,
+    add_listener_options,
+    csv_list,
+    executor_from_args,
+)
+from vocalgrad.stats import N_BOOT
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    from vocalgrad.evaluation.evaluate import listener_slug
-    from vocalgrad.executors import make_executor
-    from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
-    from vocalgrad.probing.probes import ProbeSettings
+    from vocalgrad.api import default_run_folder, probe
     from vocalgrad.probing.report import markdown
 
-    settings = ProbeSettings(seeds=args.seeds, mlp=not args.no_mlp, n_boot=args.n_boot)
-    config = ProbeConfig(
-        categories=args.categories or (),
-        pooling=args.pooling,
-        settings=settings,
-        random_control=not args.no_random,
-        dsp_control=not args.no_dsp,
-        batch_size=args.batch_size,
-        threads=args.threads,
-    )
-    out = Path(args.out or Path("probes") / listener_slug(args.listener))
-    with make_executor(args.executor, workers=args.workers, address=args.ray_address) as executor:
-        summary = probe_dataset(
-            args.dataset, args.listener, out, config, results=args.results, cache=args.cache,
-            train_from=args.train_from, executor=executor,
+    out = Path(args.out) if args.out else Path("runs") / "probe" / default_run_folder(args.listener).name
+    with executor_from_args(args) as executor:
+        summary = probe(
+            args.dataset, args.listener, out, categories=args.categories or (), pooling=args.pooling,
+            seeds=args.seeds, n_boot=args.n_boot, mlp=not args.no_mlp, random_control=not args.no_random,
+            dsp_control=not args.no_dsp, batch_size=args.batch_size, threads=args.threads,
+            results=args.results, train_from=args.train_from, cache=args.cache, executor=executor,
+            listener_options=dict(args.listener_options),
         )
     print(markdown(summary).split("\n## ")[0])
     print(f"{summary['seconds']:.1f} s; tables, curves and items in {out}")
@@ -47,15 +43,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         help="take the probes' train split from this build (for the official release, which has "
         "none; without it, grouped K-fold over the test split)",
     )
-    p.add_argument(
-        "--listener", required=True, help="whisper:tiny.en | hf:PATH (anything with hidden_states)"
-    )
+    add_listener_options(p, "whisper:tiny.en | hf:PATH (anything with hidden states)")
     p.add_argument("--results", help="a `vocalgrad eval` run folder: the model's actual answers")
-    p.add_argument("--out", help="output folder (default probes/<listener>)")
+    p.add_argument("--out", help="output folder (default runs/probe/<listener>)")
     p.add_argument("--categories", type=csv_list, help="comma-separated (default: all in the dataset)")
     p.add_argument("--pooling", default="segments16", choices=("segments16", "halves", "mean"))
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument(
         "--threads",

@@ -6,23 +6,27 @@ import argparse
 import shlex
 import sys
 
+from vocalgrad.cli.options import add_deprecated_alias
+from vocalgrad.stats import N_BOOT
+
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("report", help="one self-contained HTML (or markdown) report")
     r.add_argument("results", nargs="+", help="run folders from eval / human export")
-    r.add_argument("--out", default="report.html")
-    r.add_argument("--format", default="html", choices=("html", "md"))
+    r.add_argument("--out", default="report.html", help="the report file (default report.html)")
+    r.add_argument("--output-format", default="html", choices=("html", "md"))
+    add_deprecated_alias(r, "--format", "--output-format", "output_format", choices=("html", "md"))
     r.add_argument("--dataset", help="dataset folder for the card section (default: from the runs)")
     r.add_argument("--probe", action="append", default=[], help="probe output folder (repeatable)")
-    r.add_argument("--n-boot", type=int, default=1000)
+    r.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
     r.set_defaults(func=cmd_report)
 
 
-
 def cmd_report(args: argparse.Namespace) -> int:
-    from vocalgrad.report import write_report
+    from vocalgrad.api import report
 
-    out = write_report(args.results, args.out, dataset=args.dataset, probe_dirs=args.probe, fmt=args.format,
-                       n_boot=args.n_boot, command=shlex.join(["vocalgrad", *sys.argv[1:]]))
+    out = report(args.results, args.out, dataset=args.dataset, probes=args.probe,
+                 output_format=args.output_format, n_boot=args.n_boot,
+                 command=shlex.join(["vocalgrad", *sys.argv[1:]]))
     print(f"report: {out}")
     return 0

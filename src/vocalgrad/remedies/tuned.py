@@ -34,7 +34,6 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.listeners import load_listener
 from vocalgrad.listeners.base import Listener, Request
 
-METHODS = ("head", "lora", "full")
 WEIGHTS_FILE = "tuned.safetensors"  # head / full: the changed parameters, by name
 META_FILE = "tuning.json"
 

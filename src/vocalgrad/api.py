@@ -1,0 +1,394 @@
+"""The Python API: every step of the pipeline as a function that returns an object.
+
+The `vocalgrad` command is a thin layer over these functions, so a notebook and the CLI run
+the same code and write the same folders::
+
+    import vocalgrad
+    ds = vocalgrad.build("out/x", source="builtin", n_test=2, n_train=0, categories=["volume"])
+    run = vocalgrad.evaluate(ds, "baseline:ideal")
+    run.accuracy      # overall accuracy, a float
+    run.table()       # a pandas DataFrame per category: n, sources, accuracy and CI, d', c
+
+Heavy dependencies (torch, transformers, ray) are imported only by the steps that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vocalgrad.dataset import content_sha256, load_rows, resolve
+from vocalgrad.errors import ConfigError
+from vocalgrad.listeners import Listener, load_listener
+from vocalgrad.stats import N_BOOT
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from vocalgrad.parallel import TaskPool
+
+__all__ = [
+    "Dataset",
+    "Run",
+    "audit",
+    "build",
+    "evaluate",
+    "finetune",
+    "load_dataset",
+    "open_run",
+    "probe",
+    "report",
+    "score",
+    "verify",
+]
+
+PathLike = str | os.PathLike
+TABLE_COLUMNS = ("n", "n_clusters", "accuracy", "accuracy_lo", "accuracy_hi", "dprime", "dprime_lo",
+                 "dprime_hi", "criterion", "criterion_lo", "criterion_hi", "unparsed_rate", "ci_method")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A benchmark folder on disk (ours, or the official release layout).
+
+    Attributes
+    ----------
+    path : Path
+        The folder: ``metadata.jsonl`` per split, audio, ``README.md`` card and ``build.json``.
+    report : dict or None
+        What `build` reported (clips kept and dropped, refusals, verification, the audit);
+        None for a dataset opened with `load_dataset`.
+    """
+
+    path: Path
+    report: dict | None = field(default=None, compare=False, repr=False)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def rows(self, split: str | None = None) -> list[dict]:
+        """Metadata rows (one per clip), of one split or of all."""
+        return load_rows(self.path) if split is None else load_rows(self.path, splits=(split,))
+
+    def __len__(self) -> int:
+        return len(self.rows())
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The categories (dimensions) the dataset holds, sorted."""
+        return tuple(sorted({r["category"] for r in self.rows()}))
+
+    @property
+    def content_sha256(self) -> str:
+        """The hash of the dataset's content (audio and metadata), as recorded at build time."""
+        return content_sha256(self.path)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The metadata rows as a DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows())
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run folder written by `evaluate` (or `finetune`, or a listening-test export).
+
+    Attributes
+    ----------
+    path : Path
+        The folder: ``results.jsonl`` (one row per question), ``manifest.json``, ``summary.json``.
+    counts : dict or None
+        From `evaluate`: questions answered now, already done, errors, seconds.
+    """
+
+    path: Path
+    counts: dict | None = field(default=None, compare=False, repr=False)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def rows(self) -> list[dict]:
+        """Result rows, the last answer per question (a resumed run never counts one twice)."""
+        from vocalgrad.evaluation.evaluate import load_results
+
+        return load_results(self.path)[1]
+
+    @property
+    def manifest(self) -> dict:
+        """Listener, revision, decoding settings, prompt, dataset hash and versions."""
+        from vocalgrad.evaluation.evaluate import load_results
+
+        return load_results(self.path)[0]
+
+    @cached_property
+    def summary(self) -> dict:
+        """`score` with its defaults (per category, source-clustered CIs); nothing is written."""
+        return score(self, write=False)
+
+    @property
+    def tuning(self) -> dict | None:
+        """For a `finetune` run: what was tuned, how long, and the loss (``adapter/tuning.json``)."""
+        meta = self.path / "adapter" / "tuning.json"
+        return json.loads(meta.read_text()) if meta.is_file() else None
+
+    @property
+    def accuracy(self) -> float:
+        """Overall accuracy on increase/decrease items, for the run's first prompt variant and
+        mode (unparsed answers count as wrong); NaN for a run with no scored answer."""
+        groups = self.summary["groups"]
+        if not groups:
+            return math.nan
+        first = groups[sorted(groups)[0]]["table"][0]
+        return float(first["accuracy"])
+
+    def table(self, by: Sequence[str] = ("category",), cluster: str | None = "source_id",
+              n_boot: int = N_BOOT) -> pd.DataFrame:
+        """One row per (prompt variant and mode, group): n, sources, accuracy and its 95% CI,
+        d′ and criterion c with CIs, the unparsed rate and how the CI was made.
+
+        Parameters
+        ----------
+        by : sequence of str
+            Row keys to group by (``category``, ``tier``, ``curve``, ``format``, ...).
+        cluster : str or None
+            What a CI resamples: ``source_id`` (default), ``speaker_id``, or None for items.
+        n_boot : int
+            Bootstrap resamples (0: no intervals).
+        """
+        import pandas as pd
+
+        summary = self.summary if (tuple(by), cluster, n_boot) == (("category",), "source_id", N_BOOT) \
+            else score(self, by=by, cluster=cluster, n_boot=n_boot, write=False)
+        records = []
+        for key, group in summary["groups"].items():
+            for g in group["table"]:
+                records.append({"run": key, "group": g["group"],
+                                **{k: g.get(k) for k in TABLE_COLUMNS}})
+        frame = pd.DataFrame.from_records(records, columns=["run", "group", *TABLE_COLUMNS])
+        return frame.rename(columns={"n_clusters": "sources"})
+
+
+def load_dataset(path: PathLike) -> Dataset:
+    """Open a dataset folder, or fetch ``hf:NAME[@SPLIT]`` into the local cache first.
+
+    Raises
+    ------
+    DatasetError
+        When the folder holds no dataset.
+    """
+    if isinstance(path, Dataset):
+        return path
+    folder = resolve(str(path)) if str(path).startswith("hf:") else Path(path)
+    load_rows(folder)  # fails with a clear message on a folder that is not a dataset
+    return Dataset(folder.absolute())
+
+
+def open_run(path: PathLike) -> Run:
+    """Open a run folder written earlier (by `evaluate`, `finetune` or a listening study)."""
+    run = Run(Path(path).absolute())
+    run.rows()  # fails with a clear message on a folder that is not a run
+    return run
+
+
+def build(out: PathLike, source: str | None = None, *, config: PathLike | None = None,
+          protocol: str | None = None, overwrite: bool = False, audit: bool = True,
+          workers: int | None = None, executor: TaskPool | None = None, **options: Any) -> Dataset:
+    """Render, verify, audit and write a benchmark into `out` (resuming an unfinished build).
+
+    Parameters
+    ----------
+    out : path
+        The dataset folder to create or resume.
+    source : str, optional
+        ``builtin`` (the default, unless `config` names one), ``folder:PATH``, ``vctk:PATH``
+        or ``hf:NAME[@SPLIT]``.
+    config : path, optional
+        A TOML file with a ``[build]`` table; keyword options override it.
+    protocol : str, optional
+        A preset such as ``vocalgrad`` (the published grid and sizes).
+    overwrite : bool
+        Replace a finished or different build in `out`.
+    audit : bool
+        Run the shortcut audit at the end (its report is in ``Dataset.report``).
+    workers : int, optional
+        Local processes (default: all cores); ignored when `executor` is given.
+    executor : TaskPool, optional
+        Where sources render, e.g. ``vocalgrad.executors.make_executor("ray")``.
+    **options
+        Any `BuildConfig` field: ``categories``, ``tiers``, ``curves``, ``n_test``,
+        ``n_train``, ``sample_rate``, ``seed``, ``format``, ``design``, ...
+
+    Returns
+    -------
+    Dataset
+        The written dataset, with the build's report.
+    """
+    from vocalgrad.parallel import TaskPool
+    from vocalgrad.stimuli.build import build as build_dataset
+    from vocalgrad.stimuli.config import load_config
+
+    for key in ("categories", "tiers", "curves"):
+        if isinstance(options.get(key), str):
+            options[key] = tuple(v.strip() for v in options[key].split(",") if v.strip())
+    settings = load_config(config, protocol=protocol, source=source, **options)
+    pool = executor or TaskPool(workers or os.cpu_count() or 1)
+    report = build_dataset(settings, out, workers=min(pool.workers, os.cpu_count() or 1),
+                           overwrite=overwrite, audit=audit, executor=pool)
+    return Dataset(Path(out).absolute(), report=report)
+
+
+def _listener(listener: Listener | str, dataset: Path, options: dict) -> Listener:
+    if isinstance(listener, str):
+        return load_listener(listener, dataset=dataset, **options)
+    if options:
+        raise ConfigError("listener options apply to a spec string, not to a Listener object")
+    return listener
+
+
+def default_run_folder(listener: Listener | str) -> Path:
+    """Where a run goes when no folder is named: ``runs/<listener>``."""
+    from vocalgrad.evaluation.evaluate import listener_slug
+
+    return Path("runs") / listener_slug(listener if isinstance(listener, str) else listener.listener_id)
+
+
+def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLike | None = None, *,
+             mode: str = "auto", variants: Sequence[str] = ("default",), controls: Sequence[str] = (),
+             split: str = "test", categories: Sequence[str] = (), limit: int | None = None,
+             batch_size: int = 16, few_shot: int = 0, audio_first: bool = False,
+             executor: Any = None, listener_options: dict | None = None) -> Run:
+    """Ask a listener every item of a dataset; resumable (a rerun answers only what is missing).
+
+    Parameters
+    ----------
+    dataset : Dataset or path
+        A dataset folder (ours or the official release layout) or ``hf:NAME[@SPLIT]``.
+    listener : Listener or str
+        A Listener object, or a spec such as ``baseline:ideal``, ``whisper:tiny.en``,
+        ``hf:Qwen/Qwen2-Audio-7B-Instruct``, ``openai:gpt-4o-audio-preview``
+        (``vocalgrad list listeners`` shows every family).
+    out : path, optional
+        The run folder (default ``runs/<listener>``).
+    mode : str
+        ``choice`` (log-likelihood of each option), ``generate`` (free text, parsed), ``both``
+        or ``auto`` (choice when the listener can score options).
+    variants, controls, split, categories, limit, batch_size, few_shot, audio_first
+        What to ask, as in ``vocalgrad eval --help``.
+    executor : Executor, optional
+        ``vocalgrad.executors.make_executor(...)`` to answer on a Ray cluster.
+    listener_options : dict, optional
+        Keyword options for a spec's listener (``device``, ``dtype``, ``base_url``, ...).
+
+    Returns
+    -------
+    Run
+        The run folder, with this call's counts.
+    """
+    from vocalgrad.evaluation.evaluate import EvalConfig
+    from vocalgrad.evaluation.evaluate import evaluate as run_questions
+    from vocalgrad.evaluation.score import write_summary
+    from vocalgrad.executors import Executor
+
+    data = load_dataset(dataset).path
+    who = _listener(listener, data, dict(listener_options or {}))
+    folder = Path(out) if out is not None else default_run_folder(listener)
+    config = EvalConfig(mode=mode, variants=tuple(variants), controls=tuple(controls), split=split,
+                        categories=tuple(categories or ()), limit=limit, batch_size=batch_size,
+                        few_shot=few_shot, audio_first=audio_first)
+    counts = run_questions(data, who, folder, config, executor=executor or Executor())
+    run = Run(folder.absolute(), counts=counts)
+    write_summary(folder, run.summary)
+    return run
+
+
+def score(run: Run | PathLike, by: Sequence[str] = ("category",), cluster: str | None = "source_id",
+          n_boot: int = N_BOOT, write: bool = True) -> dict:
+    """Accuracy, d′, criterion c and AUC with source-clustered 95% CIs, controls and alarms.
+
+    Returns the summary `vocalgrad score` prints (also written to ``summary.json`` unless
+    ``write=False``): ``groups[variant/mode]["table"]`` holds one dict per group.
+    """
+    from vocalgrad.evaluation.score import score_run, write_summary
+
+    summary = score_run(Path(run), by=tuple(by), cluster=cluster, n_boot=n_boot)
+    if write:
+        write_summary(Path(run), summary)
+    return summary
+
+
+def audit(dataset: Dataset | PathLike, workers: int = 1) -> dict:
+    """The shortcut audit: can a classifier tell the direction from cues other than the
+    change over time? The report is also written to ``DATASET/audit.json``."""
+    from vocalgrad.stimuli.audit import audit_dataset
+
+    return audit_dataset(load_dataset(dataset).path, workers=workers)
+
+
+def verify(dataset: Dataset | PathLike, limit: int | None = None) -> dict:
+    """Re-measure every clip against its source: label agreement, refusals and confounds."""
+    from vocalgrad.stimuli.verify import verify_dataset
+
+    return verify_dataset(load_dataset(dataset).path, limit=limit)
+
+
+def probe(dataset: Dataset | PathLike, listener: Listener | str, out: PathLike | None = None, *,
+          categories: Sequence[str] = (), pooling: str = "segments16", seeds: int = 3,
+          n_boot: int = N_BOOT, mlp: bool = True, random_control: bool = True,
+          dsp_control: bool = True, batch_size: int = 8, threads: int | None = None,
+          results: Run | PathLike | None = None, train_from: PathLike | None = None,
+          cache: PathLike | None = None, executor: Any = None,
+          listener_options: dict | None = None) -> dict:
+    """Layer-wise linear (and MLP) probes with controls, the lens readout and a diagnosis of
+    where the direction is lost. Returns the summary also written to ``OUT/summary.json``."""
+    from vocalgrad.executors import Executor
+    from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
+    from vocalgrad.probing.probes import ProbeSettings
+
+    config = ProbeConfig(categories=tuple(categories), pooling=pooling,
+                         settings=ProbeSettings(seeds=seeds, mlp=mlp, n_boot=n_boot),
+                         random_control=random_control, dsp_control=dsp_control,
+                         batch_size=batch_size, threads=threads)
+    folder = Path(out) if out is not None else Path("runs") / "probe" / default_run_folder(listener).name
+    data = load_dataset(dataset).path
+    if listener_options:
+        listener = _listener(listener, data, dict(listener_options))
+    return probe_dataset(data, listener, folder, config,
+                         results=None if results is None else str(results), cache=cache,
+                         train_from=None if train_from is None else str(train_from),
+                         executor=executor or Executor())
+
+
+def finetune(dataset: Dataset | PathLike, listener: str, out: PathLike | None = None, *,
+             categories: Sequence[str], method: str = "lora", batch_size: int = 16,
+             on_step: Callable[[int, float], None] | None = None, **settings: Any) -> Run:
+    """Tune a listener on the train split of `categories` (``head``, ``lora`` or ``full``), then
+    evaluate it on every category's test split. The adapter is in ``OUT/adapter`` (the listener
+    spec ``tuned:OUT/adapter``); `settings` are `TuneConfig` fields (lr, epochs, ...)."""
+    from vocalgrad.remedies.config import TuneConfig
+    from vocalgrad.remedies.finetune import finetune as tune
+
+    config = TuneConfig(method=method, categories=tuple(categories), **settings)
+    name = f"{default_run_folder(listener).name}-{method}-{'_'.join(config.categories)}"
+    folder = Path(out) if out is not None else Path("runs") / "finetune" / name
+    result = tune(load_dataset(dataset).path, listener, folder, config, batch_size=batch_size,
+                  on_step=on_step)
+    return Run(folder.absolute(), counts=result["counts"])
+
+
+def report(runs: Iterable[Run | PathLike], out: PathLike = "report.html", *,
+           dataset: Dataset | PathLike | None = None, probes: Iterable[PathLike] = (),
+           output_format: str = "html", n_boot: int = N_BOOT, command: str = "") -> Path:
+    """One self-contained report (HTML, or markdown with figures beside it) of runs, probes
+    and the dataset card. Returns the report's path."""
+    from vocalgrad.report import write_report
+
+    return write_report([Path(r) for r in runs], out, dataset=None if dataset is None else Path(dataset),
+                        probe_dirs=[Path(p) for p in probes], fmt=output_format, n_boot=n_boot,
+                        command=command)

@@ -1,0 +1,52 @@
+"""`vocalgrad list listeners | dimensions | formats | prompts`: what a spec or option may name."""
+
+from __future__ import annotations
+
+import argparse
+
+FORMAT_HELP = {
+    "gradual": "one clip in which the dimension changes over time (the published format)",
+    "comparison": "two held parts, the second higher or lower than the first",
+    "recognition": "one held clip to name as high or low",
+}
+WHAT = ("listeners", "dimensions", "formats", "prompts")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="list listener families, dimensions, question formats or prompts")
+    p.add_argument("what", choices=WHAT)
+    p.set_defaults(func=cmd_list)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    print("\n".join(_LINES[args.what]()))
+    return 0
+
+
+def _listeners() -> list[str]:
+    import vocalgrad.listeners
+    from vocalgrad.listeners import families
+
+    lines = [f"{scheme}:...\t{where}" for scheme, where in families().items()]
+    grammar = (vocalgrad.listeners.__doc__ or "").split("\n\n")[1]
+    return [*lines, "", "Specs:", grammar, "",
+            "Options of a family's listener: -O KEY=VALUE on `eval` and `probe`."]
+
+
+def _dimensions() -> list[str]:
+    from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
+
+    return [f"{name}{'' if name in PUBLISHED_CATEGORIES else '  (opt-in)'}" for name in CATEGORIES]
+
+
+def _formats() -> list[str]:
+    return [f"{name}\t{text}" for name, text in FORMAT_HELP.items()]
+
+
+def _prompts() -> list[str]:
+    from vocalgrad.questions.prompts import VARIANTS
+
+    return [f"{name}\t{variant.description}" for name, variant in VARIANTS.items()]
+
+
+_LINES = {"listeners": _listeners, "dimensions": _dimensions, "formats": _formats, "prompts": _prompts}

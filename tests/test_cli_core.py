@@ -1,0 +1,108 @@
+"""The CLI on the core install: every command's --help without torch and the other heavy
+extras, one flag name per meaning (old spellings warn), listener options, `vocalgrad list`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from vocalgrad.cli import main, parser
+from vocalgrad.cli.options import key_value
+
+HEAVY = ("torch", "transformers", "ray", "peft", "fastapi", "uvicorn", "ctranslate2", "httpx")
+# Block the heavy extras the way a core-only install lacks them: `import torch` raises.
+BLOCK = (
+    "import sys\n"
+    "class _Missing:\n"
+    "    def find_spec(self, name, path=None, target=None):\n"
+    "        if name.split('.')[0] in {heavy!r}:\n"
+    "            raise ModuleNotFoundError(f'No module named {{name!r}}', name=name)\n"
+    "sys.meta_path.insert(0, _Missing())\n"
+)
+
+
+def _commands() -> list[list[str]]:
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    out = []
+    for name, p in sub.choices.items():
+        out.append([name])
+        for action in p._actions:
+            if action.dest == "human_command" or getattr(action, "choices", None) and \
+                    isinstance(action.choices, dict):
+                out += [[name, child] for child in action.choices]
+    return out
+
+
+def test_every_command_has_help_without_the_heavy_extras():
+    commands = _commands()
+    assert len(commands) >= 12  # build ... list, and the human sub-commands
+    script = BLOCK.format(heavy=HEAVY) + (
+        "from vocalgrad.cli import main\n"
+        "import contextlib, io\n"
+        f"for argv in {commands!r}:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        try:\n"
+        "            main([*argv, '--help'])\n"
+        "        except SystemExit as e:\n"
+        "            assert e.code == 0, (argv, e.code)\n"
+        "import sys\n"
+        f"loaded = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "print('ok', len(" + repr(commands) + "))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("ok")
+
+
+def test_a_heavy_command_without_its_extra_names_the_extra(tmp_path):
+    script = BLOCK.format(heavy=HEAVY) + (
+        "from vocalgrad.cli import main\n"
+        f"raise SystemExit(main(['finetune', {str(tmp_path)!r}, '--listener', 'whisper:tiny.en',"
+        " '--train-categories', 'volume']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert "pip install" in done.stderr and "vocalgrad[" in done.stderr
+
+
+def test_old_flag_spellings_work_with_a_warning(capsys):
+    args = parser().parse_args(["build", "--out", "x", "--format", "comparison"])
+    assert args.question_format == "comparison"
+    assert "--format is deprecated" in capsys.readouterr().err
+    args = parser().parse_args(["score", "run", "--format", "csv"])
+    assert args.output_format == "csv"
+    args = parser().parse_args(["report", "run", "--format", "md"])
+    assert args.output_format == "md"
+    args = parser().parse_args(["eval", "d", "--listener", "openai:m", "--base-url", "http://h/v1"])
+    assert args.base_url == "http://h/v1"
+    assert "use -O base_url=URL" in capsys.readouterr().err
+
+
+def test_one_default_for_one_meaning():
+    defaults = {}
+    for argv in (["score", "r"], ["report", "r"], ["probe", "d", "--listener", "x:y"]):
+        defaults[argv[0]] = parser().parse_args(argv).n_boot
+    assert len(set(defaults.values())) == 1, defaults
+
+
+def test_listener_options_are_typed_key_values():
+    args = parser().parse_args(["eval", "d", "--listener", "hf:m", "-O", "device=cuda",
+                                "-O", "logprobs=true", "--listener-option", "timeout=2.5",
+                                "-O", "top-logprobs=5"])
+    assert dict(args.listener_options) == {"device": "cuda", "logprobs": True, "timeout": 2.5,
+                                           "top_logprobs": 5}
+    with pytest.raises(Exception, match="KEY=VALUE"):
+        key_value("device")
+
+
+@pytest.mark.parametrize("what,expected", [
+    ("listeners", "baseline:..."), ("dimensions", "voice_pitch"), ("formats", "comparison"),
+    ("prompts", "ternary"),
+])
+def test_list(what, expected, capsys):
+    assert main(["list", what]) == 0
+    assert expected in capsys.readouterr().out
