@@ -80,6 +80,11 @@ def test_old_flag_spellings_work_with_a_warning(capsys):
     args = parser().parse_args(["eval", "d", "--listener", "openai:m", "--base-url", "http://h/v1"])
     assert args.base_url == "http://h/v1"
     assert "use -O base_url=URL" in capsys.readouterr().err
+    args = parser().parse_args(["human", "invite", "--study", "s.toml", "--base-url", "https://h"])
+    assert args.public_url == "https://h"
+    args = parser().parse_args(["human", "progress", "--study", "s.toml", "--json"])
+    assert args.output_format == "json"
+    assert capsys.readouterr().err.count("deprecated") == 2
 
 
 def test_one_default_for_one_meaning():

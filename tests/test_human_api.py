@@ -493,7 +493,7 @@ def test_invite_links_use_the_configured_base_url(env):
     env.app_options["public_url"] = None
     env.restart()
     r = env.admin().post("/admin/api/invite", json={}, headers={"Host": "evil.example"})
-    assert r.status_code == 409 and "--base-url" in r.json()["detail"]
+    assert r.status_code == 409 and "--public-url" in r.json()["detail"]
     for bad in ("evil.example", "ftp://x", "https://x/?next=y", "https://"):
         env.app_options["public_url"] = bad
         with pytest.raises(StudyError, match="base URL"):

@@ -61,7 +61,7 @@ def test_browser_study_end_to_end(tmp_path, capsys):
     db = tmp_path / "study.sqlite"
     proc, base = start_server(dataset, study)
     try:
-        assert main(["human", "invite", "--study", str(study), "--base-url", base]) == 0
+        assert main(["human", "invite", "--study", str(study), "--public-url", base]) == 0
         link = capsys.readouterr().out.split()[1]
         with sync_api.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)

@@ -106,13 +106,13 @@ def test_progress_and_invite_commands(finished, capsys):
     assert main(["human", "progress", "--study", str(finished.study)]) == 0
     text = capsys.readouterr().out
     assert "| a04 | excluded |" in text and "catch accuracy 0/2" in text
-    assert main(["human", "progress", "--study", str(finished.study), "--json"]) == 0
+    assert main(["human", "progress", "--study", str(finished.study), "--output-format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 4
-    assert main(["human", "invite", "--study", str(finished.study), "--base-url", "https://x/",
+    assert main(["human", "invite", "--study", str(finished.study), "--public-url", "https://x/",
                  "--replace", "a04"]) == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith("a04r1\thttps://x/s/")
-    assert main(["human", "invite", "--study", str(finished.study), "--base-url", "https://x",
+    assert main(["human", "invite", "--study", str(finished.study), "--public-url", "https://x",
                  "--n", "1"]) == 2  # every original slot is already invited
     assert "every annotator slot has an invite" in capsys.readouterr().err
 

@@ -15,10 +15,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from vocalgrad.cli.options import add_deprecated_alias
 from vocalgrad.dataset import content_sha256
 from vocalgrad.human.study import (
     RATE_BURST,
     RATE_PER_S,
+    StudyError,
     base_url,
     load_study,
     public_build_warning,
@@ -74,7 +76,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     token = os.environ.get(ADMIN_ENV) or None
     secure = args.secure_cookies if args.secure_cookies is not None else not _is_loopback(args.host)
     app = create_app(Store(db), args.dataset, admin_token=token, production=not args.dev,
-                     cookie_secure=secure, public_url=args.base_url, rate_per_s=args.rate_limit,
+                     cookie_secure=secure, public_url=args.public_url, rate_per_s=args.rate_limit,
                      rate_burst=args.rate_burst)
     if args.dev and token is None:
         print(f"dev mode: admin token {app.state.admin_token}")
@@ -95,7 +97,9 @@ def cmd_invite(args: argparse.Namespace) -> int:
         targets = list(args.annotator)
     else:
         targets = [None] * args.n
-    base = base_url(args.base_url)
+    if not args.public_url:
+        raise StudyError("human invite needs --public-url, e.g. https://host")
+    base = base_url(args.public_url)
     for target in targets:
         who, token = store.invite(target)
         print(f"{who}\t{base}/s/{token}")
@@ -106,7 +110,7 @@ def cmd_progress(args: argparse.Namespace) -> int:
     from vocalgrad.human.store import Store
 
     rows = Store(_db(args)).progress()
-    if args.json:
+    if args.output_format == "json":
         print(json.dumps(rows, indent=2))
         return 0
     print("| annotator | status | answered | catch | note |\n|---|---|---|---|---|")
@@ -162,8 +166,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     s.add_argument("--secure-cookies", action=argparse.BooleanOptionalAction, default=None,
                    help="mark the session cookie Secure (default: unless serving on loopback)")
     s.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* (behind a proxy)")
-    s.add_argument("--base-url", help="public URL of the server, for links made by the admin API "
-                                      "(never taken from a request's Host header)")
+    s.add_argument("--public-url", help="public URL of the server, for links made by the admin API "
+                                        "(never taken from a request's Host header)")
+    add_deprecated_alias(s, "--base-url", "--public-url", "public_url")
     s.add_argument("--rate-limit", type=float, default=RATE_PER_S,
                    help="requests per second per token (token bucket; 429 with Retry-After)")
     s.add_argument("--rate-burst", type=float, default=RATE_BURST,
@@ -173,7 +178,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
 
     i = sub.add_parser("invite", help="print one login link per annotator (tokens stored hashed)")
     common(i)
-    i.add_argument("--base-url", required=True, help="public URL of the server, e.g. https://host")
+    i.add_argument("--public-url", help="public URL of the server, e.g. https://host (required)")
+    add_deprecated_alias(i, "--base-url", "--public-url", "public_url")
     group = i.add_mutually_exclusive_group()
     group.add_argument("--n", type=int, default=1, help="invite the next N uninvited slots")
     group.add_argument("--annotator", action="append", help="(re-)issue the link of this slot")
@@ -182,7 +188,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
 
     p = sub.add_parser("progress", help="per-annotator status, answers, catch accuracy")
     common(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--output-format", default="md", choices=("md", "json"))
+    add_deprecated_alias(p, "--json", "--output-format json", "output_format", nargs=0,
+                         const="json")
     p.set_defaults(func=cmd_progress)
 
     e = sub.add_parser("export", help="write results in the evaluation format plus agreement")

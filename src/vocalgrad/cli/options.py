@@ -40,7 +40,8 @@ class _DeprecatedAlias(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         print(f"vocalgrad: warning: {option_string} is deprecated and goes in the next release; "
               f"use {self.new}", file=sys.stderr)
-        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+        flag = True if self.const is None else self.const
+        setattr(namespace, self.dest, flag if self.nargs == 0 else values)
 
 
 def add_deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs) -> None:

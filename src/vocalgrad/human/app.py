@@ -389,8 +389,8 @@ def create_app(
     @app.post("/admin/api/invite", dependencies=[Depends(require_admin)])
     def invite(body: InviteIn) -> dict:
         if links is None:
-            raise HTTPException(409, "serve with --base-url https://your-host to make links here "
-                                     "(or use `vocalgrad human invite --base-url ...`)")
+            raise HTTPException(409, "serve with --public-url https://your-host to make links here "
+                                     "(or use `vocalgrad human invite --public-url ...`)")
         target = store.replace(body.replace) if body.replace else body.annotator
         who, token = store.invite(target, clock())
         return {"annotator": who, "link": f"{links}/s/{token}"}
