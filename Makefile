@@ -7,7 +7,7 @@ DEMO := out/demo
 RUNS := out/runs
 VG := $(VENV)/bin/vocalgrad
 
-.PHONY: demo test lint bench clean remedies
+.PHONY: demo test lint bench clean remedies docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,15 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_build.py
 	$(PY) benchmarks/bench_eval.py
 	$(PY) benchmarks/bench_probe.py
+
+# The documentation site, built with every warning an error (pip install -e '.[docs]').
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) out
