@@ -27,7 +27,7 @@ import mkdocs_gen_files
 log = logging.getLogger("mkdocs.plugins.vocalgrad_docs")
 PACKAGE = "vocalgrad"
 # argparse wraps usage lines at the terminal width; fix it so the pages do not depend on it
-os.environ["COLUMNS"] = "96"
+os.environ["COLUMNS"] = "80"
 
 
 def md(text: object) -> str:
@@ -76,8 +76,12 @@ def _option_rows(p: argparse.ArgumentParser) -> list[str]:
         elif default not in (None, False, argparse.SUPPRESS) and a.nargs != 0:
             shown = "`" + (",".join(map(str, default)) if isinstance(default, (list, tuple))
                            else str(default)) + "`"
-        choices = f" One of: {', '.join(f'`{c}`' for c in a.choices)}." if a.choices else ""
-        rows.append(f"| {name} | {shown} | {md(a.help or '')}{choices} |")
+        text = md(a.help or "")
+        if text and text[-1] not in ".)":
+            text += "."
+        if a.choices:
+            text += f" One of: {', '.join(f'`{c}`' for c in a.choices)}."
+        rows.append(f"| {name} | {shown} | {text.strip()} |")
     return rows
 
 
@@ -180,7 +184,8 @@ def dimensions_page() -> str:
         tiers = []
         for tier in ("low", "mid", "high"):
             start, end = module.endpoints(s.tiers[tier], 16000)
-            refused = " (refused at 16 kHz)" if module.inaudible_reason(s.tiers[tier], 16000) else ""
+            refused = module.inaudible_reason(s.tiers[tier], 16000)
+            refused = " (refused at 16 kHz)" if refused else ""
             tiers.append(f"{start:g} → {end:g}{refused}")
         lines.append(
             f"| [`{name}`](#{name}) | {md(s.parameter)} | {md(s.unit)} | "
@@ -271,7 +276,7 @@ def config_page() -> str:
                         f.name, __file__)
             note = ""
         type_ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", f.type)
-        lines.append(f"| `{f.name}` | `{md(type_)}` | `{md(default)}` | {note} |")
+        lines.append(f"| `{f.name}` | {md(type_)} | {md(default)} | {note} |")
     lines += ["", "## Presets", ""]
     for title, table in (("`--protocol`", getattr(module, "PROTOCOLS", {})),
                          ("`--design`", getattr(module, "DESIGNS", {}))):
@@ -381,7 +386,8 @@ def environment_page() -> str:
         lines.append(f"| `{name}` | {', '.join(f'`{w}`' for w in found[name])} | {note} |")
     for name in sorted(set(ENVIRONMENT) - set(found)):
         log.warning("environment variable %s is described in %s but no longer read", name, __file__)
-    lines += ["", "Honoured by the libraries vocalgrad uses:", "", "| variable | what |", "|---|---|"]
+    lines += ["", "Honoured by the libraries vocalgrad uses:", "",
+              "| variable | what |", "|---|---|"]
     lines += [f"| `{k}` | {v} |" for k, v in LIBRARY_ENVIRONMENT.items()]
     return "\n".join(lines) + "\n"
 
