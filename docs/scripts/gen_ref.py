@@ -173,10 +173,10 @@ def dimensions_page() -> str:
         "that also goes into every metadata row and dataset card. Tiers are the parameter's start",
         "and end for an *increase* at 16 kHz (a decrease swaps them); `vocalgrad info` prints the",
         "same table for any rate. A build asks for the published nine unless `--categories`",
-        "names others.",
+        "names others (marked opt-in).",
         "",
-        "| category | parameter | unit | \"increase\" means | low | mid | high | floor | default |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| category | \"increase\" means | unit | low | mid | high | floor |",
+        "|---|---|---|---|---|---|---|",
     ]
     details = []
     for name, module in dims.DIMENSIONS.items():
@@ -186,14 +186,15 @@ def dimensions_page() -> str:
             start, end = module.endpoints(s.tiers[tier], 16000)
             refused = module.inaudible_reason(s.tiers[tier], 16000)
             refused = " (refused at 16 kHz)" if refused else ""
-            tiers.append(f"{start:g} → {end:g}{refused}")
+            tiers.append(f"{round(start, 3):g} → {round(end, 3):g}{refused}")
+        opt_in = "" if name in published else " (opt-in)"
         lines.append(
-            f"| [`{name}`](#{name}) | {md(s.parameter)} | {md(s.unit)} | "
-            f"{md(s.increase_means)} | {' | '.join(tiers)} | {s.audibility_floor:g} "
-            f"{md(s.measured_unit)} | {'yes' if name in published else 'opt-in'} |"
+            f"| [`{name}`](#{name}){opt_in} | {md(s.increase_means)} | {md(s.unit)} | "
+            f"{' | '.join(tiers)} | {s.audibility_floor:g} {md(s.measured_unit)} |"
         )
         spec = s.to_dict()
-        details += [f"## {name}", "", f"{md(s.increase_means).capitalize()}.", "",
+        details += [f"## {name}", "", f"{md(s.parameter).capitalize()}, in {md(s.unit)}. "
+                    f"An increase: {md(s.increase_means)}.", "",
                     "| field | value |", "|---|---|"]
         for field in dataclasses.fields(s):
             value = spec[field.name]
