@@ -91,7 +91,8 @@ $(DOCS_STAMP): $(STAMP)
 	touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
-	$(VENV)/bin/mkdocs build --strict
+	# the two variables silence notices about MkDocs 2 that mkdocs-material and a plugin print
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) out
