@@ -7,7 +7,7 @@ DEMO := out/demo
 RUNS := out/runs
 VG := $(VENV)/bin/vocalgrad
 
-.PHONY: demo test lint bench clean remedies
+.PHONY: demo test lint bench clean remedies docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,16 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_build.py
 	$(PY) benchmarks/bench_eval.py
 	$(PY) benchmarks/bench_probe.py
+
+# The documentation site, built with every warning an error (pip install -e '.[docs]').
+DOCS_STAMP := $(VENV)/.docs-stamp
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	# the two variables silence notices about MkDocs 2 that mkdocs-material and a plugin print
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) out
