@@ -146,12 +146,36 @@ def test_killed_eval_resumes_without_duplicates(dataset, tmp_path):
 
 
 def test_unknown_listener_specs_are_clear():
-    with pytest.raises(ConfigError, match="unknown listener spec"):
+    with pytest.raises(ConfigError, match="unknown listener scheme .gpt.; known: baseline:..., hf:"):
         load_listener("gpt:foo")
+    with pytest.raises(ConfigError, match="expected SCHEME:NAME"):
+        load_listener("baseline")
+    with pytest.raises(ConfigError, match="seed must be"):
+        load_listener("baseline:random:abc")
     with pytest.raises(ConfigError, match="unknown baseline"):
         load_listener("baseline:oracle")
     with pytest.raises(ConfigError, match="needs the dataset"):
         load_listener("baseline:ideal")
+
+
+def test_a_family_registered_at_run_time_is_found_by_its_scheme(dataset):
+    from vocalgrad.listeners import families, register
+    from vocalgrad.listeners.baselines import ConstantListener
+
+    seen = {}
+
+    def factory(rest, *, dataset=None, **options):
+        seen.update(rest=rest, dataset=dataset, **options)
+        return ConstantListener("decrease")
+
+    register("mine", factory)
+    listener = load_listener("mine:model-a", dataset=dataset, temperature=0.5)
+    assert listener.listener_id == "baseline:always-decrease"
+    assert seen == {"rest": "model-a", "dataset": dataset, "temperature": 0.5}
+    assert families()["mine"].endswith("factory")
+    assert {"baseline", "whisper", "hf", "openai", "tuned"} <= set(families())
+    with pytest.raises(ConfigError, match="without ':'"):
+        register("a:b", factory)
 
 
 def test_text_only_requests_carry_no_audio(dataset, tmp_path):

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vocalgrad.dataset import content_sha256, load_rows, resolve
+from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners import Listener, load_listener
-from vocalgrad.stats import N_BOOT
 
 if TYPE_CHECKING:
     import pandas as pd

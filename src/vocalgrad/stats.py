@@ -48,8 +48,6 @@ _PROPORTIONS = ("accuracy", "balanced_accuracy", "auc")  # see `jackknife_t_ci(p
 # Fewer clusters (sources, by default) than this: a jackknife t-interval (>= 2) or no CI (1),
 # and the report and the probe diagnosis flag every number resting on them as indicative.
 MIN_SOURCES = 10
-# Bootstrap resamples for every CI that a command or the API reports, unless told otherwise.
-N_BOOT = 2000
 BOOTSTRAP, JACKKNIFE, SIGN_FLIP, NO_CI = (
     "cluster bootstrap", "cluster jackknife t", "sign-flip inversion", "none")
 NO_CI_TEXT = "too few sources for a CI"

@@ -12,8 +12,8 @@ from vocalgrad.cli.options import (
     csv_list,
     executor_from_args,
 )
+from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
-from vocalgrad.stats import N_BOOT
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

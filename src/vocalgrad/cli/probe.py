@@ -11,7 +11,7 @@ from vocalgrad.cli.options import (
     csv_list,
     executor_from_args,
 )
-from vocalgrad.stats import N_BOOT
+from vocalgrad.defaults import N_BOOT
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

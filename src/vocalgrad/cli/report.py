@@ -7,7 +7,7 @@ import shlex
 import sys
 
 from vocalgrad.cli.options import add_deprecated_alias
-from vocalgrad.stats import N_BOOT
+from vocalgrad.defaults import N_BOOT
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
