@@ -55,13 +55,13 @@ def _rows(scores: Sequence[SampleScore]) -> list[dict]:
 @metric
 def vocalgrad_summary() -> Metric:
     """`vocalgrad score`'s numbers: the accuracy CI over source clusters, d', c and the unparsed
-    rate overall, and accuracy, d' and c per category (keys `<metric>_<category>`)."""
+    rate overall, and d' and c per category (keys `<metric>_<category>`)."""
 
     def compute(scores: list[SampleScore]) -> dict[str, float | int | None]:
         table = summary(_rows(scores))
         out: dict[str, float | int | None] = {k: table[0][k] for k in SUMMARY_KEYS}
         for g in table[1:]:
-            for name in ("accuracy", "dprime", "criterion"):
+            for name in ("dprime", "criterion"):
                 out[f"{name}_{g['category']}"] = g[name]
         return out
 
@@ -69,7 +69,8 @@ def vocalgrad_summary() -> Metric:
 
 
 @scorer(metrics=[accuracy(), stderr(cluster="source_id"),
-                 grouped(accuracy(), "category", all=False), vocalgrad_summary()])
+                 grouped(accuracy(), "category", all=False, name_template="accuracy_{group_name}"),
+                 vocalgrad_summary()])
 def vocalgrad_answer():
     """Correct when our parser reads the right label; unparsed answers count as wrong (and
     show in `unparsed_rate`), as in `vocalgrad score`."""
