@@ -92,7 +92,7 @@ def _write_task(out: Path, name: str, items: list[dict], selection: Selection, r
     with docs.open("w") as f:
         for row in items:
             wav = str(wav_copy(row["path"], out / "audio"))
-            f.write(dumps({**item_metadata(row, selection.variant), "path": wav, "wav": wav}) + "\n")
+            f.write(dumps({**item_metadata(row, selection.variant), "path": wav}) + "\n")
     categories = sorted({r["category"] for r in items})
     (folder / f"{name}.yaml").write_text(task_yaml(name, docs, categories, selection, root))
     return name

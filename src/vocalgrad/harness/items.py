@@ -136,7 +136,7 @@ def write_run(out: str | Path, dataset: str | Path, rows: Sequence[Mapping], lis
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     with (out / "results.jsonl").open("w") as f:
-        f.writelines(dumps(dict(r)) + "\n" for r in rows)
+        f.writelines(dumps({**r, "listener": listener}) + "\n" for r in rows)
     return out
 
 

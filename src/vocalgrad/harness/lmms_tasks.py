@@ -47,7 +47,7 @@ def doc_to_messages(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = No
     part is the clip's WAV path (chat adapters load paths themselves)."""
     return [{"role": "user", "content": [
         {"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)},
-        {"type": "audio", "url": doc["wav"]},
+        {"type": "audio", "url": doc["path"]},
     ]}]
 
 
