@@ -1,7 +1,8 @@
 """lmms-eval on tasks written by `vocalgrad export lmms-eval`: two lmms-eval models registered
 through the `lmms_eval.models` entry point of a plug-in made here (an oracle chat model and a
 simple model that answers from the decoded clip) run via `simple_evaluate` with the exported
-folder as include path; the numbers equal `vocalgrad score` on the same answers."""
+folder as include path; the numbers equal `vocalgrad score` on the same answers. The export and
+lm-eval's result layout need no lmms-eval and are tested without it."""
 
 from __future__ import annotations
 
@@ -14,20 +15,19 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip(
-    "lmms_eval",
-    reason="lmms-eval is not installed: pip install -c constraints/cpu-torch.txt -e '.[lmms]'")
-
-from vocalgrad.build import build  # noqa: E402
-from vocalgrad.config import BuildConfig  # noqa: E402
-from vocalgrad.dataset import load_rows  # noqa: E402
-from vocalgrad.errors import ConfigError  # noqa: E402
-from vocalgrad.evaluation.prompts import build_prompt  # noqa: E402
-from vocalgrad.evaluation.score import score_run  # noqa: E402
-from vocalgrad.harness import cli as harness_cli  # noqa: E402
-from vocalgrad.harness.export import export_lmms_eval  # noqa: E402
-from vocalgrad.harness.items import question, write_run  # noqa: E402
-from vocalgrad.harness.lm_eval_layout import write_lm_eval_layout  # noqa: E402
+from vocalgrad.build import build
+from vocalgrad.config import BuildConfig
+from vocalgrad.dataset import load_rows
+from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig
+from vocalgrad.evaluation.evaluate import evaluate as vocalgrad_eval
+from vocalgrad.evaluation.prompts import build_prompt
+from vocalgrad.evaluation.score import score_run
+from vocalgrad.harness import cli as harness_cli
+from vocalgrad.harness.export import export_lmms_eval
+from vocalgrad.harness.items import question, write_run
+from vocalgrad.harness.lm_eval_layout import write_lm_eval_layout
+from vocalgrad.listeners.baselines import ConstantListener
 
 pytestmark = pytest.mark.usefixtures("builtin_cache")
 
@@ -115,6 +115,9 @@ def plugin(tmp_path_factory, dataset) -> Path:
     entry_points.txt declares the models, on sys.path; lmms-eval's registry reloads them."""
     import soundfile as sf
 
+    pytest.importorskip(
+        "lmms_eval", reason="lmms-eval is not installed: pip install -c constraints/cpu-torch.txt "
+        "-e '.[lmms]' && pip install --no-deps 'lmms-eval>=0.7,<0.8' (docs/harnesses.md)")
     root = tmp_path_factory.mktemp("plugin")
     (root / "vocalgrad_lmms_plugin.py").write_text(PLUGIN)
     info = root / "vocalgrad_lmms_plugin-0.1.dist-info"
@@ -227,3 +230,24 @@ def test_numbers_equal_vocalgrad_score(plugin, tasks, dataset, monkeypatch, tmp_
 def _same(a, b) -> bool:
     a, b = (float("nan") if v is None else v for v in (a, b))
     return (math.isnan(a) and math.isnan(b)) or a == pytest.approx(b, abs=1e-12)
+
+
+def test_lm_eval_layout_of_a_vocalgrad_eval_run(dataset, tmp_path):
+    """A native run (always "increase") in lm-eval's layout: its numbers are `vocalgrad score`'s."""
+    run = tmp_path / "run"
+    vocalgrad_eval(dataset, ConstantListener("increase"), run, EvalConfig(variants=("default", "swapped")),
+                   cache=AnswerCache(tmp_path / "answers.sqlite"))
+    results, *samples = write_lm_eval_layout(run, tmp_path / "out", date="d")
+    doc = json.loads(results.read_text())
+    groups = score_run(run)["groups"]
+    assert sorted(doc["results"]) == ["vocalgrad_gradual_choice", "vocalgrad_gradual_swapped_choice"]
+    for key, task in (("default/choice", "vocalgrad_gradual_choice"),
+                      ("swapped/choice", "vocalgrad_gradual_swapped_choice")):
+        overall = groups[key]["table"][0]
+        assert doc["results"][task]["accuracy,none"] == overall["accuracy"] == 0.5
+        assert _same(doc["results"][task]["criterion,none"], overall["criterion"])
+        assert doc["n-samples"][task]["effective"] == overall["n"]
+    assert sorted(p.name for p in samples) == ["samples_vocalgrad_gradual_choice_d.jsonl",
+                                               "samples_vocalgrad_gradual_swapped_choice_d.jsonl"]
+    with pytest.raises(ConfigError, match="choose one listener"):
+        write_lm_eval_layout(run, tmp_path / "out", listener="someone-else")
