@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from vocalgrad._version import __version__
-from vocalgrad.cli import data, evaluate, finetune, human, listing, probe, report
+from vocalgrad.cli import data, evaluate, export, finetune, human, listing, probe, report
 from vocalgrad.cli.options import missing_extra
 from vocalgrad.errors import VocalgradError
 
@@ -17,7 +17,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
 
-    for group in (data, evaluate, report, probe, finetune, human, listing):
+    for group in (data, evaluate, report, probe, finetune, human, export, listing):
         group.add_parsers(sub)
     return p
 
