@@ -90,7 +90,7 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
     cats = list(fits)
     ncols = min(3, len(cats))
     nrows = math.ceil(len(cats) / ncols)
-    fig = Figure(figsize=(4.4 * ncols, 3.4 * nrows + 0.7))
+    fig = Figure(figsize=(3.6 * ncols, 3.0 * nrows + 0.8))  # 3 panels fit the page unscaled
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     handles: dict[str, object] = {}
     for ax, cat in zip(axes, cats, strict=False):
@@ -132,7 +132,7 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
         ax.set_visible(False)
     fig.tight_layout(rect=(0, 0.1 / nrows, 1, 1))
     fig.legend(list(handles.values()), [f"{n}" for n in handles], loc="lower center",
-               ncol=min(len(handles), 5), frameon=False, fontsize=9,
+               ncol=min(len(handles), 4), frameon=False, fontsize=9,
                title="listener (▼ 75% threshold; dashed: chance, dotted: 75%)", title_fontsize=9)
     return fig
 

@@ -15,6 +15,7 @@ from vocalgrad.report.figures import export
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 
 FIGURE_FILES = ("svg", "pdf", "csv")
+NUMBER = re.compile(r"-?\d[\d.]* \[")  # "0.62 [0.55, 0.70]": kept on one line
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d1d1f;
@@ -40,7 +41,7 @@ figure{margin:12px 0 18px}figure img{max-width:100%;height:auto;border:1px solid
 figcaption{font-size:12.5px;color:#555}
 details{margin:8px 0}summary{cursor:pointer;color:#0b5cad;font-size:14px}
 pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-height:420px}
-.scroll{overflow-x:auto}h3{font-size:16px;margin:22px 0 6px}
+.scroll{overflow-x:auto}td.n{white-space:nowrap}h3{font-size:16px;margin:22px 0 6px}
 .warnings ol{margin:4px 0;padding-left:22px}.where{color:#6d6d6d;font-size:13px}
 p.warnref{font-size:13px;color:#8e1b1b;margin:4px 0 10px}
 tbody.refs td{color:#555;font-style:italic;background:#f7f7f7}
@@ -97,7 +98,9 @@ def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
             text = _e(cell) + (" ★" if (i, j) in marked else "")
             if j == 0 and i < len(swatches) and swatches[i]:
                 text = f'<span class="chip" style="background:{_e(swatches[i])}"></span>' + text
-            cls = ' class="best"' if (i, j) in marked else ""
+            cls = " ".join(c for c, on in (("best", (i, j) in marked), ("n", NUMBER.match(cell)))
+                           if on)
+            cls = f' class="{cls}"' if cls else ""
             cells.append(f"<td{cls}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     return "".join(body)

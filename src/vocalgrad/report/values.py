@@ -48,5 +48,4 @@ def few_sources(sources: Mapping[str, int | None], noun: str = "listener",
         named = [f"{n} ({c})" for n, c in sorted(few.items(), key=lambda kv: (kv[1], kv[0]))]
         lead = (f"Under {MIN_SOURCES} sources for " + ", ".join(named[:NAMED])
                 + (f" and {len(named) - NAMED} more" if len(named) > NAMED else ""))
-    return [f"{whose}{lead}: too few source clips for a trustworthy CI; read those numbers as "
-            "indicative."]
+    return [f"{whose}{lead}: too few to trust their CIs; read those numbers as indicative."]
