@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -86,7 +87,8 @@ def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> Figure:
 def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping[str, str],
                  references: frozenset[str] = frozenset()) -> Figure:
     """One panel per category: observed accuracy per magnitude, fitted curve, 75% threshold.
-    Reference listeners (`references`) are drawn as grey dashed curves with hollow points."""
+    A reference listener (`references`) is only its fitted curve, grey and dashed: one that
+    never leaves chance draws nothing (the table says so)."""
     cats = list(fits)
     ncols = min(3, len(cats))
     nrows = math.ceil(len(cats) / ncols)
@@ -102,16 +104,19 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
         k = len(fits[cat])
         for i, f in enumerate(fits[cat]):
             c = colours.get(f.listener)
-            ref = f.listener in references
+            if f.listener in references:  # a reference is its fitted curve, if it has one
+                if f.status in (OK, BELOW):
+                    (h,) = ax.plot(grid, f.predict(grid), color=c, lw=1.3, ls="--")
+                    handles.setdefault(f"{f.listener} (reference)", h)
+                continue
             dodge = math.exp(0.03 * (i - (k - 1) / 2))  # listeners side by side at shared levels
             m = [lv.magnitude * dodge for lv in f.levels]
             acc = np.array([lv.accuracy for lv in f.levels])
             err = [acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc]
-            h = ax.errorbar(m, acc, yerr=err, fmt="o", ms=4, capsize=2, color=c, alpha=0.8,
-                            mfc="white" if ref else c)
-            handles.setdefault(f.listener + (" (reference)" if ref else ""), h)
+            h = ax.errorbar(m, acc, yerr=err, fmt="o", ms=4, capsize=2, color=c, alpha=0.8)
+            handles.setdefault(f.listener, h)
             if f.status in (OK, BELOW):  # no curve for a listener that never left chance
-                ax.plot(grid, f.predict(grid), color=c, lw=1.2 if ref else 1.5, ls="--" if ref else "-")
+                ax.plot(grid, f.predict(grid), color=c, lw=1.5)
             if f.status == OK and f.threshold:
                 ax.plot([f.threshold, f.threshold], [0.3, 0.75], color=c, ls=":", lw=1.2)
                 ax.plot([f.threshold], [0.75], marker="v", color=c, ms=7)
@@ -125,14 +130,17 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             ax.invert_xaxis()  # larger change to the right, whichever way the parameter runs
         ax.set_ylim(0.3, 1.02)
         ax.set_title(_short(cat), fontsize=10)
-        ax.set_xlabel(f"{_brief(spec.parameter)} ({spec.unit}) → larger change", fontsize=9)
+        ax.set_xlabel(textwrap.fill(f"{_brief(spec.parameter)} ({spec.unit}) → larger change", 42),
+                      fontsize=8.5)
         ax.set_ylabel("P(correct)")
         ax.grid(alpha=0.25)
     for ax in axes[len(cats):]:
         ax.set_visible(False)
-    fig.tight_layout(rect=(0, 0.1 / nrows, 1, 1))
+    legend_rows = math.ceil(len(handles) / 3)
+    fig.set_figheight(fig.get_figheight() + 0.22 * legend_rows)
+    fig.tight_layout(rect=(0, (0.45 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
     fig.legend(list(handles.values()), [f"{n}" for n in handles], loc="lower center",
-               ncol=min(len(handles), 4), frameon=False, fontsize=9,
+               ncol=min(len(handles), 3), frameon=False, fontsize=9,
                title="listener (▼ 75% threshold; dashed: chance, dotted: 75%)", title_fontsize=9)
     return fig
 

@@ -17,7 +17,7 @@ from vocalgrad.evaluation.metrics import (
     same_answer_alarm,
     summarise,
 )
-from vocalgrad.evaluation.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit, fit_rows, format_magnitude
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
     ADAPTIVE_TIER,
@@ -218,12 +218,14 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
                          "(guess 0.5, fitted lapse ≤ 0.06), fitted by maximum likelihood on log "
                          "magnitude. The threshold is the magnitude answered correctly 75% of the "
                          "time, in the dimension's physical unit."), table]
-    if by_cat:
-        refs = frozenset(n for n in listeners if is_reference(n))
-        blocks.append(Figure("psychometric", figures.psychometric(by_cat, colours, refs),
+    refs = frozenset(n for n in listeners if is_reference(n))
+    drawn = {c: fs for c, fs in by_cat.items()  # no panel of references at chance only
+             if any(f.listener not in refs or f.status in (OK, BELOW) for f in fs)}
+    if drawn:
+        blocks.append(Figure("psychometric", figures.psychometric(drawn, colours, refs),
                              "Observed accuracy per magnitude (Wilson 95% CIs), fitted curves, "
                              "and thresholds (▼). Dashed: chance; dotted: 75%; grey dashed "
-                             "curves with hollow points: references.",
+                             "curves: references that leave chance.",
                              "psychometric curves per category", _psychometric_data(fits)))
     ok = [f for f in fits if f.status == OK]
     glance = (f"{len(ok)} of {len(fits)} listener × category fits reach a threshold within range."
