@@ -131,7 +131,9 @@ def palette(listeners: Iterable[str]) -> dict[str, str]:
     models take the bright colours, references greys, humans dark tones."""
     names = set(listeners)
     by_kind = {k: sorted(x for x in names if kind_of(x) == k) for k in ("model", "reference", "human")}
-    colours = {m: MODEL_COLOURS[i % len(MODEL_COLOURS)] for i, m in enumerate(by_kind["model"])}
+    bases = sorted({split_format(m)[0] for m in by_kind["model"]})  # a model keeps its colour
+    colours = {m: MODEL_COLOURS[bases.index(split_format(m)[0]) % len(MODEL_COLOURS)]
+               for m in by_kind["model"]}  # in every question format
     colours |= {r: REFERENCE_COLOURS[i % len(REFERENCE_COLOURS)]
                 for i, r in enumerate(by_kind["reference"])}
     colours |= {h: HUMAN_COLOURS[i % len(HUMAN_COLOURS)] for i, h in enumerate(by_kind["human"])}

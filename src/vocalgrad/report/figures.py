@@ -314,8 +314,8 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
                 continue
             xs, ys, lo, hi = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
             err = np.nan_to_num([ys - lo, hi - ys]).clip(0)
-            ax.errorbar(xs, ys, yerr=err, fmt="o", ms=5, capsize=2, color=s["colour"],
-                        label=s["label"], zorder=3)
+            ax.errorbar(xs, ys, yerr=err, fmt=s.get("marker", "o"), ms=5, capsize=2,
+                        color=s["colour"], label=s["label"], zorder=3)
         ax.axhline(chance, color="#9e9e9e", ls="--", lw=1, label="chance")
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
@@ -327,13 +327,16 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
     if clipped:
         bottom.set_title(f"d′ beyond {DPRIME_SPAN[1]:g} drawn at the edge", fontsize=8,
                          loc="right", color="#555")
-    handles: dict[str, object] = {}
-    for h, lab in zip(*top.get_legend_handles_labels(), strict=True):
-        handles.setdefault(lab, h)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    drawn = dict(zip(*reversed(top.get_legend_handles_labels()), strict=True))
+    first = [s["label"] for s in series if s["label"] in drawn]  # the models, then references
+    handles = {lab: drawn[lab] for lab in [*first, *drawn]}
+    height = fig.get_figheight()
+    head = 0.12 + 0.24 * math.ceil(len(handles) / 5)  # inches for the title and the legend
+    fig.suptitle(title, fontsize=11, y=1 - 0.05 / height, va="top")
+    fig.tight_layout(rect=(0, 0, 1, 1 - (head + 0.05) / height))
     fig.legend(list(handles.values()), list(handles), loc="upper center",
-               bbox_to_anchor=(0.5, 0.95), ncol=min(len(handles), 5), frameon=False, fontsize=8.5)
+               bbox_to_anchor=(0.5, 1 - 0.3 / height), ncol=min(len(handles), 5), frameon=False,
+               fontsize=8.5)
     return fig
 
 

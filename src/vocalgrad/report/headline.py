@@ -13,7 +13,7 @@ from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 
 FORMAT_ORDER = ("gradual", "comparison", "recognition")
-FORMAT_COLOURS = {"gradual": "#1f77b4", "comparison": "#ff7f0e", "recognition": "#2ca02c"}
+FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
 IDEAL = "baseline:ideal"
 LEADERBOARD = ["listener", "format", "accuracy [95% CI]", "d′ [95% CI]", "criterion c [95% CI]",
                "unparsed", "items", "sources"]
@@ -98,7 +98,7 @@ def _per_category_table(summaries, colours, cats, untestable) -> Table:
 
 
 def _model_section(base: str, forms: Mapping[str, str], summaries, references, cats,
-                   untestable) -> list:
+                   untestable, colour: str | None) -> list:
     """A model's accuracy and d′ per dimension, its question formats side by side, against
     chance and the ideal observer asked in the same format."""
     shown = [f for f in FORMAT_ORDER if f in forms] + sorted(set(forms) - set(FORMAT_ORDER))
@@ -116,8 +116,8 @@ def _model_section(base: str, forms: Mapping[str, str], summaries, references, c
             else:
                 row += ["–", "–"] if g is None else [_ci(g, "accuracy"), _ci(g, "dprime")]
         rows.append(row)
-    series = [{"label": f, "colour": FORMAT_COLOURS.get(f, "#9467bd"), "values": groups[f]}
-              for f in shown]
+    series = [{"label": f, "colour": colour, "marker": FORMAT_MARKERS.get(f, "D"),
+               "values": groups[f]} for f in shown]
     ideal = [{"label": f"ideal observer ({f})", "name": IDEAL, "at": f,
               "values": _by_category(references[name])}
              for f in shown if (name := IDEAL if f == "gradual" else f"{IDEAL} [{f}]") in references]
@@ -130,9 +130,9 @@ def _model_section(base: str, forms: Mapping[str, str], summaries, references, c
         blocks.append(Figure(
             stem, figures.dimensions_figure(series, ideal, used, f"{base}: per dimension and "
                                             "question format"),
-            f"{base}: accuracy (top) and d′ (bottom) per dimension, one colour per question "
-            "format, bars 95% CIs clustered by source; black ticks: the ideal observer asked in "
-            "the same format; dashed: chance.", f"accuracy and d′ per dimension for {base}",
+            f"{base}: accuracy (top) and d′ (bottom) per dimension, one marker per question "
+            "format (○ gradual, □ comparison, △ recognition), bars 95% CIs clustered by source; "
+            "black ticks: the ideal observer asked in the same format; dashed: chance.", f"accuracy and d′ per dimension for {base}",
             figures.dimensions_data(series, ideal, used)))
     return blocks
 
@@ -174,7 +174,8 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
     if len(bases) > 1:
         blocks.append(_comparison(bases, summaries, references, colours, cats))
     for base, forms in bases.items():
-        blocks += _model_section(base, forms, summaries, references, cats, untestable)
+        colour = colours.get(next(iter(forms.values())))
+        blocks += _model_section(base, forms, summaries, references, cats, untestable, colour)
     if summaries:
         blocks.append(_per_category_table(summaries, colours, cats, untestable))
     reasons = sorted({why for n in summaries for why in untestable.get(n, {}).values()})

@@ -37,7 +37,8 @@ td.best{font-weight:700;background:#fff6d6 !important}
 .warnings{background:#fff4f2;border-left:4px solid #c62828;padding:10px 16px;margin:12px 0}
 .warnings li{margin:3px 0}p.warning{font-size:13px;color:#8e1b1b;background:#fff4f2;
  border-left:3px solid #c62828;padding:6px 10px}
-figure{margin:12px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:12px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #eee;
+ box-sizing:border-box}
 figcaption{font-size:12.5px;color:#555}
 details{margin:8px 0}summary{cursor:pointer;color:#0b5cad;font-size:14px}
 pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-height:420px}
@@ -59,7 +60,9 @@ table.sortable th[data-dir=desc]:after{content:" ↓";color:#333}
  figure,tr,.glance,.warnings{break-inside:avoid}
  figure img{max-width:100%;border:none}
  .scroll{overflow:visible}table{font-size:8pt;width:100%}
- td,th{overflow-wrap:anywhere;padding:2px 5px}
+ td,th{padding:2px 5px;overflow-wrap:break-word}
+ #provenance td,#provenance th,#dataset td{overflow-wrap:anywhere}
+ #psychometric table{font-size:7pt}
  pre{white-space:pre-wrap;overflow-wrap:anywhere;max-height:none}
  a{color:inherit;text-decoration:none}table.sortable th:after{content:""}
 }
@@ -89,17 +92,24 @@ def _e(text: str) -> str:
     return re.sub(r"(https?):(?=//)", r"\1&#58;", html.escape(text, quote=True))
 
 
+def _breakable(text: str) -> str:
+    """Escaped, with a line-break opportunity after ":", "+", "/" and "_" inside a name
+    ("whisper:<wbr>tiny.en+<wbr>trimmed"), so a narrow column or a printed page wraps a
+    listener id at its joints rather than overflowing or splitting it anywhere."""
+    return re.sub(r"([:+/_])(?=\w)", r"\1<wbr>", _e(text))
+
+
 def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
                marked: set[tuple[int, int]] = frozenset()) -> str:
     body = []
     for i, row in enumerate(rows):
         cells = []
         for j, cell in enumerate(row):
-            text = _e(cell) + (" ★" if (i, j) in marked else "")
+            number = NUMBER.match(cell)
+            text = (_e(cell) if number else _breakable(cell)) + (" ★" if (i, j) in marked else "")
             if j == 0 and i < len(swatches) and swatches[i]:
                 text = f'<span class="chip" style="background:{_e(swatches[i])}"></span>' + text
-            cls = " ".join(c for c, on in (("best", (i, j) in marked), ("n", NUMBER.match(cell)))
-                           if on)
+            cls = " ".join(c for c, on in (("best", (i, j) in marked), ("n", number)) if on)
             cls = f' class="{cls}"' if cls else ""
             cells.append(f"<td{cls}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -107,7 +117,7 @@ def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
 
 
 def _table_html(t: Table) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in t.header)
+    head = "".join(f"<th>{_breakable(h)}</th>" for h in t.header)
     head = f"<thead><tr>{head}</tr></thead>" if head else ""
     body = f"<tbody>{_rows_html(t.rows, t.swatches, t.marked)}</tbody>"
     if t.references:

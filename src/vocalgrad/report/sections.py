@@ -197,7 +197,9 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
             "No psychometric data."), fits
     listeners = sorted({f.listener for f in fits} | set(adaptive),
                        key=lambda n: (is_reference(n), is_human(n), n))
-    columns = [*listeners]
+    at_chance = [n for n in listeners if is_reference(n) and n not in adaptive
+                 and all(f.status not in (OK, BELOW) for f in fits if f.listener == n)]
+    columns = [n for n in listeners if n not in at_chance]  # a column of "no threshold" says little
     suffix = {"human": " [human]", "reference": " (reference)", "model": ""}
     header = ["category", "unit", *[n + suffix[kind_of(n)] for n in columns]]
     adaptive_cols = [(n, e) for n, es in adaptive.items() for e in es]
@@ -218,6 +220,9 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
                          "(guess 0.5, fitted lapse ≤ 0.06), fitted by maximum likelihood on log "
                          "magnitude. The threshold is the magnitude answered correctly 75% of the "
                          "time, in the dimension's physical unit."), table]
+    if at_chance:
+        blocks.append(Text("No threshold within range in any category, as expected of these "
+                           f"references: {', '.join(at_chance)}.", "note"))
     refs = frozenset(n for n in listeners if is_reference(n))
     drawn = {c: fs for c, fs in by_cat.items()  # no panel of references at chance only
              if any(f.listener not in refs or f.status in (OK, BELOW) for f in fs)}
