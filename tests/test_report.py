@@ -199,11 +199,12 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
         assert f'<section id="{sid}">' in text, sid
     figures = re.findall(r'<figure id="fig-([\w-]+)"><img alt="[^"]*" src="data:image/png;base64,([^"]+)"', text)
     names = {name for name, _ in figures}
-    assert {"headline", "bias", "psychometric", "probing-1", "probing-2"} <= names
+    assert {"model-model-a", "bias", "psychometric", "probing-1", "probing-2"} <= names
     for _, data in figures:
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert not re.search(r"https?://", text), "the report must reference nothing outside itself"
-    assert "<script" not in text and "<link" not in text
+    # one inline script (the leaderboard's sorting), nothing loaded from elsewhere
+    assert text.count("<script") == 1 and "<script>" in text and "<link" not in text
     # content a reviewer looks for
     assert "<td>human</td>" in text and "<td>reference</td>" in text and "★" in text
     assert "no threshold within range" in text  # the chance-level listener
@@ -222,21 +223,25 @@ def _section(text: str, sid: str) -> str:
 
 def test_report_says_what_each_number_rests_on_and_warns_below_the_minimum(html_report):
     """Every accuracy, d' and verdict table has its items and sources; the fixture's runs have
-    6 sources and the Whisper-like probe 4, below the stated minimum of 10: the report warns,
-    at the top and in the section, and the probe run's own warnings travel with it."""
+    6 sources and the Whisper-like probe 4, below the stated minimum of 10: the report warns
+    once per distinct problem, at the top, naming the sections it affects (each section only
+    points to it), and the probe run's own warnings travel with it."""
     text = html_report.read_text()
     top = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
+    few = "6 sources for every listener (under 10)"
+    assert top.count(few) == 1 and text.count(few) == 1
+    where = top.split(few)[1].split("</li>")[0]
+    assert '<a href="#headline">Headline</a>' in where and '<a href="#bias">' in where
     for sid in ("headline", "bias"):
         section = _section(text, sid)
         assert "<th>items</th><th>sources</th>" in section
         assert f"<td>{N_SOURCES}</td>" in section  # the sources column
-        assert "rest on fewer than 10 sources for" in section and "model-a (6)" in section
-    assert "Accuracies rest on fewer than 10 sources for model-a (6)" in top
-    assert "d′ and criterion c rest on fewer than 10 sources" in top
+        assert 'class="warnref"' in section and 'href="#warning-1"' in section
     probing = _section(text, "probing")
     assert "<td>16 / 4 ⚠</td>" in probing and "<td>96 / 24</td>" in probing
-    assert "whisper:tiny.en: probe verdicts rest on fewer than 10 sources for voice_pitch (4), volume (4)" in top
-    assert f"whisper:tiny.en: {LENS_WARNING}" in top and "model-a: probe verdicts" not in top
+    assert "whisper:tiny.en probe verdicts: 4 sources for every category (under 10)" in top
+    assert f"whisper:tiny.en: {LENS_WARNING}" in top and "model-a probe verdicts" not in top
+    assert top.count("<li") == 3  # sources of the runs, of the probe, the probe's own note
 
 
 def test_probe_figure_is_a_grid_of_stage_families_without_empty_panels(inputs):
@@ -263,9 +268,13 @@ def test_markdown_report_writes_pngs_next_to_it(inputs, tmp_path):
     for sid in SECTION_IDS:
         assert f'<a id="{sid}"></a>' in text
     pngs = sorted(p.name for p in tmp_path.glob("report-*.png"))
-    assert {"report-headline.png", "report-bias.png", "report-psychometric.png"} <= set(pngs)
+    assert {"report-model-model-a.png", "report-bias.png", "report-psychometric.png"} <= set(pngs)
     for name in pngs:
         assert f"]({name})" in text
+        stem = tmp_path / name.removesuffix(".png")  # every figure for papers, with its numbers
+        assert stem.with_suffix(".svg").read_bytes().lstrip().startswith(b"<?xml")
+        assert stem.with_suffix(".pdf").read_bytes().startswith(b"%PDF")
+        assert len(stem.with_suffix(".csv").read_text().splitlines()) >= 2
     assert "No probe output given" in text  # skipped gracefully
     assert "| model-a |" in text or "model-a" in text
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from sklearn.model_selection import GroupKFold
 
+from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.probing import solver
 
@@ -37,7 +38,7 @@ class ProbeSettings:
     mlp_steps: int = 300
     mlp_lr: float = 1e-2
     mlp_weight_decay: float = 1e-3
-    n_boot: int = 1000
+    n_boot: int = N_BOOT
 
 
 @dataclass

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from vocalgrad.defaults import N_BOOT
 from vocalgrad.stats import (
     BOOTSTRAP,
     JACKKNIFE,
@@ -24,7 +25,6 @@ from vocalgrad.stats import (
     leave_one_out_weights,
 )
 
-N_BOOT = 1000
 LEVEL = 0.95
 
 

@@ -1,8 +1,12 @@
-"""The report: one self-contained HTML file (or markdown) a reviewer reads in two minutes.
+"""The report: one self-contained HTML file (or markdown) a reviewer reads in two minutes,
+every figure also written beside it as SVG, PDF and the CSV of the numbers it draws.
 
-Sections, with stable ids: `headline` (accuracy per category), `bias` (response bias vs
+Sections, with stable ids: `headline` (the leaderboard, the models compared, a headline per
+model), `formats` (question formats on the same cells), `bias` (response bias vs
 sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and the
-diagnosis), `dataset` (the card: sources, verification, confounds) and `provenance`.
+diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds) and
+`provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
+and never ranked.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from vocalgrad._version import __version__
+from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.report import sections
 from vocalgrad.report.collect import (
@@ -23,16 +28,18 @@ from vocalgrad.report.collect import (
     rows_by_listener,
     untestable,
 )
+from vocalgrad.report.headline import headline
 from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
-from vocalgrad.report.render import to_html, to_markdown
+from vocalgrad.report.render import to_html, to_markdown, write_figures
 
-SECTION_IDS = ("headline", "formats", "bias", "psychometric", "probing", "remedies", "dataset", "provenance")
+SECTION_IDS = ("headline", "formats", "bias", "psychometric", "probing", "remedies", "dataset",
+               "provenance")
 __all__ = ["SECTION_IDS", "build_sections", "write_report"]
 
 
 def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | None = None,
-                   probe_dirs: Iterable[str | Path] = (), n_boot: int = 1000,
+                   probe_dirs: Iterable[str | Path] = (), n_boot: int = N_BOOT,
                    fit_boot: int = 300, seed: int = 0, command: str = "") -> list[Section]:
     """Every section, in order. `n_boot` for accuracy CIs, `fit_boot` for threshold CIs."""
     if not results_dirs:
@@ -60,7 +67,7 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
         dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
-        sections.headline(summaries, colours, note, untestable(runs)),
+        headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
         sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
         psych,
@@ -73,9 +80,10 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
 
 def write_report(results_dirs: Sequence[str | Path], out_html: str | Path,
                  dataset: str | Path | None = None, probe_dirs: Iterable[str | Path] = (),
-                 fmt: str = "html", n_boot: int = 1000, fit_boot: int = 300, seed: int = 0,
+                 fmt: str = "html", n_boot: int = N_BOOT, fit_boot: int = 300, seed: int = 0,
                  command: str = "") -> Path:
-    """Write the report to `out_html` (markdown plus PNGs next to it with fmt="md")."""
+    """Write the report to `out_html` (markdown plus PNGs next to it with fmt="md"), and
+    beside it each figure as `<stem>-<figure>.svg`, `.pdf` and `.csv`."""
     if fmt not in ("html", "md"):
         raise ConfigError(f"report format {fmt!r}: use html or md")
     probe_dirs = list(probe_dirs)
@@ -85,7 +93,9 @@ def write_report(results_dirs: Sequence[str | Path], out_html: str | Path,
     title = "vocalgrad report"
     subtitle = (f"Do listeners hear gradual acoustic change? {len(results_dirs)} run(s), "
                 f"vocalgrad {__version__}.")
-    text = to_html(title, subtitle, parts) if fmt == "html" else to_markdown(title, subtitle, parts, out)
+    files = write_figures(parts, out)
+    text = (to_html(title, subtitle, parts, files) if fmt == "html"
+            else to_markdown(title, subtitle, parts, out))
     tmp = out.with_suffix(out.suffix + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)

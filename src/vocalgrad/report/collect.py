@@ -23,6 +23,11 @@ CHANCE_COLOUR = "#9e9e9e"
 MODEL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                  "#bcbd22", "#17becf")
 HUMAN_COLOURS = ("#111111", "#5d4037", "#37474f")
+# references are drawn as lines and bands, in greys, never as a competing listener's colour
+REFERENCE_COLOURS = ("#424242", "#757575", "#616161", "#8d8d8d", "#333333", "#a8a8a8")
+# listener schemes that are references, not models: the baselines (random, always-increase/
+# -decrease, shortcut, one-end, ideal) and the human-free acoustic observers
+REFERENCE_SCHEMES = ("baseline", "acoustic")
 PREFERRED = (("default", "choice"), ("default", "generate"))
 
 
@@ -62,6 +67,17 @@ def untestable(runs: Sequence[Run]) -> dict[str, dict[str, str]]:
 
 def is_human(listener: str) -> bool:
     return listener.startswith(HUMAN_PREFIX)
+
+
+def is_reference(listener: str) -> bool:
+    """A reference (chance, bias, shortcut, one-end or ideal observer): shown for comparison,
+    set apart in tables, drawn as lines in figures and never ranked among the models."""
+    return split_format(listener)[0].partition(":")[0] in REFERENCE_SCHEMES
+
+
+def kind_of(listener: str) -> str:
+    """"human", "reference" or "model": how a listener is shown and whether it is ranked."""
+    return "human" if is_human(listener) else "reference" if is_reference(listener) else "model"
 
 
 FORMAT_TAG = " [{}]"  # "baseline:ideal [comparison]": one listener in another question format
@@ -111,11 +127,16 @@ def is_sweep(row: dict) -> bool:
 
 
 def palette(listeners: Iterable[str]) -> dict[str, str]:
-    """One colour per listener, fixed by name order so every figure and table agrees."""
-    models = sorted(x for x in set(listeners) if not is_human(x))
-    humans = sorted(x for x in set(listeners) if is_human(x))
-    colours = {m: MODEL_COLOURS[i % len(MODEL_COLOURS)] for i, m in enumerate(models)}
-    colours |= {h: HUMAN_COLOURS[i % len(HUMAN_COLOURS)] for i, h in enumerate(humans)}
+    """One colour per listener, fixed by name order so every figure and table agrees; the
+    models take the bright colours, references greys, humans dark tones."""
+    names = set(listeners)
+    by_kind = {k: sorted(x for x in names if kind_of(x) == k) for k in ("model", "reference", "human")}
+    bases = sorted({split_format(m)[0] for m in by_kind["model"]})  # a model keeps its colour
+    colours = {m: MODEL_COLOURS[bases.index(split_format(m)[0]) % len(MODEL_COLOURS)]
+               for m in by_kind["model"]}  # in every question format
+    colours |= {r: REFERENCE_COLOURS[i % len(REFERENCE_COLOURS)]
+                for i, r in enumerate(by_kind["reference"])}
+    colours |= {h: HUMAN_COLOURS[i % len(HUMAN_COLOURS)] for i, h in enumerate(by_kind["human"])}
     colours["chance"] = CHANCE_COLOUR
     return colours
 

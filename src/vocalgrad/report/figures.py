@@ -1,14 +1,18 @@
-"""Report figures as PNG bytes: matplotlib's object API on the Agg canvas (no pyplot, no
-global backend switch, no display), labelled axes with units, one colour per listener."""
+"""Report figures: matplotlib's object API (no pyplot, no global backend switch, no display),
+labelled axes with units, one colour per model; references (chance, bias, shortcut, one-end and
+ideal observers) as grey lines and bands. Each figure exports to PNG, SVG and PDF."""
 
 from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.backends.backend_pdf import FigureCanvasPdf
+from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -26,10 +30,16 @@ PROBE_STYLES = {  # probe -> (colour, line style, label)
 }
 
 
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
+CANVASES = {"png": FigureCanvasAgg, "svg": FigureCanvasSVG, "pdf": FigureCanvasPdf}
+NO_DATES = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
+
+
+def export(fig: Figure, fmt: str) -> bytes:
+    """The figure as PNG, SVG or PDF bytes; no creation date, so the same data gives the same
+    files."""
+    CANVASES[fmt](fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    fig.savefig(buf, format=fmt, dpi=DPI, bbox_inches="tight", metadata=NO_DATES[fmt])
     return buf.getvalue()
 
 
@@ -42,35 +52,7 @@ def _short(category: str) -> str:
     return category.replace("_", " ")
 
 
-def headline(acc: Mapping[str, Mapping[str, tuple[float, float, float]]], categories: Sequence[str],
-             colours: Mapping[str, str]) -> bytes:
-    """Accuracy per category (points, 95% clustered CI bars) for each listener; chance line."""
-    fig = Figure(figsize=(max(6.0, 0.9 * len(categories) + 3), 3.6))
-    ax = fig.add_subplot()
-    listeners = list(acc)
-    width = 0.7 / max(len(listeners), 1)
-    for i, name in enumerate(listeners):
-        xs, ys, lo, hi = [], [], [], []
-        for j, cat in enumerate(categories):
-            a = acc[name].get(cat)
-            if a is None or not math.isfinite(a[0]):
-                continue
-            xs.append(j - 0.35 + width * (i + 0.5))
-            ys.append(a[0])
-            lo.append(a[0] - a[1] if math.isfinite(a[1]) else 0)
-            hi.append(a[2] - a[0] if math.isfinite(a[2]) else 0)
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", ms=5, capsize=2, color=colours.get(name), label=name)
-    ax.axhline(0.5, color=colours.get("chance", "grey"), ls="--", lw=1, label="chance (0.5)")
-    ax.set_xticks(range(len(categories)), [_short(c) for c in categories], rotation=30, ha="right")
-    ax.set_ylim(0, 1.02)
-    ax.set_ylabel("accuracy (proportion correct)")
-    ax.set_title("Accuracy per category, 95% CI clustered by source")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8, frameon=False)
-    ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
-
-
-def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> bytes:
+def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> Figure:
     """Left: how often each listener says "increase". Right: d' against criterion c."""
     fig = Figure(figsize=(10, 3.8))
     left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.3]})
@@ -99,15 +81,18 @@ def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> bytes:
     right.set_ylabel("sensitivity d′ (0 = chance)")
     right.set_title("Sensitivity vs bias (large: overall, small: per category)")
     right.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    return _png(fig)
+    return fig
 
 
-def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping[str, str]) -> bytes:
-    """One panel per category: observed accuracy per magnitude, fitted curve, 75% threshold."""
+def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping[str, str],
+                 references: frozenset[str] = frozenset()) -> Figure:
+    """One panel per category: observed accuracy per magnitude, fitted curve, 75% threshold.
+    A reference listener (`references`) is only its fitted curve, grey and dashed: one that
+    never leaves chance draws nothing (the table says so)."""
     cats = list(fits)
     ncols = min(3, len(cats))
     nrows = math.ceil(len(cats) / ncols)
-    fig = Figure(figsize=(4.4 * ncols, 3.4 * nrows + 0.7))
+    fig = Figure(figsize=(3.6 * ncols, 3.0 * nrows + 0.8))  # 3 panels fit the page unscaled
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
     handles: dict[str, object] = {}
     for ax, cat in zip(axes, cats, strict=False):
@@ -119,6 +104,11 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
         k = len(fits[cat])
         for i, f in enumerate(fits[cat]):
             c = colours.get(f.listener)
+            if f.listener in references:  # a reference is its fitted curve, if it has one
+                if f.status in (OK, BELOW):
+                    (h,) = ax.plot(grid, f.predict(grid), color=c, lw=1.3, ls="--")
+                    handles.setdefault(f"{f.listener} (reference)", h)
+                continue
             dodge = math.exp(0.03 * (i - (k - 1) / 2))  # listeners side by side at shared levels
             m = [lv.magnitude * dodge for lv in f.levels]
             acc = np.array([lv.accuracy for lv in f.levels])
@@ -140,16 +130,19 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             ax.invert_xaxis()  # larger change to the right, whichever way the parameter runs
         ax.set_ylim(0.3, 1.02)
         ax.set_title(_short(cat), fontsize=10)
-        ax.set_xlabel(f"{_brief(spec.parameter)} ({spec.unit}) → larger change", fontsize=9)
+        ax.set_xlabel(textwrap.fill(f"{_brief(spec.parameter)} ({spec.unit}) → larger change", 42),
+                      fontsize=8.5)
         ax.set_ylabel("P(correct)")
         ax.grid(alpha=0.25)
     for ax in axes[len(cats):]:
         ax.set_visible(False)
-    fig.tight_layout(rect=(0, 0.1 / nrows, 1, 1))
+    legend_rows = math.ceil(len(handles) / 3)
+    fig.set_figheight(fig.get_figheight() + 0.22 * legend_rows)
+    fig.tight_layout(rect=(0, (0.45 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
     fig.legend(list(handles.values()), [f"{n}" for n in handles], loc="lower center",
-               ncol=min(len(handles), 5), frameon=False, fontsize=9,
+               ncol=min(len(handles), 3), frameon=False, fontsize=9,
                title="listener (▼ 75% threshold; dashed: chance, dotted: 75%)", title_fontsize=9)
-    return _png(fig)
+    return fig
 
 
 PROBE_COLUMNS = 3  # panels per row: ~330 px each at the report's 1064 px text width
@@ -225,14 +218,14 @@ def probing_figure(layers: Sequence[Mapping], title: str) -> Figure:
     return fig
 
 
-def probing(layers: Sequence[Mapping], title: str) -> bytes | None:
-    """The probe figure as PNG bytes (see `probing_figure`); None when no row has a number."""
+def probing(layers: Sequence[Mapping], title: str) -> Figure | None:
+    """The probe figure (see `probing_figure`); None when no row has a number."""
     fig = probing_figure(layers, title)
-    return _png(fig) if fig.axes else None
+    return fig if fig.axes else None
 
 
 def heatmap(matrix: np.ndarray, rows: Sequence[str], columns: Sequence[str], title: str,
-            colour_label: str, limits: tuple[float, float] = (-1.0, 1.0), fmt: str = "{:.2f}") -> bytes:
+            colour_label: str, limits: tuple[float, float] = (-1.0, 1.0), fmt: str = "{:.2f}") -> Figure:
     """A labelled matrix with its values written in the cells (NaN cells left blank): the
     direction-alignment cosines and the tuning generalisation map share it."""
     fig = Figure(figsize=(1.2 + 0.62 * len(columns), 1.0 + 0.5 * len(rows)))
@@ -247,4 +240,118 @@ def heatmap(matrix: np.ndarray, rows: Sequence[str], columns: Sequence[str], tit
                 ax.text(j, i, fmt.format(matrix[i, j]), ha="center", va="center", fontsize=8)
     ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, label=colour_label, fraction=0.05)
-    return _png(fig)
+    return fig
+
+
+RANDOM = "baseline:random"
+REFERENCE_STYLES = {  # reference listener -> (colour, line style, line width, legend label)
+    "baseline:ideal": ("#212121", "-", 2.0, "ideal observer"),
+    "baseline:shortcut": ("#795548", "--", 1.4, "shortcut listener"),
+    "baseline:one-end": ("#616161", ":", 1.6, "one-end observer"),
+    "baseline:always-increase": ("#9e9e9e", "-.", 1.0, 'always "increase"'),
+    "baseline:always-decrease": ("#9e9e9e", (0, (5, 2, 1, 2, 1, 2)), 1.0, 'always "decrease"'),
+}
+METRICS = (("accuracy", "accuracy (proportion correct)", 0.5), ("dprime", "sensitivity d′", 0.0))
+DPRIME_SPAN = (-1.5, 4.5)  # a perfect listener's d' is clipped here, and says so
+
+
+def _metric(group: Mapping | None, key: str) -> tuple[float, float, float]:
+    if group is None:
+        return (math.nan,) * 3
+    return tuple(float(group.get(k, math.nan)) for k in (key, key + "_lo", key + "_hi"))
+
+
+def _reference_style(name: str) -> tuple[str, object, float, str]:
+    return REFERENCE_STYLES.get(name, ("#757575", ":", 1.2, name))
+
+
+def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
+                      categories: Sequence[str], title: str) -> Figure:
+    """Accuracy (top) and d′ (bottom) per dimension: a point with its 95% CI per series (a
+    model, or one model in one question format), side by side within each dimension.
+    References are grey: a line across the dimension's slot, or (`at`: a series' label) a tick
+    at that series' point, e.g. the ideal observer asked in the same format; the random
+    baseline is its CI as a band; chance a dashed line. Each item of `series` and
+    `references`: {"label", "values": {category: a `summarise` group}}, series with "colour",
+    references with "name" (the listener id) and optionally "at"."""
+    fig = Figure(figsize=(10.0, 6.4))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    n = max(len(series), 1)
+    width = 0.8 / n
+    slot = {s["label"]: i for i, s in enumerate(series)}
+
+    def x(i: int, j: int) -> float:
+        return j - 0.4 + width * (i + 0.5)
+
+    clipped = False
+    for ax, (key, label, chance) in zip((top, bottom), METRICS, strict=True):
+        for ref in references:
+            colour, style, lw, name = _reference_style(ref["name"])
+            for j, cat in enumerate(categories):
+                v, lo, hi = _metric(ref["values"].get(cat), key)
+                if key == "dprime" and math.isfinite(v):
+                    clipped |= not DPRIME_SPAN[0] <= v <= DPRIME_SPAN[1]
+                    v = float(np.clip(v, *DPRIME_SPAN))
+                if ref["name"] == RANDOM:
+                    if math.isfinite(lo) and math.isfinite(hi):
+                        ax.fill_between([j - 0.45, j + 0.45], lo, hi, color="#bdbdbd", alpha=0.45,
+                                        lw=0, label="random baseline: 95% CI")
+                elif not math.isfinite(v):
+                    continue
+                elif ref.get("at") in slot:
+                    ax.plot([x(slot[ref["at"]], j)], [v], marker="_", ms=max(6.0, 60 * width),
+                            mew=lw + 0.6, color=colour, ls="none", label=name)
+                else:
+                    ax.hlines(v, j - 0.45, j + 0.45, colors=colour, linestyles=style, lw=lw,
+                              label=name)
+        for i, s in enumerate(series):
+            pts = [(x(i, j), *_metric(s["values"].get(cat), key)) for j, cat in enumerate(categories)]
+            pts = [p for p in pts if math.isfinite(p[1])]
+            if key == "dprime":
+                clipped |= any(not DPRIME_SPAN[0] <= p[1] <= DPRIME_SPAN[1] for p in pts)
+                pts = [(p[0], *np.clip(p[1:], *DPRIME_SPAN)) for p in pts]
+            if not pts:
+                continue
+            xs, ys, lo, hi = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
+            err = np.nan_to_num([ys - lo, hi - ys]).clip(0)
+            ax.errorbar(xs, ys, yerr=err, fmt=s.get("marker", "o"), ms=5, capsize=2,
+                        color=s["colour"], label=s["label"], zorder=3)
+        ax.axhline(chance, color="#9e9e9e", ls="--", lw=1, label="chance")
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    top.set_ylim(0, 1.02)
+    bottom.set_ylim(DPRIME_SPAN[0] - 0.2, DPRIME_SPAN[1] + 0.2)
+    bottom.set_xticks(range(len(categories)), [_short(c) for c in categories], rotation=30,
+                      ha="right")
+    bottom.set_xlim(-0.5, len(categories) - 0.5)
+    if clipped:
+        bottom.set_title(f"d′ beyond {DPRIME_SPAN[1]:g} drawn at the edge", fontsize=8,
+                         loc="right", color="#555")
+    drawn = dict(zip(*reversed(top.get_legend_handles_labels()), strict=True))
+    first = [s["label"] for s in series if s["label"] in drawn]  # the models, then references
+    handles = {lab: drawn[lab] for lab in [*first, *drawn]}
+    height = fig.get_figheight()
+    head = 0.12 + 0.24 * math.ceil(len(handles) / 5)  # inches for the title and the legend
+    fig.suptitle(title, fontsize=11, y=1 - 0.05 / height, va="top")
+    fig.tight_layout(rect=(0, 0, 1, 1 - (head + 0.05) / height))
+    fig.legend(list(handles.values()), list(handles), loc="upper center",
+               bbox_to_anchor=(0.5, 1 - 0.3 / height), ncol=min(len(handles), 5), frameon=False,
+               fontsize=8.5)
+    return fig
+
+
+def dimensions_data(series: Sequence[Mapping], references: Sequence[Mapping],
+                    categories: Sequence[str]) -> list[dict]:
+    """The numbers `dimensions_figure` draws, one row per listener x dimension."""
+    rows = []
+    for kind, items in (("model", series), ("reference", references)):
+        for s in items:
+            for cat in categories:
+                g = s["values"].get(cat)
+                if g is None:
+                    continue
+                rows.append({"series": s["label"], "kind": kind, "listener": s.get("name", s["label"]),
+                             "category": cat, "items": g.get("n"), "sources": g.get("n_clusters"),
+                             **{f"{key}{end}": g.get(key + end) for key in ("accuracy", "dprime")
+                                for end in ("", "_lo", "_hi")}})
+    return rows

@@ -6,12 +6,15 @@ Sections are built once and rendered twice, so the HTML and the markdown never d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
+
+from matplotlib.figure import Figure as MplFigure
 
 
 @dataclass
 class Text:
     text: str
-    kind: str = "p"  # "p" (paragraph), "note" (a muted aside) or "code" (a command)
+    kind: str = "p"  # "p" (paragraph), "note" (a muted aside), "code" (a command), "h3" (heading)
 
 
 @dataclass
@@ -21,14 +24,29 @@ class Table:
     marked: set[tuple[int, int]] = field(default_factory=set)  # (row, col) cells to highlight
     swatches: list[str | None] = field(default_factory=list)  # colour chip before a row's label
     caption: str = ""
+    # rows of reference listeners: set apart below the ranked rows, never marked or sorted
+    references: list[list[str]] = field(default_factory=list)
+    reference_swatches: list[str | None] = field(default_factory=list)
+    sortable: bool = False  # the ranked rows sort by a click on a column header (HTML only)
+    folded: str = ""  # when set, the table is folded away under this summary line
 
 
-@dataclass
+@dataclass(eq=False)
 class Figure:
-    name: str  # file stem for markdown output; also the HTML element id
-    png: bytes
+    """A figure drawn once, exported as PNG (shown), SVG and PDF (for papers), with the
+    numbers it draws kept as rows for a CSV beside it."""
+
+    name: str  # file stem for the exported files; also the HTML element id
+    figure: MplFigure
     caption: str
     alt: str = ""
+    data: list[dict] = field(default_factory=list)
+
+    @cached_property
+    def png(self) -> bytes:
+        from vocalgrad.report.figures import export
+
+        return export(self.figure, "png")
 
 
 @dataclass
@@ -48,6 +66,6 @@ class Section:
     title: str
     blocks: list[Block] = field(default_factory=list)
     glance: str = ""  # one line for the "at a glance" list at the top
-    # what a reader must know before trusting the section's numbers: listed at the top of the
-    # report and again at the section's start
+    # what a reader must know before trusting the section's numbers: each distinct warning is
+    # listed once at the top of the report, naming the sections it affects
     warnings: list[str] = field(default_factory=list)

@@ -19,7 +19,7 @@ import numpy as np
 from vocalgrad.report import figures
 from vocalgrad.report.collect import Probe, Run, primary
 from vocalgrad.report.model import Figure, Section, Table, Text
-from vocalgrad.report.sections import with_ci
+from vocalgrad.report.values import with_ci
 from vocalgrad.stats import summarise
 
 METHODS = ("head", "lora", "full")
@@ -105,7 +105,9 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
         blocks.append(Figure(f"generalisation-{m}", figures.heatmap(
             grid, train_cats, tested, f"{m}: trained on (rows) -> tested on (columns)", "accuracy",
             limits=(0.0, 1.0)), f"Generalisation map ({m}): accuracy on each category's test split "
-            "after training on one category; 0.5 is chance.", f"generalisation map {m}"))
+            "after training on one category; 0.5 is chance.", f"generalisation map {m}",
+            [{"method": m, "trained_on": c, "tested_on": t, "accuracy": grid[i, j]}
+             for i, c in enumerate(train_cats) for j, t in enumerate(tested)]))
 
     # did the diagnosis predict which tuning works?
     verdicts, ceilings = {}, {}

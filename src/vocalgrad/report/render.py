@@ -1,14 +1,21 @@
-"""Sections -> one self-contained HTML file (inline CSS, base64 PNGs, no URLs) or markdown."""
+"""Sections -> one self-contained HTML file (inline CSS and one tiny sorting script, base64
+PNGs, no URLs) or markdown; each figure also as SVG, PDF and CSV files beside it."""
 
 from __future__ import annotations
 
 import base64
+import csv
 import html
+import io
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from vocalgrad.report.figures import export
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
+
+FIGURE_FILES = ("svg", "pdf", "csv")
+NUMBER = re.compile(r"-?\d[\d.]* \[")  # "0.62 [0.55, 0.70]": kept on one line
 
 CSS = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d1d1f;
@@ -30,12 +37,53 @@ td.best{font-weight:700;background:#fff6d6 !important}
 .warnings{background:#fff4f2;border-left:4px solid #c62828;padding:10px 16px;margin:12px 0}
 .warnings li{margin:3px 0}p.warning{font-size:13px;color:#8e1b1b;background:#fff4f2;
  border-left:3px solid #c62828;padding:6px 10px}
-figure{margin:12px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #eee}
+figure{margin:12px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #eee;
+ box-sizing:border-box}
 figcaption{font-size:12.5px;color:#555}
 details{margin:8px 0}summary{cursor:pointer;color:#0b5cad;font-size:14px}
 pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-height:420px}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto}td.n{white-space:nowrap}h3{font-size:16px;margin:22px 0 6px}
+.warnings ol{margin:4px 0;padding-left:22px}.where{color:#6d6d6d;font-size:13px}
+p.warnref{font-size:13px;color:#8e1b1b;margin:4px 0 10px}
+tbody.refs td{color:#555;font-style:italic;background:#f7f7f7}
+tbody.refs tr.label td{font-style:normal;font-weight:600;font-size:12px;color:#6d6d6d;
+ border-top:2px solid #bdbdbd;background:#fff}
+table.sortable th{cursor:pointer;white-space:nowrap}table.sortable th:after{content:" ↕";color:#aaa}
+table.sortable th[data-dir=asc]:after{content:" ↑";color:#333}
+table.sortable th[data-dir=desc]:after{content:" ↓";color:#333}
+.figlinks{font-size:12px;margin-left:6px}.figlinks a{color:#0b5cad;margin-right:6px}
+@media print{
+ @page{size:A4;margin:14mm 12mm}
+ body{background:#fff;font-size:10pt}main{max-width:none;padding:0}
+ nav,.figlinks,details,p.warnref a{display:none}
+ h2{break-after:avoid;border-top:1px solid #ccc;margin-top:16pt}h3{break-after:avoid}
+ figure,tr,.glance,.warnings{break-inside:avoid}
+ figure img{max-width:100%;border:none}
+ .scroll{overflow:visible}table{font-size:8pt;width:100%}
+ td,th{padding:2px 5px;overflow-wrap:break-word}
+ #provenance td,#provenance th,#dataset td{overflow-wrap:anywhere}
+ #psychometric table{font-size:7pt}
+ pre{white-space:pre-wrap;overflow-wrap:anywhere;max-height:none}
+ a{color:inherit;text-decoration:none}table.sortable th:after{content:""}
+}
 """
+
+# Sorts the ranked rows of a sortable table by the clicked column: numbers (a cell's leading
+# number) numerically, other cells as text, dashes last; the reference rows stay below.
+SORT_SCRIPT = """document.querySelectorAll("table.sortable").forEach(t => {
+ const body = t.tBodies[0], heads = [...t.tHead.rows[0].cells];
+ heads.forEach((th, i) => th.addEventListener("click", () => {
+  const dir = th.dataset.dir === "desc" ? "asc" : "desc";
+  heads.forEach(h => delete h.dataset.dir); th.dataset.dir = dir;
+  const key = r => { const s = r.cells[i].textContent.trim(), v = parseFloat(s);
+   return isNaN(v) ? (s === "–" ? null : s) : v; };
+  const rows = [...body.rows].sort((a, b) => { const x = key(a), y = key(b);
+   if (x === null || y === null) return (x === null) - (y === null);
+   const o = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+   return dir === "asc" ? o : -o; });
+  rows.forEach(r => body.append(r)); }));
+});"""
+
 
 
 def _e(text: str) -> str:
@@ -44,47 +92,89 @@ def _e(text: str) -> str:
     return re.sub(r"(https?):(?=//)", r"\1&#58;", html.escape(text, quote=True))
 
 
-def _table_html(t: Table) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in t.header)
-    head = f"<thead><tr>{head}</tr></thead>" if head else ""
+def _breakable(text: str) -> str:
+    """Escaped, with a line-break opportunity after ":", "+", "/" and "_" inside a name
+    ("whisper:<wbr>tiny.en+<wbr>trimmed"), so a narrow column or a printed page wraps a
+    listener id at its joints rather than overflowing or splitting it anywhere."""
+    return re.sub(r"([:+/_])(?=\w)", r"\1<wbr>", _e(text))
+
+
+def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
+               marked: set[tuple[int, int]] = frozenset()) -> str:
     body = []
-    for i, row in enumerate(t.rows):
+    for i, row in enumerate(rows):
         cells = []
         for j, cell in enumerate(row):
-            text = _e(cell) + (" ★" if (i, j) in t.marked else "")
-            if j == 0 and i < len(t.swatches) and t.swatches[i]:
-                text = f'<span class="chip" style="background:{_e(t.swatches[i])}"></span>' + text
-            cls = ' class="best"' if (i, j) in t.marked else ""
+            number = NUMBER.match(cell)
+            text = (_e(cell) if number else _breakable(cell)) + (" ★" if (i, j) in marked else "")
+            if j == 0 and i < len(swatches) and swatches[i]:
+                text = f'<span class="chip" style="background:{_e(swatches[i])}"></span>' + text
+            cls = " ".join(c for c, on in (("best", (i, j) in marked), ("n", number)) if on)
+            cls = f' class="{cls}"' if cls else ""
             cells.append(f"<td{cls}>{text}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
+    return "".join(body)
+
+
+def _table_html(t: Table) -> str:
+    head = "".join(f"<th>{_breakable(h)}</th>" for h in t.header)
+    head = f"<thead><tr>{head}</tr></thead>" if head else ""
+    body = f"<tbody>{_rows_html(t.rows, t.swatches, t.marked)}</tbody>"
+    if t.references:
+        width = max(len(t.header), *(len(r) for r in t.references))
+        body += ('<tbody class="refs"><tr class="label">'
+                 f'<td colspan="{width}">References (not ranked)</td></tr>'
+                 f"{_rows_html(t.references, t.reference_swatches)}</tbody>")
+    cls = ' class="sortable"' if t.sortable else ""
     caption = f'<div class="caption">{_e(t.caption)}</div>' if t.caption else ""
-    return (f'<div class="scroll"><table>{head}<tbody>{"".join(body)}'
-            f"</tbody></table></div>{caption}")
+    table = f'<div class="scroll"><table{cls}>{head}{body}</table></div>{caption}'
+    return f"<details><summary>{_e(t.folded)}</summary>{table}</details>" if t.folded else table
 
 
-def _block_html(block) -> str:
+def _block_html(block, files: Mapping[str, Mapping[str, str]]) -> str:
     if isinstance(block, Text):
         if block.kind == "code":
             return f"<pre>{_e(block.text)}</pre>"
+        if block.kind == "h3":
+            return f"<h3>{_e(block.text)}</h3>"
         cls = ' class="note"' if block.kind == "note" else ""
         return f"<p{cls}>{_e(block.text)}</p>"
     if isinstance(block, Table):
         return _table_html(block)
     if isinstance(block, Figure):
         data = base64.b64encode(block.png).decode("ascii")
+        links = "".join(f'<a href="{_e(name)}" download>{kind.upper()}</a>'
+                        for kind, name in files.get(block.name, {}).items())
+        links = f'<span class="figlinks">{links}</span>' if links else ""
         return (f'<figure id="fig-{_e(block.name)}"><img alt="{_e(block.alt or block.caption)}" '
-                f'src="data:image/png;base64,{data}"><figcaption>{_e(block.caption)}'
+                f'src="data:image/png;base64,{data}"><figcaption>{_e(block.caption)}{links}'
                 "</figcaption></figure>")
     if isinstance(block, Details):
         return f"<details><summary>{_e(block.summary)}</summary><pre>{_e(block.text)}</pre></details>"
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
-def to_html(title: str, subtitle: str, sections: Sequence[Section]) -> str:
+def distinct_warnings(sections: Sequence[Section]) -> list[tuple[str, list[Section]]]:
+    """Each distinct warning once, with the sections it affects, in order of first mention."""
+    seen: dict[str, list[Section]] = {}
+    for s in sections:
+        for w in dict.fromkeys(s.warnings):
+            seen.setdefault(w, []).append(s)
+    return list(seen.items())
+
+
+def to_html(title: str, subtitle: str, sections: Sequence[Section],
+            files: Mapping[str, Mapping[str, str]] | None = None) -> str:
+    """The page; `files` (figure name -> kind -> file name beside the page) adds download links."""
+    files = files or {}
     nav = "".join(f'<a href="#{s.id}">{_e(s.title)}</a>' for s in sections)
     glance = "".join(f"<li><b>{_e(s.title)}:</b> {_e(s.glance)}</li>" for s in sections if s.glance)
-    warned = "".join(f'<li><a href="#{_e(s.id)}">{_e(s.title)}</a>: {_e(w)}</li>'
-                     for s in sections for w in s.warnings)
+    warned = distinct_warnings(sections)
+    number = {w: i + 1 for i, (w, _) in enumerate(warned)}
+    items = "".join(
+        f'<li id="warning-{number[w]}">{_e(w)} <span class="where">('
+        + ", ".join(f'<a href="#{_e(s.id)}">{_e(s.title)}</a>' for s in where) + ")</span></li>"
+        for w, where in warned)
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -93,12 +183,18 @@ def to_html(title: str, subtitle: str, sections: Sequence[Section]) -> str:
         f"<nav>{nav}</nav>", f'<div class="glance"><b>At a glance</b><ul>{glance}</ul></div>',
     ]
     if warned:
-        parts.append(f'<div class="warnings" id="warnings"><b>Warnings</b><ul>{warned}</ul></div>')
+        parts.append(f'<div class="warnings" id="warnings"><b>Warnings</b><ol>{items}</ol></div>')
     for s in sections:
         parts.append(f'<section id="{_e(s.id)}"><h2>{_e(s.title)}</h2>')
-        parts += [f'<p class="warning">Warning: {_e(w)}</p>' for w in s.warnings]
-        parts += [_block_html(b) for b in s.blocks]
+        refs = ", ".join(f'<a href="#warning-{number[w]}">{number[w]}</a>'
+                         for w in dict.fromkeys(s.warnings))
+        if refs:
+            parts.append(f'<p class="warnref">⚠ Read with warning{"s" * (len(s.warnings) > 1)} '
+                         f"{refs} above.</p>")
+        parts += [_block_html(b, files) for b in s.blocks]
         parts.append("</section>")
+    if any(isinstance(b, Table) and b.sortable for s in sections for b in s.blocks):
+        parts.append(f"<script>{SORT_SCRIPT}</script>")
     parts.append("</main></body></html>")
     return "\n".join(parts) + "\n"
 
@@ -113,6 +209,9 @@ def _table_md(t: Table) -> str:
     for i, row in enumerate(t.rows):
         cells = [f"**{_md_cell(c)}** ★" if (i, j) in t.marked else _md_cell(c) for j, c in enumerate(row)]
         lines.append("| " + " | ".join(cells) + " |")
+    if t.references:
+        lines.append("| *references (not ranked)* |" + " |" * (len(header) - 1))
+        lines += ["| " + " | ".join(f"*{_md_cell(c)}*" for c in row) + " |" for row in t.references]
     if t.caption:
         lines += ["", f"*{t.caption}*"]
     return "\n".join(lines)
@@ -122,14 +221,17 @@ def to_markdown(title: str, subtitle: str, sections: Sequence[Section], out: Pat
     """Markdown text; figures are written as PNG files next to `out` and linked relatively."""
     lines = [f"# {title}", "", subtitle, "", "**At a glance**", ""]
     lines += [f"- **{s.title}:** {s.glance}" for s in sections if s.glance]
-    warned = [f"- **{s.title}:** {w}" for s in sections for w in s.warnings]
+    warned = distinct_warnings(sections)
     if warned:
-        lines += ["", "**Warnings**", "", *warned]
+        lines += ["", "**Warnings**", ""]
+        lines += [f"{i + 1}. {w} ({', '.join(s.title for s in where)})"
+                  for i, (w, where) in enumerate(warned)]
     for s in sections:
         lines += ["", f'<a id="{s.id}"></a>', "", f"## {s.title}", ""]
-        lines += [f"> **Warning:** {w}\n" for w in s.warnings]
         for b in s.blocks:
-            if isinstance(b, Text) and b.kind == "code":
+            if isinstance(b, Text) and b.kind == "h3":
+                lines += [f"### {b.text}", ""]
+            elif isinstance(b, Text) and b.kind == "code":
                 lines += ["```", b.text, "```", ""]
             elif isinstance(b, Text):
                 lines += [f"> {b.text}" if b.kind == "note" else b.text, ""]
@@ -143,3 +245,32 @@ def to_markdown(title: str, subtitle: str, sections: Sequence[Section], out: Pat
                 lines += [f"<details><summary>{b.summary}</summary>", "", "```", b.text.rstrip(),
                           "```", "", "</details>", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def write_figures(sections: Sequence[Section], out: Path) -> dict[str, dict[str, str]]:
+    """Each figure beside `out` as `<stem>-<name>.svg` and `.pdf`, and the numbers it draws as
+    `.csv`; returns figure name -> kind -> file name, for the page's links."""
+    written: dict[str, dict[str, str]] = {}
+    for block in (b for s in sections for b in s.blocks if isinstance(b, Figure)):
+        names = {kind: f"{out.stem}-{block.name}.{kind}" for kind in FIGURE_FILES}
+        for kind in ("svg", "pdf"):
+            _write(out.parent / names[kind], export(block.figure, kind))
+        _write(out.parent / names["csv"], _csv(block.data).encode("utf-8"))
+        written[block.name] = names
+    return written
+
+
+def _csv(rows: Sequence[Mapping]) -> str:
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomically: a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)

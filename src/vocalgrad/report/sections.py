@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.evaluation.psychometric import OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit, fit_rows, format_magnitude
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
     ADAPTIVE_TIER,
@@ -18,14 +18,17 @@ from vocalgrad.report.collect import (
     Probe,
     Run,
     is_human,
+    is_reference,
     is_sweep,
+    kind_of,
     primary,
     split_format,
 )
+from vocalgrad.report.headline import FORMAT_ORDER, overall
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
+from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 from vocalgrad.stats import (
     MIN_SOURCES,
-    NO_CI_TEXT,
     constant_summary,
     flip_rate,
     same_answer_alarm,
@@ -39,43 +42,6 @@ CONFOUNDS = (  # metadata field, label, how to summarise
     ("confound_duration_change_ratio", "duration change (ratio − 1)", "ratio"),
     ("confound_f0_change_st", "F0 change st", "abs"),
 )
-
-
-def fmt(value: float | None, digits: int = 2) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    return f"{value:.{digits}f}"
-
-
-def with_ci(point: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
-    """"0.62 [0.55, 0.70]"; a number without an interval says why instead of "[–, –]"."""
-    if fmt(point) != "–" and (fmt(lo) == "–" or fmt(hi) == "–"):
-        return f"{fmt(point, digits)} ({NO_CI_TEXT})"
-    return f"{fmt(point, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
-
-
-def _ci(row: Mapping, key: str, digits: int = 2) -> str:
-    return with_ci(row.get(key), row.get(key + "_lo"), row.get(key + "_hi"), digits)
-
-
-CI_RULE = (f"95% CIs resample sources: a cluster bootstrap with ≥ {MIN_SOURCES} sources, a "
-           f"jackknife t-interval with 2–{MIN_SOURCES - 1}, none with one")
-
-
-def _few_sources(numbers: str, sources: Mapping[str, int | None]) -> list[str]:
-    """One warning naming everything in `sources` (name -> source count) below MIN_SOURCES."""
-    few = {n: c for n, c in sources.items() if c is not None and c < MIN_SOURCES}
-    if not few:
-        return []
-    named = ", ".join(f"{n} ({c})" for n, c in few.items())
-    return [f"{numbers} rest on fewer than {MIN_SOURCES} sources for {named}: their CIs "
-            "resample too few source clips to be trusted, so treat them as indicative only."]
-
-
-def _sources(summary: Sequence[Mapping]) -> int | None:
-    """The fewest sources any group of a `summarise` result rests on (None if not recorded)."""
-    counts = [g["n_clusters"] for g in summary if g.get("n_clusters") is not None]
-    return min(counts) if counts else None
 
 
 def _changing(rows: Sequence[dict]) -> list[dict]:
@@ -98,60 +64,11 @@ def headline_rows(by_listener: Mapping[str, list[dict]]) -> tuple[dict[str, list
     )
 
 
-def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], note: str,
-             untestable: Mapping[str, Mapping[str, str]] | None = None) -> Section:
-    """Accuracy per category with clustered CIs; humans and chance alongside; best marked.
-    A category a listener could not be tested on (`untestable`: listener -> category ->
-    why) says so in its cell, rather than a dash that reads as missing."""
-    untestable = untestable or {}
-    cats = sorted({g["category"] for s in summaries.values() for g in s if g["group"] != "overall"}
-                  | {c for n in summaries for c in untestable.get(n, {})})
-    columns = [*cats, "overall"]
-    order = sorted(summaries, key=lambda n: (is_human(n), -_overall(summaries[n])["accuracy"]))
-    acc = {n: {g["group"]: (g["accuracy"], g["accuracy_lo"], g["accuracy_hi"]) for g in summaries[n]}
-           for n in order}
-    best: dict[str, float] = {}
-    for col in columns:
-        vals = [acc[n][col][0] for n in order if col in acc[n] and math.isfinite(acc[n][col][0])]
-        best[col] = max(vals) if vals else float("nan")
-    table = Table(["listener", "kind", "items", "sources", *[c.replace("_", " ") for c in columns]],
-                  [], caption=f"Accuracy [95% CI]; items: changing clips scored; sources: the "
-                              f"source recordings they come from. {CI_RULE}. ★ best in column.")
-    for i, n in enumerate(order):
-        o = _overall(summaries[n])
-        row = [n, "human" if is_human(n) else "model", str(o["n"]), str(o.get("n_clusters", "–"))]
-        for j, col in enumerate(columns):
-            a = acc[n].get(col)
-            row.append("cannot be tested" if col in untestable.get(n, {}) else "–" if a is None else with_ci(*a))
-            if a is not None and a[0] == best[col]:
-                table.marked.add((i, j + 4))
-        table.rows.append(row)
-        table.swatches.append(colours.get(n))
-    table.rows.append(["chance", "reference", "–", "–", *["0.50" for _ in columns]])
-    table.swatches.append(colours.get("chance"))
-    top = order[0] if order else None
-    glance = (f"Best overall: {top} at {fmt(_overall(summaries[top])['accuracy'])} accuracy "
-              f"({len(order)} listeners)." if top else "No scored rows.")
-    blocks: list = [table]
-    if order:
-        blocks.append(Figure("headline", figures.headline(acc, columns, colours),
-                             "Accuracy per category and overall; bars are 95% CIs clustered by "
-                             "source; dashed line: chance.", "accuracy per category per listener"))
-    reasons = sorted({why for n in order for why in untestable.get(n, {}).values()})
-    note = " ".join([note.strip(), *(f"{why[0].upper()}{why[1:]}." for why in reasons)])
-    if note.strip():
-        blocks.append(Text(note.strip(), "note"))
-    warned = _few_sources("Accuracies", {n: _sources(summaries[n]) for n in order})
-    return Section("headline", "Headline: accuracy per category", blocks, glance, warned)
-
-
-FORMAT_ORDER = ("gradual", "comparison", "recognition")
-
-
 def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section:
     """Accuracy per dimension in each question format, per listener asked in several: on the
     (source, magnitude) cells every format of that listener and dimension has, so the formats
-    differ in the question only, not in the stimuli sampled."""
+    differ in the question only, not in the stimuli sampled. The best format is marked for
+    models only: a reference's differences between formats are noise or design."""
     by_base: dict[str, dict[str, list[dict]]] = {}
     for name, rows in scored.items():
         base, fmt_ = split_format(name)
@@ -163,9 +80,11 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
     shown = [f for f in FORMAT_ORDER if any(f in fs for fs in several.values())]
     table = Table(["listener", "category", "cells", "sources", *shown], [],
                   caption="Accuracy [95% CI] per question format on the same sources and magnitudes "
-                          f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best format.")
+                          f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best "
+                          "format of a model; references below the line.")
     few: dict[str, int | None] = {}
-    for base, fmts in sorted(several.items()):
+    ordered = sorted(several.items(), key=lambda kv: (is_reference(kv[0]), kv[0]))
+    for base, fmts in ordered:
         cats = sorted({r["category"] for rows in fmts.values() for r in rows})
         for cat in cats:
             cells = [{(r["source_id"], r.get("magnitude")) for r in rows if r["category"] == cat}
@@ -178,41 +97,45 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
                 kept = [r for r in rows if r["category"] == cat and (r["source_id"], r.get("magnitude")) in common]
                 o = summarise(kept, by=(), n_boot=n_boot, seed=seed)[0]
                 accs[f] = (o["accuracy"], o["accuracy_lo"], o["accuracy_hi"])
-                few[f"{base} {cat}"] = o.get("n_clusters")
-            best = max(a[0] for a in accs.values())
-            i = len(table.rows)
+                few[base] = min(few.get(base, o["n_clusters"]), o["n_clusters"])
             row = [base, cat, str(len(common)), str(len({s for s, _ in common}))]
-            for j, f in enumerate(shown):
-                row.append(with_ci(*accs[f]) if f in accs else "–")
-                if f in accs and accs[f][0] == best:
-                    table.marked.add((i, j + 4))
+            row += [with_ci(*accs[f]) if f in accs else "–" for f in shown]
+            if is_reference(base):
+                table.references.append(row)
+                continue
+            best = max(a[0] for a in accs.values())
+            table.marked |= {(len(table.rows), j + 4) for j, f in enumerate(shown)
+                             if f in accs and accs[f][0] == best}
             table.rows.append(row)
     glance = f"{len(several)} listener(s) asked in {', '.join(shown)}."
-    return Section("formats", "Question formats", [table], glance, _few_sources("Format accuracies", few))
-
-
-def _overall(summary: list[dict]) -> dict:
-    return next(g for g in summary if g["group"] == "overall")
+    return Section("formats", "Question formats", [table], glance, few_sources(few))
 
 
 def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dict]],
          colours: Mapping[str, str]) -> Section:
-    """Increase-response rate, d′ and c per listener, with controls and same-answer alarms."""
-    entries, rows_out, alarms = [], [], []
-    for name, summary in summaries.items():
-        o = _overall(summary)
+    """Increase-response rate, d′ and c per listener, with controls and same-answer alarms.
+    References are listed below the line and left out of the figure."""
+    entries, rows_out, ref_rows, alarms = [], [], [], []
+    for name in sorted(summaries, key=lambda n: (kind_of(n) == "reference", is_human(n), n)):
+        summary = summaries[name]
+        o = overall(summary)
         main, _ = primary(by_listener[name])
         per_cat = [(g["dprime"], g["criterion"]) for g in summary if g["group"] != "overall"]
-        entries.append({"listener": name, "increase_rate": o["increase_rate"], "dprime": o["dprime"],
-                        "criterion": o["criterion"], "per_category": per_cat})
         rows = [r for r in by_listener[name] if r.get("error") is None]
         forward = _changing(main)
         reversed_rows = [r for r in rows if r.get("control") == "reversed"]
         flip = flip_rate(forward, reversed_rows)["flip_rate"] if reversed_rows else float("nan")
         constant = constant_summary([r for r in main if r.get("direction") == "constant"], by=())[0]
-        rows_out.append([name, str(o["n"]), str(o.get("n_clusters", "–")), fmt(o["increase_rate"]),
-                         _ci(o, "dprime"), _ci(o, "criterion"), fmt(o["unparsed_rate"]), fmt(flip),
-                         fmt(constant.get("increase_rate"))])
+        row = [name, str(o["n"]), str(o.get("n_clusters", "–")), fmt(o["increase_rate"]),
+               with_ci(o["dprime"], o["dprime_lo"], o["dprime_hi"]),
+               with_ci(o["criterion"], o["criterion_lo"], o["criterion_hi"]),
+               fmt(o["unparsed_rate"]), fmt(flip), fmt(constant.get("increase_rate"))]
+        if is_reference(name):
+            ref_rows.append(row)
+            continue
+        rows_out.append(row)
+        entries.append({"listener": name, "increase_rate": o["increase_rate"], "dprime": o["dprime"],
+                        "criterion": o["criterion"], "per_category": per_cat})
         alarm = same_answer_alarm(forward)
         if alarm:
             alarms.append(f"{name}: {alarm}")
@@ -222,23 +145,37 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
                   swatches=[colours.get(e["listener"]) for e in entries],
                   caption="d′ and c from answered trials, \"increase\" as the signal; items: "
                           f"changing clips, sources: the recordings they come from. {CI_RULE}. "
-                          "A listener that hears flips its answer on time-reversed clips.")
+                          "A listener that hears flips its answer on time-reversed clips. "
+                          "References below the line.",
+                  references=ref_rows,
+                  reference_swatches=[colours.get(r[0]) for r in ref_rows])
     blocks: list = [Text("Accuracy mixes hearing and habit: a listener that always says one word "
                          "scores 50% whatever it hears. d′ measures hearing, c the lean.")]
     blocks.append(table)
     if entries:
         blocks.append(Figure("bias", figures.bias(entries, colours),
                              "Left: share of \"increase\" answers (0.5 = unbiased). Right: "
-                             "sensitivity d′ against criterion c.", "bias and sensitivity"))
+                             "sensitivity d′ against criterion c (references: see the table).",
+                             "bias and sensitivity", _bias_data(entries)))
     blocks += [Text(a, "note") for a in alarms]
     biased = [e["listener"] for e in entries if math.isfinite(e["increase_rate"])
               and abs(e["increase_rate"] - 0.5) > 0.2]
     glance = (f"Strong response bias: {', '.join(biased)}." if biased
-              else "No listener leans strongly to one answer.")
-    warned = _few_sources("d′ and criterion c", {n: _sources(s) for n, s in summaries.items()})
+              else "No model leans strongly to one answer.")
+    warned = few_sources({n: fewest_sources(s) for n, s in summaries.items()})
     if biased and warned:
         glance += " (few sources: see the warning)"
     return Section("bias", "Bias vs sensitivity", blocks, glance, warned)
+
+
+def _bias_data(entries: Sequence[Mapping]) -> list[dict]:
+    rows = []
+    for e in entries:
+        rows.append({"listener": e["listener"], "group": "overall", "increase_rate": e["increase_rate"],
+                     "dprime": e["dprime"], "criterion": e["criterion"]})
+        rows += [{"listener": e["listener"], "group": "category", "increase_rate": "",
+                  "dprime": d, "criterion": c} for d, c in e["per_category"]]
+    return rows
 
 
 def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, list[dict]],
@@ -258,14 +195,19 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
             "No run had at least three magnitudes per category: build a sweep with "
             "`vocalgrad build --design psychometric` and evaluate it.", "note")],
             "No psychometric data."), fits
-    listeners = sorted({f.listener for f in fits} | set(adaptive), key=lambda n: (is_human(n), n))
-    columns = [*listeners]
-    header = ["category", "unit", *[n + (" [human]" if is_human(n) else "") for n in columns]]
+    listeners = sorted({f.listener for f in fits} | set(adaptive),
+                       key=lambda n: (is_reference(n), is_human(n), n))
+    at_chance = [n for n in listeners if is_reference(n) and n not in adaptive
+                 and all(f.status not in (OK, BELOW) for f in fits if f.listener == n)]
+    columns = [n for n in listeners if n not in at_chance]  # a column of "no threshold" says little
+    suffix = {"human": " [human]", "reference": " (reference)", "model": ""}
+    header = ["category", "unit", *[n + suffix[kind_of(n)] for n in columns]]
     adaptive_cols = [(n, e) for n, es in adaptive.items() for e in es]
     cats = sorted(set(by_cat) | {e["category"] for _, e in adaptive_cols})
     table = Table(header + [f"{n} (adaptive)" for n in adaptive], [],
                   caption="75%-correct threshold [95% CI, bootstrap over sources]; \"no threshold "
-                          "within range\" when the listener never leaves chance.")
+                          "within range\" when the listener never leaves chance. References "
+                          "(grey, dashed in the figure) are not ranked.")
     for cat in cats:
         spec = dimensions.get(cat).SPEC
         cell = {f.listener: f.label() for f in by_cat.get(cat, [])}
@@ -278,15 +220,31 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
                          "(guess 0.5, fitted lapse ≤ 0.06), fitted by maximum likelihood on log "
                          "magnitude. The threshold is the magnitude answered correctly 75% of the "
                          "time, in the dimension's physical unit."), table]
-    if by_cat:
-        blocks.append(Figure("psychometric", figures.psychometric(by_cat, colours),
+    if at_chance:
+        blocks.append(Text("No threshold within range in any category, as expected of these "
+                           f"references: {', '.join(at_chance)}.", "note"))
+    refs = frozenset(n for n in listeners if is_reference(n))
+    drawn = {c: fs for c, fs in by_cat.items()  # no panel of references at chance only
+             if any(f.listener not in refs or f.status in (OK, BELOW) for f in fs)}
+    if drawn:
+        blocks.append(Figure("psychometric", figures.psychometric(drawn, colours, refs),
                              "Observed accuracy per magnitude (Wilson 95% CIs), fitted curves, "
-                             "and thresholds (▼). Dashed: chance; dotted: 75%.",
-                             "psychometric curves per category"))
+                             "and thresholds (▼). Dashed: chance; dotted: 75%; grey dashed "
+                             "curves: references that leave chance.",
+                             "psychometric curves per category", _psychometric_data(fits)))
     ok = [f for f in fits if f.status == OK]
     glance = (f"{len(ok)} of {len(fits)} listener × category fits reach a threshold within range."
               if fits else "Adaptive thresholds only.")
     return Section("psychometric", "Psychometric thresholds", blocks, glance), fits
+
+
+def _psychometric_data(fits: Sequence[PsychometricFit]) -> list[dict]:
+    """One row per listener x category x magnitude, with the fit's threshold on every row."""
+    return [{"listener": f.listener, "kind": kind_of(f.listener), "category": f.category,
+             "unit": f.unit, "magnitude": lv.magnitude, "n": lv.n, "correct": lv.k,
+             "accuracy": lv.accuracy, "accuracy_lo": lv.lo, "accuracy_hi": lv.hi,
+             "status": f.status, "threshold": f.threshold if f.threshold is not None else ""}
+            for f in fits for lv in f.levels]
 
 
 def _adaptive_label(entry: Mapping) -> str:
@@ -317,12 +275,13 @@ def probing(probes: Sequence[Probe]) -> Section:
         if p.train_dataset:
             blocks.append(Text(f"{p.listener}: probes trained on the train split of {p.train_dataset} "
                                "(the probed dataset has none), tested on the probed dataset's test split."))
-        png = figures.probing(p.layers, p.listener)
-        if png is not None:
-            blocks.append(Figure(f"probing-{i + 1}", png,
+        drawn = figures.probing(p.layers, p.listener)
+        if drawn is not None:
+            blocks.append(Figure(f"probing-{i + 1}", drawn,
                                  f"{p.listener}: balanced accuracy per layer, one panel per stage; "
                                  "shaded: 95% CI; grey: controls; black dashed: DSP features.",
-                                 f"probe curves for {p.listener}"))
+                                 f"probe curves for {p.listener}",
+                                 [{k: r.get(k) for k in LAYER_COLUMNS} for r in p.layers]))
         blocks += _alignment_blocks(p, i)
         if p.diagnosis:
             table, sources = _diagnosis_table(p)
@@ -330,9 +289,12 @@ def probing(probes: Sequence[Probe]) -> Section:
             if any(n is None for n in sources.values()):
                 warned.append(f"{p.listener}: diagnosis.csv does not say how many test items and "
                               "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)")
-            warned += _few_sources(f"{p.listener}: probe verdicts", sources)
+            warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ")
     return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
                    warned)
+
+
+LAYER_COLUMNS = ("category", "stage", "layer_index", "probe", "balanced_accuracy", "ci_lo", "ci_hi")
 
 
 def _alignment_blocks(p: Probe, i: int) -> list:
@@ -363,7 +325,9 @@ def _alignment_blocks(p: Probe, i: int) -> list:
         Figure(f"alignment-{i + 1}", figures.heatmap(m, cats, cats, f"{p.listener}: {last}", "cosine"),
                f"{p.listener}: cosine between the categories' increase − decrease directions "
                f"(twin pairs: same source, tier, curve) at {last}; diagonal: split-half "
-               "reliability (the ceiling).", f"direction alignment for {p.listener}"),
+               "reliability (the ceiling).", f"direction alignment for {p.listener}",
+               [{k: r.get(k) for k in ("stage", "kind", "category_a", "category_b", "cosine",
+                                       "null95")} for r in p.alignment]),
         Table(["stage", "mean cosine between categories", "mean null 95th pct", "pairs above null"],
               rows, caption="Is \"increase\" one direction across categories? A pair counts when "
                             "its |cosine| beats the 95th percentile of a sign-flip null (random "

@@ -1,0 +1,201 @@
+"""The headline: a leaderboard of the models (references set apart, never ranked), one figure
+comparing the models, and per model its accuracy and d′ per dimension in each question format
+against chance and the ideal observer."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from vocalgrad.report import figures
+from vocalgrad.report.collect import is_human, kind_of, split_format
+from vocalgrad.report.model import Figure, Section, Table, Text
+from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
+
+FORMAT_ORDER = ("gradual", "comparison", "recognition")
+FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
+IDEAL = "baseline:ideal"
+LEADERBOARD = ["listener", "format", "accuracy [95% CI]", "d′ [95% CI]", "criterion c [95% CI]",
+               "unparsed", "items", "sources"]
+
+
+def overall(summary: list[dict]) -> dict:
+    return next(g for g in summary if g["group"] == "overall")
+
+
+def _ci(g: Mapping, key: str) -> str:
+    return with_ci(g.get(key), g.get(key + "_lo"), g.get(key + "_hi"))
+
+
+def _by_category(summary: list[dict]) -> dict[str, dict]:
+    return {g["group"]: g for g in summary if g["group"] != "overall"}
+
+
+def _order(summaries: Mapping[str, list[dict]], names) -> list[str]:
+    return sorted(names, key=lambda n: (is_human(n), -_finite(overall(summaries[n])["accuracy"]), n))
+
+
+def _finite(v: float) -> float:
+    return v if math.isfinite(v) else -1.0
+
+
+def _best(values: Mapping[str, float]) -> set[str]:
+    """The names holding the highest finite value (ties share the mark)."""
+    finite = {n: v for n, v in values.items() if math.isfinite(v)}
+    top = max(finite.values(), default=math.nan)
+    return {n for n, v in finite.items() if v == top}
+
+
+def leaderboard(summaries: Mapping[str, list[dict]], colours: Mapping[str, str]) -> Table:
+    """One row per model (and human) in each question format, sortable; references below."""
+    ranked = _order(summaries, [n for n in summaries if kind_of(n) != "reference"])
+    models = [n for n in ranked if kind_of(n) == "model"]
+    marks = {2: _best({n: overall(summaries[n])["accuracy"] for n in models}),
+             3: _best({n: overall(summaries[n])["dprime"] for n in models})}
+
+    def row(name: str) -> list[str]:
+        o = overall(summaries[name])
+        base, form = split_format(name)
+        return [base, form, _ci(o, "accuracy"), _ci(o, "dprime"), _ci(o, "criterion"),
+                fmt(o["unparsed_rate"]), str(o["n"]), str(o.get("n_clusters", "–"))]
+
+    refs = sorted(n for n in summaries if kind_of(n) == "reference")
+    return Table(LEADERBOARD, [row(n) for n in ranked],
+                 {(i, j) for i, n in enumerate(ranked) for j, best in marks.items() if n in best},
+                 [colours.get(n) for n in ranked],
+                 caption="Overall accuracy and d′ (\"increase\" as the signal), criterion c (< 0 "
+                         "leans \"increase\"), unparsed share; items: changing clips scored, "
+                         f"sources: the recordings they come from. {CI_RULE}. ★ best model; click "
+                         "a column header to sort. References, below the line, are never ranked.",
+                 references=[row(n) for n in refs], reference_swatches=[colours.get(n) for n in refs],
+                 sortable=True)
+
+
+def _per_category_table(summaries, colours, cats, untestable) -> Table:
+    """Every listener x category (the full numbers), folded away: the figures show them."""
+    columns = [*cats, "overall"]
+    ranked = _order(summaries, [n for n in summaries if kind_of(n) != "reference"])
+    refs = sorted(n for n in summaries if kind_of(n) == "reference")
+    groups = {n: {g["group"]: g for g in summaries[n]} for n in summaries}
+
+    def row(n: str) -> list[str]:
+        o = groups[n]["overall"]
+        cells = ["cannot be tested" if c in untestable.get(n, {}) else
+                 _ci(groups[n][c], "accuracy") if c in groups[n] else "–" for c in columns]
+        return [n, kind_of(n), str(o["n"]), str(o.get("n_clusters", "–")), *cells]
+
+    marked = set()
+    for j, c in enumerate(columns):
+        best = _best({n: groups[n][c]["accuracy"] for n in ranked
+                      if kind_of(n) == "model" and c in groups[n]})
+        marked |= {(i, j + 4) for i, n in enumerate(ranked) if n in best}
+    return Table(["listener", "kind", "items", "sources", *[c.replace("_", " ") for c in columns]],
+                 [row(n) for n in ranked], marked, [colours.get(n) for n in ranked],
+                 caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best model in column; "
+                         "references below the line (chance is 0.50).",
+                 references=[row(n) for n in refs], reference_swatches=[colours.get(n) for n in refs],
+                 folded=f"Accuracy per category, every listener ({len(summaries)})")
+
+
+def _model_section(base: str, forms: Mapping[str, str], summaries, references, cats,
+                   untestable, colour: str | None) -> list:
+    """A model's accuracy and d′ per dimension, its question formats side by side, against
+    chance and the ideal observer asked in the same format."""
+    shown = [f for f in FORMAT_ORDER if f in forms] + sorted(set(forms) - set(FORMAT_ORDER))
+    groups = {f: _by_category(summaries[forms[f]]) for f in shown}
+    header = ["dimension"]
+    for f in shown:
+        header += [f"{f}: accuracy", f"{f}: d′"]
+    rows = []
+    for cat in [*cats, "overall"]:
+        row = [cat.replace("_", " ")]
+        for f in shown:
+            g = overall(summaries[forms[f]]) if cat == "overall" else groups[f].get(cat)
+            if cat in untestable.get(forms[f], {}):
+                row += ["cannot be tested", "–"]
+            else:
+                row += ["–", "–"] if g is None else [_ci(g, "accuracy"), _ci(g, "dprime")]
+        rows.append(row)
+    series = [{"label": f, "colour": colour, "marker": FORMAT_MARKERS.get(f, "D"),
+               "values": groups[f]} for f in shown]
+    ideal = [{"label": f"ideal observer ({f})", "name": IDEAL, "at": f,
+              "values": _by_category(references[name])}
+             for f in shown if (name := IDEAL if f == "gradual" else f"{IDEAL} [{f}]") in references]
+    used = sorted({c for g in groups.values() for c in g})
+    stem = "model-" + "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")
+    blocks: list = [Text(base, "h3"),
+                    Table(header, rows, caption=f"{base}: accuracy and d′ [95% CI] per dimension "
+                          f"in each question format asked. {CI_RULE}.")]
+    if used:
+        blocks.append(Figure(
+            stem, figures.dimensions_figure(series, ideal, used, f"{base}: per dimension and "
+                                            "question format"),
+            f"{base}: accuracy (top) and d′ (bottom) per dimension, one marker per question "
+            "format (○ gradual, □ comparison, △ recognition), bars 95% CIs clustered by source; "
+            "black ticks: the ideal observer asked in the same format; dashed: chance.", f"accuracy and d′ per dimension for {base}",
+            figures.dimensions_data(series, ideal, used)))
+    return blocks
+
+
+def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, colours, cats) -> Figure:
+    """The models side by side (each in its gradual format where asked), references as lines."""
+    series = []
+    for base, forms in bases.items():
+        form = next((f for f in FORMAT_ORDER if f in forms), sorted(forms)[0])
+        series.append({"label": base if form == "gradual" else f"{base} [{form}]",
+                       "colour": colours.get(forms[form]), "values": _by_category(summaries[forms[form]])})
+    refs = [{"label": n, "name": n, "values": _by_category(references[n])}
+            for n in sorted(references) if split_format(n)[1] == "gradual"]
+    used = sorted({c for s in series for c in s["values"]})
+    return Figure("models", figures.dimensions_figure(series, refs, used, "Models compared"),
+                  "The models per dimension (gradual format where asked): accuracy (top) and d′ "
+                  "(bottom) with 95% CIs clustered by source. Grey, the references: grey band, the "
+                  "random baseline's 95% CI; black line, the ideal observer; dashed, chance.",
+                  "models compared per dimension", figures.dimensions_data(series, refs, used))
+
+
+def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], note: str,
+             untestable: Mapping[str, Mapping[str, str]] | None = None) -> Section:
+    """The leaderboard, a figure comparing the models, and a headline per model. A category
+    a listener could not be tested on (`untestable`: listener -> category -> why) says so in
+    its cell, rather than a dash that reads as missing."""
+    untestable = untestable or {}
+    cats = sorted({g["category"] for s in summaries.values() for g in s if g["group"] != "overall"}
+                  | {c for n in summaries for c in untestable.get(n, {})})
+    references = {n: s for n, s in summaries.items() if kind_of(n) == "reference"}
+    models = [n for n in _order(summaries, summaries) if kind_of(n) == "model"]
+    bases: dict[str, dict[str, str]] = {}
+    for n in models:
+        base, form = split_format(n)
+        bases.setdefault(base, {})[form] = n
+    blocks: list = []
+    if summaries:
+        blocks.append(leaderboard(summaries, colours))
+    if len(bases) > 1:
+        blocks.append(_comparison(bases, summaries, references, colours, cats))
+    for base, forms in bases.items():
+        colour = colours.get(next(iter(forms.values())))
+        blocks += _model_section(base, forms, summaries, references, cats, untestable, colour)
+    if summaries:
+        blocks.append(_per_category_table(summaries, colours, cats, untestable))
+    reasons = sorted({why for n in summaries for why in untestable.get(n, {}).values()})
+    note = " ".join([note.strip(), *(f"{why[0].upper()}{why[1:]}." for why in reasons)])
+    if note.strip():
+        blocks.append(Text(note.strip(), "note"))
+    warned = few_sources({n: fewest_sources(s) for n, s in summaries.items()})
+    return Section("headline", "Headline", blocks, _glance(summaries, models), warned)
+
+
+def _glance(summaries: Mapping[str, list[dict]], models: list[str]) -> str:
+    ranked = models or _order(summaries, [n for n in summaries if is_human(n)])
+    if not ranked:
+        return (f"No model evaluated: {len(summaries)} reference(s) only." if summaries
+                else "No scored rows.")
+    top = overall(summaries[ranked[0]])
+    text = (f"Best {'model' if models else 'listener'}: {ranked[0]} at {fmt(top['accuracy'])} "
+            f"accuracy, d′ {fmt(top['dprime'])} ({len(models)} model entr"
+            f"{'y' if len(models) == 1 else 'ies'}")
+    ideal = summaries.get(IDEAL)
+    if ideal:
+        text += f"; the ideal observer {fmt(overall(ideal)['accuracy'])}"
+    return text + ")."
