@@ -16,7 +16,7 @@ TORCH := torch==2.13.0
 # category rests on >= 10 test sources (a limited run interleaves categories and sources)
 WHISPER_ITEMS := 140
 
-.PHONY: demo test lint bench clean remedies
+.PHONY: demo test test-all lint bench clean remedies
 
 $(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,9 +73,17 @@ demo: $(DEMO_STAMP)
 		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
 	@echo "demo finished: open $(DEMO)/report.html"
 
+# two workers; a module's tests that share a module-scoped fixture run on one of them
+# (tests/conftest.py), so each built dataset, model and Ray cluster is made once
+PYTEST := $(PY) -m pytest -n 2 --dist loadgroup --durations=15
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
-	$(PY) -m pytest -n 2 --durations=15 tests
+	$(PYTEST) -m "not slow" tests
+
+# everything, the slow end-to-end tests included (CI runs this)
+test-all: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PYTEST) tests
 
 # The remedies grid of #11 on the demo build (after `make demo`): Whisper tiny.en (trimmed
 # encoder context) tuned on each category by each method, the untuned base and its probe, one
