@@ -33,6 +33,15 @@ def alsa_paths() -> list[Path]:
     return [Path(p) for p in sorted(glob.glob("/usr/share/sounds/alsa/*.wav")) if "Noise" not in p]
 
 
+NEEDS_ALSA = ("needs the human-voice recordings of Debian's alsa-utils: apt-get install alsa-utils "
+              "(.ci/run installs it)")
+
+
+def needs_alsa(test):
+    """Skip a test that reads the alsa-utils recordings themselves where they are missing."""
+    return pytest.mark.skipif(not alsa_paths(), reason=NEEDS_ALSA)(test)
+
+
 def chromium_path() -> Path | None:
     """Debian's Chromium (`apt-get install chromium`; .ci/run installs it), if installed."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -120,6 +120,7 @@ def test_run_folder_refuses_a_different_config(dataset, tmp_path):
         evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=11), cache=AnswerCache(tmp_path / "c.sqlite"))
 
 
+@pytest.mark.slow  # starts, kills and restarts the CLI
 def test_killed_eval_resumes_without_duplicates(dataset, tmp_path):
     env = {**os.environ, "VOCALGRAD_CACHE": str(tmp_path / "cache")}
     args = [sys.executable, "-m", "vocalgrad.cli", "eval", str(dataset), "--listener", "baseline:ideal",
