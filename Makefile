@@ -73,9 +73,9 @@ demo: $(DEMO_STAMP)
 		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
 	@echo "demo finished: open $(DEMO)/report.html"
 
-# two workers; a module's tests that share a module-scoped fixture run on one of them
-# (tests/conftest.py), so each built dataset, model and Ray cluster is made once
-PYTEST := $(PY) -m pytest -n 2 --dist loadgroup --durations=15
+# two workers, each test file on one of them, so a file's module-scoped fixtures (a built
+# dataset, a loaded model, a Ray cluster) are made once, not on both workers
+PYTEST := $(PY) -m pytest -n 2 --dist loadfile --durations=15
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(PYTEST) -m "not slow" tests

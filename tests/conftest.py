@@ -111,15 +111,3 @@ def builtin_cache(cache_dir):
     yield
     os.environ.pop("VOCALGRAD_CACHE", None)
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist's `--dist loadgroup` (as `make test` runs it), the tests of a module
-    that share a module-scoped fixture (a built dataset, a loaded model, a Ray cluster) go to
-    one worker, so the fixture is made once instead of once on each worker."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group"):
-            continue
-        if any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
