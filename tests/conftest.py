@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,42 @@ def alsa_paths() -> list[Path]:
     return [Path(p) for p in sorted(glob.glob("/usr/share/sounds/alsa/*.wav")) if "Noise" not in p]
 
 
+NEEDS_ALSA = ("needs the human-voice recordings of Debian's alsa-utils: apt-get install alsa-utils "
+              "(.ci/run installs it)")
+
+
+def needs_alsa(test):
+    """Skip a test that reads the alsa-utils recordings themselves where they are missing."""
+    return pytest.mark.skipif(not alsa_paths(), reason=NEEDS_ALSA)(test)
+
+
+def chromium_path() -> Path | None:
+    """Debian's Chromium (`apt-get install chromium`; .ci/run installs it), if installed."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    return Path(found) if found else None
+
+
+NEEDS_CHROMIUM = "needs Debian's Chromium: apt-get install chromium (.ci/run installs it)"
+needs_chromium = pytest.mark.skipif(chromium_path() is None, reason=NEEDS_CHROMIUM)
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--mute-audio",
+                 "--autoplay-policy=no-user-gesture-required"]
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole session, driven by Playwright (which downloads no
+    browser of its own); each test opens its own page or context on it."""
+    path = chromium_path()
+    if path is None:
+        pytest.skip(NEEDS_CHROMIUM)
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]' (playwright)")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
 @pytest.fixture(scope="session")
 def real_speech_paths(tmp_path_factory) -> list[Path]:
     """ARCTIC plus the ALSA phrases joined in pairs ("Front Left ... Front Right", 0.25 s
@@ -56,8 +93,15 @@ def arctic() -> tuple[np.ndarray, int]:
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    """One builtin-speech cache for the whole session, so sources are synthesised once."""
-    return tmp_path_factory.mktemp("vocalgrad-cache")
+    """One builtin-speech cache for the whole run, shared by pytest-xdist's workers (sources
+    and converted models are written under temporary names and moved into place), so each
+    source is synthesised once, not once per worker."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder, above each worker's own
+    path = root / "vocalgrad-cache"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -66,3 +110,4 @@ def builtin_cache(cache_dir):
     os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
     yield
     os.environ.pop("VOCALGRAD_CACHE", None)
+

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import alsa_paths, arctic_path
+from conftest import alsa_paths, arctic_path, needs_alsa
 
 from vocalgrad.audio import (
     PEAK_CEILING,
@@ -94,7 +94,7 @@ def test_speech_span_flags_silence_noise_and_blips():
     assert not result.plausible and "shorter" in result.reason
 
 
-@pytest.mark.skipif(not alsa_paths(), reason="alsa-utils not installed (.ci/run installs it)")
+@needs_alsa
 def test_speech_span_on_other_real_recordings():
     for path in alsa_paths():
         audio, sr = load_audio(path)

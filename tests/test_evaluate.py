@@ -120,6 +120,7 @@ def test_run_folder_refuses_a_different_config(dataset, tmp_path):
         evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=11), cache=AnswerCache(tmp_path / "c.sqlite"))
 
 
+@pytest.mark.slow  # starts, kills and restarts the CLI
 def test_killed_eval_resumes_without_duplicates(dataset, tmp_path):
     env = {**os.environ, "VOCALGRAD_CACHE": str(tmp_path / "cache")}
     args = [sys.executable, "-m", "vocalgrad.cli", "eval", str(dataset), "--listener", "baseline:ideal",
@@ -212,3 +213,20 @@ def test_adaptive_eval_and_report_through_the_cli(dataset, tmp_path, capsys):
     for section in ("headline", "bias", "psychometric", "dataset", "provenance"):
         assert f'id="{section}"' in html
     assert "baseline:random" in html and "http://" not in html and "https://" not in html
+
+
+def test_a_limited_run_interleaves_categories_and_sources():
+    """--limit takes items round-robin over categories and, within each, over source clips:
+    a demo run of 10 items per category rests on 10 sources (hash order alone gave ~6.5)."""
+    from vocalgrad.evaluation.evaluate import _balanced_head
+
+    items = [{"item_id": f"{c}-{s}-{k}", "category": c, "source_id": f"src{s}"}
+             for c in ("echo", "volume", "voice_pitch") for s in range(10) for k in range(6)]
+    head = _balanced_head(items, 30)
+    assert len(head) == 30 and len({r["item_id"] for r in head}) == 30
+    for category in ("echo", "volume", "voice_pitch"):
+        sources = [r["source_id"] for r in head if r["category"] == category]
+        assert len(sources) == 10 and len(set(sources)) == 10, sources
+    assert _balanced_head(items, 30) == head  # the same items whatever the order given
+    assert _balanced_head(items[::-1], 30) == head
+    assert len(_balanced_head(items, 1000)) == len(items)

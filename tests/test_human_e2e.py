@@ -14,21 +14,11 @@ import sqlite3
 import time
 from pathlib import Path
 
-import pytest
 from e2e.human_helpers import make_dataset, start_server, stop_server, write_study
 
 from vocalgrad.cli import main
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run", "--mute-audio",
-        "--autoplay-policy=no-user-gesture-required"]
 KEY = {"increase": "i", "decrease": "ArrowDown"}
-
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does)",
-)
 
 
 def _next(db: Path) -> tuple[str, str, str]:
@@ -50,8 +40,7 @@ def _poll(page, expression: str, timeout_s: float = 15.0) -> None:
         time.sleep(0.05)
 
 
-def test_browser_study_end_to_end(tmp_path, capsys):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+def test_browser_study_end_to_end(browser, tmp_path, capsys):
     shots = Path(os.environ.get("VOCALGRAD_SCREENSHOTS", tmp_path / "shots"))
     shots.mkdir(parents=True, exist_ok=True)
     dataset = make_dataset(tmp_path / "ds", seconds=0.4)
@@ -63,9 +52,8 @@ def test_browser_study_end_to_end(tmp_path, capsys):
     try:
         assert main(["human", "invite", "--study", str(study), "--public-url", base]) == 0
         link = capsys.readouterr().out.split()[1]
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page(viewport={"width": 1000, "height": 720})
+        with browser.new_context(viewport={"width": 1000, "height": 720}) as context:
+            page = context.new_page()
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(link)
@@ -125,7 +113,6 @@ def test_browser_study_end_to_end(tmp_path, capsys):
             page.wait_for_selector("#done:not([hidden])")
             page.screenshot(path=str(shots / "5-done.png"))
             html = page.content()
-            browser.close()
         assert not errors, errors
         assert reloaded_mid_trial and answered == 2 + 1 + 8 + 1
     finally:

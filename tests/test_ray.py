@@ -116,6 +116,7 @@ def test_build_on_ray_gives_the_local_bytes(cluster, local, tmp_path):
     assert _files(tmp_path / "ray") == _files(local)
 
 
+@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_build_survives_a_killed_ray_worker(cluster, local, tmp_path):
     thread = threading.Thread(target=build, args=(CONFIG, tmp_path / "ray"),
                               kwargs={"audit": False, "executor": cluster})
@@ -161,6 +162,7 @@ def test_eval_command_runs_on_the_joined_ray_session(cluster, local, tmp_path):
     assert {r["key"]: {k: v for k, v in r.items() if k != "seconds"} for r in rows} == here
 
 
+@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     here = _eval(local, SlowListener(), tmp_path / "local", Executor(), limit=40)
     result: dict = {}
@@ -173,6 +175,7 @@ def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     assert result["rows"] == here and len(here) == 80
 
 
+@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_actors_that_keep_dying_stop_the_run_instead_of_looping(cluster, local, tmp_path):
     one = RayExecutor(workers=1)  # joins the module's session
     try:
@@ -220,6 +223,7 @@ def test_unreachable_ray_address_fails_fast_naming_it(cluster, tmp_path, capsys)
     assert "cannot reach the Ray cluster at '127.0.0.1:9'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_a_killed_ray_driver_resumes_like_a_local_build(cluster, local, tmp_path):
     """SIGKILL the driver of a Ray build mid-run (its tasks end with its job), then run the
     same command again: it resumes and the dataset has the local build's bytes, no clip

@@ -3,8 +3,6 @@ and read back as two channels, and refused to a listener that hears a mono downm
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import soundfile as sf
@@ -98,18 +96,9 @@ class MonoSpy(RandomListener):
         return super().score_choices(requests)
 
 
-def speaker_folders(root: Path, paths) -> Path:
-    """One folder per recording: a folder source of that many speakers."""
-    for i, p in enumerate(paths):
-        (root / f"s{i}").mkdir(parents=True)
-        audio, sr = load_audio(p)
-        sf.write(root / f"s{i}" / "a.wav", audio, sr)
-    return root
-
-
-def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path, real_speech_paths):
-    root = speaker_folders(tmp_path / "speakers", real_speech_paths[:3])
-    config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
+@pytest.mark.usefixtures("builtin_cache")
+def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path):
+    config = BuildConfig(source="builtin", n_test=3, n_train=0, per_speaker_test=1,
                          categories=("stereo_direction", "volume"), tiers=("high",), curves=("linear",))
     data = tmp_path / "ds"
     report = build(config, data, workers=1, audit=False)
@@ -161,12 +150,12 @@ def test_the_audit_sees_where_the_image_sits(sources):
 
 
 @pytest.mark.parametrize("fmt", ["comparison", "recognition"])
-def test_held_formats_render_two_channels_and_the_ideal_observer_reads_them(tmp_path, real_speech_paths, fmt):
+@pytest.mark.usefixtures("builtin_cache")
+def test_held_formats_render_two_channels_and_the_ideal_observer_reads_them(tmp_path, fmt):
     """Two stereo parts with the room tone between them (it was mono, and every stereo
     comparison item failed to render, silently); the ideal observer's held evidence starts
     from the source straight ahead."""
-    root = speaker_folders(tmp_path / "speakers", real_speech_paths[:3])
-    config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
+    config = BuildConfig(source="builtin", n_test=3, n_train=0, per_speaker_test=1,
                          categories=("stereo_direction",), tiers=("high",), format=fmt)
     data = tmp_path / "ds"
     report = build(config, data, workers=1, audit=False)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import alsa_paths, arctic_path
+from conftest import alsa_paths, arctic_path, needs_alsa
 
 from vocalgrad.cli import main
 from vocalgrad.dataset import load_rows
@@ -118,7 +118,7 @@ def _speaker_folder(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.mark.skipif(not alsa_paths(), reason="alsa-utils not installed (.ci/run installs it)")
+@needs_alsa
 def test_folder_source_with_bad_files_skips_them_with_reasons(tmp_path):
     root = _speaker_folder(tmp_path)
     config = BuildConfig(source=f"folder:{root}", n_test=5, n_train=0, per_speaker_test=1,
@@ -148,7 +148,7 @@ def test_multichannel_and_odd_rate_sources_are_accepted(tmp_path):
     assert report["clips_kept"] == 6 and report["verification_agreement"]["voice_pitch"] == 1.0
 
 
-@pytest.mark.skipif(not alsa_paths(), reason="alsa-utils not installed (.ci/run installs it)")
+@needs_alsa
 def test_vctk_protocol_preset_through_the_cli(tmp_path):
     """A VCTK 0.92 layout made of real recordings; the published preset renders at 48 kHz."""
     root = tmp_path / "VCTK-Corpus-0.92"

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 import numpy as np
@@ -175,15 +176,19 @@ def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
 
 
 def _balanced_head(items: list[dict], limit: int) -> list[dict]:
-    """The first `limit` items in an order that interleaves categories and sources."""
-    by_cat: dict[str, list[dict]] = {}
+    """The first `limit` items in an order that interleaves categories and, within each
+    category, source clips (in a hashed order), so a limited run rests on as many sources per
+    category as it can: 10 items of a category come from 10 sources where it has them."""
+    by_cat: dict[str, dict[str, list[dict]]] = {}
     for r in sorted(items, key=lambda r: hashlib.sha256(r["item_id"].encode()).hexdigest()):
-        by_cat.setdefault(r["category"], []).append(r)
+        by_cat.setdefault(r["category"], {}).setdefault(r["source_id"], []).append(r)
+    queues = {cat: [r for group in zip_longest(*by_src.values()) for r in group if r is not None]
+              for cat, by_src in by_cat.items()}
     out: list[dict] = []
-    while len(out) < limit and any(by_cat.values()):
-        for cat in sorted(by_cat):
-            if by_cat[cat] and len(out) < limit:
-                out.append(by_cat[cat].pop(0))
+    while len(out) < limit and any(queues.values()):
+        for cat in sorted(queues):
+            if queues[cat] and len(out) < limit:
+                out.append(queues[cat].pop(0))
     return out
 
 
