@@ -75,32 +75,13 @@ def _audio(row: dict, sr: int) -> np.ndarray:
     return resample(audio, file_sr, sr)
 
 
-def _lens_from_states(listener: Listener, states: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
-    """Whisper-style lens on the answer states we already have (saves a second model pass)."""
-    inc, dec = (listener.option_ids(o)[0] for o in LENS_OPTIONS)  # type: ignore[attr-defined]
-    out = []
-    for st in states:
-        keys = sorted(
-            (k for k in st if k.endswith("@answer")), key=lambda k: int(re.findall(r"\d+", k)[-1])
-        )
-        logits = np.asarray(listener.lens_logits(np.stack([st[k] for k in keys])), np.float64)  # type: ignore[attr-defined]
-        logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
-        out.append(logp[:, inc] - logp[:, dec])
-    return out
-
-
 def _lens(
     listener: Listener, requests: list[Request], states: list[dict]
 ) -> tuple[list | None, str]:
-    if hasattr(listener, "lens_logits") and hasattr(listener, "option_ids"):
-        return _lens_from_states(listener, states), "final norm + LM head on each answer state"
-    fn = getattr(listener, "answer_lens", None)
-    if fn is None:
-        return None, f"{listener.listener_id} has no answer_lens"
-    try:
-        return fn(requests, options=LENS_OPTIONS), "listener.answer_lens"
-    except NotImplementedError as err:
-        return None, str(err)
+    """Lens rows of one batch (read from `states` where the listener can), or None and why."""
+    if not listener.can_lens:
+        return None, f"{listener.listener_id} has no logit lens"
+    return listener.answer_lens(requests, LENS_OPTIONS, states), "listener.answer_lens"
 
 
 def _write_index(folder: Path, index: dict) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from vocalgrad.dataset import content_sha256, load_rows
-from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.errors import CapabilityError, ConfigError, VocalgradError
 from vocalgrad.executors import Executor
 from vocalgrad.listeners.adapters import DSPListener, randomised
 from vocalgrad.listeners.base import Listener
@@ -144,6 +144,9 @@ def probe_rows(
 ) -> dict:
     """Probe every selected category of `rows` (dataset rows, or in-memory rows with `audio`).
     `train_dataset` names where the train split came from when it is not the probed dataset."""
+    if not listener.can_probe:
+        raise CapabilityError(f"{listener.listener_id} exposes no hidden states, so it cannot be "
+                              "probed; probe a whisper:, hf: or torch listener")
     out, cache = Path(out), Path(cache)
     out.mkdir(parents=True, exist_ok=True)
     cats = config.categories or tuple(sorted({r["category"] for r in rows}))
@@ -193,7 +196,7 @@ def probe_rows(
                 )
                 x |= dict(dsp.stages)
                 kind |= dict.fromkeys(dsp.stages, "dsp")
-            except (VocalgradError, ValueError) as err:
+            except VocalgradError as err:
                 _warn(warned, f"DSP reference unavailable: {err}")
         torch.set_num_threads(config.threads)
         try:
@@ -292,7 +295,9 @@ def _behaviour(
 
 
 def _lens_stages(listener: Listener, order: list[str], n: int) -> list[str]:
-    named = getattr(listener, "lens_stages", None)
+    """The stage each of the n lens layers reads: the listener's `lens_stages`, else its
+    ``@answer`` stages in depth order, else none known."""
+    named = listener.lens_stages
     if named and len(named) == n:
         return list(named)
     answer = [s for s in order if s.endswith("@answer")]
