@@ -6,8 +6,6 @@ configuration, versions, sample counts), with CIs and the control diagnostics ad
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from pathlib import Path
@@ -156,19 +154,6 @@ def markdown(summary: dict) -> str:
     lines += [f"**{category}:** {why} (not scored)." for category, why in summary.get("untestable", {}).items()]
     lines += [f"**Alarm:** {a}" for a in summary["alarms"]]
     return "\n".join(lines)
-
-
-def to_csv(summary: dict) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    header = ["listener", "prompt", "group", "n", *[f"{m}{s}" for m in COLUMNS for s in ("", "_lo", "_hi")],
-              "increase_rate", "unparsed_rate", "n_clusters", "ci_method"]
-    writer.writerow(header)
-    listener = summary["config"].get("listener", {}).get("listener", "?")
-    for key, group in summary["groups"].items():
-        for g in group["table"]:
-            writer.writerow([listener, key, g["group"], g["n"], *[g.get(h) for h in header[4:]]])
-    return buf.getvalue()
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, cluster: str = "source_id", seed: int = 0) -> dict:
