@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import binomtest, norm, permutation_test
@@ -156,11 +156,28 @@ def cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
     return ids.reshape(-1)
 
 
-def _resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> np.ndarray:
-    """How often each cluster is drawn in each of `n_rep` with-replacement resamples."""
+def resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> np.ndarray:
+    """How often each cluster is drawn in each of `n_rep` with-replacement resamples.
+
+    Returns
+    -------
+    ndarray
+        Shape (n_rep, n_clusters), int64, every row summing to `n_clusters`: the weights of
+        one cluster-bootstrap resample each. Every bootstrap in the toolkit draws through here.
+    """
     idx = rng.integers(0, n_clusters, size=(n_rep, n_clusters))
     idx += (np.arange(n_rep) * n_clusters)[:, None]
     return np.bincount(idx.ravel(), minlength=n_rep * n_clusters).reshape(n_rep, n_clusters)
+
+
+def resample_chunks(rng: np.random.Generator, n_boot: int, n_clusters: int,
+                    width: int | None = None) -> Iterator[np.ndarray]:
+    """`resample_weights` for `n_boot` resamples in chunks, so that a statistic needing
+    `width` float64 cells per resample (default: one per cluster) stays within a fixed
+    memory budget; the draws are those of successive calls with the chunk sizes."""
+    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width or n_clusters, 1)))
+    for begin in range(0, n_boot, chunk):
+        yield resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
 
 
 class ClusterWeightedAUC:
@@ -219,7 +236,7 @@ def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_c
     toolkit follows one rule."""
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     if method == BOOTSTRAP:
-        lo, hi = _percentile_ci(statistic(_resample_weights(rng, n_boot, n_clusters).astype(float)), level)
+        lo, hi = _percentile_ci(statistic(resample_weights(rng, n_boot, n_clusters).astype(float)), level)
         if proportion:
             lo, hi = _unless_collapsed(lo, hi, point, n_clusters, level)
         return lo, hi, method
@@ -299,9 +316,7 @@ def _group_summary(
     if method == BOOTSTRAP:
         boot: dict[str, list[np.ndarray]] = {}
         width = len(rows) if with_auc and not boot_auc.quadratic else n_clusters
-        chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width, 1)))
-        for begin in range(0, n_boot, chunk):
-            w = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
+        for w in resample_chunks(rng, n_boot, n_clusters, width):
             for name, v in _count_metrics(w @ kc).items():
                 boot.setdefault(name, []).append(v)
             if with_auc:
@@ -437,10 +452,9 @@ def paired_comparison(
     lo = hi = nan
     if method == BOOTSTRAP:
         rng = group_rng(seed, "paired")
-        chunk = max(1, min(n_boot, _CHUNK_CELLS // n_clusters))
         diffs = []
-        for begin in range(0, n_boot, chunk):
-            t = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters) @ sums
+        for w in resample_chunks(rng, n_boot, n_clusters):
+            t = w @ sums
             diffs.append(_div(t[:, 0] - t[:, 1], t[:, 2]))
         lo, hi = _percentile_ci(np.concatenate(diffs))
     elif method == JACKKNIFE:

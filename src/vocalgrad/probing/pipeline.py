@@ -34,7 +34,8 @@ from vocalgrad.probing.features import Features, extract, feature_key
 from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, lens_curve
 from vocalgrad.probing.pooling import POOLINGS
 from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
-from vocalgrad.probing.stats import balanced_accuracy_ci, cluster_ids
+from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.stats import cluster_ids
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ def probe_rows(
         summary["split"] = fits.split
         test_rows = [items[i] for i in fits.test_index]
         y = labels(test_rows)
-        clusters = cluster_ids([r["source_id"] for r in test_rows])
+        clusters = cluster_ids(test_rows, "source_id")
         records = _curve_records(fits, kind, late, order, y, clusters, config.settings.n_boot)
         lens_rows: list[dict] = []
         lens_test = None

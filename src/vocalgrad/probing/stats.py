@@ -12,8 +12,6 @@ source no interval (NaN), never a degenerate one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from vocalgrad.stats import (
@@ -22,15 +20,11 @@ from vocalgrad.stats import (
     ci_method_for,
     jackknife_t_ci,
     leave_one_out_weights,
+    resample_weights,
 )
 
 N_BOOT = 1000
 LEVEL = 0.95
-
-
-def cluster_ids(values: Sequence[object]) -> np.ndarray:
-    _, ids = np.unique(np.asarray([str(v) for v in values]), return_inverse=True)
-    return ids.reshape(-1)
 
 
 def balanced_accuracy_ci(
@@ -76,10 +70,8 @@ def balanced_accuracy_ci(
     if method != BOOTSTRAP:
         return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, g, size=(n_boot, g))
-    weights = np.apply_along_axis(np.bincount, 1, draws, minlength=g).astype(float)
-    seed_draws = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    seed_w = np.apply_along_axis(np.bincount, 1, seed_draws, minlength=n_seeds) / n_seeds
+    weights = resample_weights(rng, n_boot, g).astype(float)
+    seed_w = resample_weights(rng, n_boot, n_seeds) / n_seeds
     boot = ba(seed_w, weights)  # curves x n_boot
     lo, hi = np.nanpercentile(boot, [50 * (1 - LEVEL), 50 * (1 + LEVEL)], axis=1)
     return point, lo, hi
