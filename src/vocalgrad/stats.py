@@ -5,24 +5,21 @@ A scored row is a dict with at least `item_id, category, direction` (the truth),
 `source_id, speaker_id`, optionally `llr` (log-likelihood of "increase" minus "decrease")
 and breakdown keys such as `tier, curve, domain`.
 
-Why more than accuracy: the published models sit at 50% because they answer one word
-regardless of the audio, so we report d' and criterion c (signal detection, "increase" is the
-signal) to separate hearing from bias. Why clustered bootstrap: the 24 clips of one source
-share a voice and a sentence, so they are not independent; resampling clips understates the
-uncertainty, resampling sources does not.
+Why more than accuracy: a listener that answers one word regardless of the audio scores at
+chance on balanced items, so d' and criterion c (signal detection, "increase" is the signal)
+separate hearing from bias. Why a clustered bootstrap: the clips made from one source share a
+voice and a sentence, so they are not independent; resampling clips understates the
+uncertainty, resampling sources does not. Every bootstrap draws its cluster weights through
+`resample_weights`.
 
 Why a rule for few clusters: a bootstrap over G clusters has at most C(2G-1, G) distinct
-resamples (one with G = 1, three with G = 2), so its percentile interval collapses to a point
-or a sliver exactly when the data say least. Every CI here follows `ci_method_for`:
-G >= MIN_SOURCES keeps the cluster bootstrap; 2 <= G < that uses a
-delete-one-cluster jackknife t-interval with G - 1 degrees of freedom (for a mean over equal
-clusters it is the t-interval on cluster means); one cluster gets no CI ("too few sources for a
-CI"). Where the few clusters agree exactly the jackknife has zero width, which G clusters
-cannot justify: accuracy-like proportions then get the Wilson interval with G as the sample
-size (the effective sample size when every item of a cluster answers alike), d' and c no CI.
-The bootstrap collapses the same way with many clusters that agree exactly (28 sources all
-answered right gave [1.000, 1.000]); a proportion's zero-width bootstrap interval is then
-that Wilson interval too.
+resamples, so its percentile interval collapses to a point or a sliver exactly when the data
+say least. Every CI here follows `ci_method_for`: G >= MIN_SOURCES keeps the cluster
+bootstrap; 2 <= G < that uses a delete-one-cluster jackknife t-interval with G - 1 degrees of
+freedom; one cluster gets no CI. Where the clusters agree exactly an interval has zero width,
+which G clusters cannot justify: accuracy-like proportions then get the Wilson interval with G
+as the sample size (the effective sample size when every item of a cluster answers alike),
+d' and c no CI.
 """
 
 from __future__ import annotations

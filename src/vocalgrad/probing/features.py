@@ -50,7 +50,27 @@ def feature_key(
     pooling: str,
     item_ids: Sequence[str],
 ) -> str:
-    """What the cached features depend on; any change gives a new folder."""
+    """The cache key of one feature extraction: any change to what the features depend on
+    gives a new folder.
+
+    Parameters
+    ----------
+    dataset_sha : str
+        Content hash of the dataset the items come from.
+    listener : Listener
+        Its `manifest` (id, revision, settings) is part of the key.
+    category, variant : str
+        The question asked while the states are read.
+    pooling : str
+        How sequence stages are pooled.
+    item_ids : sequence of str
+        The items, in row order.
+
+    Returns
+    -------
+    str
+        20 hex digits.
+    """
     prompt = build_prompt(category, variant)
     parts = {
         "format": FORMAT,
@@ -134,7 +154,34 @@ def extract(
     """Features for `rows` (one category), reusing and completing what `folder` holds.
 
     Batches run on `executor` (default: here) and may finish in any order; rows are written
-    at their fixed positions and `done` advances over the finished prefix only."""
+    at their fixed positions and `done` advances over the finished prefix only, so a killed
+    extraction resumes at the first unfinished item.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        Items with ``item_id`` and ``path`` or in-memory ``audio``.
+    listener : Listener
+        Declares `can_probe`; the lens is read where it declares `can_lens`.
+    folder : str or Path
+        The cache folder of this extraction (see `feature_key`).
+    category, variant : str
+        The question asked while the states are read.
+    pooling : str
+        How each sequence stage becomes one vector (one of `POOLINGS`).
+    batch_size : int
+        Items per model pass.
+    with_lens : bool
+        Also read the lens (log p(increase) - log p(decrease) per layer).
+    executor : Executor, optional
+        Where the model passes run.
+
+    Returns
+    -------
+    Features
+        Per stage an (items, d) float16 memory map (values beyond float16 clipped, counted in
+        index.json), and the lens as (items, layers) float32 or None with the reason.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     item_ids = [r["item_id"] for r in rows]

@@ -34,14 +34,33 @@ def balanced_accuracy_ci(
     n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(point, lo, hi) per curve. `correct` is (curves x items) in [0, 1], or (curves x seeds
-    x items) for probes fitted with several seeds: the point is then the seed average and
-    every bootstrap draw resamples the seeds as well as the source clips, so the interval
-    also covers seed-to-seed variation (large for shuffled-label controls). `positive` marks
-    "increase" items, `clusters` the source of each. With fewer than
-    MIN_SOURCES sources: a delete-one-source jackknife t-interval on the seed
-    average, widened by the seed-to-seed variance of that average (a Wilson interval on the
-    source count where the sources agree exactly); with one source, NaN."""
+    """Balanced accuracy of many prediction curves over the same items, with 95% CIs.
+
+    With several seeds the point is the seed average and every bootstrap draw resamples the
+    seeds as well as the source clips, so the interval also covers seed-to-seed variation
+    (large for shuffled-label controls). With fewer than MIN_SOURCES sources: a
+    delete-one-source jackknife t-interval on the seed average, widened by the seed-to-seed
+    variance of that average (a Wilson interval on the source count where the sources agree
+    exactly); with one source, NaN.
+
+    Parameters
+    ----------
+    correct : ndarray
+        (curves, items) or (curves, seeds, items), values in [0, 1] (0.5 = a guess).
+    positive : ndarray
+        (items,) bool: the "increase" items.
+    clusters : ndarray
+        (items,) int in 0..G-1: the source clip of each item.
+    n_boot : int
+        Bootstrap resamples (used with >= MIN_SOURCES sources).
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    point, lo, hi : ndarray
+        Each (curves,): balanced accuracy and its CI bounds (NaN where there is no CI).
+    """
     correct = np.asarray(correct, np.float64)
     correct = correct.reshape((-1, 1, correct.shape[-1]) if correct.ndim < 3 else correct.shape)
     pos = np.asarray(positive, bool)

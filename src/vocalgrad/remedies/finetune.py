@@ -106,7 +106,8 @@ class TuneConfig:
 
 
 def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
-    """Train-split rows of the categories whose answer is one of the two-way options."""
+    """Train-split rows of `categories` whose answer is one of the two-way options (constant
+    clips are left out), in row order."""
     return [r for r in rows if r["split"] == "train" and r["category"] in categories
             and r["direction"] in build_prompt(r["category"]).options]
 
@@ -120,8 +121,15 @@ def _audio(row: dict, sr: int) -> np.ndarray:
 
 
 def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
-    """The item under both option orders, exactly as `evaluate` asks it, and the index of the
-    correct option in each."""
+    """The item under both option orders, exactly as `evaluate` asks it.
+
+    Returns
+    -------
+    requests : list of Request
+        One per option order (`ORDERS`), the clip at `sr` Hz.
+    targets : torch.Tensor
+        (2,) int: the index of the correct option in each request.
+    """
     audio = {row["item_id"]: _audio(row, sr)}
     reqs = [Request(row["item_id"], build_prompt(row["category"], variant, False, (), row["item_id"]), audio,
                     row.get("source_id")) for variant in ORDERS]
@@ -345,9 +353,40 @@ def _rename(listener: Listener, meta: dict) -> None:
 
 def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig, *, batch_size: int = 16,
              cache: Any = None, on_step: Callable[[int, float], None] | None = None) -> dict:
-    """Tune `spec` on the dataset's train split, then evaluate it (choice mode, both option
-    orders) on the test split of every category into OUT, an ordinary run folder whose
-    manifest also carries the tuning record under `finetune`."""
+    """`vocalgrad finetune`: tune `spec` on the dataset's train split, then evaluate it
+    (choice mode, both option orders) on the test split of every category.
+
+    Parameters
+    ----------
+    dataset : str or Path
+        A dataset folder with a train split.
+    spec : str
+        The base listener's spec (e.g. ``whisper:tiny.en``); it must declare `can_tune`.
+    out : str or Path
+        An ordinary run folder whose manifest also carries the tuning record under
+        ``finetune``, with the adapter in ``adapter/``.
+    config : TuneConfig
+        Method, categories and hyperparameters.
+    batch_size : int
+        Requests per model pass in the evaluation.
+    cache : optional
+        The evaluation's answer cache.
+    on_step : callable, optional
+        ``on_step(step, loss)`` after every optimizer step.
+
+    Returns
+    -------
+    dict
+        ``tuning`` (the tuning record), ``counts`` (evaluation counts), ``summary`` (the
+        scored run) and ``listener`` (the tuned listener).
+
+    Raises
+    ------
+    CapabilityError
+        When the listener is not tunable.
+    ConfigError
+        When a category is missing from the dataset or cannot be heard by the listener.
+    """
     from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, untestable_categories
     from vocalgrad.evaluation.score import score_run, write_summary
     from vocalgrad.listeners import load_listener

@@ -99,7 +99,26 @@ def apply_adapter(listener: Listener, folder: Path, method: str) -> None:
 
 
 def load_tuned(path: str | Path, **options: Any) -> Listener:
-    """`tuned:DIR/adapter`: the base listener named in tuning.json with the adapter applied."""
+    """`tuned:DIR/adapter`: the base listener named in tuning.json with the adapter applied.
+
+    Parameters
+    ----------
+    path : str or Path
+        An adapter folder, or the finetune run folder holding it.
+    **options
+        Passed to the base listener's factory (e.g. ``device``).
+
+    Returns
+    -------
+    Listener
+        The base listener, tuned, with the tuned id and revision.
+
+    Raises
+    ------
+    ConfigError
+        When the folder holds no tuning record, its files changed since tuning, or the base
+        spec now resolves to another revision than the one tuned.
+    """
     folder = Path(path).expanduser()
     if (folder / "adapter" / META_FILE).is_file():  # the run folder given instead of its adapter
         folder = folder / "adapter"
