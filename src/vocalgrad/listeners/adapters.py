@@ -76,6 +76,28 @@ class TorchModuleListener(Listener):
 
     It scores, probes and tunes; it has a lens when given `lens_head`, which is also the
     output head tuning trains with ``--method head``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model; called on one item's input with a leading batch axis of 1.
+    stages : mapping of str to str or module
+        Stage name -> the submodule (or its qualified name) whose output is that stage.
+    readout : callable
+        Model output -> logits whose first two are (increase, decrease).
+    lens_head : callable, optional
+        One answer-position state -> the same two logits; a submodule of `module` for
+        head-only tuning.
+    lens_stages : sequence of str, optional
+        The stages the lens reads, in depth order; default every one-position stage.
+    preprocess : callable, optional
+        Audio (samples,) -> the module's input for one item (e.g. a log-mel).
+    name : str
+        The listener id is ``torch:NAME``.
+    sample_rate : int
+        Hz of the audio it is given.
+    random_weights : bool
+        Re-draw the module's parameters first (seeded by `seed`).
     """
 
     can_score = True

@@ -71,7 +71,24 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 class HFListener(Listener):
     """A transformers audio-LM: greedy `generate`, `score_choices`, `hidden_states`, a logit
-    lens, and tuning of the whole model (its head is the LM output projection)."""
+    lens, and tuning of the whole model (its head is the LM output projection).
+
+    Parameters
+    ----------
+    spec : str
+        ``hf:`` + a local folder with config.json, or a hub id already in the local cache.
+    device : str, optional
+        Torch device; default CUDA when available, else CPU.
+    dtype : str, optional
+        Torch dtype name (e.g. ``"float32"``); default bfloat16 on CUDA, float32 on CPU.
+
+    Raises
+    ------
+    ConfigError
+        When the config's ``model_type`` is no supported family.
+    ModelError
+        When the model is not local, or transformers or an extra package is missing.
+    """
 
     can_score = True
     can_probe = True

@@ -109,7 +109,21 @@ def _hub_snapshot(repo_id: str, allow_download: bool) -> Path | None:
 def resolve_spec(
     spec: str, cache_dir: Path | None = None, allow_download: bool = False
 ) -> tuple[str, Path, str]:
-    """(listener id, local HF folder, sha256 of the weights) for a `whisper:...` spec."""
+    """Where a `whisper:...` spec's weights are, converting or looking up as needed.
+
+    Returns
+    -------
+    listener_id : str
+    folder : Path
+        A local Hugging Face Whisper folder.
+    sha256 : str
+        Hex digest of the weights (the listener's revision is its first 12 digits).
+
+    Raises
+    ------
+    ConfigError
+        When the spec is no packaged model, local folder or cached hub model.
+    """
     name = spec.removeprefix("whisper:").strip()
     name = ALIASES.get(name, name)
     if name in PACKAGED_WHEELS:
@@ -150,7 +164,28 @@ class EncodedClip:
 
 class WhisperListener(Listener):
     """Whisper answering benchmark questions, with choice scores, hidden states, a lens and
-    tuning (its head is `proj_out`, the output projection tied to the token embeddings)."""
+    tuning (its head is `proj_out`, the output projection tied to the token embeddings).
+
+    Parameters
+    ----------
+    spec : str
+        ``whisper:NAME`` (see the module docstring); a ``+trimmed`` suffix sets `context`.
+    cache_dir : Path, optional
+        Where converted CTranslate2 models go; default the vocalgrad cache.
+    allow_download : bool
+        Fetch a hub model that is not in the local cache (off: nothing downloads unasked).
+    batch_size : int
+        Requests per model pass.
+    max_prompt_tokens : int
+        The question's tokens kept (its end); OpenAI's limit is n_text_ctx // 2 - 1.
+    context : {"padded", "trimmed"}
+        The encoder's input: the 30 s window, or the clip's whole seconds only.
+
+    Raises
+    ------
+    ConfigError
+        When the spec resolves to no model, or `context` is unknown.
+    """
 
     can_score = True
     can_probe = True
