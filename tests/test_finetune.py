@@ -281,7 +281,8 @@ def test_whisper_head_tuning_on_inputs_read_once_matches_running_it_every_step(
     listener.model.requires_grad_(False)
     head.requires_grad_(True)
     grads = []
-    for scores in (listener.head_inputs(reqs).score(listener.output_head()), listener.option_logprobs(reqs)):
+    read_once = listener.head_inputs(reqs).score(listener.output_head())
+    for scores in (read_once, listener.option_logprobs(reqs)):
         grads.append(torch.autograd.grad(torch.nn.functional.cross_entropy(scores, targets), head)[0])
         torch.testing.assert_close(scores, listener.option_logprobs(reqs), rtol=0, atol=1e-5)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-5 * float(grads[1].abs().max()))

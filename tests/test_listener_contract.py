@@ -92,7 +92,8 @@ class TinyListener(Listener):
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
         with torch.no_grad():
             scores = self.option_logprobs(requests).tolist()
-        return [dict(zip(r.prompt.options, s, strict=True)) for r, s in zip(requests, scores, strict=True)]
+        return [dict(zip(r.prompt.options, s, strict=True))
+                for r, s in zip(requests, scores, strict=True)]
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
         return [max(s, key=s.get) for s in self.score_choices(requests)]

@@ -233,7 +233,8 @@ def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_c
     toolkit follows one rule."""
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     if method == BOOTSTRAP:
-        lo, hi = _percentile_ci(statistic(resample_weights(rng, n_boot, n_clusters).astype(float)), level)
+        weights = resample_weights(rng, n_boot, n_clusters).astype(float)
+        lo, hi = _percentile_ci(statistic(weights), level)
         if proportion:
             lo, hi = _unless_collapsed(lo, hi, point, n_clusters, level)
         return lo, hi, method

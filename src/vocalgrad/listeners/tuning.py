@@ -92,7 +92,8 @@ def gather(
     head's own scores (for a listener whose option scores are the head on these states by
     construction)."""
     device = next(head.parameters()).device
-    inputs = HeadInputs(torch.cat(list(states)).to(device), torch.tensor(list(tokens), device=device),
+    inputs = HeadInputs(torch.cat(list(states)).to(device),
+                        torch.tensor(list(tokens), device=device),
                         torch.tensor(list(slots), device=device), shape, torch.empty(0))
     inputs.reference = (inputs.score(head) if reference is None else reference).detach().cpu()
     return inputs
