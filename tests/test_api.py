@@ -68,6 +68,16 @@ def test_the_cli_calls_the_api_and_writes_the_same_summary(built, tmp_path):
             assert same, key
 
 
+def test_score_writes_csv_and_markdown(built, capsys):
+    cwd, _, res = built
+    assert main(["score", str(res.path), "--output-format", "csv"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("listener,prompt,group,n,accuracy")
+    assert any(",volume," in line for line in lines[1:])
+    assert main(["score", str(res.path)]) == 0
+    assert "| volume |" in capsys.readouterr().out
+
+
 def test_listener_objects_and_options(built, tmp_path):
     cwd, ds, _ = built
     from vocalgrad.listeners.baselines import ConstantListener

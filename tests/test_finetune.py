@@ -25,13 +25,7 @@ from vocalgrad.listeners.ct2_whisper import find_packaged_models  # noqa: E402
 from vocalgrad.questions.prompts import build_prompt  # noqa: E402
 from vocalgrad.remedies.config import TuneConfig  # noqa: E402
 from vocalgrad.remedies.finetune import requests_for, tune  # noqa: E402
-from vocalgrad.remedies.tuned import (  # noqa: E402
-    apply_adapter,
-    head_names,
-    linear_names,
-    option_logprobs,
-    tunable_module,
-)
+from vocalgrad.remedies.tuned import apply_adapter, linear_names  # noqa: E402
 
 
 def _as_tensor(scores: list[dict[str, float]], requests: list[Request]) -> torch.Tensor:
@@ -93,9 +87,9 @@ def test_every_hf_family_tunes_through_one_code_path(hf_folder: Path, tmp_path: 
     asked = [requests_for(row, listener.sample_rate) for row in rows]
     reqs, targets = [r for a in asked for r in a[0]], torch.cat([a[1] for a in asked])
     with torch.no_grad():
-        scores = option_logprobs(listener, reqs)
+        scores = listener.option_logprobs(reqs)
     assert torch.allclose(scores, _as_tensor(listener.score_choices(reqs), reqs), atol=1e-5)
-    module = tunable_module(listener)
+    module = listener.tunable_module()
     embeddings = module.get_input_embeddings().weight.detach().clone()
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     config = TuneConfig(method=method, categories=("volume",), lr=1e-3, epochs=2, batch_items=1, micro_batch=1)
@@ -107,7 +101,7 @@ def test_every_hf_family_tunes_through_one_code_path(hf_folder: Path, tmp_path: 
     changed = {n for n, p in module.named_parameters()
                if not torch.equal(p, before.get(n.replace(".base_layer", ""), torch.empty(0)))}
     if method == "head":
-        assert changed and all(n.startswith(tuple(head_names(listener))) for n in changed)
+        assert changed and all(n.startswith(tuple(listener.head_names())) for n in changed)
     else:
         assert changed and all("lora_" in n for n in changed)
         assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
@@ -162,7 +156,7 @@ def _head_tuned_both_ways(listener_factory, rows: list[dict], tmp_path: Path, mo
         every = tune(every_listener, rows, tmp_path / "every", config)
 
     def head(listener: object) -> torch.Tensor:
-        return tunable_module(listener).get_submodule(head_names(listener)[0]).weight.detach()
+        return listener.tunable_module().get_submodule(listener.head_names()[0]).weight.detach()
 
     return once, every, head(once_listener), head(every_listener)
 
@@ -263,11 +257,11 @@ def test_whisper_option_logprobs_equal_score_choices() -> None:
         for group in groups.values():
             group = group[:1] if spec == "whisper:tiny.en" else group  # the padded encoder is slow
             with torch.no_grad():
-                got = option_logprobs(listener, group)
+                got = listener.option_logprobs(group)
             np.testing.assert_allclose(got.numpy(), _as_tensor(listener.score_choices(group), group), atol=1e-5)
     with pytest.raises(ConfigError, match="equally many"):
-        option_logprobs(listener, reqs)
-    assert head_names(listener) == ["proj_out"] and "proj_out" not in linear_names(listener)
+        listener.option_logprobs(reqs)
+    assert listener.head_names() == ["proj_out"] and "proj_out" not in linear_names(listener)
 
 
 @needs_tiny
@@ -279,10 +273,8 @@ def test_whisper_head_tuning_on_inputs_read_once_matches_running_it_every_step(
     most of the vocabulary's gradient is float noise next to 0, and Adam makes a step of it
     either way.)"""
     from vocalgrad.remedies.finetune import option_targets
-    from vocalgrad.remedies.tuned import head_inputs, score_head_inputs, untie_head
-
     listener = load_listener("whisper:tiny.en+trimmed")
-    untie_head(listener)
+    listener.untie_head()
     rows = _rows(2)
     reqs = [r for row in rows for r in requests_for(row, listener.sample_rate)[0]]
     targets = torch.cat([option_targets(row) for row in rows])
@@ -290,9 +282,10 @@ def test_whisper_head_tuning_on_inputs_read_once_matches_running_it_every_step(
     listener.model.requires_grad_(False)
     head.requires_grad_(True)
     grads = []
-    for scores in (score_head_inputs(listener, head_inputs(listener, reqs)), option_logprobs(listener, reqs)):
+    read_once = listener.head_inputs(reqs).score(listener.output_head())
+    for scores in (read_once, listener.option_logprobs(reqs)):
         grads.append(torch.autograd.grad(torch.nn.functional.cross_entropy(scores, targets), head)[0])
-        torch.testing.assert_close(scores, option_logprobs(listener, reqs), rtol=0, atol=1e-5)
+        torch.testing.assert_close(scores, listener.option_logprobs(reqs), rtol=0, atol=1e-5)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-5 * float(grads[1].abs().max()))
     config = TuneConfig(method="head", categories=("volume",), lr=1e-3, epochs=2, batch_items=2, micro_batch=1)
     once, every, _, _ = _head_tuned_both_ways(

@@ -459,7 +459,9 @@ def test_lens_final_layer_matches_model(listener: HFListener) -> None:
     n_layers = len(listener.model.get_decoder().layers)
     assert lens.shape == (n_layers + 1,) and np.all(np.isfinite(lens))
     enc = listener._encode([request], None, "right")
-    logits = listener._logits(enc)[0, enc.lengths[0] - 1]
+    with torch.inference_mode():
+        out = listener.model(**listener._to_device(enc.inputs), use_cache=False)
+    logits = out.logits.float()[0, enc.lengths[0] - 1]
     logp = torch.log_softmax(logits, -1)
     a, b = request.prompt.options[:2]
     first = []

@@ -216,7 +216,7 @@ class _ListenerActor:
     def describe(self) -> dict:
         lst = self.listener
         return {"listener_id": lst.listener_id, "revision": lst.revision, "sample_rate": lst.sample_rate,
-                "can_score": lst.can_score, "manifest": lst.manifest()}
+                "capabilities": lst.capabilities(), "manifest": lst.manifest()}
 
     def run(self, fn: Callable[[Listener, Any], Any], payload: Any) -> Any:
         return fn(self.listener, payload)
@@ -230,7 +230,7 @@ class RemoteListener(Listener):
         ray = executor.ray
         gpus = executor.gpus_per_actor
         if gpus is None:
-            wants = load.wants_gpu if isinstance(load, ListenerSpec) else hasattr(load(), "model")
+            wants = load.wants_gpu if isinstance(load, ListenerSpec) else load().wants_gpu
             gpus = 1.0 if wants and executor.gpus >= 1 else 0.0
         # one CPU per actor on CPU-only work, so actors never outnumber cores
         self._cls = ray.remote(num_cpus=0 if gpus else 1, num_gpus=gpus)(_ListenerActor)
@@ -247,7 +247,8 @@ class RemoteListener(Listener):
         self.listener_id = info["listener_id"]
         self.revision = info["revision"]
         self.sample_rate = info["sample_rate"]
-        self.can_score = info["can_score"]
+        for name, value in info["capabilities"].items():  # what the actors' listener declares
+            setattr(self, name, value)
         self._manifest = info["manifest"]
         self.replaced = 0
 

@@ -5,31 +5,28 @@ A scored row is a dict with at least `item_id, category, direction` (the truth),
 `source_id, speaker_id`, optionally `llr` (log-likelihood of "increase" minus "decrease")
 and breakdown keys such as `tier, curve, domain`.
 
-Why more than accuracy: the published models sit at 50% because they answer one word
-regardless of the audio, so we report d' and criterion c (signal detection, "increase" is the
-signal) to separate hearing from bias. Why clustered bootstrap: the 24 clips of one source
-share a voice and a sentence, so they are not independent; resampling clips understates the
-uncertainty, resampling sources does not.
+Why more than accuracy: a listener that answers one word regardless of the audio scores at
+chance on balanced items, so d' and criterion c (signal detection, "increase" is the signal)
+separate hearing from bias. Why a clustered bootstrap: the clips made from one source share a
+voice and a sentence, so they are not independent; resampling clips understates the
+uncertainty, resampling sources does not. Every bootstrap draws its cluster weights through
+`resample_weights`.
 
 Why a rule for few clusters: a bootstrap over G clusters has at most C(2G-1, G) distinct
-resamples (one with G = 1, three with G = 2), so its percentile interval collapses to a point
-or a sliver exactly when the data say least. Every CI here follows `ci_method_for`:
-G >= MIN_SOURCES keeps the cluster bootstrap; 2 <= G < that uses a
-delete-one-cluster jackknife t-interval with G - 1 degrees of freedom (for a mean over equal
-clusters it is the t-interval on cluster means); one cluster gets no CI ("too few sources for a
-CI"). Where the few clusters agree exactly the jackknife has zero width, which G clusters
-cannot justify: accuracy-like proportions then get the Wilson interval with G as the sample
-size (the effective sample size when every item of a cluster answers alike), d' and c no CI.
-The bootstrap collapses the same way with many clusters that agree exactly (28 sources all
-answered right gave [1.000, 1.000]); a proportion's zero-width bootstrap interval is then
-that Wilson interval too.
+resamples, so its percentile interval collapses to a point or a sliver exactly when the data
+say least. Every CI here follows `ci_method_for`: G >= MIN_SOURCES keeps the cluster
+bootstrap; 2 <= G < that uses a delete-one-cluster jackknife t-interval with G - 1 degrees of
+freedom; one cluster gets no CI. Where the clusters agree exactly an interval has zero width,
+which G clusters cannot justify: accuracy-like proportions then get the Wilson interval with G
+as the sample size (the effective sample size when every item of a cluster answers alike),
+d' and c no CI.
 """
 
 from __future__ import annotations
 
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 from scipy.stats import binomtest, norm, permutation_test
@@ -156,11 +153,28 @@ def cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
     return ids.reshape(-1)
 
 
-def _resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> np.ndarray:
-    """How often each cluster is drawn in each of `n_rep` with-replacement resamples."""
+def resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> np.ndarray:
+    """How often each cluster is drawn in each of `n_rep` with-replacement resamples.
+
+    Returns
+    -------
+    ndarray
+        Shape (n_rep, n_clusters), int64, every row summing to `n_clusters`: the weights of
+        one cluster-bootstrap resample each. Every bootstrap in the toolkit draws through here.
+    """
     idx = rng.integers(0, n_clusters, size=(n_rep, n_clusters))
     idx += (np.arange(n_rep) * n_clusters)[:, None]
     return np.bincount(idx.ravel(), minlength=n_rep * n_clusters).reshape(n_rep, n_clusters)
+
+
+def resample_chunks(rng: np.random.Generator, n_boot: int, n_clusters: int,
+                    width: int | None = None) -> Iterator[np.ndarray]:
+    """`resample_weights` for `n_boot` resamples in chunks, so that a statistic needing
+    `width` float64 cells per resample (default: one per cluster) stays within a fixed
+    memory budget; the draws are those of successive calls with the chunk sizes."""
+    chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width or n_clusters, 1)))
+    for begin in range(0, n_boot, chunk):
+        yield resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
 
 
 class ClusterWeightedAUC:
@@ -219,7 +233,8 @@ def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_c
     toolkit follows one rule."""
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     if method == BOOTSTRAP:
-        lo, hi = _percentile_ci(statistic(_resample_weights(rng, n_boot, n_clusters).astype(float)), level)
+        weights = resample_weights(rng, n_boot, n_clusters).astype(float)
+        lo, hi = _percentile_ci(statistic(weights), level)
         if proportion:
             lo, hi = _unless_collapsed(lo, hi, point, n_clusters, level)
         return lo, hi, method
@@ -299,9 +314,7 @@ def _group_summary(
     if method == BOOTSTRAP:
         boot: dict[str, list[np.ndarray]] = {}
         width = len(rows) if with_auc and not boot_auc.quadratic else n_clusters
-        chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width, 1)))
-        for begin in range(0, n_boot, chunk):
-            w = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
+        for w in resample_chunks(rng, n_boot, n_clusters, width):
             for name, v in _count_metrics(w @ kc).items():
                 boot.setdefault(name, []).append(v)
             if with_auc:
@@ -437,10 +450,9 @@ def paired_comparison(
     lo = hi = nan
     if method == BOOTSTRAP:
         rng = group_rng(seed, "paired")
-        chunk = max(1, min(n_boot, _CHUNK_CELLS // n_clusters))
         diffs = []
-        for begin in range(0, n_boot, chunk):
-            t = _resample_weights(rng, min(chunk, n_boot - begin), n_clusters) @ sums
+        for w in resample_chunks(rng, n_boot, n_clusters):
+            t = w @ sums
             diffs.append(_div(t[:, 0] - t[:, 1], t[:, 2]))
         lo, hi = _percentile_ci(np.concatenate(diffs))
     elif method == JACKKNIFE:

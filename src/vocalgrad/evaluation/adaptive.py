@@ -29,7 +29,6 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
@@ -89,15 +88,6 @@ class AdaptiveResult:
         d = asdict(self)
         d["fit"] = self.fit.to_dict() if self.fit else None
         return d
-
-
-class Procedure(Protocol):
-    def next_magnitude(self) -> float: ...
-
-    def update(self, magnitude: float, correct: bool) -> None: ...
-
-    @property
-    def done(self) -> bool: ...
 
 
 class _Axis:

@@ -11,16 +11,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from vocalgrad.errors import VocalgradError
+from vocalgrad.errors import StudyError
 from vocalgrad.questions.prompts import get_variant
 
 PRIVATE_SEED_MIN = 2**32  # smaller build seeds (0, the default, 1, 42, a date...) are guessable
 RATE_PER_S = 10.0  # requests per token: a person sends a few per trial, and trials take seconds
 RATE_BURST = 40.0
-
-
-class StudyError(VocalgradError):
-    """A study file, study database or listening-test request is inconsistent."""
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from vocalgrad.errors import ConfigError
-from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.errors import AudioError, ConfigError
+from vocalgrad.listeners.base import Listener, Request, option_count
 
 OPTIONS = ("increase", "decrease")
 
@@ -43,26 +43,21 @@ def _reinit(module: Any, seed: int) -> None:
 
 
 def randomised(listener: Listener, seed: int = 0) -> Listener:
-    """The same architecture with random weights (a control), or ConfigError if impossible.
+    """The same architecture with random weights (a control): `Listener.with_random_weights`.
 
-    Works for `TorchModuleListener` and for any listener keeping its network in `.model` (the
-    Whisper and transformers listeners); the copy gets a revision of its own, so its features
-    are cached apart from the trained model's.
+    Raises
+    ------
+    CapabilityError
+        When the listener has no weights to re-draw (a ConfigError: callers warn and go on).
     """
-    own = getattr(listener, "with_random_weights", None)
-    if callable(own):
-        return own(seed)
-    model = getattr(listener, "model", None)
-    try:
-        import torch
-    except ImportError as err:  # pragma: no cover - torch is part of the models extra
-        raise ConfigError(
-            "random-weight controls need torch (pip install 'vocalgrad[models]')"
-        ) from err
-    if not isinstance(model, torch.nn.Module):
-        raise ConfigError(f"{listener.listener_id} cannot be re-initialised (no torch `.model`)")
+    return listener.with_random_weights(seed)
+
+
+def random_twin(listener: Any, seed: int = 0) -> Any:
+    """A shallow copy of a listener that keeps its network in `.model`, with a deep copy of
+    that network re-drawn and a revision of its own (so its features cache apart)."""
     twin = copy.copy(listener)
-    twin.model = copy.deepcopy(model)
+    twin.model = copy.deepcopy(listener.model)
     _reinit(twin.model, seed)
     twin.revision = f"{listener.revision}+random{seed}"
     return twin
@@ -77,9 +72,37 @@ def _state_hash(module: Any) -> str:
 
 
 class TorchModuleListener(Listener):
-    """A torch module as a listener: stages from forward hooks, answers from a readout."""
+    """A torch module as a listener: stages from forward hooks, answers from a readout.
+
+    It scores, probes and tunes; it has a lens when given `lens_head`, which is also the
+    output head tuning trains with ``--method head``.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The model; called on one item's input with a leading batch axis of 1.
+    stages : mapping of str to str or module
+        Stage name -> the submodule (or its qualified name) whose output is that stage.
+    readout : callable
+        Model output -> logits whose first two are (increase, decrease).
+    lens_head : callable, optional
+        One answer-position state -> the same two logits; a submodule of `module` for
+        head-only tuning.
+    lens_stages : sequence of str, optional
+        The stages the lens reads, in depth order; default every one-position stage.
+    preprocess : callable, optional
+        Audio (samples,) -> the module's input for one item (e.g. a log-mel).
+    name : str
+        The listener id is ``torch:NAME``.
+    sample_rate : int
+        Hz of the audio it is given.
+    random_weights : bool
+        Re-draw the module's parameters first (seeded by `seed`).
+    """
 
     can_score = True
+    can_probe = True
+    can_tune = True
 
     def __init__(
         self,
@@ -105,6 +128,7 @@ class TorchModuleListener(Listener):
         self._stage_specs = dict(stages)
         self.readout = readout
         self.lens_head = lens_head
+        self.can_lens = lens_head is not None
         self.lens_stages = list(lens_stages) if lens_stages is not None else None
         self.preprocess = preprocess
         self.listener_id = f"torch:{name}"
@@ -118,16 +142,6 @@ class TorchModuleListener(Listener):
             "preprocess": preprocess,
             "readout": readout,
         }
-
-    def with_random_weights(self, seed: int = 0) -> TorchModuleListener:
-        """Same module, stages and readout; parameters re-drawn (lens head kept as given)."""
-        twin = copy.deepcopy(self.module)
-        _reinit(twin, seed)
-        stages = {
-            k: v if isinstance(v, str) else _find(self.module, twin, v)
-            for k, v in self._stage_specs.items()
-        }
-        return TorchModuleListener(twin, stages, **self._init)
 
     def _inputs(self, request: Request) -> Any:
         import torch
@@ -158,53 +172,106 @@ class TorchModuleListener(Listener):
                 h.remove()
         return out, {k: store[k] for k in self.stage_modules}
 
-    def _logprobs(self, out: Any) -> np.ndarray:
-        import torch
-
-        logits = torch.as_tensor(self.readout(out)).reshape(-1)[:2].float()
-        return torch.log_softmax(logits, -1).numpy()
+    def _logprobs(self, out: Any) -> Any:
+        """log p of (increase, decrease) from the model output, through the readout."""
+        return _two_way(self.readout(out))
 
     def hidden_states(self, requests: Sequence[Request]) -> list[dict[str, np.ndarray]]:
+        """Per request, stage -> the hooked module's output for batch row 0: (time, d) or (d,)."""
         return [self._forward(r)[1] for r in requests]
 
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        """Per request, option -> log p from the readout (options other than OPTIONS omitted)."""
         out = []
         for r in requests:
-            lp = self._logprobs(self._forward(r)[0])
+            lp = self._logprobs(self._forward(r)[0]).numpy()
             out.append({o: float(lp[OPTIONS.index(o)]) for o in r.prompt.options if o in OPTIONS})
         return out
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        """The option with the higher score."""
         return [max(s, key=s.get) for s in self.score_choices(requests)]
 
+    def option_logprobs(self, requests: Sequence[Request]) -> Any:
+        """(requests x options) readout log p, differentiable; options must be in OPTIONS."""
+        import torch
+
+        if option_count(requests) == 0:
+            return torch.zeros(0, 0)
+        out = []
+        for r in requests:
+            lp = self._logprobs(self.module(self._inputs(r)))
+            out.append(torch.stack([lp[OPTIONS.index(o)] for o in r.prompt.options]))
+        return torch.stack(out)
+
+    def tunable_module(self) -> Any:
+        return self.module
+
+    def output_head(self) -> Any:
+        """`lens_head`, which must be a submodule of the module to be tuned alone."""
+        if self.lens_head is None:
+            raise ConfigError(f"{self.listener_id}: no output head; register it as lens_head=")
+        return self.lens_head
+
+    def head_inputs(self, requests: Sequence[Request]) -> Any:
+        """The head's input for each request (one position scores every option)."""
+        import torch
+
+        from vocalgrad.listeners.tuning import gather, head_input_recorder
+
+        n = option_count(requests)
+        with torch.no_grad(), head_input_recorder(self.output_head()) as seen:
+            reference = self.option_logprobs(requests)
+        states, tokens, slots = [], [], []
+        for b, request in enumerate(requests):
+            for o, option in enumerate(request.prompt.options):
+                states.append(seen[b].reshape(1, -1))
+                tokens.append(OPTIONS.index(option))
+                slots.append(b * n + o)
+        return gather(self.output_head(), states, tokens, slots, (len(requests), n), reference)
+
     def answer_lens(
-        self, requests: Sequence[Request], options: tuple[str, str] | None = None
+        self,
+        requests: Sequence[Request],
+        options: tuple[str, str] | None = None,
+        states: Sequence[Mapping[str, np.ndarray]] | None = None,
     ) -> list[np.ndarray]:
-        """log p(increase) - log p(decrease) from `lens_head` on each lens stage, in order."""
+        """log p(increase) - log p(decrease) from `lens_head` on each lens stage, in order
+        (`lens_stages`, else every one-position stage); `states` from `hidden_states` are
+        reused when given."""
         import torch
 
         if self.lens_head is None:
-            raise NotImplementedError(f"{self.listener_id} has no lens head")
+            raise self._unable("read a logit lens (no lens_head)")
         sign = -1.0 if options is not None and tuple(options) == OPTIONS[::-1] else 1.0
         out = []
-        for r in requests:
-            _, states = self._forward(r)
-            names = self.lens_stages or [k for k, v in states.items() if v.ndim == 1]
-            diffs = []
+        for i, r in enumerate(requests):
+            st = states[i] if states is not None else self._forward(r)[1]
+            names = self.lens_stages or [k for k, v in st.items() if v.ndim == 1]
             with torch.inference_mode():
-                for k in names:
-                    lp = torch.log_softmax(
-                        torch.as_tensor(self.lens_head(torch.as_tensor(states[k])))
-                        .reshape(-1)[:2]
-                        .float(),
-                        -1,
-                    )
-                    diffs.append(sign * float(lp[0] - lp[1]))
-            out.append(np.asarray(diffs))
+                lps = [_two_way(self.lens_head(torch.as_tensor(st[k]))) for k in names]
+            out.append(np.asarray([sign * float(lp[0] - lp[1]) for lp in lps]))
         return out
+
+    def with_random_weights(self, seed: int = 0) -> TorchModuleListener:
+        """Same module, stages and readout; parameters re-drawn (lens head kept as given)."""
+        twin = copy.deepcopy(self.module)
+        _reinit(twin, seed)
+        stages = {
+            k: v if isinstance(v, str) else _find(self.module, twin, v)
+            for k, v in self._stage_specs.items()
+        }
+        return TorchModuleListener(twin, stages, **self._init)
 
     def manifest(self) -> dict:
         return {**super().manifest(), "stages": list(self.stage_modules)}
+
+
+def _two_way(logits: Any) -> Any:
+    """log-softmax over the first two logits: log p of (increase, decrease)."""
+    import torch
+
+    return torch.log_softmax(torch.as_tensor(logits).reshape(-1)[:2].float(), -1)
 
 
 def _find(old_root: Any, new_root: Any, sub: Any) -> Any:
@@ -223,8 +290,19 @@ class DSPListener(Listener):
     revision = "librosa-logmel80-v1"
     sample_rate = 16000
     stage = "dsp:logmel"
+    can_generate = False
+    can_probe = True
 
     def hidden_states(self, requests: Sequence[Request]) -> list[dict[str, np.ndarray]]:
+        """Per request, ``dsp:logmel`` -> (frames, 80) log10 mel power, float32.
+
+        Raises
+        ------
+        ConfigError
+            For a request without audio.
+        AudioError
+            When librosa cannot analyse a clip (e.g. not mono float audio).
+        """
         import librosa
 
         out = []
@@ -232,15 +310,19 @@ class DSPListener(Listener):
             audio = r.target_audio
             if audio is None:
                 raise ConfigError("DSP features need audio")
-            mel = librosa.feature.melspectrogram(
-                y=np.asarray(audio, np.float32),
-                sr=self.sample_rate,
-                n_fft=400,
-                hop_length=160,
-                n_mels=80,
-            )
+            try:
+                mel = librosa.feature.melspectrogram(
+                    y=np.asarray(audio, np.float32),
+                    sr=self.sample_rate,
+                    n_fft=400,
+                    hop_length=160,
+                    n_mels=80,
+                )
+            except librosa.util.exceptions.ParameterError as err:
+                raise AudioError(f"{r.item_id}: no log-mel features ({err})") from err
             out.append({self.stage: np.log10(np.maximum(mel, 1e-10)).T.astype(np.float32)})
         return out
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
-        raise ConfigError("the DSP reference only provides features; it does not answer")
+        """Never: the DSP reference only provides features."""
+        raise self._unable("answer: the DSP reference only provides features")

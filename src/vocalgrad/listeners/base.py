@@ -5,6 +5,24 @@ one for scoring fixed answer options by log-likelihood, and (where the model all
 hidden states by named stage for probing. Prompts are built once in `vocalgrad.questions.prompts`;
 a listener only turns a `Prompt` into its own input format, so every model sees the same
 words.
+
+Capabilities are part of the interface: each listener declares what it can do with the
+``can_*`` flags and implements the methods each flag names. Evaluation, probing, the lens and
+tuning read the flags and call the methods; they never ask which class a listener is, so a new
+model family (a plug-in registered under ``vocalgrad.listeners``) is tunable and probeable by
+implementing these methods in its own module. A method a listener does not implement raises
+`CapabilityError` with its id.
+
+========================  ==============================================================
+flag                      methods it promises
+========================  ==============================================================
+``can_generate``          `generate`
+``can_score``             `score_choices`
+``can_probe``             `hidden_states` (and `with_random_weights` where it can)
+``can_lens``              `answer_lens`, with `lens_stages` naming its layers when known
+``can_tune``              `tunable_module`, `output_head`, `option_logprobs`
+                          (`head_names`, `untie_head` and `head_inputs` have defaults)
+========================  ==============================================================
 """
 
 from __future__ import annotations
@@ -12,10 +30,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vocalgrad.errors import CapabilityError, ConfigError
 from vocalgrad.questions.prompts import Prompt
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from vocalgrad.listeners.tuning import HeadInputs
 
 
 @dataclass(frozen=True)
@@ -35,31 +61,241 @@ class Request:
 
     @property
     def target_audio(self) -> np.ndarray | None:
+        """The clip under test, or None for the text-only control."""
         return self.audio.get(self.item_id)
 
 
+def option_count(requests: Sequence[Request]) -> int:
+    """How many answer options every request has (0 for no requests).
+
+    Raises
+    ------
+    ConfigError
+        When the requests differ in their number of options: option scores of one call form
+        a (requests x options) matrix.
+    """
+    counts = {len(r.prompt.options) for r in requests}
+    if len(counts) > 1:
+        raise ConfigError("option_logprobs: ask requests with equally many answer options together")
+    return counts.pop() if counts else 0
+
+
 class Listener(ABC):
-    """Base class. Subclasses set `listener_id`, `revision` and `sample_rate`."""
+    """Base class. Subclasses set `listener_id`, `revision` and `sample_rate`, and the
+    capability flags of what they implement (see the module docstring)."""
 
     listener_id: str = "listener"
     revision: str = "unversioned"
     sample_rate: int = 16000
-    can_score: bool = False  # True when score_choices gives real log-likelihoods
     # Channels the listener hears: 1 = it gets (and its model takes) a mono downmix, so a
     # dimension that lives between the ears (stereo direction) cannot be tested on it.
     channels: int = 1
+    can_generate: bool = True  # `generate` answers in free text
+    can_score: bool = False  # `score_choices` gives real log-likelihoods
+    can_probe: bool = False  # `hidden_states` gives named stages
+    can_lens: bool = False  # `answer_lens` reads the answer off every layer
+    can_tune: bool = False  # torch parameters and differentiable `option_logprobs`
+    wants_gpu: bool = False  # a model that runs far faster on an accelerator
+    lens_stages: list[str] | None = None  # the stage of each lens layer; None: the `@answer` stages
+
+    def _unable(self, what: str) -> CapabilityError:
+        return CapabilityError(f"{self.listener_id} cannot {what}; choose a listener that can")
+
+    # ---- answering --------------------------------------------------------------------
 
     @abstractmethod
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
-        """Free-text answers, one per request, greedy decoding."""
+        """Free-text answers, one per request, greedy decoding.
+
+        Parameters
+        ----------
+        requests : sequence of Request
+            The questions, each with its clip(s) at `sample_rate`.
+        max_new_tokens : int
+            Most tokens (or words, for a non-model listener) to produce per answer.
+
+        Returns
+        -------
+        list of str
+            One answer per request, in request order.
+        """
 
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        """Total log-likelihood of each answer option given the request (option -> log p)."""
-        raise NotImplementedError(f"{self.listener_id} cannot score answer options by likelihood")
+        """Total log-likelihood of each answer option given the request.
+
+        Returns
+        -------
+        list of dict
+            Per request, option -> summed natural-log probability of its tokens (<= 0).
+
+        Raises
+        ------
+        CapabilityError
+            When the listener does not declare `can_score`.
+        """
+        raise self._unable("score answer options by likelihood")
+
+    # ---- probing ----------------------------------------------------------------------
 
     def hidden_states(self, requests: Sequence[Request]) -> list[dict[str, np.ndarray]]:
-        """Per request, stage name -> array (time x features, or features) for probing."""
-        raise NotImplementedError(f"{self.listener_id} exposes no hidden states")
+        """Internal states by named stage, for probing.
+
+        Returns
+        -------
+        list of dict
+            Per request, stage name -> float array of shape (time, features) for a sequence
+            stage or (features,) for one position (e.g. ``decoder.3@answer``).
+
+        Raises
+        ------
+        CapabilityError
+            When the listener does not declare `can_probe`.
+        """
+        raise self._unable("expose hidden states")
+
+    def answer_lens(
+        self,
+        requests: Sequence[Request],
+        options: tuple[str, str] | None = None,
+        states: Sequence[Mapping[str, np.ndarray]] | None = None,
+    ) -> list[np.ndarray]:
+        """Logit lens: the model's own head read off every layer's answer-position state.
+
+        Parameters
+        ----------
+        requests : sequence of Request
+            The questions.
+        options : (str, str), optional
+            The two options A and B compared; default: each prompt's first two.
+        states : sequence of dict, optional
+            `hidden_states` of these same requests, already computed: a listener may read the
+            lens from them instead of running its model again.
+
+        Returns
+        -------
+        list of ndarray
+            Per request, shape (layers,): log p(A) - log p(B) of the options' first tokens
+            (nats), one value per lens layer in depth order.
+
+        Raises
+        ------
+        CapabilityError
+            When the listener does not declare `can_lens`.
+        """
+        raise self._unable("read a logit lens")
+
+    def with_random_weights(self, seed: int = 0) -> Listener:
+        """The same architecture with every parameter re-drawn by its layer's initialiser:
+        the control that shows what a probe finds without training.
+
+        Returns
+        -------
+        Listener
+            A new listener whose `revision` differs from this one's (its features cache apart).
+
+        Raises
+        ------
+        CapabilityError
+            When the listener has no weights to re-draw.
+        """
+        raise self._unable("be re-initialised with random weights")
+
+    # ---- tuning -----------------------------------------------------------------------
+
+    def tunable_module(self) -> nn.Module:
+        """The torch module whose parameters tuning changes.
+
+        Raises
+        ------
+        CapabilityError
+            When the listener does not declare `can_tune`.
+        """
+        raise self._unable("be tuned")
+
+    def output_head(self) -> nn.Module:
+        """The output head inside `tunable_module` (the projection to the vocabulary or to
+        the answer logits): what ``--method head`` trains and LoRA leaves alone.
+
+        Raises
+        ------
+        CapabilityError
+            When the listener does not declare `can_tune`.
+        """
+        raise self._unable("be tuned")
+
+    def option_logprobs(self, requests: Sequence[Request]) -> torch.Tensor:
+        """`score_choices` as a differentiable tensor: tuning's training signal.
+
+        Parameters
+        ----------
+        requests : sequence of Request
+            Requests with equally many answer options (see `option_count`).
+
+        Returns
+        -------
+        torch.Tensor
+            Shape (requests, options), float, on the CPU, with grad where parameters require
+            it: the summed log p (nats) of each option's tokens, options in prompt order. In
+            eval mode it equals `score_choices` to float precision.
+
+        Raises
+        ------
+        ConfigError
+            When the requests differ in their number of options.
+        CapabilityError
+            When the listener does not declare `can_tune`.
+        """
+        raise self._unable("be tuned")
+
+    def head_names(self) -> list[str]:
+        """Qualified names, inside `tunable_module`, of the modules that are the output head.
+
+        Raises
+        ------
+        ConfigError
+            When `output_head` is not a module of `tunable_module`.
+        """
+        module, head = self.tunable_module(), self.output_head()
+        names = [n for n, m in module.named_modules() if m is head]
+        if not names:
+            raise ConfigError(f"{self.listener_id}: its output head is not a module of the model")
+        return names
+
+    def untie_head(self) -> bool:
+        """Give the head its own weights where it shares them with another module (a tied
+        embedding), so head-only tuning changes the head alone.
+
+        Returns
+        -------
+        bool
+            True when some head parameter was shared and is now a copy of its own.
+        """
+        from vocalgrad.listeners.tuning import untie
+
+        return untie(self.tunable_module(), self.head_names())
+
+    def head_inputs(self, requests: Sequence[Request]) -> HeadInputs | None:
+        """What the frozen trunk hands the head when it scores the requests' options, read
+        in one pass, so head-only tuning can train on them without running the model.
+
+        Returns
+        -------
+        HeadInputs or None
+            None (the default) when the listener cannot say which head positions score which
+            option tokens: tuning then runs the whole model every step, which is slower but
+            the same objective.
+        """
+        return None
+
+    # ---- identity ---------------------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        """The capability flags and channel count, e.g. for a stand-in of a remote listener."""
+        return {
+            "channels": self.channels, "can_generate": self.can_generate,
+            "can_score": self.can_score, "can_probe": self.can_probe, "can_lens": self.can_lens,
+            "can_tune": self.can_tune, "wants_gpu": self.wants_gpu, "lens_stages": self.lens_stages,
+        }
 
     def manifest(self) -> dict:
         """What identifies this listener's answers: goes into run manifests and cache keys."""

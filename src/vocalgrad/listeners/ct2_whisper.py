@@ -438,13 +438,3 @@ def load_hf_folder(folder: Path) -> tuple[Any, Any, Any]:
     else:
         extractor = WhisperFeatureExtractor(feature_size=model.config.num_mel_bins)
     return model, tokenizer, extractor
-
-
-def load_ct2_whisper(
-    path: Path, cache_dir: Path | None = None, name: str | None = None
-) -> tuple[Any, Any, Any]:
-    """(WhisperForConditionalGeneration, WhisperTokenizer, WhisperFeatureExtractor) for a CT2
-    Whisper folder; converted once into the vocalgrad cache, then loaded from there."""
-    folder, _ = converted_folder(path, cache_dir, name)
-    return load_hf_folder(folder)
-

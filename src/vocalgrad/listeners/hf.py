@@ -13,22 +13,25 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vocalgrad.errors import ConfigError, VocalgradError
-from vocalgrad.listeners.base import Listener, Request
-from vocalgrad.listeners.hf_families import FAMILIES, Encoded, Family, _Voxtral, family_for
+from vocalgrad.errors import ConfigError, ModelError
+from vocalgrad.listeners.adapters import random_twin
+from vocalgrad.listeners.base import Listener, Request, option_count
+from vocalgrad.listeners.hf_families import FAMILIES, Family, PromptBatch, _Voxtral, family_for
 from vocalgrad.questions.prompts import to_chat
 
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from vocalgrad.listeners.tuning import HeadInputs
+
 PREFIX = "hf:"
-
-
-class ModelError(VocalgradError):
-    """A model cannot be found, loaded or run; the message says what to install or fetch."""
 
 
 def _resolve(name: str) -> tuple[Path, str | None]:
@@ -67,9 +70,31 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 class HFListener(Listener):
-    """A transformers audio-LM; greedy `generate`, `score_choices`, `hidden_states`, lens."""
+    """A transformers audio-LM: greedy `generate`, `score_choices`, `hidden_states`, a logit
+    lens, and tuning of the whole model (its head is the LM output projection).
+
+    Parameters
+    ----------
+    spec : str
+        ``hf:`` + a local folder with config.json, or a hub id already in the local cache.
+    device : str, optional
+        Torch device; default CUDA when available, else CPU.
+    dtype : str, optional
+        Torch dtype name (e.g. ``"float32"``); default bfloat16 on CUDA, float32 on CPU.
+
+    Raises
+    ------
+    ConfigError
+        When the config's ``model_type`` is no supported family.
+    ModelError
+        When the model is not local, or transformers or an extra package is missing.
+    """
 
     can_score = True
+    can_probe = True
+    can_lens = True
+    can_tune = True
+    wants_gpu = True
 
     def __init__(self, spec: str, device: str | None = None, dtype: str | None = None) -> None:
         import torch
@@ -151,7 +176,7 @@ class HFListener(Listener):
 
     def _encode(
         self, requests: Sequence[Request], suffixes: Sequence[str] | None, padding_side: str
-    ) -> Encoded:
+    ) -> PromptBatch:
         """Tokenise prompts (+ optional assistant-reply suffix) and extract audio features."""
         if self.family.manual_format:
             return self._encode_voxtral(requests, suffixes, padding_side)
@@ -182,11 +207,11 @@ class HFListener(Listener):
                 continue
             batch.pop(key, None)
         lengths = batch["attention_mask"].sum(-1).tolist()
-        return Encoded(batch, [int(n) for n in lengths], padding_side)
+        return PromptBatch(batch, [int(n) for n in lengths], padding_side)
 
     def _encode_voxtral(
         self, requests: Sequence[Request], suffixes: Sequence[str] | None, padding_side: str
-    ) -> Encoded:
+    ) -> PromptBatch:
         """Mistral instruct format built from token ids; see `_Voxtral` for why."""
         import torch
 
@@ -227,7 +252,7 @@ class HFListener(Listener):
         batch = self._pad(rows, padding_side)
         if features:
             batch["input_features"] = torch.cat(features).to(torch.float32)
-        return Encoded(batch, [len(r) for r in rows], padding_side)
+        return PromptBatch(batch, [len(r) for r in rows], padding_side)
 
     def _pad(self, rows: list[list[int]], padding_side: str) -> dict[str, Any]:
         import torch
@@ -291,33 +316,95 @@ class HFListener(Listener):
         new = out[:, inputs["input_ids"].shape[1] :]
         return [t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
-    def _logits(self, enc: Encoded) -> Any:
-        import torch
+    def _option_rows(self, requests: Sequence[Request], read: list | None = None) -> torch.Tensor:
+        """Summed log p of each (request, option) pair's option tokens, request-major (1-D).
 
-        with torch.inference_mode():
-            return self.model(**self._to_device(enc.inputs), use_cache=False).logits.float()
-
-    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        """Summed log p of each option's tokens, written as the assistant's reply.
-
-        Rows are right-padded, so every real token keeps the positions it has unbatched.
+        Each option is written as the assistant's reply; rows are right-padded, so every real
+        token keeps the positions it has unbatched. With `read`, each row's (row, positions
+        before the option's tokens, those tokens) is appended: where the head scored them.
         """
         import torch
 
         rows = [(r, o) for r in requests for o in r.prompt.options]
-        if not rows:
-            return [{} for _ in requests]
         enc = self._encode([r for r, _ in rows], [o for _, o in rows], "right")
-        logp = torch.log_softmax(self._logits(enc), dim=-1)
+        logits = self.model(**self._to_device(enc.inputs), use_cache=False).logits.float()
+        logp = torch.log_softmax(logits, dim=-1)
         ids = enc.inputs["input_ids"]
-        scores: list[dict[str, float]] = [{} for _ in requests]
+        scores = []
         for k, (request, option) in enumerate(rows):
             n_opt = self._reply_ids(request, option)
             end = enc.lengths[k]
             positions = torch.arange(end - n_opt, end)
-            total = logp[k, positions - 1].gather(-1, ids[k, positions].to(logp.device)[:, None])
-            scores[k // len(request.prompt.options)][option] = float(total.sum())
+            picked = logp[k, positions - 1].gather(-1, ids[k, positions].to(logp.device)[:, None])
+            scores.append(picked.sum())
+            if read is not None:
+                read.append((k, positions - 1, ids[k, positions]))
+        return torch.stack(scores).cpu()
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        """Summed log p (nats) of each option's tokens, written as the assistant's reply.
+
+        Returns
+        -------
+        list of dict
+            Per request, option -> log p; requests may differ in their options.
+        """
+        import torch
+
+        if not any(r.prompt.options for r in requests):
+            return [{} for _ in requests]
+        with torch.inference_mode():
+            flat = self._option_rows(requests).tolist()
+        scores, k = [], 0
+        for request in requests:
+            options = request.prompt.options
+            scores.append(dict(zip(options, flat[k : k + len(options)], strict=True)))
+            k += len(options)
         return scores
+
+    def option_logprobs(self, requests: Sequence[Request]) -> torch.Tensor:
+        """(requests x options) `score_choices`, differentiable; see `Listener.option_logprobs`."""
+        import torch
+
+        n = option_count(requests)
+        if not requests:
+            return torch.zeros(0, 0)
+        return self._option_rows(requests).reshape(len(requests), n)
+
+    def tunable_module(self) -> nn.Module:
+        """The whole transformers model."""
+        return self.model
+
+    def output_head(self) -> nn.Module:
+        """The LM projection to the vocabulary (`get_output_embeddings`)."""
+        return self.model.get_output_embeddings()
+
+    def untie_head(self) -> bool:
+        """As `Listener.untie_head`, and tells transformers not to tie the head back."""
+        untied = super().untie_head()
+        if untied:
+            self.model.config.get_text_config().tie_word_embeddings = False
+        return untied
+
+    def head_inputs(self, requests: Sequence[Request]) -> HeadInputs:
+        """The LM head's inputs at every option-token position, in one pass of the model."""
+        import torch
+
+        from vocalgrad.listeners.tuning import gather, head_input_recorder
+
+        states, tokens, slots, read = [], [], [], []
+        with torch.no_grad(), head_input_recorder(self.output_head()) as seen:
+            reference = self._option_rows(requests, read)
+        for k, before, toks in read:
+            states.append(seen[-1][k, before])
+            tokens += toks.tolist()
+            slots += [k] * len(toks)
+        shape = (len(requests), option_count(requests))
+        return gather(self.output_head(), states, tokens, slots, shape, reference.reshape(shape))
+
+    def with_random_weights(self, seed: int = 0) -> HFListener:
+        """The same model with every parameter re-drawn (a probing control)."""
+        return random_twin(self, seed)
 
     def _states(self, request: Request) -> tuple[dict[str, np.ndarray], list[Any], Any]:
         """One forward pass with hooks: stage arrays, per-layer answer states, input ids."""
@@ -393,12 +480,17 @@ class HFListener(Listener):
         return [self._states(r)[0] for r in requests]
 
     def answer_lens(
-        self, requests: Sequence[Request], options: tuple[str, str] | None = None
+        self,
+        requests: Sequence[Request],
+        options: tuple[str, str] | None = None,
+        states: Sequence[Mapping[str, np.ndarray]] | None = None,
     ) -> list[np.ndarray]:
         """Logit lens: per layer, log p(first token of option A) - log p(first token of B).
 
-        Options default to the prompt's first two. The last layer's value equals the model's
-        own next-token log-probability difference.
+        See `Listener.answer_lens`. The family's own final norm and head read each layer's raw
+        answer-position state (embeddings first), so the model runs again: `states` (merged
+        streams) is not enough. The last layer's value equals the model's own next-token
+        log-probability difference.
         """
         import torch
 

@@ -22,7 +22,7 @@ Messages = list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class Encoded:
+class PromptBatch:
     """Model inputs for one batch plus what is needed to find positions inside them."""
 
     inputs: dict[str, Any]

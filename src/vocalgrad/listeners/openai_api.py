@@ -33,7 +33,7 @@ import httpx
 import numpy as np
 import soundfile as sf
 
-from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.errors import APIError, ConfigError
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.questions.prompts import TARGET, Prompt
 
@@ -56,30 +56,6 @@ EMPTY_TOP_FLOOR = -100.0
 """Log-prob given to every option when the server returned no top tokens at all."""
 
 T = TypeVar("T")
-
-
-class APIError(VocalgradError):
-    """A chat-completions request that failed for good (after retries, or not retryable).
-
-    `item_id` names the request that failed. When raised from a batch call, `answers` holds
-    every request's result in order (None where it failed) and `failures` maps the index of
-    each failed request to its own `APIError`, so a caller can keep the answers that arrived.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        item_id: str,
-        status_code: int | None = None,
-        attempts: int = 0,
-    ) -> None:
-        super().__init__(message)
-        self.item_id = item_id
-        self.status_code = status_code
-        self.attempts = attempts
-        self.answers: list[Any] | None = None
-        self.failures: dict[int, APIError] = {}
 
 
 class _Malformed(ValueError):

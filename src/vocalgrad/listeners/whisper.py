@@ -32,7 +32,7 @@ import contextlib
 import hashlib
 import inspect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,13 +41,15 @@ import numpy as np
 import torch
 
 from vocalgrad.errors import ConfigError
-from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.listeners.adapters import random_twin
+from vocalgrad.listeners.base import Listener, Request, option_count
 from vocalgrad.listeners.ct2_whisper import (
     PACKAGED_WHEELS,
     converted_folder,
     find_packaged_models,
     load_hf_folder,
 )
+from vocalgrad.listeners.tuning import HeadInputs, gather
 from vocalgrad.questions.prompts import Prompt
 
 PROMPT_FORMAT = "startofprev-qa-v1"
@@ -107,7 +109,21 @@ def _hub_snapshot(repo_id: str, allow_download: bool) -> Path | None:
 def resolve_spec(
     spec: str, cache_dir: Path | None = None, allow_download: bool = False
 ) -> tuple[str, Path, str]:
-    """(listener id, local HF folder, sha256 of the weights) for a `whisper:...` spec."""
+    """Where a `whisper:...` spec's weights are, converting or looking up as needed.
+
+    Returns
+    -------
+    listener_id : str
+    folder : Path
+        A local Hugging Face Whisper folder.
+    sha256 : str
+        Hex digest of the weights (the listener's revision is its first 12 digits).
+
+    Raises
+    ------
+    ConfigError
+        When the spec is no packaged model, local folder or cached hub model.
+    """
     name = spec.removeprefix("whisper:").strip()
     name = ALIASES.get(name, name)
     if name in PACKAGED_WHEELS:
@@ -137,7 +153,7 @@ def resolve_spec(
 
 
 @dataclass
-class Encoded:
+class EncodedClip:
     """One clip through the encoder: log-mel input (mels x frames), output after the final
     layer norm (frames x d), and the raw layer outputs (embeddings first) when asked."""
 
@@ -147,9 +163,35 @@ class Encoded:
 
 
 class WhisperListener(Listener):
-    """Whisper answering benchmark questions, with choice scores, hidden states and a lens."""
+    """Whisper answering benchmark questions, with choice scores, hidden states, a lens and
+    tuning (its head is `proj_out`, the output projection tied to the token embeddings).
+
+    Parameters
+    ----------
+    spec : str
+        ``whisper:NAME`` (see the module docstring); a ``+trimmed`` suffix sets `context`.
+    cache_dir : Path, optional
+        Where converted CTranslate2 models go; default the vocalgrad cache.
+    allow_download : bool
+        Fetch a hub model that is not in the local cache (off: nothing downloads unasked).
+    batch_size : int
+        Requests per model pass.
+    max_prompt_tokens : int
+        The question's tokens kept (its end); OpenAI's limit is n_text_ctx // 2 - 1.
+    context : {"padded", "trimmed"}
+        The encoder's input: the 30 s window, or the clip's whole seconds only.
+
+    Raises
+    ------
+    ConfigError
+        When the spec resolves to no model, or `context` is unknown.
+    """
 
     can_score = True
+    can_probe = True
+    can_lens = True
+    can_tune = True
+    wants_gpu = True
     sample_rate = 16000
 
     def __init__(
@@ -233,7 +275,7 @@ class WhisperListener(Listener):
         seconds = max(1, -(-n // (self.sample_rate * TRIM_STEP_S)) * TRIM_STEP_S)
         return min(window, seconds * MEL_FRAMES_PER_SECOND)
 
-    def _encode(self, clips: Sequence[np.ndarray], layers: bool = False) -> list[Encoded]:
+    def _encode(self, clips: Sequence[np.ndarray], layers: bool = False) -> list[EncodedClip]:
         """Per clip: its log-mel input, encoder output and (if asked) every layer's output.
 
         The forward pass is transformers' WhisperEncoder step by step (checked equal to it in
@@ -247,7 +289,7 @@ class WhisperListener(Listener):
         for u, (_, clip) in enumerate(unique):
             groups.setdefault(self._mel_frames(len(clip)), []).append(u)
         encoder = self.model.model.encoder
-        done: dict[int, Encoded] = {}
+        done: dict[int, EncodedClip] = {}
         for frames, members in groups.items():
             mel = self.feature_extractor(
                 [unique[u][1] for u in members], sampling_rate=self.sample_rate, return_tensors="pt",
@@ -263,7 +305,7 @@ class WhisperListener(Listener):
                 states.append(h)
             memory = encoder.layer_norm(h)
             for j, u in enumerate(members):
-                done[u] = Encoded(mel[j], memory[j], [s[j] for s in states] if layers else [])
+                done[u] = EncodedClip(mel[j], memory[j], [s[j] for s in states] if layers else [])
         order = [k for k, _ in unique]
         return [done[order.index(k)] for k in keys]
 
@@ -318,9 +360,9 @@ class WhisperListener(Listener):
         return [[(hidden[row][start - 1 : start - 1 + len(toks)], toks) for row, toks in plan]
                 for start, plan in plans]
 
-    def option_logprobs(self, requests: Sequence[Request]) -> list[torch.Tensor]:
+    def _option_scores(self, requests: Sequence[Request]) -> list[torch.Tensor]:
         """Per request, the summed log p of each option's tokens after the prefix, in option
-        order, with grad (`score_choices` reads it without; tuning trains on it)."""
+        order, with grad; requests may differ in their number of options."""
         out = []
         for options in self.option_states(requests):
             scores = [torch.log_softmax(self.model.proj_out(states), dim=-1)[torch.arange(len(toks)), torch.tensor(toks)].sum()
@@ -328,15 +370,56 @@ class WhisperListener(Listener):
             out.append(torch.stack(scores))
         return out
 
+    def option_logprobs(self, requests: Sequence[Request]) -> torch.Tensor:
+        """(requests x options) `score_choices`, differentiable; see `Listener.option_logprobs`."""
+        n = option_count(requests)
+        if not requests:
+            return torch.zeros(0, 0)
+        return torch.stack(self._option_scores(requests)).reshape(len(requests), n)
+
     @torch.inference_mode()
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        """Summed log p of each option's tokens after the prefix, batch by batch."""
+        """Summed log p (nats) of each option's tokens after the prefix, batch by batch."""
         results: list[dict[str, float]] = []
         for chunk in self._chunks(len(requests)):
             batch = [requests[i] for i in chunk]
-            for req, scores in zip(batch, self.option_logprobs(batch), strict=True):
+            for req, scores in zip(batch, self._option_scores(batch), strict=True):
                 results.append({o: float(v) for o, v in zip(req.prompt.options, scores, strict=True)})
         return results
+
+    # ---- tuning -------------------------------------------------------------------------
+
+    def tunable_module(self) -> torch.nn.Module:
+        """The whole transformers Whisper model."""
+        return self.model
+
+    def output_head(self) -> torch.nn.Module:
+        """`proj_out`, the decoder's projection to the vocabulary."""
+        return self.model.proj_out
+
+    def untie_head(self) -> bool:
+        """As `Listener.untie_head`, and tells transformers not to tie the head back."""
+        untied = super().untie_head()
+        if untied:
+            self.model.config.tie_word_embeddings = False
+        return untied
+
+    @torch.no_grad()
+    def head_inputs(self, requests: Sequence[Request]) -> HeadInputs:
+        """`proj_out`'s inputs at every option-token position; the option scores are
+        `proj_out` on these states by construction."""
+        n = option_count(requests)
+        states, tokens, slots = [], [], []
+        for b, options in enumerate(self.option_states(requests)):
+            for o, (h, toks) in enumerate(options):
+                states.append(h)
+                tokens += toks
+                slots += [b * n + o] * len(toks)
+        return gather(self.output_head(), states, tokens, slots, (len(requests), n), None)
+
+    def with_random_weights(self, seed: int = 0) -> WhisperListener:
+        """The same model with every parameter re-drawn (a probing control)."""
+        return random_twin(self, seed)
 
     @torch.inference_mode()
     def _greedy(self, prefixes: Sequence[list[int]], clips: Sequence[np.ndarray], max_new: int) -> list[str]:
@@ -458,18 +541,28 @@ class WhisperListener(Listener):
         return self.model.proj_out(self.model.model.decoder.layer_norm(h)).numpy()
 
     def answer_lens(
-        self, requests: Sequence[Request], options: tuple[str, str] | None = None
+        self,
+        requests: Sequence[Request],
+        options: tuple[str, str] | None = None,
+        states: Sequence[Mapping[str, np.ndarray]] | None = None,
     ) -> list[np.ndarray]:
         """Logit lens per decoder stage (embeddings first): log p(first token of option A) -
-        log p(first token of option B) at the answer position. Options default to the
-        prompt's first two; the last stage equals the model's own first-token difference."""
+        log p(first token of option B) at the answer position, in float64.
+
+        See `Listener.answer_lens`; the ``decoder.{i}@answer`` entries of `states` are used
+        when given (no second model pass). The last stage equals the model's own first-token
+        difference.
+        """
+        if states is None:
+            states = self._answer_states(requests, encoder=False)
         out = []
-        for req, stages in zip(requests, self._answer_states(requests, encoder=False), strict=True):
+        for req, stages in zip(requests, states, strict=True):
             a, b = (self.option_ids(o)[0] for o in (options or req.prompt.options[:2]))
-            keys = sorted(stages, key=lambda k: int(k.split(".")[1].split("@")[0]))
-            logits = torch.from_numpy(self.lens_logits(np.stack([stages[k] for k in keys])))
-            logp = torch.log_softmax(logits, dim=-1)
-            out.append((logp[:, a] - logp[:, b]).numpy().astype(np.float64))
+            keys = sorted((k for k in stages if k.endswith("@answer")),
+                          key=lambda k: int(k.split(".")[1].split("@")[0]))
+            logits = np.asarray(self.lens_logits(np.stack([stages[k] for k in keys])), np.float64)
+            logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+            out.append(logp[:, a] - logp[:, b])
         return out
 
 

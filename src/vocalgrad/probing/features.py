@@ -50,7 +50,27 @@ def feature_key(
     pooling: str,
     item_ids: Sequence[str],
 ) -> str:
-    """What the cached features depend on; any change gives a new folder."""
+    """The cache key of one feature extraction: any change to what the features depend on
+    gives a new folder.
+
+    Parameters
+    ----------
+    dataset_sha : str
+        Content hash of the dataset the items come from.
+    listener : Listener
+        Its `manifest` (id, revision, settings) is part of the key.
+    category, variant : str
+        The question asked while the states are read.
+    pooling : str
+        How sequence stages are pooled.
+    item_ids : sequence of str
+        The items, in row order.
+
+    Returns
+    -------
+    str
+        20 hex digits.
+    """
     prompt = build_prompt(category, variant)
     parts = {
         "format": FORMAT,
@@ -75,32 +95,13 @@ def _audio(row: dict, sr: int) -> np.ndarray:
     return resample(audio, file_sr, sr)
 
 
-def _lens_from_states(listener: Listener, states: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
-    """Whisper-style lens on the answer states we already have (saves a second model pass)."""
-    inc, dec = (listener.option_ids(o)[0] for o in LENS_OPTIONS)  # type: ignore[attr-defined]
-    out = []
-    for st in states:
-        keys = sorted(
-            (k for k in st if k.endswith("@answer")), key=lambda k: int(re.findall(r"\d+", k)[-1])
-        )
-        logits = np.asarray(listener.lens_logits(np.stack([st[k] for k in keys])), np.float64)  # type: ignore[attr-defined]
-        logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
-        out.append(logp[:, inc] - logp[:, dec])
-    return out
-
-
 def _lens(
     listener: Listener, requests: list[Request], states: list[dict]
 ) -> tuple[list | None, str]:
-    if hasattr(listener, "lens_logits") and hasattr(listener, "option_ids"):
-        return _lens_from_states(listener, states), "final norm + LM head on each answer state"
-    fn = getattr(listener, "answer_lens", None)
-    if fn is None:
-        return None, f"{listener.listener_id} has no answer_lens"
-    try:
-        return fn(requests, options=LENS_OPTIONS), "listener.answer_lens"
-    except NotImplementedError as err:
-        return None, str(err)
+    """Lens rows of one batch (read from `states` where the listener can), or None and why."""
+    if not listener.can_lens:
+        return None, f"{listener.listener_id} has no logit lens"
+    return listener.answer_lens(requests, LENS_OPTIONS, states), "listener.answer_lens"
 
 
 def _write_index(folder: Path, index: dict) -> None:
@@ -153,7 +154,34 @@ def extract(
     """Features for `rows` (one category), reusing and completing what `folder` holds.
 
     Batches run on `executor` (default: here) and may finish in any order; rows are written
-    at their fixed positions and `done` advances over the finished prefix only."""
+    at their fixed positions and `done` advances over the finished prefix only, so a killed
+    extraction resumes at the first unfinished item.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        Items with ``item_id`` and ``path`` or in-memory ``audio``.
+    listener : Listener
+        Declares `can_probe`; the lens is read where it declares `can_lens`.
+    folder : str or Path
+        The cache folder of this extraction (see `feature_key`).
+    category, variant : str
+        The question asked while the states are read.
+    pooling : str
+        How each sequence stage becomes one vector (one of `POOLINGS`).
+    batch_size : int
+        Items per model pass.
+    with_lens : bool
+        Also read the lens (log p(increase) - log p(decrease) per layer).
+    executor : Executor, optional
+        Where the model passes run.
+
+    Returns
+    -------
+    Features
+        Per stage an (items, d) float16 memory map (values beyond float16 clipped, counted in
+        index.json), and the lens as (items, layers) float32 or None with the reason.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     item_ids = [r["item_id"] for r in rows]

@@ -24,7 +24,25 @@ from vocalgrad.probing.stats import balanced_accuracy_ci
 
 
 def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: int) -> list[dict]:
-    """One row per lens layer (lens: items x layers, y: 1 = increase); a tie scores 0.5."""
+    """Per lens layer, how well the sign of the lens score answers the question.
+
+    Parameters
+    ----------
+    lens : ndarray
+        (items, layers): log p(increase) - log p(decrease) in nats; 0 or NaN is a tie.
+    y : ndarray
+        (items,): 1 for an increase item, 0 for a decrease item.
+    clusters : ndarray
+        (items,) int: the source clip of each item (see `vocalgrad.stats.cluster_ids`).
+    n_boot : int
+        Bootstrap resamples of the clusters.
+
+    Returns
+    -------
+    list of dict
+        One per layer: ``layer``, balanced accuracy ``ba`` with its 95% CI ``ba_lo``,
+        ``ba_hi`` (a tie scores 0.5), threshold-free ``auc``, ``increase_rate`` and ``ties``.
+    """
     pos = y > 0.5
     tie = ~((lens > 0) | (lens < 0))  # 0 or NaN: no answer
     correct = np.where(tie, 0.5, np.where(lens > 0, pos[:, None], ~pos[:, None])).T
@@ -47,8 +65,8 @@ def lens_curve(lens: np.ndarray, y: np.ndarray, clusters: np.ndarray, n_boot: in
 
 
 def behaviour_from_results(run: str | Path) -> dict[str, str | None]:
-    """item_id -> the model's answer in a `vocalgrad eval` run (default prompt, no control;
-    choice mode preferred over free text)."""
+    """item_id -> the model's answer in a `vocalgrad eval` run folder (default prompt, no
+    control; choice mode preferred over free text; None where unparsed)."""
     from vocalgrad.evaluation.evaluate import load_results
 
     _, rows = load_results(run)

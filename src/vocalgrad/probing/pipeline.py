@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from vocalgrad.dataset import content_sha256, load_rows
-from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.errors import CapabilityError, ConfigError, VocalgradError
 from vocalgrad.executors import Executor
 from vocalgrad.listeners.adapters import DSPListener, randomised
 from vocalgrad.listeners.base import Listener
@@ -34,11 +34,33 @@ from vocalgrad.probing.features import Features, extract, feature_key
 from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, lens_curve
 from vocalgrad.probing.pooling import POOLINGS
 from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
-from vocalgrad.probing.stats import balanced_accuracy_ci, cluster_ids
+from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.stats import cluster_ids
 
 
 @dataclass(frozen=True)
 class ProbeConfig:
+    """Every setting of a probing run.
+
+    Attributes
+    ----------
+    categories : tuple of str
+        Categories to probe; empty: every category in the rows.
+    pooling : str
+        How a sequence stage becomes one vector per item (one of `POOLINGS`).
+    variant : str
+        The prompt variant the listener hears while its states are read.
+    settings : ProbeSettings
+        Probe seeds, bootstrap draws and MLP steps.
+    random_control, dsp_control : bool
+        Also probe the random-weights twin / the plain log-mel reference.
+    batch_size : int
+        Items per model pass.
+    threads : int
+        Torch threads for the solvers; 1 keeps results identical on every machine (the
+        MLP's float32 sums depend on the thread count).
+    """
+
     categories: tuple[str, ...] = ()
     pooling: str = "segments16"
     variant: str = "default"
@@ -46,9 +68,6 @@ class ProbeConfig:
     random_control: bool = True
     dsp_control: bool = True
     batch_size: int = 8
-    # torch threads for the solvers. 1 keeps results identical on every machine: the MLP's
-    # float32 sums depend on the thread count (controls moved by up to 0.01 between 1 and 2
-    # threads); 2 threads fitted two Whisper categories in 6.6 s instead of 10.7 s.
     threads: int = 1
 
     def __post_init__(self) -> None:
@@ -142,8 +161,47 @@ def probe_rows(
     train_dataset: str | None = None,
     executor: Executor | None = None,
 ) -> dict:
-    """Probe every selected category of `rows` (dataset rows, or in-memory rows with `audio`).
-    `train_dataset` names where the train split came from when it is not the probed dataset."""
+    """Probe every selected category of `rows` and write the outputs to `out`.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        Dataset rows with ``item_id, category, direction, split, source_id`` and either
+        ``path`` or in-memory ``audio`` (float32 samples at the listener's rate, or any
+        array the listener reads). Only increase/decrease items are probed.
+    listener : Listener
+        A listener that declares `can_probe`; its lens is read where it declares `can_lens`.
+    out : str or Path
+        Output folder (see the module docstring for its files).
+    config : ProbeConfig
+        What to probe and how.
+    sha : str
+        Content hash of the rows' dataset: part of every feature-cache key.
+    cache : str or Path
+        Feature-cache folder, shared between runs.
+    behaviour : dict, optional
+        item_id -> the model's answer in an eval run; default: its last-layer lens.
+    train_dataset : str, optional
+        Where the train split came from, when it is not the probed dataset (recorded).
+    executor : Executor, optional
+        Where the model passes run; default here.
+
+    Returns
+    -------
+    dict
+        The summary written to ``summary.json``: per category the probe curves (balanced
+        accuracy with 95% CIs clustered by source), lens, behaviour and diagnosis.
+
+    Raises
+    ------
+    CapabilityError
+        When the listener exposes no hidden states.
+    ConfigError
+        When a category has no increase/decrease items.
+    """
+    if not listener.can_probe:
+        raise CapabilityError(f"{listener.listener_id} exposes no hidden states, so it cannot be "
+                              "probed; probe a whisper:, hf: or torch listener")
     out, cache = Path(out), Path(cache)
     out.mkdir(parents=True, exist_ok=True)
     cats = config.categories or tuple(sorted({r["category"] for r in rows}))
@@ -193,7 +251,7 @@ def probe_rows(
                 )
                 x |= dict(dsp.stages)
                 kind |= dict.fromkeys(dsp.stages, "dsp")
-            except (VocalgradError, ValueError) as err:
+            except VocalgradError as err:
                 _warn(warned, f"DSP reference unavailable: {err}")
         torch.set_num_threads(config.threads)
         try:
@@ -203,7 +261,7 @@ def probe_rows(
         summary["split"] = fits.split
         test_rows = [items[i] for i in fits.test_index]
         y = labels(test_rows)
-        clusters = cluster_ids([r["source_id"] for r in test_rows])
+        clusters = cluster_ids(test_rows, "source_id")
         records = _curve_records(fits, kind, late, order, y, clusters, config.settings.n_boot)
         lens_rows: list[dict] = []
         lens_test = None
@@ -292,7 +350,9 @@ def _behaviour(
 
 
 def _lens_stages(listener: Listener, order: list[str], n: int) -> list[str]:
-    named = getattr(listener, "lens_stages", None)
+    """The stage each of the n lens layers reads: the listener's `lens_stages`, else its
+    ``@answer`` stages in depth order, else none known."""
+    named = listener.lens_stages
     if named and len(named) == n:
         return list(named)
     answer = [s for s in order if s.endswith("@answer")]
@@ -384,11 +444,40 @@ def probe_dataset(
     train_from: str | Path | None = None,
     executor: Executor | None = None,
 ) -> dict:
-    """`vocalgrad probe`: features cached under `cache` (default: the vocalgrad cache).
+    """`vocalgrad probe`: probe a dataset folder with a listener (object or spec string).
 
-    `train_from` takes the probes' train split from another dataset (our own build), for a
-    dataset that has none (the official release is a test split only); without it such a
-    dataset is probed by grouped K-fold over its test split, as the summary's `split` says."""
+    Parameters
+    ----------
+    dataset : str or Path
+        A dataset folder.
+    listener : Listener or str
+        A listener, or a spec such as ``whisper:tiny.en`` loaded with `load_listener`.
+    out : str or Path
+        Output folder.
+    config : ProbeConfig, optional
+        Default `ProbeConfig()`.
+    results : str or Path, optional
+        An eval run of the same listener: its answers are the behaviour the probes are read
+        against (default: the last-layer lens).
+    cache : str or Path, optional
+        Feature cache; default the vocalgrad cache's ``features`` folder.
+    train_from : str or Path, optional
+        Another dataset whose train split trains the probes, for a dataset without one;
+        without it such a dataset is probed by grouped K-fold over its test split, as the
+        summary's ``split`` says.
+    executor : Executor, optional
+        Where the model passes run.
+
+    Returns
+    -------
+    dict
+        As `probe_rows`.
+
+    Raises
+    ------
+    ConfigError
+        When no selected category can be probed (e.g. a stereo dimension on a mono model).
+    """
     from vocalgrad.sources import default_cache_dir
 
     config = config or ProbeConfig()

@@ -126,14 +126,6 @@ def pad(reduced: Sequence[Reduced]) -> torch.Tensor:
     return torch.stack([F.pad(p.z, (0, r - p.rank)) for p in reduced])
 
 
-def _objective(
-    z: torch.Tensor, y: torch.Tensor, m: torch.Tensor, w: torch.Tensor, b: torch.Tensor, c: float
-) -> torch.Tensor:
-    f = torch.einsum("bnr,bpr->bpn", z, w) + b[..., None]
-    loss = (F.softplus(f) - y * f) * m
-    return c * loss.sum(-1) + 0.5 * (w * w).sum(-1)
-
-
 def _pack_rows(
     z: torch.Tensor, y: torch.Tensor, m: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -12,8 +12,6 @@ source no interval (NaN), never a degenerate one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
 from vocalgrad.defaults import N_BOOT
@@ -23,14 +21,10 @@ from vocalgrad.stats import (
     ci_method_for,
     jackknife_t_ci,
     leave_one_out_weights,
+    resample_weights,
 )
 
 LEVEL = 0.95
-
-
-def cluster_ids(values: Sequence[object]) -> np.ndarray:
-    _, ids = np.unique(np.asarray([str(v) for v in values]), return_inverse=True)
-    return ids.reshape(-1)
 
 
 def balanced_accuracy_ci(
@@ -40,14 +34,33 @@ def balanced_accuracy_ci(
     n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(point, lo, hi) per curve. `correct` is (curves x items) in [0, 1], or (curves x seeds
-    x items) for probes fitted with several seeds: the point is then the seed average and
-    every bootstrap draw resamples the seeds as well as the source clips, so the interval
-    also covers seed-to-seed variation (large for shuffled-label controls). `positive` marks
-    "increase" items, `clusters` the source of each. With fewer than
-    MIN_SOURCES sources: a delete-one-source jackknife t-interval on the seed
-    average, widened by the seed-to-seed variance of that average (a Wilson interval on the
-    source count where the sources agree exactly); with one source, NaN."""
+    """Balanced accuracy of many prediction curves over the same items, with 95% CIs.
+
+    With several seeds the point is the seed average and every bootstrap draw resamples the
+    seeds as well as the source clips, so the interval also covers seed-to-seed variation
+    (large for shuffled-label controls). With fewer than MIN_SOURCES sources: a
+    delete-one-source jackknife t-interval on the seed average, widened by the seed-to-seed
+    variance of that average (a Wilson interval on the source count where the sources agree
+    exactly); with one source, NaN.
+
+    Parameters
+    ----------
+    correct : ndarray
+        (curves, items) or (curves, seeds, items), values in [0, 1] (0.5 = a guess).
+    positive : ndarray
+        (items,) bool: the "increase" items.
+    clusters : ndarray
+        (items,) int in 0..G-1: the source clip of each item.
+    n_boot : int
+        Bootstrap resamples (used with >= MIN_SOURCES sources).
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    point, lo, hi : ndarray
+        Each (curves,): balanced accuracy and its CI bounds (NaN where there is no CI).
+    """
     correct = np.asarray(correct, np.float64)
     correct = correct.reshape((-1, 1, correct.shape[-1]) if correct.ndim < 3 else correct.shape)
     pos = np.asarray(positive, bool)
@@ -76,10 +89,8 @@ def balanced_accuracy_ci(
     if method != BOOTSTRAP:
         return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, g, size=(n_boot, g))
-    weights = np.apply_along_axis(np.bincount, 1, draws, minlength=g).astype(float)
-    seed_draws = rng.integers(0, n_seeds, size=(n_boot, n_seeds))
-    seed_w = np.apply_along_axis(np.bincount, 1, seed_draws, minlength=n_seeds) / n_seeds
+    weights = resample_weights(rng, n_boot, g).astype(float)
+    seed_w = resample_weights(rng, n_boot, n_seeds) / n_seeds
     boot = ba(seed_w, weights)  # curves x n_boot
     lo, hi = np.nanpercentile(boot, [50 * (1 - LEVEL), 50 * (1 + LEVEL)], axis=1)
     return point, lo, hi

@@ -42,27 +42,23 @@ from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.listeners.tuning import HeadInputs
 from vocalgrad.questions.prompts import build_prompt, expected_answer
 from vocalgrad.remedies.config import ORDERS, TuneConfig
 from vocalgrad.remedies.tuned import (
     META_FILE,
     WEIGHTS_FILE,
-    HeadInputs,
     adapter_sha256,
     apply_adapter,
-    head_inputs,
-    head_names,
     linear_names,
-    option_logprobs,
-    score_head_inputs,
-    tunable_module,
+    require_tunable,
     tuned_id,
-    untie_head,
 )
 
 
 def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
-    """Train-split rows of the categories whose answer is one of the two-way options."""
+    """Train-split rows of `categories` whose answer is one of the two-way options (constant
+    clips are left out), in row order."""
     return [r for r in rows if r["split"] == "train" and r["category"] in categories
             and r["direction"] in build_prompt(r["category"]).options]
 
@@ -76,8 +72,15 @@ def _audio(row: dict, sr: int) -> np.ndarray:
 
 
 def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
-    """The item under both option orders, exactly as `evaluate` asks it, and the index of the
-    correct option in each."""
+    """The item under both option orders, exactly as `evaluate` asks it.
+
+    Returns
+    -------
+    requests : list of Request
+        One per option order (`ORDERS`), the clip at `sr` Hz.
+    targets : torch.Tensor
+        (2,) int: the index of the correct option in each request.
+    """
     audio = {row["item_id"]: _audio(row, sr)}
     reqs = [Request(row["item_id"], build_prompt(row["category"], variant, False, (), row["item_id"]), audio,
                     row.get("source_id")) for variant in ORDERS]
@@ -93,12 +96,12 @@ def option_targets(row: dict) -> torch.Tensor:
 def _prepare(listener: Listener, config: TuneConfig) -> tuple[list[tuple[str, torch.nn.Parameter]], bool, Any]:
     """Freeze everything, then make trainable what the method trains. Returns the trainable
     (name, parameter) pairs, whether the head was untied, and the peft model (LoRA)."""
-    module = tunable_module(listener)
+    module = listener.tunable_module()
     module.requires_grad_(False)
     untied, peft_model = False, None
     if config.method == "head":
-        untied = untie_head(listener)
-        for name in head_names(listener):
+        untied = listener.untie_head()
+        for name in listener.head_names():
             module.get_submodule(name).requires_grad_(True)
     elif config.method == "lora":
         from peft import LoraConfig, get_peft_model
@@ -115,15 +118,18 @@ def _read_head_inputs(listener: Listener, items: Sequence[dict], config: TuneCon
     """Head-only tuning: every train item's head inputs (both option orders), read once with
     the trunk in eval mode, or None where the head alone does not reproduce the model's option
     scores (logits transformed after the head): then every step runs the whole model."""
-    module = tunable_module(listener)
+    module = listener.tunable_module()
     module.eval()
+    head = listener.output_head()
     cached: dict[str, HeadInputs] = {}
     for start in range(0, len(items), config.micro_batch):
         chunk = items[start : start + config.micro_batch]
         reqs = [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]]
-        inputs = head_inputs(listener, reqs)
+        inputs = listener.head_inputs(reqs)
+        if inputs is None:  # the listener cannot split off its head's inputs
+            return None
         with torch.no_grad():
-            if not torch.allclose(score_head_inputs(listener, inputs), inputs.reference, atol=1e-4, rtol=1e-4):
+            if not torch.allclose(inputs.score(head), inputs.reference, atol=1e-4, rtol=1e-4):
                 return None
         for i, row in enumerate(chunk):
             cached[row["item_id"]] = inputs.requests(i * len(ORDERS), (i + 1) * len(ORDERS))
@@ -145,10 +151,40 @@ def _identity(listener: Listener, base_spec: str, config: TuneConfig, data_sha: 
 
 def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: TuneConfig, *,
          base_spec: str | None = None, data_sha: str = "", on_step: Callable[[int, float], None] | None = None) -> dict:
-    """Tune `listener` in place on the rows' train split; write OUT/adapter and return tuning.json.
+    """Tune `listener` in place on the rows' train split; write OUT/adapter.
 
-    `on_step(step, loss)` is called after every optimizer step (progress; tests interrupt there).
+    Parameters
+    ----------
+    listener : Listener
+        A listener that declares `can_tune`; its parameters change in place, and its
+        `listener_id` and `revision` become the tuned ones.
+    rows : sequence of dict
+        Dataset rows (train rows of `config.categories` are used), each with ``path`` or
+        in-memory ``audio`` (float32 samples at the listener's rate).
+    out : str or Path
+        Folder for ``adapter/`` and the resumable ``checkpoint/``.
+    config : TuneConfig
+        Method and hyperparameters.
+    base_spec : str, optional
+        The spec that loads the base listener again (recorded for ``tuned:``); default its id.
+    data_sha : str
+        The dataset's content hash, recorded so a finished adapter is reused only for it.
+    on_step : callable, optional
+        ``on_step(step, loss)`` after every optimizer step (progress; tests interrupt there).
+
+    Returns
+    -------
+    dict
+        The tuning record written to ``adapter/tuning.json`` (losses in nats per prompt).
+
+    Raises
+    ------
+    CapabilityError
+        When the listener is not tunable.
+    ConfigError
+        When there are no train items, or OUT holds another run's adapter or checkpoint.
     """
+    require_tunable(listener)
     out = Path(out)
     adapter = out / "adapter"
     identity = json.loads(json.dumps(_identity(listener, base_spec or listener.listener_id, config, data_sha)))
@@ -164,7 +200,7 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
     if not items:
         raise ConfigError(f"no train items in categories {list(config.categories)}")
     torch.manual_seed(config.seed)
-    module = tunable_module(listener)
+    module = listener.tunable_module()
     trainable, untied, peft_model = _prepare(listener, config)
     optimizer = torch.optim.AdamW([p for _, p in trainable], lr=config.learning_rate,
                                   weight_decay=config.weight_decay)
@@ -196,9 +232,11 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
             chunk = batch[start : start + config.micro_batch]
             targets = torch.cat([option_targets(row) for row in chunk])
             if cached is None:
-                logits = option_logprobs(listener, [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]])
+                logits = listener.option_logprobs(
+                    [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]])
             else:
-                logits = score_head_inputs(listener, HeadInputs.concat([cached[row["item_id"]] for row in chunk]))
+                inputs = HeadInputs.concat([cached[row["item_id"]] for row in chunk])
+                logits = inputs.score(listener.output_head())
             loss = torch.nn.functional.cross_entropy(logits, targets, reduction="sum")
             (loss / (len(batch) * len(ORDERS))).backward()
             loss_sum += float(loss.detach())
@@ -236,7 +274,7 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
         "train_items": len(items),
         "train_prompts": len(items) * len(ORDERS),
         "trainable_parameters": sum(p.numel() for _, p in trainable),
-        "head": head_names(listener),
+        "head": listener.head_names(),
         "head_untied": untied,
         "head_inputs_read_once": cached is not None,
         "steps": step,
@@ -266,9 +304,40 @@ def _rename(listener: Listener, meta: dict) -> None:
 
 def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig, *, batch_size: int = 16,
              cache: Any = None, on_step: Callable[[int, float], None] | None = None) -> dict:
-    """Tune `spec` on the dataset's train split, then evaluate it (choice mode, both option
-    orders) on the test split of every category into OUT, an ordinary run folder whose
-    manifest also carries the tuning record under `finetune`."""
+    """`vocalgrad finetune`: tune `spec` on the dataset's train split, then evaluate it
+    (choice mode, both option orders) on the test split of every category.
+
+    Parameters
+    ----------
+    dataset : str or Path
+        A dataset folder with a train split.
+    spec : str
+        The base listener's spec (e.g. ``whisper:tiny.en``); it must declare `can_tune`.
+    out : str or Path
+        An ordinary run folder whose manifest also carries the tuning record under
+        ``finetune``, with the adapter in ``adapter/``.
+    config : TuneConfig
+        Method, categories and hyperparameters.
+    batch_size : int
+        Requests per model pass in the evaluation.
+    cache : optional
+        The evaluation's answer cache.
+    on_step : callable, optional
+        ``on_step(step, loss)`` after every optimizer step.
+
+    Returns
+    -------
+    dict
+        ``tuning`` (the tuning record), ``counts`` (evaluation counts), ``summary`` (the
+        scored run) and ``listener`` (the tuned listener).
+
+    Raises
+    ------
+    CapabilityError
+        When the listener is not tunable.
+    ConfigError
+        When a category is missing from the dataset or cannot be heard by the listener.
+    """
     from vocalgrad.evaluation.evaluate import EvalConfig, evaluate, untestable_categories
     from vocalgrad.evaluation.score import score_run, write_summary
     from vocalgrad.listeners import load_listener
