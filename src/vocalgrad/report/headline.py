@@ -13,7 +13,6 @@ from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 
 FORMAT_ORDER = ("gradual", "comparison", "recognition")
-FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
 IDEAL = "baseline:ideal"
 LEADERBOARD = ["listener", "format", "accuracy [95% CI]", "d′ [95% CI]", "criterion c [95% CI]",
                "unparsed", "items", "sources"]
@@ -116,7 +115,7 @@ def _model_section(base: str, forms: Mapping[str, str], summaries, references, c
             else:
                 row += ["–", "–"] if g is None else [_ci(g, "accuracy"), _ci(g, "dprime")]
         rows.append(row)
-    series = [{"label": f, "colour": colour, "marker": FORMAT_MARKERS.get(f, "D"),
+    series = [{"label": f, "colour": colour, "marker": figures.FORMAT_MARKERS.get(f, "D"),
                "values": groups[f]} for f in shown]
     ideal = [{"label": f"ideal observer ({f})", "name": IDEAL, "at": f,
               "values": _by_category(references[name])}

@@ -21,6 +21,8 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 def with_ci(point: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
     """"0.62 [0.55, 0.70]"; a number without an interval says why instead of "[–, –]"."""
+    if fmt(point) == "–":
+        return "–"
     if fmt(point) != "–" and (fmt(lo) == "–" or fmt(hi) == "–"):
         return f"{fmt(point, digits)} ({NO_CI_TEXT})"
     return f"{fmt(point, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
