@@ -315,7 +315,8 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
                     ax.hlines(v, j - 0.45, j + 0.45, colors=colour, linestyles=style, lw=lw,
                               label=name)
         for i, s in enumerate(series):
-            pts = [(x(i, j), *_metric(s["values"].get(cat), key)) for j, cat in enumerate(categories)]
+            pts = [(x(i, j), *_metric(s["values"].get(cat), key))
+                   for j, cat in enumerate(categories)]
             pts = [p for p in pts if math.isfinite(p[1])]
             if key == "dprime":
                 clipped |= any(not DPRIME_SPAN[0] <= p[1] <= DPRIME_SPAN[1] for p in pts)
@@ -360,8 +361,8 @@ def dimensions_data(series: Sequence[Mapping], references: Sequence[Mapping],
                 g = s["values"].get(cat)
                 if g is None:
                     continue
-                rows.append({"series": s["label"], "kind": kind, "listener": s.get("name", s["label"]),
-                             "category": cat, "items": g.get("n"), "sources": g.get("n_clusters"),
+                rows.append({"series": s["label"], "kind": kind,
+                             "listener": s.get("name", s["label"]), "category": cat, "items": g.get("n"), "sources": g.get("n_clusters"),
                              **{f"{key}{end}": g.get(key + end) for key in ("accuracy", "dprime")
                                 for end in ("", "_lo", "_hi")}})
     return rows

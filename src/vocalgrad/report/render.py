@@ -79,7 +79,8 @@ SORT_SCRIPT = """document.querySelectorAll("table.sortable").forEach(t => {
    return isNaN(v) ? (s === "–" ? null : s) : v; };
   const rows = [...body.rows].sort((a, b) => { const x = key(a), y = key(b);
    if (x === null || y === null) return (x === null) - (y === null);
-   const o = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+   const o = typeof x === "number" && typeof y === "number" ? x - y
+    : String(x).localeCompare(String(y));
    return dir === "asc" ? o : -o; });
   rows.forEach(r => body.append(r)); }));
 });"""
