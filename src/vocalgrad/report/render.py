@@ -55,7 +55,7 @@ table.sortable th[data-dir=desc]:after{content:" ↓";color:#333}
 @media print{
  @page{size:A4;margin:14mm 12mm}
  body{background:#fff;font-size:10pt}main{max-width:none;padding:0}
- nav,.figlinks,details,p.warnref a{display:none}
+ nav,.figlinks,details{display:none}
  h2{break-after:avoid;border-top:1px solid #ccc;margin-top:16pt}h3{break-after:avoid}
  figure,tr,.glance,.warnings{break-inside:avoid}
  figure img{max-width:100%;border:none}
