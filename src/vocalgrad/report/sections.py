@@ -301,7 +301,7 @@ def probing(probes: Sequence[Probe]) -> Section:
             if any(n is None for n in sources.values()):
                 warned.append(f"{p.listener}: diagnosis.csv does not say how many test items and "
                               "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)")
-            warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ")
+            warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ", "")
     return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
                    warned)
 
