@@ -228,7 +228,7 @@ def test_report_says_what_each_number_rests_on_and_warns_below_the_minimum(html_
     points to it), and the probe run's own warnings travel with it."""
     text = html_report.read_text()
     top = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
-    few = "6 sources for every listener (under 10)"
+    few = "6 sources per category for every listener (under 10)"
     assert top.count(few) == 1 and text.count(few) == 1
     where = top.split(few)[1].split("</li>")[0]
     assert '<a href="#headline">Headline</a>' in where and '<a href="#bias">' in where
@@ -384,3 +384,17 @@ def test_enough_sources_raise_no_warning(tmp_path):
     text = write_report([_write_run(tmp_path / "run", "model-a", rows)], tmp_path / "r.html",
                         n_boot=20).read_text()
     assert '<div class="warnings"' not in text and "<td>12</td>" in _section(text, "bias")
+
+
+def test_few_sources_warning_is_one_compact_line():
+    """One line per problem, whatever the number of listeners: every listener with one count,
+    a span of counts, or the few names (then "and N more") when only some are short."""
+    from vocalgrad.report.values import few_sources
+
+    assert few_sources({"a": 12, "b": 10}) == []
+    assert few_sources({"a": 8, "b": 8})[0].startswith(
+        "8 sources per category for every listener (under 10):")
+    assert few_sources({"a": 6, "b": 8})[0].startswith("6–8 sources per category for every")
+    named = few_sources({f"m{i}": 3 + i for i in range(5)} | {"ok": 12})[0]
+    assert named.startswith("Under 10 sources per category for m0 (3), m1 (4), m2 (5) and 2 more:")
+    assert few_sources({"x": 4}, "category", "p: ", "")[0].startswith("p: Under 10 sources for x (4)")

@@ -60,7 +60,8 @@ def _runs(root: Path, n_sources: int) -> list[Path]:
         for form, p in forms.items():
             seed += 1
             name = re.sub(r"\W+", "-", f"{listener}-{form}")
-            runs.append(_write_run(root / name, listener, _answers(listener, form, p, n_sources, seed)))
+            rows = _answers(listener, form, p, n_sources, seed)
+            runs.append(_write_run(root / name, listener, rows))
     return runs
 
 
@@ -98,7 +99,8 @@ def test_demo_sized_report_has_no_source_warning_and_every_figure_file(demo):
     text = demo["html"].read_text()
     assert '<div class="warnings"' not in text  # 12 sources everywhere: nothing to warn about
     names = re.findall(r'<figure id="fig-([\w-]+)">', text)
-    assert {"models", "model-whisper-tiny-en-trimmed", "model-whisper-tiny-en", "bias"} <= set(names)
+    assert {"models", "model-whisper-tiny-en-trimmed", "model-whisper-tiny-en",
+            "bias"} <= set(names)
     out = demo["html"].parent
     for name in names:
         stem = out / f"report-{name}"
@@ -129,7 +131,7 @@ def test_few_sources_make_one_short_warning(tmp_path):
     runs = _runs(tmp_path / "runs", 6)
     text = write_report(runs, tmp_path / "r.html", n_boot=50, fit_boot=10).read_text()
     box = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
-    assert box.count("<li") == 1 and "6 sources for every listener (under 10)" in box
+    assert box.count("<li") == 1 and "6 sources per category for every listener (under 10)" in box
     assert all(f'href="#{s}"' in box for s in ("headline", "formats", "bias"))
 
 
@@ -159,7 +161,8 @@ def test_browser_at_1280px_fits_reads_and_sorts(demo, tmp_path):
         # sort the leaderboard by accuracy, both ways; the references stay below
         board = "#headline table.sortable"
         acc = lambda: page.evaluate(  # noqa: E731
-            f"[...document.querySelector('{board}').tBodies[0].rows].map(r => parseFloat(r.cells[2].textContent))")
+            f"[...document.querySelector('{board}').tBodies[0].rows]"
+            ".map(r => parseFloat(r.cells[2].textContent))")
         page.click(f"{board} th:nth-child(3)")
         assert acc() == sorted(acc(), reverse=True)
         page.click(f"{board} th:nth-child(3)")
@@ -213,6 +216,6 @@ def test_printed_pdf_is_clean(demo, tmp_path):
     texts = [pg.extract_text() for pg in reader.pages]
     assert all(t.strip() for t in texts)
     whole = re.sub(r"\s+", " ", " ".join(texts))
-    for needle in ("vocalgrad report", "Headline", "whisper:tiny.en+trimmed", "References (not ranked)",
-                   "Bias vs sensitivity", "Provenance"):
+    for needle in ("vocalgrad report", "Headline", "whisper:tiny.en+trimmed",
+                   "References (not ranked)", "Bias vs sensitivity", "Provenance"):
         assert needle in whole, needle

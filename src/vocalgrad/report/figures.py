@@ -18,8 +18,15 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from vocalgrad import dimensions
 from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit
+from vocalgrad.report.collect import split_format
 
 DPI = 100
+# a model keeps its colour in every question format; the marker tells the formats apart
+FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
+
+
+def marker_of(listener: str) -> str:
+    return FORMAT_MARKERS.get(split_format(listener)[1], "D")
 PROBE_STYLES = {  # probe -> (colour, line style, label)
     "linear": ("#1f77b4", "-", "linear probe"),
     "mlp": ("#ff7f0e", "-", "MLP probe"),
@@ -71,9 +78,10 @@ def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> Figure:
         pts = [(d, k) for d, k in e.get("per_category", []) if math.isfinite(d) and math.isfinite(k)]
         if pts:
             d, k = zip(*pts, strict=True)
-            right.scatter(k, d, s=14, color=c, alpha=0.35, lw=0)
+            right.scatter(k, d, s=14, color=c, alpha=0.35, lw=0, marker=marker_of(e["listener"]))
         if math.isfinite(e["dprime"]) and math.isfinite(e["criterion"]):
             right.scatter([e["criterion"]], [e["dprime"]], s=70, color=c, edgecolor="white",
+                          marker=marker_of(e["listener"]),
                           label=e["listener"], zorder=3)
     right.axhline(0, color="grey", lw=0.8)
     right.axvline(0, color="grey", lw=0.8)
@@ -113,7 +121,8 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             m = [lv.magnitude * dodge for lv in f.levels]
             acc = np.array([lv.accuracy for lv in f.levels])
             err = [acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc]
-            h = ax.errorbar(m, acc, yerr=err, fmt="o", ms=4, capsize=2, color=c, alpha=0.8)
+            h = ax.errorbar(m, acc, yerr=err, fmt=marker_of(f.listener), ms=4, capsize=2, color=c,
+                            alpha=0.8)
             handles.setdefault(f.listener, h)
             if f.status in (OK, BELOW):  # no curve for a listener that never left chance
                 ax.plot(grid, f.predict(grid), color=c, lw=1.5)
@@ -298,14 +307,16 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
                                         lw=0, label="random baseline: 95% CI")
                 elif not math.isfinite(v):
                     continue
-                elif ref.get("at") in slot:
-                    ax.plot([x(slot[ref["at"]], j)], [v], marker="_", ms=max(6.0, 60 * width),
-                            mew=lw + 0.6, color=colour, ls="none", label=name)
+                elif ref.get("at") in slot:  # a tick as wide as the series' point slot
+                    mid = x(slot[ref["at"]], j)
+                    ax.hlines(v, mid - 0.4 * width, mid + 0.4 * width, colors=colour, lw=lw + 0.6,
+                              label=name)
                 else:
                     ax.hlines(v, j - 0.45, j + 0.45, colors=colour, linestyles=style, lw=lw,
                               label=name)
         for i, s in enumerate(series):
-            pts = [(x(i, j), *_metric(s["values"].get(cat), key)) for j, cat in enumerate(categories)]
+            pts = [(x(i, j), *_metric(s["values"].get(cat), key))
+                   for j, cat in enumerate(categories)]
             pts = [p for p in pts if math.isfinite(p[1])]
             if key == "dprime":
                 clipped |= any(not DPRIME_SPAN[0] <= p[1] <= DPRIME_SPAN[1] for p in pts)
@@ -350,8 +361,8 @@ def dimensions_data(series: Sequence[Mapping], references: Sequence[Mapping],
                 g = s["values"].get(cat)
                 if g is None:
                     continue
-                rows.append({"series": s["label"], "kind": kind, "listener": s.get("name", s["label"]),
-                             "category": cat, "items": g.get("n"), "sources": g.get("n_clusters"),
+                rows.append({"series": s["label"], "kind": kind,
+                             "listener": s.get("name", s["label"]), "category": cat, "items": g.get("n"), "sources": g.get("n_clusters"),
                              **{f"{key}{end}": g.get(key + end) for key in ("accuracy", "dprime")
                                 for end in ("", "_lo", "_hi")}})
     return rows

@@ -13,7 +13,7 @@ from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 
 FORMAT_ORDER = ("gradual", "comparison", "recognition")
-FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
+SYMBOLS = {"gradual": "○", "comparison": "□", "recognition": "△"}  # as the figure's markers
 IDEAL = "baseline:ideal"
 LEADERBOARD = ["listener", "format", "accuracy [95% CI]", "d′ [95% CI]", "criterion c [95% CI]",
                "unparsed", "items", "sources"]
@@ -32,7 +32,10 @@ def _by_category(summary: list[dict]) -> dict[str, dict]:
 
 
 def _order(summaries: Mapping[str, list[dict]], names) -> list[str]:
-    return sorted(names, key=lambda n: (is_human(n), -_finite(overall(summaries[n])["accuracy"]), n))
+    def key(n: str) -> tuple:
+        return is_human(n), -_finite(overall(summaries[n])["accuracy"]), n
+
+    return sorted(names, key=key)
 
 
 def _finite(v: float) -> float:
@@ -67,8 +70,8 @@ def leaderboard(summaries: Mapping[str, list[dict]], colours: Mapping[str, str])
                          "leans \"increase\"), unparsed share; items: changing clips scored, "
                          f"sources: the recordings they come from. {CI_RULE}. ★ best model; click "
                          "a column header to sort. References, below the line, are never ranked.",
-                 references=[row(n) for n in refs], reference_swatches=[colours.get(n) for n in refs],
-                 sortable=True)
+                 references=[row(n) for n in refs],
+                 reference_swatches=[colours.get(n) for n in refs], sortable=True)
 
 
 def _per_category_table(summaries, colours, cats, untestable) -> Table:
@@ -93,7 +96,8 @@ def _per_category_table(summaries, colours, cats, untestable) -> Table:
                  [row(n) for n in ranked], marked, [colours.get(n) for n in ranked],
                  caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best model in column; "
                          "references below the line (chance is 0.50).",
-                 references=[row(n) for n in refs], reference_swatches=[colours.get(n) for n in refs],
+                 references=[row(n) for n in refs],
+                 reference_swatches=[colours.get(n) for n in refs],
                  folded=f"Accuracy per category, every listener ({len(summaries)})")
 
 
@@ -116,12 +120,14 @@ def _model_section(base: str, forms: Mapping[str, str], summaries, references, c
             else:
                 row += ["–", "–"] if g is None else [_ci(g, "accuracy"), _ci(g, "dprime")]
         rows.append(row)
-    series = [{"label": f, "colour": colour, "marker": FORMAT_MARKERS.get(f, "D"),
+    series = [{"label": f, "colour": colour, "marker": figures.FORMAT_MARKERS.get(f, "D"),
                "values": groups[f]} for f in shown]
+    asked = {f: IDEAL if f == "gradual" else f"{IDEAL} [{f}]" for f in shown}
     ideal = [{"label": f"ideal observer ({f})", "name": IDEAL, "at": f,
               "values": _by_category(references[name])}
-             for f in shown if (name := IDEAL if f == "gradual" else f"{IDEAL} [{f}]") in references]
+             for f, name in asked.items() if name in references]
     used = sorted({c for g in groups.values() for c in g})
+    markers = ", ".join(f"{SYMBOLS.get(f, '◇')} {f}" for f in shown)
     stem = "model-" + "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")
     blocks: list = [Text(base, "h3"),
                     Table(header, rows, caption=f"{base}: accuracy and d′ [95% CI] per dimension "
@@ -130,20 +136,23 @@ def _model_section(base: str, forms: Mapping[str, str], summaries, references, c
         blocks.append(Figure(
             stem, figures.dimensions_figure(series, ideal, used, f"{base}: per dimension and "
                                             "question format"),
-            f"{base}: accuracy (top) and d′ (bottom) per dimension, one marker per question "
-            "format (○ gradual, □ comparison, △ recognition), bars 95% CIs clustered by source; "
-            "black ticks: the ideal observer asked in the same format; dashed: chance.", f"accuracy and d′ per dimension for {base}",
+            f"{base}: accuracy (top) and d′ (bottom) per dimension"
+            + (f", one marker per question format ({markers})" if len(shown) > 1 else "")
+            + "; bars 95% CIs clustered by source; black ticks: the ideal observer asked in the "
+            "same format; dashed: chance.", f"accuracy and d′ per dimension for {base}",
             figures.dimensions_data(series, ideal, used)))
     return blocks
 
 
-def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, colours, cats) -> Figure:
+def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references,
+                colours) -> Figure:
     """The models side by side (each in its gradual format where asked), references as lines."""
     series = []
     for base, forms in bases.items():
         form = next((f for f in FORMAT_ORDER if f in forms), sorted(forms)[0])
         series.append({"label": base if form == "gradual" else f"{base} [{form}]",
-                       "colour": colours.get(forms[form]), "values": _by_category(summaries[forms[form]])})
+                       "colour": colours.get(forms[form]),
+                       "values": _by_category(summaries[forms[form]])})
     refs = [{"label": n, "name": n, "values": _by_category(references[n])}
             for n in sorted(references) if split_format(n)[1] == "gradual"]
     used = sorted({c for s in series for c in s["values"]})
@@ -172,7 +181,7 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
     if summaries:
         blocks.append(leaderboard(summaries, colours))
     if len(bases) > 1:
-        blocks.append(_comparison(bases, summaries, references, colours, cats))
+        blocks.append(_comparison(bases, summaries, references, colours))
     for base, forms in bases.items():
         colour = colours.get(next(iter(forms.values())))
         blocks += _model_section(base, forms, summaries, references, cats, untestable, colour)

@@ -55,7 +55,7 @@ table.sortable th[data-dir=desc]:after{content:" ↓";color:#333}
 @media print{
  @page{size:A4;margin:14mm 12mm}
  body{background:#fff;font-size:10pt}main{max-width:none;padding:0}
- nav,.figlinks,details,p.warnref a{display:none}
+ nav,.figlinks,details{display:none}
  h2{break-after:avoid;border-top:1px solid #ccc;margin-top:16pt}h3{break-after:avoid}
  figure,tr,.glance,.warnings{break-inside:avoid}
  figure img{max-width:100%;border:none}
@@ -79,7 +79,8 @@ SORT_SCRIPT = """document.querySelectorAll("table.sortable").forEach(t => {
    return isNaN(v) ? (s === "–" ? null : s) : v; };
   const rows = [...body.rows].sort((a, b) => { const x = key(a), y = key(b);
    if (x === null || y === null) return (x === null) - (y === null);
-   const o = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+   const o = typeof x === "number" && typeof y === "number" ? x - y
+    : String(x).localeCompare(String(y));
    return dir === "asc" ? o : -o; });
   rows.forEach(r => body.append(r)); }));
 });"""
@@ -100,12 +101,12 @@ def _breakable(text: str) -> str:
 
 
 def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
-               marked: set[tuple[int, int]] = frozenset()) -> str:
+               marked: set[tuple[int, int]] = frozenset(), nowrap: bool = True) -> str:
     body = []
     for i, row in enumerate(rows):
         cells = []
         for j, cell in enumerate(row):
-            number = NUMBER.match(cell)
+            number = nowrap and NUMBER.match(cell)
             text = (_e(cell) if number else _breakable(cell)) + (" ★" if (i, j) in marked else "")
             if j == 0 and i < len(swatches) and swatches[i]:
                 text = f'<span class="chip" style="background:{_e(swatches[i])}"></span>' + text
@@ -119,12 +120,13 @@ def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
 def _table_html(t: Table) -> str:
     head = "".join(f"<th>{_breakable(h)}</th>" for h in t.header)
     head = f"<thead><tr>{head}</tr></thead>" if head else ""
-    body = f"<tbody>{_rows_html(t.rows, t.swatches, t.marked)}</tbody>"
+    wide = not t.folded  # a folded table of many columns may wrap its numbers to fit
+    body = f"<tbody>{_rows_html(t.rows, t.swatches, t.marked, wide)}</tbody>"
     if t.references:
         width = max(len(t.header), *(len(r) for r in t.references))
         body += ('<tbody class="refs"><tr class="label">'
                  f'<td colspan="{width}">References (not ranked)</td></tr>'
-                 f"{_rows_html(t.references, t.reference_swatches)}</tbody>")
+                 f"{_rows_html(t.references, t.reference_swatches, nowrap=wide)}</tbody>")
     cls = ' class="sortable"' if t.sortable else ""
     caption = f'<div class="caption">{_e(t.caption)}</div>' if t.caption else ""
     table = f'<div class="scroll"><table{cls}>{head}{body}</table></div>{caption}'

@@ -58,10 +58,12 @@ def headline_rows(by_listener: Mapping[str, list[dict]]) -> tuple[dict[str, list
     if not any(_changing(v) for v in tiered.values()):
         tiered = {n: [r for r in rows if r.get("tier") != ADAPTIVE_TIER] for n, (rows, _) in picked.items()}
         note = "Only magnitude-sweep runs were given: accuracy is over the whole sweep."
-    modes = {n: m for n, (_, m) in picked.items()}
-    return {n: rows for n, rows in tiered.items() if _changing(rows)}, note + (
-        " Prompt/mode per listener: " + ", ".join(f"{n}: {m}" for n, m in modes.items() if m)
-    )
+    modes = {n: m for n, (_, m) in picked.items() if m}
+    if len(set(modes.values())) == 1:
+        note += f" Prompt/mode: {next(iter(modes.values()))} for every listener."
+    elif modes:
+        note += " Prompt/mode per listener: " + ", ".join(f"{n}: {m}" for n, m in modes.items()) + "."
+    return {n: rows for n, rows in tiered.items() if _changing(rows)}, note
 
 
 def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section:
@@ -81,34 +83,44 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
     table = Table(["listener", "category", "cells", "sources", *shown], [],
                   caption="Accuracy [95% CI] per question format on the same sources and magnitudes "
                           f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best "
-                          "format of a model; references below the line.")
+                          f"format of a model, on rows with ≥ {MIN_SOURCES} sources; references "
+                          "below the line, pooled over categories.")
     few: dict[str, int | None] = {}
     ordered = sorted(several.items(), key=lambda kv: (is_reference(kv[0]), kv[0]))
     for base, fmts in ordered:
         cats = sorted({r["category"] for rows in fmts.values() for r in rows})
-        for cat in cats:
-            cells = [{(r["source_id"], r.get("magnitude")) for r in rows if r["category"] == cat}
-                     for rows in fmts.values()]
+        # a reference in one row over every category: its format differences are by design
+        groups = [("all categories", set(cats))] if is_reference(base) else [(c, {c}) for c in cats]
+        for label, members in groups:
+            cells = [{_cell(r) for r in rows if r["category"] in members} for rows in fmts.values()]
             common = set.intersection(*cells)
             if not common:
                 continue
             accs: dict[str, tuple] = {}
             for f, rows in fmts.items():
-                kept = [r for r in rows if r["category"] == cat and (r["source_id"], r.get("magnitude")) in common]
+                kept = [r for r in rows if r["category"] in members and _cell(r) in common]
                 o = summarise(kept, by=(), n_boot=n_boot, seed=seed)[0]
                 accs[f] = (o["accuracy"], o["accuracy_lo"], o["accuracy_hi"])
                 few[base] = min(few.get(base, o["n_clusters"]), o["n_clusters"])
-            row = [base, cat, str(len(common)), str(len({s for s, _ in common}))]
+            sources = len({c[1] for c in common})
+            row = [base, label, str(len(common)), str(sources)]
             row += [with_ci(*accs[f]) if f in accs else "–" for f in shown]
             if is_reference(base):
                 table.references.append(row)
                 continue
-            best = max(a[0] for a in accs.values())
-            table.marked |= {(len(table.rows), j + 4) for j, f in enumerate(shown)
-                             if f in accs and accs[f][0] == best}
             table.rows.append(row)
+            if sources < MIN_SOURCES:
+                continue  # a star on a handful of sources would mark noise
+            best = max(a[0] for a in accs.values())
+            table.marked |= {(len(table.rows) - 1, j + 4) for j, f in enumerate(shown)
+                             if f in accs and accs[f][0] == best}
     glance = f"{len(several)} listener(s) asked in {', '.join(shown)}."
     return Section("formats", "Question formats", [table], glance, few_sources(few))
+
+
+def _cell(row: Mapping) -> tuple:
+    """The stimulus cell a question format asks about: category, source and magnitude."""
+    return row["category"], row["source_id"], row.get("magnitude")
 
 
 def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dict]],
@@ -289,7 +301,7 @@ def probing(probes: Sequence[Probe]) -> Section:
             if any(n is None for n in sources.values()):
                 warned.append(f"{p.listener}: diagnosis.csv does not say how many test items and "
                               "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)")
-            warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ")
+            warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ", "")
     return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
                    warned)
 
