@@ -19,3 +19,8 @@ class ConfigError(VocalgradError):
 
 class DatasetError(VocalgradError):
     """A dataset folder is missing files or does not follow the on-disk schema."""
+
+
+class BusyError(VocalgradError):
+    """Another process is writing the same run or build folder."""
+

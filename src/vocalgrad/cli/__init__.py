@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import shlex
 import sys
+import threading
 
 from vocalgrad._version import __version__
 from vocalgrad.cli import data, evaluate, finetune, human, probe, report
@@ -32,6 +36,32 @@ def _resolve_datasets(args: argparse.Namespace) -> None:
             setattr(args, name, str(resolve(value)))
 
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+"""Exit codes: every item answered; no item answered, or an OS error (permission, full
+disk); bad input or usage (argparse's code too); some items unanswered (rerun to ask them
+again); stopped by Ctrl-C."""
+
+_OS_FIXES = {
+    errno.EACCES: "no permission: choose a folder you can write or fix its permissions",
+    errno.EPERM: "not permitted: choose a folder you can write or fix its permissions",
+    errno.EROFS: "read-only file system: choose a writable --out",
+    errno.ENOSPC: "disk full: free some space (or choose another --out) and rerun the same command, "
+                  "which resumes",
+    errno.EDQUOT: "disk quota exceeded: free some space and rerun the same command, which resumes",
+    errno.EEXIST: "a file is in the way: choose another path or move the file",
+    errno.ENOTDIR: "a file is in the way where a folder is needed: choose another path",
+    errno.EISDIR: "a folder is in the way where a file is needed: choose another path",
+    errno.ENOENT: "no such file or folder: check the path",
+}
+
+
+def os_error_line(err: OSError) -> str:
+    """One line for an OS error: the path, what went wrong and what to do."""
+    path = err.filename if err.filename is not None else "?"
+    fix = _OS_FIXES.get(err.errno or 0, "check the path and try again")
+    return f"{path}: {err.strerror or err}; {fix}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -41,5 +71,29 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"vocalgrad: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except OSError as err:
+        if args.debug:
+            raise
+        print(f"vocalgrad: error: {os_error_line(err)}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        command = shlex.join(["vocalgrad", *(sys.argv[1:] if argv is None else argv)])
+        print(f"vocalgrad: interrupted; finished work is kept: rerun `{command}` to resume",
+              file=sys.stderr, flush=True)
+        if argv is None:  # the console command, not a caller in this process
+            _exit_now_if_threads_linger()
+        return EXIT_INTERRUPTED
 
+
+def _exit_now_if_threads_linger() -> None:
+    """Worker threads blocked on a stalled server would hold the interpreter open at exit
+    until their request timed out: leave at once instead (results are already on disk)."""
+    main_thread = threading.main_thread()
+    stuck = [t for t in threading.enumerate() if t is not main_thread and not t.daemon and t.is_alive()]
+    if stuck:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vocalgrad.cli.options import add_executor_options, csv_list, executor_from_args
+from vocalgrad.cli.options import (
+    add_executor_options,
+    csv_list,
+    executor_from_args,
+    positive_seconds,
+    whole,
+)
 from vocalgrad.errors import ConfigError
 
 
@@ -19,14 +25,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
     e.add_argument("--split", default="test")
     e.add_argument("--categories", type=csv_list)
-    e.add_argument("--limit", type=int)
-    e.add_argument("--batch-size", type=int, default=16)
-    e.add_argument("--few-shot", type=int, default=0, help="examples per label from the train split")
+    e.add_argument("--limit", type=whole(1), help="ask only this many items (balanced over categories)")
+    e.add_argument("--batch-size", type=whole(1), default=16)
+    e.add_argument("--few-shot", type=whole(0), default=0, help="examples per label from the train split")
+    e.add_argument("--retry-errors", action=argparse.BooleanOptionalAction, default=True,
+                   help="ask again the items whose last answer was an error (default: yes)")
     e.add_argument("--audio-first", action="store_true")
     e.add_argument("--base-url", help="for openai: listeners")
+    e.add_argument("--timeout", type=positive_seconds,
+                   help="for openai: listeners, seconds one request may wait for the server (default 60)")
+    e.add_argument("--max-retries", type=whole(0),
+                   help="for openai: listeners, retries of a failed request (default 5)")
     e.add_argument("--adaptive", choices=("quest", "staircase"),
                    help="estimate a threshold per category with few trials, rendering clips on demand")
-    e.add_argument("--max-trials", type=int, default=40, help="trials per category for --adaptive")
+    e.add_argument("--max-trials", type=whole(1), default=40, help="trials per category for --adaptive")
     add_executor_options(e, "listener copies answering batches: 1 locally (default); on Ray, "
                          "actors (default: one per cluster CPU, or per GPU for model listeners)")
     e.add_argument("--gpus-per-actor", type=float,
@@ -38,7 +50,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sc.add_argument("runs", nargs="+")
     sc.add_argument("--by", type=csv_list, default=("category",))
     sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
-    sc.add_argument("--n-boot", type=int, default=2000)
+    sc.add_argument("--n-boot", type=whole(0), default=2000)
     sc.add_argument("--format", default="md", choices=("md", "csv"))
     sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
     sc.set_defaults(func=cmd_score)
@@ -51,6 +63,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     options = {}
     if args.base_url:
         options["base_url"] = args.base_url
+    for name in ("timeout", "max_retries"):
+        if getattr(args, name) is not None:
+            if not args.listener.startswith("openai:"):
+                raise ConfigError(f"--{name.replace('_', '-')} applies to openai: listeners only")
+            options[name] = getattr(args, name)
     if args.adaptive and (args.executor == "ray" or args.ray_address):
         raise ConfigError("--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address")
     with executor_from_args(args) as executor:
@@ -83,13 +100,27 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         few_shot=args.few_shot,
         audio_first=args.audio_first,
     )
-    counts = evaluate(args.dataset, listener, out, config, executor=executor)
-    print(f"{listener.listener_id}: answered {counts['answered']} ({counts['skipped_done']} already done, "
-          f"{counts['errors']} errors) in {counts['seconds']:.1f} s -> {out}")
+    counts = evaluate(args.dataset, listener, out, config, executor=executor, retry_errors=args.retry_errors)
+    print(f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already done, "
+          f"{counts['retried']} asked again after an error, {counts['errors']} errors) "
+          f"in {counts['seconds']:.1f} s -> {out}")
+    status = run_status(counts)
+    if counts["failed"]:
+        print(f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "
+              f"{out / 'results.jsonl'}); fix the cause and rerun the same command to ask them again")
+    if counts["failed"] == counts["total"]:
+        return status  # nothing to score
     summary = score_run(out)
-    write_summary(out, summary)
     print(markdown(summary))
-    return 0
+    write_summary(out, summary)
+    return status
+
+
+def run_status(counts: dict) -> int:
+    """The exit code of an eval: 0 every item answered, 1 none, 3 some (partial)."""
+    if not counts["failed"]:
+        return 0
+    return 1 if counts["failed"] == counts["total"] else 3
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -105,8 +136,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     by = args.by
     for run in args.runs:
         summary = score_run(run, by=by, cluster=None if args.cluster == "item" else args.cluster, n_boot=args.n_boot)
+        print(tocsv_list(summary) if args.format == "csv" else markdown(summary), flush=True)
         write_summary(run, summary)
-        print(tocsv_list(summary) if args.format == "csv" else markdown(summary))
     if args.compare:
         if len(args.runs) != 2:
             raise ConfigError("--compare needs exactly two runs")
