@@ -20,20 +20,33 @@ from vocalgrad.errors import BusyError
 LOCK_NAME = ".lock"
 
 
+@contextmanager
+def naming(path: str | Path, always: bool = False) -> Iterator[None]:
+    """An OS error raised inside (a write on a full disk says no file name; a temporary
+    file's name means nothing to a user) names `path`, so its one-line message says where."""
+    try:
+        yield
+    except OSError as err:
+        if (err.filename is not None and not always) or err.errno is None:
+            raise
+        raise type(err)(err.errno, err.strerror, str(path)) from err
+
+
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write `text` to `path` through a temporary file and a rename (the temporary file is
     removed again if the write fails, e.g. on a full disk)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with naming(path, always=True):
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
 
 

@@ -129,14 +129,14 @@ def cmd_score(args: argparse.Namespace) -> int:
         comparison_text,
         markdown,
         score_run,
-        tocsv_list,
+        to_csv,
         write_summary,
     )
 
     by = args.by
     for run in args.runs:
         summary = score_run(run, by=by, cluster=None if args.cluster == "item" else args.cluster, n_boot=args.n_boot)
-        print(tocsv_list(summary) if args.format == "csv" else markdown(summary), flush=True)
+        print(to_csv(summary) if args.format == "csv" else markdown(summary), flush=True)
         write_summary(run, summary)
     if args.compare:
         if len(args.runs) != 2:

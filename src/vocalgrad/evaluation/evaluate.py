@@ -37,7 +37,7 @@ from vocalgrad.dataset import (
 )
 from vocalgrad.errors import ConfigError, DatasetError, VocalgradError
 from vocalgrad.executors import Executor
-from vocalgrad.files import atomic_write_text, exclusive
+from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
@@ -179,7 +179,7 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
             held[i] = _prepare(batch, listener, config, train)
             yield _missing(held[i], cache), config.max_new_tokens
 
-    with results.open("a") as log_file, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
+    with naming(results), results.open("a") as log_file, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
                                              disable=not sys.stderr.isatty()) as bar:
         for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
             keyed = held.pop(i)

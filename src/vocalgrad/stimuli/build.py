@@ -27,7 +27,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import write_flac_atomic
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, repair_tail, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError, SourceError
-from vocalgrad.files import atomic_write_text, exclusive
+from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
@@ -234,7 +234,7 @@ def _build(config: BuildConfig, out: Path, state: Path, started: float, workers:
     note = repair_tail(state / "rows.jsonl")
     if note:
         log.warning("%s; its clips are rendered again", note)
-    with (state / "rows.jsonl").open("a") as log_file, tqdm(
+    with naming(state / "rows.jsonl"), (state / "rows.jsonl").open("a") as log_file, tqdm(
         total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
     ) as bar:
         for result in (executor or TaskPool(workers)).map_tasks(render_source, tasks):
