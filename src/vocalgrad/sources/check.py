@@ -50,15 +50,15 @@ def speech_problem(audio: np.ndarray, sr: int) -> str | None:
     level = 10 * np.log10(power.sum(axis=1))
     loud = level > level.max() - 40
     spread = float(np.percentile(level[loud], 90) - np.percentile(level[loud], 10))
-    if spread < MIN_LEVEL_SPREAD_DB:
-        kind = "noise" if _flatness(power[loud]) > MAX_FLATNESS else "a tone"
-        return (f"not speech: a steady level throughout ({spread:.1f} dB between quiet and loud "
-                f"frames; speech rises and falls with its syllables), like {kind}")
     spectrum = power[loud].sum(axis=0)
     freqs = np.fft.rfftfreq(frame, 1 / CHECK_SR)
     top = int(np.argmax(spectrum))
     near = np.abs(freqs - freqs[top]) <= max(0.01 * freqs[top], CHECK_SR / frame)
     share = float(spectrum[near].sum() / spectrum.sum())
+    if spread < MIN_LEVEL_SPREAD_DB:
+        kind = "noise" if _flatness(power[loud]) > MAX_FLATNESS else f"a tone at {freqs[top]:.0f} Hz"
+        return (f"not speech: a steady level throughout ({spread:.1f} dB between quiet and loud "
+                f"frames; speech rises and falls with its syllables), like {kind}")
     if share > MAX_TONE_SHARE:
         return f"not speech: a tone at {freqs[top]:.0f} Hz carries {share:.0%} of the power"
     flatness = _flatness(power[loud])

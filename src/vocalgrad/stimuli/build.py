@@ -288,8 +288,9 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
         except SourceError as err:
             if selected is None:
                 raise
-            shortfall = (f"{len(check.refused)} source file(s) refused by the speech check leave too few "
-                         f"to replace them ({err})")
+            example = next(iter(check.refused.items()))
+            shortfall = (f"{len(check.refused)} source file(s) refused by the speech check (e.g. "
+                         f"{example[0]}: {example[1]}) leave too few to replace them ({err})")
             break
         ensure_rendered([s for s, _ in picked])
         selected = picked
