@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class StubServer:
     """OpenAI-compatible `/v1/chat/completions`: `mode` is "ok" (answers "increase"),
-    "401", "400" or "stall" (holds every request until `release` or shutdown);
-    `delay` slows each "ok" answer."""
+    "401", "400", "500" (with `Retry-After: 60`) or "stall" (holds every request until
+    `release` or shutdown); `delay` slows each "ok" answer."""
 
     def __init__(self, mode: str = "ok", delay: float = 0.0) -> None:
         self.mode, self.delay = mode, delay
@@ -39,7 +39,7 @@ class StubServer:
                 if stub.mode == "stall":
                     stub.release.wait(120)
                     return
-                if stub.mode in ("401", "400"):
+                if stub.mode in ("401", "400", "500"):
                     return self._reply(int(stub.mode), {"error": {"message": f"stub says {stub.mode}"}})
                 time.sleep(stub.delay)
                 self._reply(200, {"model": "stub", "choices": [
@@ -48,6 +48,8 @@ class StubServer:
             def _reply(self, status: int, body: dict) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
+                if status == 500:
+                    self.send_header("Retry-After", "60")
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()

@@ -251,8 +251,9 @@ def test_timeout_and_max_retries_reach_the_api_listener(dataset, tmp_path, capsy
 # --- interrupts ---------------------------------------------------------------------------------
 
 
-def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path):
-    server = StubServer("stall")
+@pytest.mark.parametrize("mode", ["stall", "500"])  # a request hangs; a retry waits 60 s
+def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path, mode):
+    server = StubServer(mode)
     try:
         run = tmp_path / "run"
         proc = cli("eval", str(dataset), "--listener", "openai:stub", "--base-url", server.url, "--out", str(run))
@@ -293,6 +294,25 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_p
         server.close()
 
 
+def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_completes(tmp_path, cache_dir):
+    out = tmp_path / "ds"
+    args = ("build", "--out", str(out), "--n-test", "2", "--n-train", "0", "--categories", "volume",
+            "--tiers", "high", "--curves", "linear", "--workers", "2", "--no-audit")
+    env = {"VOCALGRAD_CACHE": str(cache_dir)}
+    proc = cli(*args, env=env)
+    assert wait_for(lambda: (out / ".build" / "config.json").is_file(), 120)
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
+    started = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 3.0 and proc.returncode == 130, err
+    one_line_error(err, "interrupted", "rerun `vocalgrad build")
+    proc = cli(*args, env=env)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert len(load_rows(out)) == N_ITEMS and not list(out.rglob(".tmp-*"))
+
+
 # --- OS errors: one line naming the path and the fix ------------------------------------------
 
 
@@ -322,6 +342,11 @@ def test_read_only_output_is_one_line_and_score_prints_before_it_writes(dataset,
         printed = capsys.readouterr()
         assert "volume" in printed.out  # the table first: a read-only run still gets its scores
         one_line_error(printed.err, str(disk / "run" / "summary.json"), "writable")
+        assert main(["build", "--out", str(disk / "ds"), "--n-test", "2", "--n-train", "0",
+                     "--categories", "volume"]) == 1
+        one_line_error(capsys.readouterr().err, str(disk / "ds"), "writable")
+        assert main(["report", str(run), "--out", str(disk / "report.html")]) == 1
+        one_line_error(capsys.readouterr().err, str(disk), "writable")
 
 
 def test_score_of_an_empty_or_damaged_run_is_one_line(dataset, tmp_path, capsys):
@@ -332,6 +357,8 @@ def test_score_of_an_empty_or_damaged_run_is_one_line(dataset, tmp_path, capsys)
     assert main(["score", str(run)]) == 2
     one_line_error(capsys.readouterr().err, f"{run / 'manifest.json'}: not valid JSON", "damaged")
     assert evaluate(dataset, run) == 2
+    one_line_error(capsys.readouterr().err, "manifest.json: not valid JSON")
+    assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 2
     one_line_error(capsys.readouterr().err, "manifest.json: not valid JSON")
     empty = tmp_path / "empty"
     empty.mkdir()
