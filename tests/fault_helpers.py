@@ -40,10 +40,19 @@ class StubServer:
                     stub.release.wait(120)
                     return
                 if stub.mode in ("401", "400", "500"):
-                    return self._reply(int(stub.mode), {"error": {"message": f"stub says {stub.mode}"}})
+                    return self._reply(
+                        int(stub.mode), {"error": {"message": f"stub says {stub.mode}"}}
+                    )
                 time.sleep(stub.delay)
-                self._reply(200, {"model": "stub", "choices": [
-                    {"index": 0, "message": {"role": "assistant", "content": "increase"}}]})
+                self._reply(
+                    200,
+                    {
+                        "model": "stub",
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": "increase"}}
+                        ],
+                    },
+                )
 
             def _reply(self, status: int, body: dict) -> None:
                 data = json.dumps(body).encode()
@@ -72,12 +81,21 @@ class StubServer:
 
 def cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
     """`vocalgrad ARGS` as a real process (its own process group, so a signal reaches it
-    alone), importing this checkout's code."""
-    environ = {**os.environ, **(env or {}),
-               "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-m", "vocalgrad.cli", *args], env=environ, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                            **popen)
+    alone), importing the code on $PYTHONPATH, else this checkout's."""
+    environ = {
+        **os.environ,
+        **(env or {}),
+        "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(ROOT / "src")]),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "vocalgrad.cli", *args],
+        env=environ,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        **popen,
+    )
 
 
 def wait_for(predicate, timeout: float = 60.0, step: float = 0.05) -> bool:
@@ -97,8 +115,9 @@ def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
 def small_tmpfs(path: Path, size: str) -> Iterator[Path | None]:
     """A tmpfs of `size` at `path` (None where mounting is not allowed); unmounted after."""
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
     if done.returncode != 0:
         yield None
         return
@@ -109,7 +128,9 @@ def small_tmpfs(path: Path, size: str) -> Iterator[Path | None]:
 
 
 def remount(path: Path, options: str) -> None:
-    subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True, capture_output=True)
+    subprocess.run(
+        ["mount", "-o", f"remount,{options}", str(path)], check=True, capture_output=True
+    )
 
 
 def jsonl_rows(path: Path) -> list[dict]:

@@ -23,10 +23,8 @@ from fault_helpers import StubServer, cli, interrupt, jsonl_rows, remount, small
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.cli import main
-from vocalgrad.dataset import load_rows, read_jsonl, repair_tail
+from vocalgrad.dataset import load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, DatasetError
-from vocalgrad.files import exclusive
-from vocalgrad.sources.check import speech_problem
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig, load_config
 
@@ -73,7 +71,9 @@ def evaluate(dataset: Path, out: Path, *extra: str, listener: str = "baseline:id
 # --- crash-safe appends -------------------------------------------------------------------
 
 
-def test_a_torn_last_line_is_cut_and_kept_aside_then_the_run_resumes(dataset, tmp_path, capsys, caplog):
+def test_a_torn_last_line_is_cut_and_kept_aside_then_the_run_resumes(
+    dataset, tmp_path, capsys, caplog
+):
     out = tmp_path / "run"
     assert evaluate(dataset, out) == 0
     results = out / "results.jsonl"
@@ -84,12 +84,16 @@ def test_a_torn_last_line_is_cut_and_kept_aside_then_the_run_resumes(dataset, tm
     assert "cut a torn last line" in caplog.text and str(results) in caplog.text
     finished(out, N_ITEMS)
     assert len(jsonl_rows(results)) == N_ITEMS  # the cut row asked once more, nothing twice
-    assert (out / "results.jsonl.torn").read_bytes() == whole[start : start + 40] + b"\n"  # kept aside
+    assert (out / "results.jsonl.torn").read_bytes() == whole[
+        start : start + 40
+    ] + b"\n"  # kept aside
     capsys.readouterr()
     assert main(["score", str(out)]) == 0 and "volume" in capsys.readouterr().out
 
 
 def test_a_torn_line_is_reported_never_passed_over_in_silence(tmp_path, caplog):
+    from vocalgrad.dataset import repair_tail
+
     log = tmp_path / "log.jsonl"
     log.write_text('{"a": 1}\n{"a": 2, "b"')
     with pytest.raises(DatasetError, match=r"log.jsonl:2: the last line is not valid JSON"):
@@ -104,8 +108,11 @@ def test_a_torn_dataset_metadata_line_is_an_error_naming_file_and_line(dataset, 
     shutil.copytree(dataset, copy)
     meta = copy / "test" / "metadata.jsonl"
     meta.write_bytes(meta.read_bytes()[:-30])
-    for args in (["info", str(copy)], ["verify", str(copy)], ["eval", str(copy), "--listener", "baseline:ideal",
-                                                              "--out", str(tmp_path / "run")]):
+    for args in (
+        ["info", str(copy)],
+        ["verify", str(copy)],
+        ["eval", str(copy), "--listener", "baseline:ideal", "--out", str(tmp_path / "run")],
+    ):
         assert main(args) == 2
         one_line_error(capsys.readouterr().err, f"{meta}:{N_ITEMS}", "rebuild")
     meta.write_text("[1, 2]\n")
@@ -119,8 +126,20 @@ def test_a_full_disk_stops_with_one_line_and_the_rerun_completes(dataset, tmp_pa
         if disk is None:
             pytest.skip("this machine does not allow a tmpfs mount")
         run = disk / "run"
-        args = ("eval", str(dataset), "--listener", "baseline:ideal", "--out", str(run), "--batch-size", "1",
-                "--controls", "reversed,silence,text_only", "--variants", "default,swapped")
+        args = (
+            "eval",
+            str(dataset),
+            "--listener",
+            "baseline:ideal",
+            "--out",
+            str(run),
+            "--batch-size",
+            "1",
+            "--controls",
+            "reversed,silence,text_only",
+            "--variants",
+            "default,swapped",
+        )
         proc = cli(*args)
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 1
@@ -130,7 +149,9 @@ def test_a_full_disk_stops_with_one_line_and_the_rerun_completes(dataset, tmp_pa
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         rows = jsonl_rows(run / "results.jsonl")
-        assert len(rows) == len({r["key"] for r in rows}) == N_ITEMS * 4 * 2  # none lost, none twice
+        assert (
+            len(rows) == len({r["key"] for r in rows}) == N_ITEMS * 4 * 2
+        )  # none lost, none twice
         proc = cli("score", str(run))
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0 and "volume" in out, err
@@ -157,6 +178,8 @@ def test_a_failing_write_leaves_no_half_written_file(tmp_path, monkeypatch):
 
 
 def test_a_second_writer_on_one_run_folder_fails_at_once(dataset, tmp_path, capsys):
+    from vocalgrad.files import exclusive
+
     out = tmp_path / "run"
     out.mkdir()
     started = time.monotonic()
@@ -172,7 +195,9 @@ def test_a_second_writer_on_one_run_folder_fails_at_once(dataset, tmp_path, caps
 # --- errors retried, exit codes ---------------------------------------------------------------
 
 
-def test_failed_items_are_asked_again_on_rerun_and_the_exit_code_says_partial(dataset, tmp_path, capsys):
+def test_failed_items_are_asked_again_on_rerun_and_the_exit_code_says_partial(
+    dataset, tmp_path, capsys
+):
     copy = tmp_path / "ds"
     shutil.copytree(dataset, copy)
     clip = copy / "test" / load_rows(copy)[0]["file_name"]
@@ -186,11 +211,16 @@ def test_failed_items_are_asked_again_on_rerun_and_the_exit_code_says_partial(da
     assert f"asked 0 ({N_ITEMS} already done" in capsys.readouterr().out
     hidden.rename(clip)
     assert evaluate(copy, out) == 0
-    assert "asked 1 (5 already done, 1 asked again after an error, 0 errors)" in capsys.readouterr().out
+    assert (
+        "asked 1 (5 already done, 1 asked again after an error, 0 errors)"
+        in capsys.readouterr().out
+    )
     finished(out, N_ITEMS)
 
 
-def test_an_endpoint_that_refuses_everything_never_exits_0_and_is_retried_once_it_works(dataset, tmp_path, capsys):
+def test_an_endpoint_that_refuses_everything_never_exits_0_and_is_retried_once_it_works(
+    dataset, tmp_path, capsys
+):
     server = StubServer("401")
     try:
         out = tmp_path / "run"
@@ -201,7 +231,10 @@ def test_an_endpoint_that_refuses_everything_never_exits_0_and_is_retried_once_i
         assert all("HTTP 401" in r["error"] for r in jsonl_rows(out / "results.jsonl"))
         server.mode = "ok"
         assert evaluate(dataset, out, *args, listener="openai:stub") == 0
-        assert f"asked {N_ITEMS} (0 already done, {N_ITEMS} asked again after an error" in capsys.readouterr().out
+        assert (
+            f"asked {N_ITEMS} (0 already done, {N_ITEMS} asked again after an error"
+            in capsys.readouterr().out
+        )
         finished(out, N_ITEMS)
     finally:
         server.close()
@@ -213,9 +246,19 @@ def test_few_shot_without_a_train_split_is_a_usage_error(dataset, tmp_path, caps
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("option, value", [("--limit", "0"), ("--limit", "-3"), ("--few-shot", "-2"),
-                                           ("--workers", "0"), ("--batch-size", "1.5"), ("--timeout", "0"),
-                                           ("--max-retries", "-1"), ("--limit", "ten")])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("--limit", "0"),
+        ("--limit", "-3"),
+        ("--few-shot", "-2"),
+        ("--workers", "0"),
+        ("--batch-size", "1.5"),
+        ("--timeout", "0"),
+        ("--max-retries", "-1"),
+        ("--limit", "ten"),
+    ],
+)
 def test_cli_numbers_are_checked(dataset, tmp_path, capsys, option, value):
     with pytest.raises(SystemExit) as exit_:
         evaluate(dataset, tmp_path / "run", option, value)
@@ -225,7 +268,9 @@ def test_cli_numbers_are_checked(dataset, tmp_path, capsys, option, value):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("option, value", [("--n-test", "2.5"), ("--n-train", "-1"), ("--seed", "x")])
+@pytest.mark.parametrize(
+    "option, value", [("--n-test", "2.5"), ("--n-train", "-1"), ("--seed", "x")]
+)
 def test_build_numbers_are_checked(tmp_path, capsys, option, value):
     with pytest.raises(SystemExit) as exit_:
         main(["build", "--out", str(tmp_path / "ds"), option, value])
@@ -236,8 +281,19 @@ def test_timeout_and_max_retries_reach_the_api_listener(dataset, tmp_path, capsy
     server = StubServer("stall")
     try:
         started = time.monotonic()
-        code = evaluate(dataset, tmp_path / "run", "--base-url", server.url, "--timeout", "0.5",
-                        "--max-retries", "1", "--limit", "1", listener="openai:stub")
+        code = evaluate(
+            dataset,
+            tmp_path / "run",
+            "--base-url",
+            server.url,
+            "--timeout",
+            "0.5",
+            "--max-retries",
+            "1",
+            "--limit",
+            "1",
+            listener="openai:stub",
+        )
         assert code == 1 and time.monotonic() - started < 30
         assert server.calls == 2  # one try and one retry, each given up after 0.5 s
         (row,) = jsonl_rows(tmp_path / "run" / "results.jsonl")
@@ -256,7 +312,16 @@ def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path, mod
     server = StubServer(mode)
     try:
         run = tmp_path / "run"
-        proc = cli("eval", str(dataset), "--listener", "openai:stub", "--base-url", server.url, "--out", str(run))
+        proc = cli(
+            "eval",
+            str(dataset),
+            "--listener",
+            "openai:stub",
+            "--base-url",
+            server.url,
+            "--out",
+            str(run),
+        )
         assert server.first_call.wait(120), proc.communicate()
         interrupt(proc)
         started = time.monotonic()
@@ -275,8 +340,20 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_p
     server = StubServer("ok", delay=0.3)
     try:
         run = tmp_path / "run"
-        args = ("eval", str(dataset), "--listener", "openai:stub", "--base-url", server.url, "--out", str(run),
-                "--batch-size", "1", "--controls", "reversed")
+        args = (
+            "eval",
+            str(dataset),
+            "--listener",
+            "openai:stub",
+            "--base-url",
+            server.url,
+            "--out",
+            str(run),
+            "--batch-size",
+            "1",
+            "--controls",
+            "reversed",
+        )
         proc = cli(*args)
         results = run / "results.jsonl"
         assert wait_for(lambda: results.is_file() and results.read_text().count("\n") >= 3, 120)
@@ -294,10 +371,28 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_p
         server.close()
 
 
-def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_completes(tmp_path, cache_dir):
+def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_completes(
+    tmp_path, cache_dir
+):
     out = tmp_path / "ds"
-    args = ("build", "--out", str(out), "--n-test", "2", "--n-train", "0", "--categories", "volume",
-            "--tiers", "high", "--curves", "linear", "--workers", "2", "--no-audit")
+    args = (
+        "build",
+        "--out",
+        str(out),
+        "--n-test",
+        "2",
+        "--n-train",
+        "0",
+        "--categories",
+        "volume",
+        "--tiers",
+        "high",
+        "--curves",
+        "linear",
+        "--workers",
+        "2",
+        "--no-audit",
+    )
     env = {"VOCALGRAD_CACHE": str(cache_dir)}
     proc = cli(*args, env=env)
     assert wait_for(lambda: (out / ".build" / "config.json").is_file(), 120)
@@ -321,12 +416,29 @@ def test_out_naming_an_existing_file_is_one_line(dataset, tmp_path, capsys):
     taken.write_text("mine")
     assert evaluate(dataset, taken) == 1
     one_line_error(capsys.readouterr().err, str(taken), "a file is in the way")
-    assert main(["build", "--out", str(taken), "--n-test", "2", "--n-train", "0", "--categories", "volume"]) == 1
+    assert (
+        main(
+            [
+                "build",
+                "--out",
+                str(taken),
+                "--n-test",
+                "2",
+                "--n-train",
+                "0",
+                "--categories",
+                "volume",
+            ]
+        )
+        == 1
+    )
     one_line_error(capsys.readouterr().err, str(taken), "a file is in the way")
     assert taken.read_text() == "mine"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only mount needs root (root ignores file modes)")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="a read-only mount needs root (root ignores file modes)"
+)
 def test_read_only_output_is_one_line_and_score_prints_before_it_writes(dataset, tmp_path, capsys):
     run = tmp_path / "run"
     assert evaluate(dataset, run) == 0
@@ -337,13 +449,29 @@ def test_read_only_output_is_one_line_and_score_prints_before_it_writes(dataset,
         shutil.copytree(run, disk / "run")
         remount(disk, "ro")
         assert evaluate(dataset, disk / "new") == 1
-        one_line_error(capsys.readouterr().err, str(disk / "new"), "Read-only file system", "writable")
+        one_line_error(
+            capsys.readouterr().err, str(disk / "new"), "Read-only file system", "writable"
+        )
         assert main(["score", str(disk / "run")]) == 1
         printed = capsys.readouterr()
         assert "volume" in printed.out  # the table first: a read-only run still gets its scores
         one_line_error(printed.err, str(disk / "run" / "summary.json"), "writable")
-        assert main(["build", "--out", str(disk / "ds"), "--n-test", "2", "--n-train", "0",
-                     "--categories", "volume"]) == 1
+        assert (
+            main(
+                [
+                    "build",
+                    "--out",
+                    str(disk / "ds"),
+                    "--n-test",
+                    "2",
+                    "--n-train",
+                    "0",
+                    "--categories",
+                    "volume",
+                ]
+            )
+            == 1
+        )
         one_line_error(capsys.readouterr().err, str(disk / "ds"), "writable")
         assert main(["report", str(run), "--out", str(disk / "report.html")]) == 1
         one_line_error(capsys.readouterr().err, str(disk), "writable")
@@ -371,18 +499,26 @@ def test_score_of_an_empty_or_damaged_run_is_one_line(dataset, tmp_path, capsys)
 # --- the build config ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("line, needles", [
-    ('include_constant = "no"', ("include_constant", "'no'", "true or false")),
-    ("tiers = []", ("tiers", "at least one")),
-    ("min_duration_s = -5", ("min_duration_s", "-5", "> 0")),
-    ('categories = "volume"', ("categories", "'volume'", "list of names")),
-    ('n_test = "two"', ("n_test", "'two'", "whole number")),
-    ("n_test = 2.5", ("n_test", "2.5", "whole number")),
-    ('target_lufs = "-20"', ("target_lufs", "'-20'", "a number")),
-    ('seed = "1"', ("seed", "'1'", "whole number")),
-    ('[build.magnitudes.volume]\nhigh = "big"', ("magnitudes.volume.high", "'big'", "a number")),
-])
-def test_config_values_are_refused_with_key_value_and_what_is_allowed(tmp_path, capsys, line, needles):
+@pytest.mark.parametrize(
+    "line, needles",
+    [
+        ('include_constant = "no"', ("include_constant", "'no'", "true or false")),
+        ("tiers = []", ("tiers", "at least one")),
+        ("min_duration_s = -5", ("min_duration_s", "-5", "> 0")),
+        ('categories = "volume"', ("categories", "'volume'", "list of names")),
+        ('n_test = "two"', ("n_test", "'two'", "whole number")),
+        ("n_test = 2.5", ("n_test", "2.5", "whole number")),
+        ('target_lufs = "-20"', ("target_lufs", "'-20'", "a number")),
+        ('seed = "1"', ("seed", "'1'", "whole number")),
+        (
+            '[build.magnitudes.volume]\nhigh = "big"',
+            ("magnitudes.volume.high", "'big'", "a number"),
+        ),
+    ],
+)
+def test_config_values_are_refused_with_key_value_and_what_is_allowed(
+    tmp_path, capsys, line, needles
+):
     config = tmp_path / "bad.toml"
     config.write_text(f"[build]\n{line}\n")
     with pytest.raises(ConfigError) as info:
@@ -394,7 +530,7 @@ def test_config_values_are_refused_with_key_value_and_what_is_allowed(tmp_path, 
     assert not out.exists()  # refused before anything is written
 
 
-# --- sources ---------------------------------------------------------------------------------------
+# --- sources ------------------------------------------------------------------------------
 
 
 def _speech() -> tuple[np.ndarray, int]:
@@ -402,6 +538,8 @@ def _speech() -> tuple[np.ndarray, int]:
 
 
 def test_the_speech_check_refuses_tone_noise_silence_and_nan_and_takes_speech():
+    from vocalgrad.sources.check import speech_problem
+
     speech, sr = _speech()
     t = np.arange(3 * sr) / sr
     noise = np.random.default_rng(0).standard_normal(len(t)).astype(np.float32) * 0.1
@@ -451,19 +589,61 @@ def test_a_refused_source_is_replaced_by_the_next_eligible_one(tmp_path):
 def test_a_shortfall_is_built_and_said_and_only_non_speech_is_an_error(tmp_path, capsys):
     sr = 16000
     t = np.arange(3 * sr) / sr
-    root = _corpus(tmp_path / "corpus", {"sine": (0.5 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)})
+    root = _corpus(
+        tmp_path / "corpus", {"sine": (0.5 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)}
+    )
     out = tmp_path / "ds"
-    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "3", "--n-train", "0",
-                 "--config", one_per_speaker(tmp_path), "--categories", "volume", "--tiers", "high",
-                 "--curves", "linear", "--no-audit"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--out",
+                str(out),
+                "--source",
+                f"folder:{root}",
+                "--n-test",
+                "3",
+                "--n-train",
+                "0",
+                "--config",
+                one_per_speaker(tmp_path),
+                "--categories",
+                "volume",
+                "--tiers",
+                "high",
+                "--curves",
+                "linear",
+                "--no-audit",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "fewer sources than asked (2)" in text and "tone at 1000 Hz" in text
     sines = tmp_path / "sines"
     (sines / "a").mkdir(parents=True)
     sf.write(sines / "a" / "take.wav", 0.5 * np.sin(2 * np.pi * 1000 * t), sr)
-    assert main(["build", "--out", str(tmp_path / "ds2"), "--source", f"folder:{sines}", "--n-test", "1",
-                 "--n-train", "0", "--config", one_per_speaker(tmp_path), "--categories", "volume",
-                 "--no-audit"]) == 2
+    assert (
+        main(
+            [
+                "build",
+                "--out",
+                str(tmp_path / "ds2"),
+                "--source",
+                f"folder:{sines}",
+                "--n-test",
+                "1",
+                "--n-train",
+                "0",
+                "--config",
+                one_per_speaker(tmp_path),
+                "--categories",
+                "volume",
+                "--no-audit",
+            ]
+        )
+        == 2
+    )
     one_line_error(capsys.readouterr().err, "no usable speech", "tone at 1000 Hz")
 
 
@@ -476,9 +656,31 @@ def test_resampling_and_downmixing_are_reported_in_the_summary_and_card(tmp_path
     wide = resample(speech, sr, 48000)
     sf.write(root / "stereo" / "take.wav", np.stack([wide, wide * 0.8], axis=1), 48000)
     out = tmp_path / "ds"
-    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
-                 "--config", one_per_speaker(tmp_path), "--categories", "volume", "--tiers", "high",
-                 "--curves", "linear", "--no-audit"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--out",
+                str(out),
+                "--source",
+                f"folder:{root}",
+                "--n-test",
+                "2",
+                "--n-train",
+                "0",
+                "--config",
+                one_per_speaker(tmp_path),
+                "--categories",
+                "volume",
+                "--tiers",
+                "high",
+                "--curves",
+                "linear",
+                "--no-audit",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "1 source(s) resampled up from 8000 Hz to 16000 Hz" in text
     assert "1 source(s) resampled down from 48000 Hz to 16000 Hz" in text

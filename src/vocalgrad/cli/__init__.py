@@ -44,8 +44,8 @@ _OS_FIXES = {
     errno.EACCES: "no permission: choose a folder you can write or fix its permissions",
     errno.EPERM: "not permitted: choose a folder you can write or fix its permissions",
     errno.EROFS: "read-only file system: choose a writable --out",
-    errno.ENOSPC: "disk full: free some space (or choose another --out) and rerun the same command, "
-                  "which resumes",
+    errno.ENOSPC: "disk full: free some space (or choose another --out) and rerun the same "
+    "command, which resumes",
     errno.EDQUOT: "disk quota exceeded: free some space and rerun the same command, which resumes",
     errno.EEXIST: "a file is in the way: choose another path or move the file",
     errno.ENOTDIR: "a file is in the way where a folder is needed: choose another path",

@@ -21,9 +21,13 @@ def whole(low: int = 0) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (expected >= {low})") from None
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number (expected >= {low})"
+            ) from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"{value} is below {low}; expected a whole number >= {low}")
+            raise argparse.ArgumentTypeError(
+                f"{value} is below {low}; expected a whole number >= {low}"
+            )
         return value
 
     parse.__name__ = f"whole number >= {low}"

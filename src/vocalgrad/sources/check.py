@@ -56,9 +56,13 @@ def speech_problem(audio: np.ndarray, sr: int) -> str | None:
     near = np.abs(freqs - freqs[top]) <= max(0.01 * freqs[top], CHECK_SR / frame)
     share = float(spectrum[near].sum() / spectrum.sum())
     if spread < MIN_LEVEL_SPREAD_DB:
-        kind = "noise" if _flatness(power[loud]) > MAX_FLATNESS else f"a tone at {freqs[top]:.0f} Hz"
-        return (f"not speech: a steady level throughout ({spread:.1f} dB between quiet and loud "
-                f"frames; speech rises and falls with its syllables), like {kind}")
+        kind = (
+            "noise" if _flatness(power[loud]) > MAX_FLATNESS else f"a tone at {freqs[top]:.0f} Hz"
+        )
+        return (
+            f"not speech: a steady level throughout ({spread:.1f} dB between quiet and loud "
+            f"frames; speech rises and falls with its syllables), like {kind}"
+        )
     if share > MAX_TONE_SHARE:
         return f"not speech: a tone at {freqs[top]:.0f} Hz carries {share:.0%} of the power"
     flatness = _flatness(power[loud])
@@ -110,8 +114,10 @@ def conversions(formats: list[SourceFormat], sample_rate: int) -> list[str]:
             rates[f.sample_rate] = rates.get(f.sample_rate, 0) + 1
     for rate, n in sorted(rates.items()):
         way = "up" if rate < sample_rate else "down"
-        notes.append(f"{n} source(s) resampled {way} from {rate} Hz to {sample_rate} Hz"
-                     + (" (no content above the original band: narrowband speech)" if way == "up" else ""))
+        notes.append(
+            f"{n} source(s) resampled {way} from {rate} Hz to {sample_rate} Hz"
+            + (" (no content above the original band: narrowband speech)" if way == "up" else "")
+        )
     downmixed: dict[int, int] = {}
     for f in formats:
         if f.channels > 1:

@@ -92,7 +92,8 @@ class BuildConfig(BaseModel):
         return self.model_dump()
 
     def replace(self, **changes: Any) -> BuildConfig:
-        return BuildConfig(**{**self.model_dump(), **{k: v for k, v in changes.items() if v is not None}})
+        given = {k: v for k, v in changes.items() if v is not None}
+        return BuildConfig(**{**self.model_dump(), **given})
 
 
 _LISTS = ("categories", "tiers", "curves")
