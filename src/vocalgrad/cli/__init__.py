@@ -14,7 +14,11 @@ from vocalgrad.errors import VocalgradError
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vocalgrad", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="vocalgrad", description=__doc__,
+        epilog="exit status: 0 done (every item answered), 1 nothing answered or an OS error "
+        "(permission, full disk), 2 bad input or usage, 3 some items unanswered (rerun to ask "
+        "them again), 130 interrupted (rerun to resume)")
     p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
