@@ -263,7 +263,8 @@ def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLik
              mode: str = "auto", variants: Sequence[str] = ("default",), controls: Sequence[str] = (),
              split: str = "test", categories: Sequence[str] = (), limit: int | None = None,
              batch_size: int = 16, few_shot: int = 0, audio_first: bool = False,
-             executor: Any = None, listener_options: dict | None = None) -> Run:
+             retry_errors: bool = True, executor: Any = None,
+             listener_options: dict | None = None) -> Run:
     """Ask a listener every item of a dataset; resumable (a rerun answers only what is missing).
 
     Parameters
@@ -281,6 +282,8 @@ def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLik
         or ``auto`` (choice when the listener can score options).
     variants, controls, split, categories, limit, batch_size, few_shot, audio_first
         What to ask, as in ``vocalgrad eval --help``.
+    retry_errors : bool
+        Ask again the items whose last answer was an error (a rerun after a fix).
     executor : Executor, optional
         ``vocalgrad.executors.make_executor(...)`` to answer on a Ray cluster.
     listener_options : dict, optional
@@ -289,7 +292,8 @@ def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLik
     Returns
     -------
     Run
-        The run folder, with this call's counts.
+        The run folder, with this call's counts (``answered``, ``skipped_done``, ``retried``,
+        ``errors``, ``failed``: items still without an answer, ``total``, ``seconds``).
     """
     from vocalgrad.evaluation.evaluate import EvalConfig
     from vocalgrad.evaluation.evaluate import evaluate as run_questions
@@ -302,9 +306,11 @@ def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLik
     config = EvalConfig(mode=mode, variants=tuple(variants), controls=tuple(controls), split=split,
                         categories=tuple(categories or ()), limit=limit, batch_size=batch_size,
                         few_shot=few_shot, audio_first=audio_first)
-    counts = run_questions(data, who, folder, config, executor=executor or Executor())
+    counts = run_questions(data, who, folder, config, executor=executor or Executor(),
+                           retry_errors=retry_errors)
     run = Run(folder.absolute(), counts=counts)
-    write_summary(folder, run.summary)
+    if counts["failed"] < counts["total"]:  # a run with no answer has nothing to score
+        write_summary(folder, run.summary)
     return run
 
 

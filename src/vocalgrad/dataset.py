@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
@@ -30,7 +31,10 @@ import numpy as np
 
 from vocalgrad.errors import DatasetError
 
+log = logging.getLogger("vocalgrad")
+
 SPLITS = ("test", "train")
+REBUILD_HINT = "the dataset is damaged: rebuild it (vocalgrad build --overwrite) or restore the file"
 REFERENCES = "references"
 REQUIRED_FIELDS = (
     "file_name", "item_id", "category", "direction", "tier", "curve", "magnitude", "unit",
@@ -58,27 +62,94 @@ def dumps(row: dict) -> str:
 
 
 def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
-    """Atomic: write a temporary file, then rename."""
+    """Atomic: write a temporary file, then rename (removed again if the write fails)."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as f:
-        for row in rows:
-            f.write(dumps(row) + "\n")
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w") as f:
+            for row in rows:
+                f.write(dumps(row) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
-def read_jsonl(path: Path) -> Iterator[dict]:
-    """Rows of a JSONL file; a torn last line (killed writer) is skipped, others must parse."""
-    with path.open() as f:
-        lines = f.readlines()
-    for i, line in enumerate(lines):
-        if not line.strip():
+def read_jsonl(path: Path, *, torn: str = "error", hint: str = "") -> Iterator[dict]:
+    """Rows of a JSONL file. A line that does not parse (a torn write: a killed writer, a
+    full disk) is never passed over in silence: `torn="error"` raises `DatasetError`,
+    `torn="skip"` logs one warning per line and goes on, for logs whose rows a rerun makes
+    again. `hint` says what to do and ends either message."""
+    with path.open("rb") as f:
+        lines = f.read().split(b"\n")
+    for i, raw in enumerate(lines, start=1):
+        if not raw.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError as err:
-            if i == len(lines) - 1 and not line.endswith("\n"):
-                return
-            raise DatasetError(f"{path}:{i + 1}: malformed JSON ({err})") from err
+            row = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            where = "last line" if i == len(lines) else f"line {i}"
+            problem = f"{path}:{i}: the {where} is not valid JSON (a torn write?: {err})"
+            if torn == "skip":
+                log.warning("%s; skipped%s", problem, f"; {hint}" if hint else "")
+                continue
+            raise DatasetError(problem + (f"; {hint}" if hint else "")) from None
+        if not isinstance(row, dict):
+            raise DatasetError(f"{path}:{i}: a row must be a JSON object, not {type(row).__name__}"
+                               + (f"; {hint}" if hint else ""))
+        yield row
+
+
+def read_json(path: Path, hint: str) -> dict:
+    """A JSON object file (a manifest, a summary); a damaged one is one clear error."""
+    try:
+        data = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DatasetError(f"{path}: not valid JSON ({err}); {hint}") from None
+    if not isinstance(data, dict):
+        raise DatasetError(f"{path}: expected a JSON object, not {type(data).__name__}; {hint}")
+    return data
+
+
+def repair_tail(path: Path) -> str | None:
+    """Make a JSONL log safe to append to: a last line without its newline (a writer killed
+    mid-row, a full disk) is cut off and kept in `<name>.torn`, so the next row starts on a
+    line of its own. Returns a message saying what was done, or None if nothing was."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    with path.open("rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        cut = size
+        while cut > 0:
+            start = max(0, cut - 65536)
+            f.seek(start)
+            chunk = f.read(cut - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                cut = start + newline + 1
+                break
+            cut = start
+        if cut == size:
+            return None
+        f.seek(cut)
+        tail = f.read()
+        try:
+            whole = isinstance(json.loads(tail), dict)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            whole = False
+        if whole:  # a complete row that only lacks its newline: keep it
+            f.seek(size)
+            f.write(b"\n")
+            return None
+        quarantine = path.with_name(path.name + ".torn")
+        with quarantine.open("ab") as q:
+            q.write(tail + b"\n")
+            q.flush()
+            os.fsync(q.fileno())
+        f.truncate(cut)
+        f.flush()
+        os.fsync(f.fileno())
+    return (f"{path}: cut a torn last line ({len(tail)} bytes, left by an interrupted write) "
+            f"and kept it in {quarantine}")
 
 
 def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[dict]:
@@ -93,7 +164,7 @@ def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[dict]:
         if not meta.is_file():
             continue
         found = True
-        for row in read_jsonl(meta):
+        for row in read_jsonl(meta, hint=REBUILD_HINT):
             missing = [k for k in REQUIRED_FIELDS if k not in row]
             if missing:
                 raise DatasetError(f"{meta}: row {row.get('item_id', '?')} lacks {', '.join(missing)}")
@@ -180,7 +251,7 @@ def content_sha256(root: str | Path) -> str:
     root = Path(root)
     build = root / "build.json"
     if build.is_file():
-        sha = json.loads(build.read_text()).get("content_sha256")
+        sha = read_json(build, REBUILD_HINT).get("content_sha256")
         if sha:
             return str(sha)
     digest = hashlib.sha256()
@@ -257,7 +328,7 @@ def load_references(root: str | Path) -> dict[str, dict]:
     if not meta.is_file():
         return {}
     refs = {}
-    for row in read_jsonl(meta):
+    for row in read_jsonl(meta, hint=REBUILD_HINT):
         row["path"] = str(Path(root) / REFERENCES / row["file_name"])
         refs[row["source_id"]] = row
     return refs

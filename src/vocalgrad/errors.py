@@ -119,3 +119,8 @@ class APIBatchError(APIError, PartialBatchError):
         super().__init__(message, item_id=item_id, status_code=status_code, attempts=attempts)
         self.answers = list(answers)
         self.failures = dict(failures)
+
+
+class BusyError(VocalgradError):
+    """Another process is writing the same run or build folder."""
+

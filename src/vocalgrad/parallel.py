@@ -7,6 +7,7 @@ answer listener batches (`vocalgrad.executors`) extend this class, so a build ac
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -29,7 +30,17 @@ class TaskPool:
                 yield fn(task)
             return
         warm_up()  # workers must find librosa's numba caches written, not write them together
-        with ProcessPoolExecutor(max_workers=self.workers) as pool:
+        with ProcessPoolExecutor(max_workers=self.workers, initializer=_die_on_interrupt) as pool:
             futures = [pool.submit(fn, t) for t in tasks]
-            for future in as_completed(futures):
-                yield future.result()
+            try:
+                for future in as_completed(futures):
+                    yield future.result()
+            except BaseException:  # Ctrl-C or an error: start nothing more
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+
+
+def _die_on_interrupt() -> None:
+    """Workers end silently on Ctrl-C (the terminal signals every process of the group):
+    the main process alone reports it, and results come only from finished tasks."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

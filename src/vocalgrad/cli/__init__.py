@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import os
+import shlex
 import sys
 
 from vocalgrad._version import __version__
@@ -12,7 +15,11 @@ from vocalgrad.errors import VocalgradError
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vocalgrad", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="vocalgrad", description=__doc__,
+        epilog="exit status: 0 done (every item answered), 1 nothing answered or an OS error "
+        "(permission, full disk), 2 bad input or usage, 3 some items unanswered (rerun to ask "
+        "them again), 130 interrupted (rerun to resume)")
     p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
@@ -33,6 +40,32 @@ def _resolve_datasets(args: argparse.Namespace) -> None:
             setattr(args, name, str(resolve(value)))
 
 
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+"""Exit codes: every item answered; no item answered, or an OS error (permission, full
+disk); bad input or usage (argparse's code too); some items unanswered (rerun to ask them
+again); stopped by Ctrl-C."""
+
+_OS_FIXES = {
+    errno.EACCES: "no permission: choose a folder you can write or fix its permissions",
+    errno.EPERM: "not permitted: choose a folder you can write or fix its permissions",
+    errno.EROFS: "read-only file system: choose a writable --out",
+    errno.ENOSPC: "disk full: free some space (or choose another --out) and rerun the same "
+    "command, which resumes",
+    errno.EDQUOT: "disk quota exceeded: free some space and rerun the same command, which resumes",
+    errno.EEXIST: "a file is in the way: choose another path or move the file",
+    errno.ENOTDIR: "a file is in the way where a folder is needed: choose another path",
+    errno.EISDIR: "a folder is in the way where a file is needed: choose another path",
+    errno.ENOENT: "no such file or folder: check the path",
+}
+
+
+def os_error_line(err: OSError) -> str:
+    """One line for an OS error: the path, what went wrong and what to do."""
+    path = err.filename if err.filename is not None else "?"
+    fix = _OS_FIXES.get(err.errno or 0, "check the path and try again")
+    return f"{path}: {err.strerror or err}; {fix}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -42,11 +75,34 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"vocalgrad: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except ModuleNotFoundError as err:
         hint = missing_extra(err)
         if hint is None or args.debug:
             raise
         print(f"vocalgrad: error: {hint}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
+    except OSError as err:
+        if args.debug:
+            raise
+        print(f"vocalgrad: error: {os_error_line(err)}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        command = shlex.join(["vocalgrad", *(sys.argv[1:] if argv is None else argv)])
+        print(f"vocalgrad: interrupted; finished work is kept: rerun `{command}` to resume",
+              file=sys.stderr, flush=True)
+        if argv is None:  # the console command, not a caller in this process
+            _leave_now()
+        return EXIT_INTERRUPTED
 
+
+def _leave_now() -> None:
+    """End the process at once after Ctrl-C. Everything finished is on disk already (rows
+    are fsynced per batch, files written by rename); what is left would only delay: worker
+    threads blocked on a stalled server until their timeout, and tearing down a large
+    module graph (seconds on a busy machine)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)

@@ -12,6 +12,7 @@ from vocalgrad.cli.options import (
     add_executor_options,
     csv_list,
     executor_from_args,
+    whole,
 )
 
 FORMATS = ("gradual", "comparison", "recognition")
@@ -28,14 +29,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "brightness are opt-in)")
     b.add_argument("--tiers", type=csv_list)
     b.add_argument("--curves", type=csv_list)
-    b.add_argument("--n-test", type=int)
-    b.add_argument("--n-train", type=int)
-    b.add_argument("--sample-rate", type=int)
-    b.add_argument("--seed", type=int)
+    b.add_argument("--n-test", type=whole(1))
+    b.add_argument("--n-train", type=whole(0))
+    b.add_argument("--sample-rate", type=whole(8000))
+    b.add_argument("--seed", type=whole(0))
     b.add_argument("--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources")
     b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
     b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
-    b.add_argument("--levels", type=int, help="magnitudes per dimension for --design psychometric")
+    b.add_argument("--levels", type=whole(2), help="magnitudes per dimension for --design psychometric")
     b.add_argument("--question-format", choices=FORMATS,
                    help="a change within one clip (gradual, default), two held parts to compare "
                         "(comparison), or one held clip to name (recognition)")
@@ -48,20 +49,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     v = sub.add_parser("verify", help="re-measure a dataset and report label agreement and confounds")
     v.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
-    v.add_argument("--limit", type=int)
+    v.add_argument("--limit", type=whole(1))
     v.add_argument("--json", help="also write the full report here")
     v.set_defaults(func=cmd_verify)
 
     a = sub.add_parser("audit", help="check that no label is recoverable from cues other than the change over time")
     a.add_argument("dataset")
     a.add_argument("--json", help="also write the full report here (always written to DATASET/audit.json)")
-    a.add_argument("--workers", type=int, default=1, help="processes measuring clip cues")
+    a.add_argument("--workers", type=whole(1), default=1, help="processes measuring clip cues")
     a.set_defaults(func=cmd_audit)
 
     s = sub.add_parser("sources", help="list what a source spec resolves to")
     s.add_argument("spec")
     s.add_argument("--speaker-pattern")
-    s.add_argument("--show", type=int, default=10)
+    s.add_argument("--show", type=whole(0), default=10)
     s.set_defaults(func=cmd_sources)
 
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
@@ -92,6 +93,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
     for s in report["skipped_sources"]:
         print(f"  skipped {s['source_id']}: {s['reason']}")
+    if report.get("source_shortfall"):
+        print(f"  fewer sources than asked ({report['sources_selected']}): {report['source_shortfall']}")
+    for note in report.get("source_conversions", []):
+        print(f"  {note}")
     failed: dict[str, list[str]] = {}
     for e in report["render_errors"]:
         failed.setdefault(e["category"], []).append(e["failed"])

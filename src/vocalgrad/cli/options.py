@@ -3,13 +3,47 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
+from collections.abc import Callable
 
 
 def csv_list(value: str) -> tuple[str, ...]:
     """A comma-separated option as a tuple of its non-empty items."""
     return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def whole(low: int = 0) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `low`; anything else is a one-line usage error
+    naming the value (argparse adds the option's name)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not a whole number (expected >= {low})"
+            ) from None
+        if value < low:
+            raise argparse.ArgumentTypeError(
+                f"{value} is below {low}; expected a whole number >= {low}"
+            )
+        return value
+
+    parse.__name__ = f"whole number >= {low}"
+    return parse
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds > 0")
+    return value
 
 
 def executor_from_args(args: argparse.Namespace):
@@ -27,7 +61,7 @@ def add_executor_options(p: argparse.ArgumentParser, workers_help: str) -> None:
     p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
                    help="HOST:PORT or ray://HOST:PORT of a running Ray cluster (implies --executor ray; "
                    "default $RAY_ADDRESS)")
-    p.add_argument("--workers", type=int, help=workers_help)
+    p.add_argument("--workers", type=whole(1), help=workers_help)
 
 
 class _DeprecatedAlias(argparse.Action):
@@ -85,7 +119,7 @@ def add_listener_options(p: argparse.ArgumentParser, spec_help: str) -> None:
 # The optional extra that brings each heavy module (pyproject.toml's optional-dependencies).
 EXTRAS = {"torch": "models", "transformers": "models", "safetensors": "models", "tokenizers": "models",
           "ctranslate2": "models", "peft": "tune", "ray": "ray", "httpx": "api", "fastapi": "human",
-          "uvicorn": "human", "pydantic": "human"}
+          "uvicorn": "human"}
 
 
 def missing_extra(err: ModuleNotFoundError) -> str | None:

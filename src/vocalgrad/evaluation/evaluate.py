@@ -8,8 +8,10 @@ reruns and overlapping runs free. Per-item errors are recorded, never scored as 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import shlex
 import sqlite3
@@ -25,9 +27,18 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
-from vocalgrad.dataset import content_sha256, dumps, is_official, load_rows, read_jsonl
-from vocalgrad.errors import ConfigError, VocalgradError
+from vocalgrad.dataset import (
+    content_sha256,
+    dumps,
+    is_official,
+    load_rows,
+    read_json,
+    read_jsonl,
+    repair_tail,
+)
+from vocalgrad.errors import ConfigError, DatasetError, VocalgradError
 from vocalgrad.executors import Executor
+from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
@@ -35,7 +46,11 @@ from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import build_prompt, expected_answer, few_shot_examples
 from vocalgrad.sources import default_cache_dir
 
+log = logging.getLogger("vocalgrad")
+
 CONTROLS = ("reversed", "silence", "text_only")
+RERUN_HINT = "rerun the same `vocalgrad eval` command to ask its item again"
+DAMAGED_RUN = "the run folder is damaged: restore the file, or move the folder away and rerun"
 FLIP = {"increase": "decrease", "decrease": "increase", "constant": "constant"}
 ORDER_PAIRS = {"default": "swapped", "swapped": "default"}
 
@@ -63,8 +78,12 @@ class EvalConfig:
         unknown = set(self.controls) - set(CONTROLS)
         if unknown:
             raise ConfigError(f"unknown control(s) {sorted(unknown)}; choose from {', '.join(CONTROLS)}")
-        if self.batch_size < 1:
-            raise ConfigError("batch_size must be >= 1")
+        for name, low in (("batch_size", 1), ("max_new_tokens", 1), ("few_shot", 0), ("limit", 1)):
+            value = getattr(self, name)
+            if value is None and name == "limit":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"{name} = {value!r}: expected a whole number >= {low}")
 
 
 @dataclass
@@ -102,11 +121,14 @@ class AnswerCache:
 
 
 def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: EvalConfig,
-             cache: AnswerCache | None = None, executor: Executor | None = None) -> dict:
+             cache: AnswerCache | None = None, executor: Executor | None = None,
+             retry_errors: bool = True) -> dict:
     """Answer every selected item; returns counts. Resumes from `out/results.jsonl`.
 
+    Items whose last answer was an error are asked again unless `retry_errors` is False.
     Batches are answered on `executor` (default: here); only this process writes the cache
-    and the results file, so a batch is recorded once whichever worker answered it."""
+    and the results file, so a batch is recorded once whichever worker answered it. The run
+    folder is locked meanwhile: a second writer fails at once instead of duplicating rows."""
     dataset, out = Path(dataset), Path(out)
     rows = load_rows(dataset)
     items = [r for r in rows if r["split"] == config.split and (not config.categories or r["category"] in config.categories)]
@@ -117,16 +139,35 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
     if not items:
         raise ConfigError(f"{listener.listener_id} cannot be tested on {', '.join(untestable)}: "
                           + "; ".join(untestable.values()))
-    if config.limit:
+    if config.limit is not None:
         items = _balanced_head(items, config.limit)
+    train = [r for r in rows if r["split"] == "train"]
+    if config.few_shot and not train:
+        raise ConfigError(f"{dataset}: --few-shot needs a train split and the dataset has none; "
+                          "build with --n-train > 0 or drop --few-shot")
     mode = _mode(config.mode, listener)
-    out.mkdir(parents=True, exist_ok=True)
     manifest = {**_manifest(dataset, listener, config, mode, items), "untestable": untestable}
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
+    out.mkdir(parents=True, exist_ok=True)
+    with exclusive(out, "run folder"):
+        return _evaluate(out, listener, config, manifest, items, mode, train, cache, executor, retry_errors)
+
+
+def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict, items: list[dict],
+              mode: tuple[str, ...], train: list[dict], cache: AnswerCache | None,
+              executor: Executor | None, retry_errors: bool) -> dict:
     _check_manifest(out, manifest)
     results = out / "results.jsonl"
-    done = {r["key"] for r in read_jsonl(results)} if results.is_file() else set()
-    train = [r for r in rows if r["split"] == "train"]
-    tasks = [t for t in _tasks(items, config, mode) if t.key not in done]
+    note = repair_tail(results)
+    if note:
+        log.warning("%s; its item is asked again", note)
+    failed = {r["key"]: r.get("error") is not None
+              for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)} if results.is_file() else {}
+    done = {k for k, bad in failed.items() if not (bad and retry_errors)}
+    every = list(_tasks(items, config, mode))
+    tasks = [t for t in every if t.key not in done]
+    retried = sum(1 for t in tasks if failed.get(t.key))
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
     errors = 0
@@ -139,20 +180,25 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
             held[i] = _prepare(batch, listener, config, train)
             yield _missing(held[i], cache), config.max_new_tokens
 
-    with results.open("a") as log, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
-                                        disable=not sys.stderr.isatty()) as bar:
+    with naming(results), results.open("a") as log_file, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
+                                             disable=not sys.stderr.isatty()) as bar:
         for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
+            lines = []
             for task, _, asked, err, keys in keyed:
                 answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
                 result = _result_row(task, listener, answers, err, time.time() - asked)
                 errors += result.get("error") is not None
-                log.write(dumps(result) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
+                failed[task.key] = result.get("error") is not None
+                lines.append(dumps(result) + "\n")
+            log_file.write("".join(lines))  # one write per batch: a crash tears one line at most
+            log_file.flush()
+            os.fsync(log_file.fileno())
             bar.update(len(keyed))
-    return {"answered": len(tasks), "skipped_done": len(done), "errors": errors, "seconds": round(time.time() - started, 2)}
+    return {"answered": len(tasks), "skipped_done": len(every) - len(tasks), "retried": retried,
+            "errors": errors, "total": len(every), "failed": sum(failed.get(t.key, False) for t in every),
+            "seconds": round(time.time() - started, 2)}
 
 
 def untestable_categories(items: Sequence[dict], listener: Listener) -> dict[str, str]:
@@ -397,11 +443,11 @@ def _check_manifest(out: Path, manifest: dict) -> None:
     path = out / "manifest.json"
     identity = {k: manifest[k] for k in ("listener", "dataset_sha256", "config")}
     if path.is_file():
-        saved = json.loads(path.read_text())
+        saved = read_json(path, DAMAGED_RUN)
         if {k: saved.get(k) for k in identity} != json.loads(json.dumps(identity)):
             raise ConfigError(f"{out} holds a run with another listener, dataset or config; choose another --out")
         return
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
 def load_results(run: str | Path) -> tuple[dict, list[dict]]:
@@ -411,14 +457,17 @@ def load_results(run: str | Path) -> tuple[dict, list[dict]]:
         run = run.parent
     if not (run / "results.jsonl").is_file():
         raise ConfigError(f"{run}: no results.jsonl; is this a `vocalgrad eval` output folder?")
-    manifest = json.loads((run / "manifest.json").read_text()) if (run / "manifest.json").is_file() else {}
+    manifest = read_json(run / "manifest.json", DAMAGED_RUN) if (run / "manifest.json").is_file() else {}
     rows = {}
-    for r in read_jsonl(run / "results.jsonl"):
+    for r in read_jsonl(run / "results.jsonl", torn="skip", hint=RERUN_HINT):
         # rows from other producers (e.g. the listening test) may omit run-only fields
         r.setdefault("control", "none")
         r.setdefault("mode", "generate")
         r.setdefault("error", None)
         rows[r.get("key") or f"{r['item_id']}|{r['listener']}|{r['variant']}|{r['control']}|{r['mode']}"] = r
+    if not rows:
+        raise DatasetError(f"{run / 'results.jsonl'}: no answers yet; run `vocalgrad eval` into "
+                           f"{run} first (it resumes where it stopped)")
     return manifest, list(rows.values())
 
 

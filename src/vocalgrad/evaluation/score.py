@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from vocalgrad.evaluation.evaluate import load_results, selected
+from vocalgrad.files import atomic_write_text
 from vocalgrad.stats import (
     MIN_SOURCES,
     NO_CI_TEXT,
@@ -194,6 +195,4 @@ def comparison_text(result: dict) -> str:
 
 
 def write_summary(run: str | Path, summary: dict) -> Path:
-    path = Path(run) / "summary.json"
-    path.write_text(json.dumps(summary, indent=2, default=float) + "\n")
-    return path
+    return atomic_write_text(Path(run) / "summary.json", json.dumps(summary, indent=2, default=float) + "\n")

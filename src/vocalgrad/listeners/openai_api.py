@@ -21,7 +21,6 @@ import math
 import os
 import random
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import UTC, datetime
@@ -235,7 +234,7 @@ class OpenAIListener(Listener):
         output_price_per_m: float | None = None,
         audio_input_price_per_m: float | None = None,
         extra_body: Mapping[str, Any] | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         model = model.removeprefix("openai:").strip()
         if not model:
@@ -289,7 +288,7 @@ class OpenAIListener(Listener):
             "audio_input": audio_input_price_per_m,
         }
         self.extra_body = dict(extra_body or {})
-        self._sleep = sleep
+        self._sleep = sleep  # None: wait on the batch's stop event, so Ctrl-C ends a backoff
         self._jitter = random.Random()  # jitter only de-synchronises clients; results unaffected
         self._lock = threading.Lock()
         self._tally = self._empty_tally()
@@ -412,11 +411,17 @@ class OpenAIListener(Listener):
             delay = max(delay, min(retry_after, self.max_retry_after))
         return delay
 
-    def _call(self, item_id: str, body: dict[str, Any], parse: Callable[[Any], T]) -> T:
-        """POST one completion, retrying transient faults; raise `APIError` when out of tries."""
+    def _call(self, item_id: str, body: dict[str, Any], parse: Callable[[Any], T],
+              stop: threading.Event | None = None) -> T:
+        """POST one completion, retrying transient faults; raise `APIError` when out of tries
+        or when `stop` is set (the batch was interrupted)."""
         reason, status = "no attempt made", None
         attempts = self.max_retries + 1
+        stop = stop or threading.Event()
         for attempt in range(attempts):
+            if stop.is_set():
+                raise APIError(f"item {item_id!r}: stopped before an answer came (interrupted)",
+                               item_id=item_id, attempts=attempt)
             retry_after: float | None = None
             try:
                 response = self._client.post("/chat/completions", json=body)
@@ -456,10 +461,13 @@ class OpenAIListener(Listener):
                             item_id, reason, attempt + 1, self.max_retries, delay)
                 with self._lock:
                     self._tally["retries"] += 1
-                self._sleep(delay)
+                if self._sleep is not None:
+                    self._sleep(delay)
+                else:
+                    stop.wait(delay)
         raise APIError(
             f"item {item_id!r}: request to {self.base_url} failed after {attempts} attempts: "
-            f"{reason}; try again later, lower concurrency or raise timeout",
+            f"{reason}; try again later, lower concurrency, or raise --timeout / --max-retries",
             item_id=item_id,
             status_code=status,
             attempts=attempts,
@@ -477,9 +485,11 @@ class OpenAIListener(Listener):
         if not requests:
             return []
         workers = min(self.concurrency, len(requests))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-listener") as pool:
+        stop = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="openai-listener")
+        try:
             futures = {
-                pool.submit(self._call, r.item_id, body, parse): i
+                pool.submit(self._call, r.item_id, body, parse, stop): i
                 for i, (r, body, parse) in enumerate(zip(requests, bodies, parsers, strict=True))
             }
             for future in as_completed(futures):
@@ -488,6 +498,13 @@ class OpenAIListener(Listener):
                     results[i] = future.result()
                 except APIError as err:
                     failures[i] = err
+        except BaseException:
+            # Ctrl-C (or any escape): no new attempt starts, no backoff keeps sleeping, queued
+            # requests are dropped; a request already on the wire ends by its own timeout
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         if failures:
             with self._lock:
                 self._tally["failures"] += len(failures)

@@ -9,7 +9,9 @@ clip recorded there, and clips are written by rename, so a kill never leaves hal
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import logging
 import os
 import shutil
 import sys
@@ -23,12 +25,14 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import write_flac_atomic
-from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, write_jsonl
-from vocalgrad.errors import AudioError, ConfigError
+from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, repair_tail, write_jsonl
+from vocalgrad.errors import AudioError, ConfigError, SourceError
+from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
+from vocalgrad.sources.check import SpeechCheck, conversions
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.config import BuildConfig
@@ -43,6 +47,8 @@ from vocalgrad.stimuli.render import (
 )
 
 STATE_DIR = ".build"
+RERENDER_HINT = "rerun the same build to render its clips again"
+log = logging.getLogger("vocalgrad")
 
 
 @dataclass(frozen=True)
@@ -196,13 +202,26 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     out = Path(out)
     started = time.time()
     state = out / STATE_DIR
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
     _check_resume(out, state, config, overwrite)
+    with exclusive(state, "build folder"):
+        report = _build(config, out, state, started, workers, cache_dir, executor)
+        if audit:
+            report["shortcut_audit"] = audit_dataset(out, workers=workers)
+            append_audit(out, report["shortcut_audit"])
+    return report
+
+
+def _build(config: BuildConfig, out: Path, state: Path, started: float, workers: int,
+           cache_dir: Path | None, executor: TaskPool | None) -> dict:
     for stale in out.rglob(".tmp-*"):  # a SIGKILL between create and rename leaves these
         stale.unlink()
     conditions, refused = plan_conditions(config)
     if not conditions:
         raise ConfigError("every requested condition was refused: " + "; ".join(r["reason"] for r in refused))
-    selected = prepare_sources(config, cache_dir=cache_dir)
+    choice = choose_sources(config, cache_dir=cache_dir)
+    selected = choice.selected
     done = _done_items(state / "rows.jsonl", out)
     tasks = []
     for source, split in selected:
@@ -212,41 +231,76 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     for split in (*SPLITS, REFERENCES):
         (out / split).mkdir(parents=True, exist_ok=True)
     total = sum(len(t.conditions) for t in tasks)
-    with (state / "rows.jsonl").open("a") as log, tqdm(
+    note = repair_tail(state / "rows.jsonl")
+    if note:
+        log.warning("%s; its clips are rendered again", note)
+    with naming(state / "rows.jsonl"), (state / "rows.jsonl").open("a") as log_file, tqdm(
         total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
     ) as bar:
         for result in (executor or TaskPool(workers)).map_tasks(render_source, tasks):
             if result.get("skipped"):
-                log.write(dumps({"source_id": result["source_id"], "skipped": result["skipped"]}) + "\n")
+                lines = [dumps({"source_id": result["source_id"], "skipped": result["skipped"]})]
             else:
-                log.write(dumps({"reference": result["reference"]}) + "\n")
-                for row in result["rows"]:
-                    log.write(dumps(row) + "\n")
-            log.flush()
-            os.fsync(log.fileno())  # the log is the resume point: make it durable per source
+                lines = [dumps({"reference": result["reference"]}), *map(dumps, result["rows"])]
+            log_file.write("".join(line + "\n" for line in lines))
+            log_file.flush()
+            os.fsync(log_file.fileno())  # the log is the resume point: make it durable per source
             bar.update(result["n"])
     for stale in out.rglob(".tmp-*"):  # left by a worker killed mid-write whose task then reran
         stale.unlink()
-    report = _finalise(out, state, config, selected, refused, time.time() - started)
-    if audit:
-        report["shortcut_audit"] = audit_dataset(out, workers=workers)
-        append_audit(out, report["shortcut_audit"])
-    return report
+    return _finalise(out, state, config, choice, refused, time.time() - started)
+
+
+@dataclass
+class SourceChoice:
+    """The chosen (source, split) pairs and what choosing them found."""
+
+    selected: list[tuple[SpeechSource, str]]
+    refused: dict[str, str]  # source_id -> why it is not usable speech
+    shortfall: str | None  # why fewer sources than asked, if so
+    conversions: list[str]  # resampling and downmixing done to the chosen sources
 
 
 def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[SpeechSource, str]]:
     """Resolve the source spec and pick the speaker- and text-disjoint test/train sources."""
+    return choose_sources(config, cache_dir).selected
+
+
+def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> SourceChoice:
+    """Pick sources that pass the speech check: a picked source that fails it (silent,
+    unreadable, a tone, noise) is left out and the pick made again from the rest, so it is
+    replaced by the next eligible one; if the rest cannot fill the request, the usable part
+    of the last pick is built and the shortfall says why."""
     pool = resolve_sources(config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern)
-    selected = select_sources(
-        pool,
-        n_test=config.n_test,
-        n_train=config.n_train,
-        min_duration_s=config.min_duration_s,
-        per_speaker_test=config.per_speaker_test,
-        seed=config.seed,
-    )
-    ensure_rendered([s for s, _ in selected])
-    return selected
+    check = SpeechCheck()
+    selected: list[tuple[SpeechSource, str]] | None = None
+    shortfall = None
+    while True:
+        try:
+            picked = select_sources(
+                [s for s in pool if s.source_id not in check.refused],
+                n_test=config.n_test,
+                n_train=config.n_train,
+                min_duration_s=config.min_duration_s,
+                per_speaker_test=config.per_speaker_test,
+                seed=config.seed,
+            )
+        except SourceError as err:
+            if selected is None:
+                raise
+            example = next(iter(check.refused.items()))
+            shortfall = (f"{len(check.refused)} source file(s) refused by the speech check (e.g. "
+                         f"{example[0]}: {example[1]}) leave too few to replace them ({err})")
+            break
+        ensure_rendered([s for s, _ in picked])
+        selected = picked
+        if not any([check(s) for s, _ in picked]):  # every pick checked, not just up to the first
+            break
+    kept = [(s, split) for s, split in selected if s.source_id not in check.refused]
+    if not kept:
+        raise SourceError(f"no usable speech among the chosen sources: {shortfall}")
+    formats = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
+    return SourceChoice(kept, dict(check.refused), shortfall, conversions(formats, config.sample_rate))
 
 
 def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:
@@ -262,14 +316,14 @@ def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) 
     elif out.exists() and not saved.is_file() and any(out.iterdir()):
         raise ConfigError(f"{out} exists and is not a vocalgrad build; choose an empty --out")
     state.mkdir(parents=True, exist_ok=True)
-    saved.write_text(wanted)
+    atomic_write_text(saved, wanted)
 
 
 def _done_items(log: Path, out: Path) -> set[str]:
     if not log.is_file():
         return set()
     done = set()
-    for row in read_jsonl(log):
+    for row in read_jsonl(log, torn="skip", hint=RERENDER_HINT):
         if "file_name" in row and (out / row["split"] / row["file_name"]).is_file():
             done.add(row["item_id"])
         elif "failed" in row:
@@ -277,14 +331,14 @@ def _done_items(log: Path, out: Path) -> set[str]:
     return done
 
 
-def _finalise(out: Path, state: Path, config: BuildConfig, selected, refused: list[dict],
+def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice, refused: list[dict],
               seconds: float) -> dict:
     """Keep verified clips whose pair partner also verified; write metadata, card, manifest."""
     rows: dict[str, dict] = {}
     references: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     failed: list[dict] = []
-    for entry in read_jsonl(state / "rows.jsonl"):
+    for entry in read_jsonl(state / "rows.jsonl", torn="skip", hint=RERENDER_HINT):
         if "reference" in entry:
             references[entry["reference"]["source_id"]] = entry["reference"]
         elif "skipped" in entry:
@@ -314,7 +368,12 @@ def _finalise(out: Path, state: Path, config: BuildConfig, selected, refused: li
         elif (out / split).is_dir() and not any((out / split).iterdir()):
             (out / split).rmdir()
     write_jsonl(out / REFERENCES / "metadata.jsonl", sorted(references.values(), key=lambda r: r["source_id"]))
+    selected = choice.selected
+    for source_id, reason in choice.refused.items():
+        skipped.setdefault(source_id, f"refused by the speech check: {reason}")
     report = _report(config, kept, dropped, failed, refused, skipped, selected, seconds)
+    report["source_shortfall"] = choice.shortfall
+    report["source_conversions"] = choice.conversions
     manifest = {
         "vocalgrad_build": 1,
         "config": config.to_dict(),
@@ -323,8 +382,8 @@ def _finalise(out: Path, state: Path, config: BuildConfig, selected, refused: li
         "content_sha256": _content_hash(kept),
         "n_clips": len(kept),
     }
-    (out / "build.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    (out / "build_report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "build.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(out / "build_report.json", json.dumps(report, indent=2, sort_keys=True) + "\n")
     write_card(out, config, kept, report, selected)
     return report
 

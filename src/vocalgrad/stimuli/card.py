@@ -85,6 +85,7 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "direction: mean weighted by the source's loudness; speed: every clip keeps "
         "the source's duration and silences) and non-volume processing is loudness-compensated",
         f"- source spec: `{config.source}`, seed {config.seed}",
+        *[f"- sources converted: {'; '.join(report['source_conversions'])}"] * bool(report.get("source_conversions")),
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",
         f"- question format: `{config.format}` (column `format`) — {FORMAT_NOTES[config.format]}",
         "",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
@@ -17,60 +18,124 @@ TIERS = ("low", "mid", "high")
 FORMATS = ("gradual", "comparison", "recognition")
 
 
-@dataclass(frozen=True)
-class BuildConfig:
-    """Everything that determines a benchmark's bytes (together with the package versions)."""
+Names = Annotated[tuple[str, ...], Field(min_length=1)]
+
+
+class BuildConfig(BaseModel):
+    """Everything that determines a benchmark's bytes (together with the package versions).
+
+    Validated strictly: a TOML file is user input, so a string where a number or a boolean
+    belongs, a fraction where a count belongs or an empty list is refused with a line naming
+    the key, the value and what is allowed, never coerced into a different benchmark."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
     source: str = "builtin"
-    categories: tuple[str, ...] = PUBLISHED_CATEGORIES  # the others are opt-in
-    tiers: tuple[str, ...] = TIERS
-    curves: tuple[str, ...] = CURVE_NAMES
+    categories: Names = PUBLISHED_CATEGORIES  # the others are opt-in
+    tiers: Names = TIERS
+    curves: Names = CURVE_NAMES
     include_constant: bool = True
-    n_test: int = 8
-    n_train: int = 8
-    per_speaker_test: int = 2
-    min_duration_s: float = 2.0
-    sample_rate: int = 16000
-    target_lufs: float = -26.0
-    seed: int = 0
+    n_test: int = Field(8, ge=1)
+    n_train: int = Field(8, ge=0)
+    per_speaker_test: int = Field(2, ge=1)
+    min_duration_s: float = Field(2.0, gt=0, allow_inf_nan=False)
+    sample_rate: int = Field(16000, ge=8000, le=96000)
+    target_lufs: float = Field(-26.0, ge=-70, le=-5, allow_inf_nan=False)
+    seed: int = Field(0, ge=0)
     speaker_pattern: str | None = None
-    magnitudes: dict[str, dict[str, float]] = field(default_factory=dict)  # overrides per category
+    # overrides per category: {category: {tier: magnitude}}
+    magnitudes: dict[str, dict[str, Annotated[float, Field(allow_inf_nan=False)]]] = {}
     design: str = "tiers"  # "tiers" (published grid) or "psychometric" (a magnitude sweep)
-    levels: int = 6  # magnitudes per dimension in the psychometric design
+    levels: int = Field(6, ge=2)  # magnitudes per dimension in the psychometric design
     drop_unverified: bool = True  # drop clips (and their pair) whose measurement disagrees
     format: str = "gradual"  # "gradual" (a change within one clip), "comparison" or "recognition"
 
-    def __post_init__(self) -> None:
-        for name in self.categories:
-            if name not in CATEGORIES:
-                raise ConfigError(f"unknown category {name!r}; choose from {', '.join(CATEGORIES)}")
-        for tier in self.tiers:
-            if tier not in TIERS:
-                raise ConfigError(f"unknown tier {tier!r}; choose from {', '.join(TIERS)}")
-        for curve in self.curves:
-            if curve not in CURVE_NAMES:
-                raise ConfigError(f"unknown curve {curve!r}; choose from {', '.join(CURVE_NAMES)}")
-        if not self.categories:
-            raise ConfigError("no categories selected")
-        if self.design not in DESIGNS:
-            raise ConfigError(f"unknown design {self.design!r}; choose from {', '.join(DESIGNS)}")
-        if self.format not in FORMATS:
-            raise ConfigError(f"unknown format {self.format!r}; choose from {', '.join(FORMATS)}")
-        if self.design == "psychometric" and self.levels < 2:
-            raise ConfigError("a psychometric design needs levels >= 2")
-        if self.n_test < 1 or self.n_train < 0:
-            raise ConfigError(f"n_test must be >= 1 and n_train >= 0 (got {self.n_test}, {self.n_train})")
-        if not 8000 <= self.sample_rate <= 96000:
-            raise ConfigError(f"sample_rate {self.sample_rate} Hz is outside 8000..96000")
-        for name, tiers in self.magnitudes.items():
-            if name not in CATEGORIES or not isinstance(tiers, dict):
-                raise ConfigError(f"magnitudes.{name}: expected a table of tier = value for a known category")
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**{k: tuple(v) if k in _LISTS and isinstance(v, list) else v
+                                for k, v in values.items()})
+        except ValidationError as err:
+            raise ConfigError(describe(err)) from None
+
+    @field_validator("categories")
+    @classmethod
+    def _known_categories(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return _known(names, CATEGORIES, "category")
+
+    @field_validator("tiers")
+    @classmethod
+    def _known_tiers(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return _known(names, TIERS, "tier")
+
+    @field_validator("curves")
+    @classmethod
+    def _known_curves(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return _known(names, CURVE_NAMES, "curve")
+
+    @field_validator("design")
+    @classmethod
+    def _known_design(cls, name: str) -> str:
+        return _known((name,), DESIGNS, "design")[0]
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, name: str) -> str:
+        return _known((name,), FORMATS, "format")[0]
+
+    @field_validator("magnitudes")
+    @classmethod
+    def _known_magnitude_categories(cls, table: dict[str, dict[str, float]]) -> dict:
+        _known(tuple(table), CATEGORIES, "category in magnitudes")
+        return table
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
     def replace(self, **changes: Any) -> BuildConfig:
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+        given = {k: v for k, v in changes.items() if v is not None}
+        return BuildConfig(**{**self.model_dump(), **given})
+
+
+_LISTS = ("categories", "tiers", "curves")
+
+
+def _known(names: tuple[str, ...], allowed: Iterable[str], what: str) -> tuple[str, ...]:
+    allowed = tuple(allowed)
+    for name in names:
+        if name not in allowed:
+            raise ValueError(f"unknown {what} {name!r}; choose from {', '.join(allowed)}")
+    return names
+
+
+_EXPECTED = {
+    "bool_type": "expected true or false",
+    "int_type": "expected a whole number",
+    "int_from_float": "expected a whole number",
+    "float_type": "expected a number",
+    "finite_number": "expected a finite number",
+    "string_type": "expected a string",
+    "dict_type": "expected a table",
+    "tuple_type": 'expected a list of names, e.g. ["volume", "echo"]',
+    "too_short": "expected a list with at least one entry",
+    "extra_forbidden": "not a config key",
+    "greater_than": "expected a number > {gt}",
+    "greater_than_equal": "expected a number >= {ge}",
+    "less_than_equal": "expected a number <= {le}",
+}
+
+
+def describe(err: ValidationError) -> str:
+    """A validation error as one line: each bad key, its value and what is allowed."""
+    parts = []
+    for e in err.errors(include_url=False):
+        key = ".".join(str(x) for x in e["loc"])
+        if e["type"] == "value_error":
+            what = str(e["ctx"]["error"])
+        else:
+            what = _EXPECTED.get(e["type"], e["msg"]).format(**e.get("ctx", {}))
+        value = list(e["input"]) if isinstance(e["input"], tuple) else e["input"]
+        parts.append(f"config key {key} = {value!r}: {what}" if key else what)
+    return "; ".join(parts)
 
 
 DESIGNS: dict[str, dict[str, Any]] = {
@@ -116,17 +181,11 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     if path is not None:
         values.update(_read_toml(Path(path)))
     values.update({k: v for k, v in overrides.items() if v is not None})
-    known = {f.name for f in fields(BuildConfig)}
+    known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
         raise ConfigError(f"unknown config key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
-    for key in ("categories", "tiers", "curves"):
-        if key in values:
-            values[key] = tuple(values[key])
-    try:
-        return BuildConfig(**values)
-    except TypeError as err:
-        raise ConfigError(f"malformed config: {err}") from err
+    return BuildConfig(**values)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""Is a source file usable speech? Checked before a source is chosen, so an unusable file is
+replaced by the next eligible one instead of leaving the build a source short.
+
+A benchmark clip is speech with a change applied; a tone, noise or silence would make every
+question about something else. Speech rises and falls with its syllables and pauses, and its
+spectrum is neither one line (a tone) nor flat (noise): three cheap measures on 30 ms frames
+separate it from those. The file's own rate and channels are kept, so the build can report
+what it resampled or downmixed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import soundfile as sf
+
+from vocalgrad.audio import load_audio, resample
+from vocalgrad.errors import AudioError
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.sources.base import SpeechSource
+
+CHECK_SR = 16000
+MIN_LEVEL_SPREAD_DB = 6.0  # speech: syllables and pauses span 15-30 dB between these percentiles
+MAX_TONE_SHARE = 0.5  # share of the power within 1 % of the strongest frequency
+MAX_FLATNESS = 0.35  # median spectral flatness of the louder frames (white noise ~0.5-0.6)
+
+
+@dataclass(frozen=True)
+class SourceFormat:
+    """A source file as found: its rate and channel count."""
+
+    sample_rate: int
+    channels: int
+
+
+def speech_problem(audio: np.ndarray, sr: int) -> str | None:
+    """Why a mono signal is not usable speech, or None if it is."""
+    if not np.all(np.isfinite(audio)):
+        return "holds NaN or infinite samples"
+    if len(audio) < 0.5 * sr:
+        return f"only {len(audio) / sr:.2f} s long; sources need >= 0.5 s"
+    peak = float(np.max(np.abs(audio)))
+    if peak < 1e-4:
+        return f"silent (peak {peak:.1e})"
+    x = resample(audio / peak, sr, CHECK_SR).astype(np.float64)
+    frame, hop = int(0.03 * CHECK_SR), int(0.01 * CHECK_SR)
+    frames = np.lib.stride_tricks.sliding_window_view(x, frame)[::hop] * np.hanning(frame)
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2 + 1e-20
+    level = 10 * np.log10(power.sum(axis=1))
+    loud = level > level.max() - 40
+    spread = float(np.percentile(level[loud], 90) - np.percentile(level[loud], 10))
+    spectrum = power[loud].sum(axis=0)
+    freqs = np.fft.rfftfreq(frame, 1 / CHECK_SR)
+    top = int(np.argmax(spectrum))
+    near = np.abs(freqs - freqs[top]) <= max(0.01 * freqs[top], CHECK_SR / frame)
+    share = float(spectrum[near].sum() / spectrum.sum())
+    if spread < MIN_LEVEL_SPREAD_DB:
+        kind = (
+            "noise" if _flatness(power[loud]) > MAX_FLATNESS else f"a tone at {freqs[top]:.0f} Hz"
+        )
+        return (
+            f"not speech: a steady level throughout ({spread:.1f} dB between quiet and loud "
+            f"frames; speech rises and falls with its syllables), like {kind}"
+        )
+    if share > MAX_TONE_SHARE:
+        return f"not speech: a tone at {freqs[top]:.0f} Hz carries {share:.0%} of the power"
+    flatness = _flatness(power[loud])
+    if flatness > MAX_FLATNESS:
+        return f"not speech: a noise-like spectrum (median flatness {flatness:.2f})"
+    return None
+
+
+def _flatness(power: np.ndarray) -> float:
+    """Median over frames of geometric / arithmetic mean power: 1 for white noise, ~0 for a tone."""
+    return float(np.median(np.exp(np.mean(np.log(power), axis=1)) / np.mean(power, axis=1)))
+
+
+class SpeechCheck:
+    """Memoised `source -> why it is unusable (or None)`; remembers each file's format."""
+
+    def __init__(self) -> None:
+        self.refused: dict[str, str] = {}
+        self.formats: dict[str, SourceFormat] = {}
+        self._seen: set[str] = set()
+
+    def __call__(self, source: SpeechSource) -> str | None:
+        if source.source_id not in self._seen:
+            self._seen.add(source.source_id)
+            problem = self._problem(source)
+            if problem:
+                self.refused[source.source_id] = problem
+        return self.refused.get(source.source_id)
+
+    def _problem(self, source: SpeechSource) -> str | None:
+        try:
+            info = sf.info(source.path)
+            audio, sr = load_audio(source.path)
+        except (AudioError, sf.LibsndfileError, RuntimeError) as err:
+            return str(err).removeprefix(f"{source.path}: ")
+        self.formats[source.source_id] = SourceFormat(int(info.samplerate), int(info.channels))
+        problem = speech_problem(audio, sr)
+        if problem is None and not Analysis(resample(audio, sr, CHECK_SR), CHECK_SR).span.plausible:
+            problem = "no plausible speech span"
+        return problem
+
+
+def conversions(formats: list[SourceFormat], sample_rate: int) -> list[str]:
+    """What the build did to the sources to render at `sample_rate` in mono, one note each."""
+    notes = []
+    rates: dict[int, int] = {}
+    for f in formats:
+        if f.sample_rate != sample_rate:
+            rates[f.sample_rate] = rates.get(f.sample_rate, 0) + 1
+    for rate, n in sorted(rates.items()):
+        way = "up" if rate < sample_rate else "down"
+        notes.append(
+            f"{n} source(s) resampled {way} from {rate} Hz to {sample_rate} Hz"
+            + (" (no content above the original band: narrowband speech)" if way == "up" else "")
+        )
+    downmixed: dict[int, int] = {}
+    for f in formats:
+        if f.channels > 1:
+            downmixed[f.channels] = downmixed.get(f.channels, 0) + 1
+    for channels, n in sorted(downmixed.items()):
+        notes.append(f"{n} source(s) downmixed from {channels} channels to mono")
+    return notes
