@@ -224,7 +224,7 @@ def test_an_endpoint_that_refuses_everything_never_exits_0_and_is_retried_once_i
     server = StubServer("401")
     try:
         out = tmp_path / "run"
-        args = ("--base-url", server.url, "--max-retries", "0")
+        args = ("-O", f"base_url={server.url}", "--max-retries", "0")
         assert evaluate(dataset, out, *args, listener="openai:stub") == 1
         text = capsys.readouterr().out
         assert f"{N_ITEMS} of {N_ITEMS} items have no answer" in text
@@ -282,8 +282,8 @@ def test_timeout_and_max_retries_reach_the_api_listener(dataset, tmp_path, capsy
         code = evaluate(
             dataset,
             tmp_path / "run",
-            "--base-url",
-            server.url,
+            "-O",
+            f"base_url={server.url}",
             "--timeout",
             "0.5",
             "--max-retries",
@@ -315,8 +315,8 @@ def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path, mod
             str(dataset),
             "--listener",
             "openai:stub",
-            "--base-url",
-            server.url,
+            "-O",
+            f"base_url={server.url}",
             "--out",
             str(run),
         )
@@ -343,8 +343,8 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_p
             str(dataset),
             "--listener",
             "openai:stub",
-            "--base-url",
-            server.url,
+            "-O",
+            f"base_url={server.url}",
             "--out",
             str(run),
             "--batch-size",
