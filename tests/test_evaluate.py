@@ -230,3 +230,25 @@ def test_a_limited_run_interleaves_categories_and_sources():
     assert _balanced_head(items, 30) == head  # the same items whatever the order given
     assert _balanced_head(items[::-1], 30) == head
     assert len(_balanced_head(items, 1000)) == len(items)
+
+
+def test_a_partly_failed_batch_keeps_the_answers_that_arrived(dataset, tmp_path):
+    from vocalgrad.errors import PartialBatchError
+
+    class HalfDeaf(Listener):
+        listener_id = "half-deaf"
+
+        def generate(self, requests, max_new_tokens=16):
+            answers = ["increase" if i % 2 == 0 else None for i in range(len(requests))]
+            raise PartialBatchError("some requests failed", answers=answers,
+                                    failures={i: ValueError(f"lost {i}") for i, a in enumerate(answers)
+                                              if a is None})
+
+    counts = evaluate(dataset, HalfDeaf(), tmp_path / "run", EvalConfig(limit=8, batch_size=4),
+                      cache=AnswerCache(tmp_path / "c.sqlite"))
+    _, rows = load_results(tmp_path / "run")
+    answered = [r for r in rows if r["error"] is None]
+    failed = [r for r in rows if r["error"] is not None]
+    assert len(answered) == len(failed) == 4 == counts["failed"]
+    assert {r["predicted"] for r in answered} == {"increase"}
+    assert all(r["error"].startswith("lost ") for r in failed)

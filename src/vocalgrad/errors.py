@@ -81,9 +81,8 @@ class PartialBatchError(VocalgradError):
 class APIError(VocalgradError):
     """A chat-completions request that failed for good (after retries, or not retryable).
 
-    `item_id` names the request that failed. When raised from a batch call, `answers` holds
-    every request's result in order (None where it failed) and `failures` maps the index of
-    each failed request to its own `APIError`, so a caller can keep the answers that arrived.
+    `item_id` names the request that failed; a batch call raises `APIBatchError`, which also
+    carries the answers that arrived.
     """
 
     def __init__(
@@ -98,8 +97,6 @@ class APIError(VocalgradError):
         self.item_id = item_id
         self.status_code = status_code
         self.attempts = attempts
-        self.answers: list[Any] | None = None
-        self.failures: dict[int, APIError] = {}
 
 
 class APIBatchError(APIError, PartialBatchError):

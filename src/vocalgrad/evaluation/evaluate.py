@@ -36,7 +36,7 @@ from vocalgrad.dataset import (
     read_jsonl,
     repair_tail,
 )
-from vocalgrad.errors import ConfigError, DatasetError, VocalgradError
+from vocalgrad.errors import ConfigError, DatasetError, PartialBatchError, VocalgradError
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.listeners import Listener, Request
@@ -290,16 +290,12 @@ def _ask(listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]
                 answers = [{"logprobs": lp} for lp in listener.score_choices([r for r, _ in todo])]
             else:
                 answers = [{"response": text} for text in listener.generate([r for r, _ in todo], max_new_tokens)]
-        except VocalgradError as err:
-            # A backend may report which requests of the batch failed (and keep the rest);
-            # otherwise the whole batch failed. Either way: record per item, keep going.
-            partial = getattr(err, "answers", None)
-            failures = getattr(err, "failures", {}) or {}
-            if partial is not None and len(partial) == len(todo):
-                key = "logprobs" if mode == "choice" else "response"
-                answers = [{"error": str(failures.get(i, err))} if a is None else {key: a} for i, a in enumerate(partial)]
-            else:
-                answers = [{"error": str(err)} for _ in todo]
+        except PartialBatchError as err:  # some requests failed: keep the answers that arrived
+            key = "logprobs" if mode == "choice" else "response"
+            answers = [{"error": str(err.failures.get(i, err))} if a is None else {key: a}
+                       for i, a in enumerate(err.answers)]
+        except VocalgradError as err:  # the whole batch failed: record it per item, go on
+            answers = [{"error": str(err)} for _ in todo]
         fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
     return fresh
 

@@ -32,7 +32,7 @@ import httpx
 import numpy as np
 import soundfile as sf
 
-from vocalgrad.errors import APIError, ConfigError
+from vocalgrad.errors import APIBatchError, APIError, ConfigError
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.questions.prompts import TARGET, Prompt
 
@@ -509,15 +509,15 @@ class OpenAIListener(Listener):
             with self._lock:
                 self._tally["failures"] += len(failures)
             first = failures[min(failures)]
-            err = APIError(
+            raise APIBatchError(
                 f"{first} ({len(failures)} of {len(requests)} requests failed)"
                 if len(failures) > 1 else str(first),
+                answers=results,
+                failures=failures,
                 item_id=first.item_id,
                 status_code=first.status_code,
                 attempts=first.attempts,
-            )
-            err.answers, err.failures = results, failures
-            raise err from first
+            ) from first
         return results
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
