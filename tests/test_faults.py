@@ -486,6 +486,16 @@ def test_score_of_an_empty_or_damaged_run_is_one_line(dataset, tmp_path, capsys)
     one_line_error(capsys.readouterr().err, "manifest.json: not valid JSON")
     assert main(["report", str(run), "--out", str(tmp_path / "r.html")]) == 2
     one_line_error(capsys.readouterr().err, "manifest.json: not valid JSON")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "layers.csv").write_text("category,stage,probe,layer_index,balanced_accuracy\n")
+    (probe / "summary.json").write_text("[1, 2")
+    good = tmp_path / "good"
+    assert evaluate(dataset, good) == 0
+    capsys.readouterr()
+    assert main(["report", str(good), "--probe", str(probe), "--out", str(tmp_path / "p.html")]) == 2
+    one_line_error(capsys.readouterr().err, f"{probe / 'summary.json'}: not valid JSON")
+    assert not (tmp_path / "p.html").exists()
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "results.jsonl").write_text("")

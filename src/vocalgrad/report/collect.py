@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import re
 import warnings
 from collections import Counter
@@ -11,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vocalgrad.dataset import is_official, official_rows, read_jsonl
+from vocalgrad.dataset import is_official, official_rows, read_json, read_jsonl
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
 
@@ -48,7 +47,7 @@ def load_runs(dirs: Iterable[str | Path]) -> list[Run]:
     for d in dirs:
         manifest, rows = load_results(d)
         adaptive_path = Path(d) / "adaptive.json"
-        adaptive = json.loads(adaptive_path.read_text()) if adaptive_path.is_file() else {}
+        adaptive = _read_json(adaptive_path)
         entries = [{**e, "listener": e.get("listener") or adaptive.get("listener") or Path(d).name}
                    for e in adaptive.get("results", [])]
         runs.append(Run(Path(d), manifest, rows, entries))
@@ -157,7 +156,9 @@ LENS_FAMILY = "lens readout"  # lens layers of an older lens.csv, which names no
 
 
 def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
+    """A probe or run file that may be absent; a damaged one is one clear error."""
+    hint = "rerun the command that wrote it (or remove the file)"
+    return read_json(path, hint) if path.is_file() else {}
 
 
 def _read_csv(path: Path) -> list[dict]:
