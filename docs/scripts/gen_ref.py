@@ -246,6 +246,13 @@ def _field_comments(cls: type) -> dict[str, str]:
     return comments
 
 
+def _type_name(annotation: object) -> str:
+    """`int`, `str | None`, `tuple[str, ...]`: the annotation as a reader writes it."""
+    name = getattr(annotation, "__name__", None)
+    text = name if name and not getattr(annotation, "__args__", None) else str(annotation)
+    return text.replace("typing.", "").replace("Annotated[", "").split(", FieldInfo")[0]
+
+
 def config_page() -> str:
     module = first_module(f"{PACKAGE}.stimuli.config", f"{PACKAGE}.config")
     cls = module.BuildConfig
@@ -262,22 +269,17 @@ def config_page() -> str:
         "| field | type | default | what |",
         "|---|---|---|---|",
     ]
-    for f in dataclasses.fields(cls):
-        if f.default is not dataclasses.MISSING:
-            default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory()
-        else:
-            default = "required"
+    for name, f in cls.model_fields.items():  # a pydantic model: validated field by field
+        default = f.get_default(call_default_factory=True) if not f.is_required() else "required"
         if isinstance(default, tuple):
             default = ", ".join(default)
-        note = CONFIG_NOTES.get(f.name) or comments.get(f.name)
+        note = CONFIG_NOTES.get(name) or comments.get(name)
         if note is None:
             log.warning("BuildConfig.%s has no description: add one to CONFIG_NOTES in %s",
-                        f.name, __file__)
+                        name, __file__)
             note = ""
-        type_ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", f.type)
-        lines.append(f"| `{f.name}` | {md(type_)} | {md(default)} | {note} |")
+        type_ = _type_name(f.annotation)
+        lines.append(f"| `{name}` | {md(type_)} | {md(default)} | {note} |")
     lines += ["", "## Presets", ""]
     for title, table in (("`--protocol`", getattr(module, "PROTOCOLS", {})),
                          ("`--design`", getattr(module, "DESIGNS", {}))):
