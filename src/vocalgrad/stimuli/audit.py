@@ -41,6 +41,9 @@ from vocalgrad.evaluation.metrics import (
     weighted_ci,
 )
 from vocalgrad.stimuli.analysis import Analysis
+from vocalgrad.stimuli.order_free import FAMILY as ORDER_FREE
+from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
+from vocalgrad.stimuli.order_free import order_free_cues
 
 FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
 CUE_NAMES: dict[str, tuple[str, ...]] = {
@@ -58,6 +61,9 @@ CUE_NAMES: dict[str, tuple[str, ...]] = {
     "parts": ("parts_first_s", "parts_gap_s", "parts_second_s", "parts_gap_db"),
     # recognition items: the clip's length alone
     "duration": ("global_duration_s",),
+    # statistics of the whole file that playing it backwards leaves as they are: audited apart,
+    # on every dimension and format, never a target cue (`vocalgrad.stimuli.order_free`)
+    ORDER_FREE: ORDER_FREE_NAMES,
 }  # fmt: skip
 EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
 # Cue families audited per question format. A recognition clip holds one value, so every
@@ -75,7 +81,11 @@ WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-CUES_VERSION = 7  # bump when clip_cues changes: cached cues of another version are recomputed
+# Formats whose order-free accuracy is gated. A recognition clip holds one value at one end of
+# the change, and which end is the question: any summary of the file measures it, so there the
+# family is reported, not gated (a format's definition, the same for every dimension).
+ORDER_FREE_GATED = ("gradual", "comparison")
+CUES_VERSION = 8  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 EDGE_GUARD_S = 0.1  # edge windows stop this far from the speech: a detector's onset is a threshold
 # crossing, and the first phoneme's rise (processed like the rest of the speech) begins before it
@@ -173,6 +183,7 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
         "edge_zeros_first": _edge(first, sr, lambda x: _zero_share(x, sr)),
         "edge_zeros_last": _edge(last, sr, lambda x: _zero_share(x, sr)),
+        **order_free_cues(ears if ears is not None else audio, sr),
     }
 
 
@@ -251,7 +262,8 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
     declared = set(dim.SPEC.target_cues)
     if hasattr(dim, "output_time"):
         declared.update(WARP_TARGET_FAMILIES[fmt])
-    return {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
+    names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
+    return names - {ORDER_FREE, *ORDER_FREE_NAMES}  # never a target: no order-free cue reads a direction
 
 
 def rows_format(rows: Iterable[Mapping]) -> str:
@@ -569,6 +581,36 @@ def _sort_rows(rows: Iterable[Mapping]) -> list[Mapping]:
     return sorted(rows, key=lambda r: str(r["item_id"]))
 
 
+def order_free_report(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> dict:
+    """The order-free family of one category (`vocalgrad.stimuli.order_free`): direction
+    predicted from the whole file's order-free cues alone (classifiers as for the other
+    families, train -> test), and each cue's AUC for "increase" on test. No cue is left out
+    on any dimension: none can measure a direction. Returns {} when too small to audit."""
+    names = list(ORDER_FREE_NAMES)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    y_test = np.array([_is_increase(r) for r in test])
+    predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
+    if predicted is None:
+        return {}
+    protocol, probs = predicted
+    direction = {name: _accuracy((p > 0.5).astype(int) == y_test, test, f"{category}|order_free|{name}")
+                 for name, p in probs.items()}
+    best = max(direction, key=lambda name: direction[name]["accuracy"])
+    x = _matrix(test, cues, names)
+    per_cue = {}
+    for j, name in enumerate(names):
+        column = x[:, j]
+        if np.isfinite(column).all() and np.ptp(column) > 0:
+            per_cue[name] = _auc(column, y_test.astype(bool), test, f"{category}|order_free_cue|{name}")
+    top = sorted(per_cue, key=lambda n: -abs(per_cue[n]["auc"] - 0.5))
+    return {
+        "protocol": protocol, "features": names, "direction": direction, "classifier": best,
+        "accuracy": direction[best]["accuracy"], "ci": [direction[best]["lo"], direction[best]["hi"]],
+        "per_cue_auc": {n: per_cue[n] for n in top},
+    }
+
+
 def audit_category(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
@@ -603,6 +645,8 @@ def audit_category(
         "constant_ci": None,
         "passes": None,
         "reasons": [],
+        "order_free": order_free_report(category, rows, cues) or None,
+        "order_free_gated": fmt in ORDER_FREE_GATED,
     }
     y_test = np.array([_is_increase(r) for r in test])
     predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
@@ -668,10 +712,28 @@ def audit_category(
         return out
     if not (lo <= 0.5 <= hi):
         out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
+    out["reasons"].extend(_order_free_reasons(out["order_free"], out["order_free_gated"]))
     if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
         out["reasons"].append(f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}")
     out["passes"] = not out["reasons"]
     return out
+
+
+def _order_free_reasons(report: Mapping | None, gated: bool) -> list[str]:
+    """Why the order-free family fails a category: accuracy over the threshold or a CI that
+    excludes chance (nothing where the format is not gated or the family had too few clips)."""
+    if not report or not gated:
+        return []
+    reasons = []
+    acc, (lo, hi) = report["accuracy"], report["ci"]
+    if acc > MAX_SHORTCUT_ACCURACY:
+        top = next(iter(report["per_cue_auc"]), None)
+        lead = f"; strongest cue {top} (AUC {report['per_cue_auc'][top]['auc']:.2f})" if top else ""
+        reasons.append(f"direction predicted from order-free cues with accuracy {acc:.2f} > "
+                       f"{MAX_SHORTCUT_ACCURACY:.2f}{lead}")
+    if np.isfinite(lo) and np.isfinite(hi) and not lo <= 0.5 <= hi:
+        reasons.append(f"order-free accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
+    return reasons
 
 
 def audit_dataset(
@@ -736,6 +798,18 @@ def _verdict(passes: bool | None) -> str:
     return "n/a (too few sources)" if passes is None else ("yes" if passes else "NO")
 
 
+def _order_free_cell(c: Mapping) -> str:
+    """The order-free family's accuracy [CI] and its strongest cue; marked where not gated."""
+    of = c.get("order_free")
+    if not of:
+        return "n/a"
+    lo, hi = of["ci"]
+    top = next(iter(of["per_cue_auc"]), None)
+    cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
+    gated = "" if c.get("order_free_gated", True) else " (held value: not gated)"
+    return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}"
+
+
 def format_audit(report: Mapping) -> str:
     """Markdown table of an audit report, with a legend of the excluded target cues."""
     lines = [
@@ -744,15 +818,15 @@ def format_audit(report: Mapping) -> str:
         f"constant AUC <= {MAX_CONSTANT_AUC:.2f})",
         "",
         "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
-        "worst curve | constant AUC | pass |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     excluded = []
     for category, c in report["per_category"].items():
         if c["excluded_target_cues"]:
             excluded.append(f"{category}: {', '.join(c['excluded_target_cues'])}")
         if c["shortcut_accuracy"] is None:
-            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | "
+            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | | "
                          f"n/a ({'; '.join(c['reasons'])}) |")
             continue
         lo, hi = c["shortcut_ci"]
@@ -765,7 +839,8 @@ def format_audit(report: Mapping) -> str:
             f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] ({c['shortcut_classifier'].upper()}) | "
             f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
             f"{_pct((fam.get('global') or {}).get('accuracy'))} | {_pct((fam.get('edge') or {}).get('accuracy'))} | "
-            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_verdict(c['passes'])} |"
+            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_order_free_cell(c)} | "
+            f"{_verdict(c['passes'])} |"
         )
     lines.append("")
     lines.append(f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
