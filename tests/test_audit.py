@@ -457,3 +457,28 @@ def test_order_free_family_has_no_exclusions():
         for fmt in FORMAT_FAMILIES:
             assert not target_cue_names(category, fmt) & order_free, (category, fmt)
     assert set(ORDER_FREE_GATED) == {"gradual", "comparison"}
+
+
+def _one_end_rows(rng: np.random.Generator, spread: float) -> list[dict]:
+    """Twin rows whose end measures lie at +-6 dB about a source-relative offset drawn from
+    +-spread: a wide spread hides which end a clip is at."""
+    rows = []
+    for split in ("train", "test"):
+        for i in range(N_SOURCES):
+            offset = rng.uniform(-spread, spread)
+            for direction, sign in (("increase", 1), ("decrease", -1)):
+                rows.append({"item_id": f"{split}{i}{direction}", "split": split, "direction": direction,
+                             "source_id": f"{split}{i}", "measured_start": offset - sign * 6 + rng.normal(0, 0.5),
+                             "measured_end": offset + sign * 6 + rng.normal(0, 0.5)})
+    return rows
+
+
+def test_one_end_observer_reads_an_endpoint_and_fails_when_it_is_roved():
+    from vocalgrad.stimuli.audit import one_end_report
+
+    fixed = one_end_report("volume", _one_end_rows(np.random.default_rng(0), 0.0))
+    assert fixed["accuracy"] >= 0.95 and fixed["lo"] > 0.5
+    roved = one_end_report("volume", _one_end_rows(np.random.default_rng(0), 60.0))
+    assert roved["accuracy"] <= 0.75
+    assert one_end_report("volume", [{**r, "measured_end": None} for r in _one_end_rows(
+        np.random.default_rng(0), 0.0)]) == {}

@@ -647,6 +647,7 @@ def audit_category(
         "reasons": [],
         "order_free": order_free_report(category, rows, cues) or None,
         "order_free_gated": fmt in ORDER_FREE_GATED,
+        "one_end": one_end_report(category, rows) or None,
     }
     y_test = np.array([_is_increase(r) for r in test])
     predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
@@ -717,6 +718,29 @@ def audit_category(
         out["reasons"].append(f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}")
     out["passes"] = not out["reasons"]
     return out
+
+
+def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
+    """How much an endpoint strategy answers without comparing over time: a logistic
+    regression on the dimension's own measure at one end of the clip (`measured_start` or
+    `measured_end`, recorded at build, relative to the source), fitted on train, scored on
+    test; the better end is reported. {} when the rows lack the measures or are too few."""
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    y_test = np.array([_is_increase(r) for r in test])
+    if len(np.unique(y_test)) < 2:
+        return {}
+    out = {}
+    for end in ("measured_start", "measured_end"):
+        if any(r.get(end) is None for r in (*train, *test)):
+            return {}
+        values = {r["item_id"]: {end: float(r[end])} for r in (*train, *test)}
+        predicted = _predictions(train, test, _is_increase, values, [end], which=("lr",))
+        if predicted is None:
+            return {}
+        out[end] = _accuracy((predicted[1]["lr"] > 0.5).astype(int) == y_test, test, f"{category}|one_end|{end}")
+    best = max(out, key=lambda end: out[end]["accuracy"])
+    return {"end": best.removeprefix("measured_"), **out[best]}
 
 
 def _order_free_reasons(report: Mapping | None, gated: bool) -> list[str]:
@@ -810,6 +834,13 @@ def _order_free_cell(c: Mapping) -> str:
     return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}"
 
 
+def _one_end_cell(one_end: Mapping | None) -> str:
+    """The one-end observer's accuracy [CI] and the end it reads (reported, not gated)."""
+    if not one_end:
+        return "n/a"
+    return f"{one_end['accuracy']:.2f} [{_pct(one_end['lo'])}, {_pct(one_end['hi'])}] ({one_end['end']})"
+
+
 def format_audit(report: Mapping) -> str:
     """Markdown table of an audit report, with a legend of the excluded target cues."""
     lines = [
@@ -818,15 +849,15 @@ def format_audit(report: Mapping) -> str:
         f"constant AUC <= {MAX_CONSTANT_AUC:.2f})",
         "",
         "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
-        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | pass |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | one-end acc [CI] | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     excluded = []
     for category, c in report["per_category"].items():
         if c["excluded_target_cues"]:
             excluded.append(f"{category}: {', '.join(c['excluded_target_cues'])}")
         if c["shortcut_accuracy"] is None:
-            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | | "
+            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | | | "
                          f"n/a ({'; '.join(c['reasons'])}) |")
             continue
         lo, hi = c["shortcut_ci"]
@@ -840,7 +871,7 @@ def format_audit(report: Mapping) -> str:
             f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
             f"{_pct((fam.get('global') or {}).get('accuracy'))} | {_pct((fam.get('edge') or {}).get('accuracy'))} | "
             f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_order_free_cell(c)} | "
-            f"{_verdict(c['passes'])} |"
+            f"{_one_end_cell(c.get('one_end'))} | {_verdict(c['passes'])} |"
         )
     lines.append("")
     lines.append(f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
