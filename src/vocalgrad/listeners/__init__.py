@@ -2,6 +2,7 @@
 
     baseline:random[:SEED]  baseline:always-increase  baseline:always-decrease  baseline:ideal
     baseline:shortcut  (answers from cues other than the change over time; needs a train split)
+    baseline:one-end  (the dimension's own measure at one end of the clip; needs a train split)
     whisper:tiny.en | whisper:base | whisper:<local HF folder> | whisper:<hub id in local cache>
         (+trimmed: the encoder runs on the clip's frames only, not a 30 s window)
     hf:<local path or hub id in local cache>   (Qwen2-Audio, Qwen2.5-Omni thinker, Audio Flamingo 3,
@@ -40,8 +41,12 @@ def load_listener(spec: str, *, dataset: str | Path | None = None, **options: An
             if dataset is None:
                 raise ConfigError("baseline:shortcut needs the dataset whose train split it learns from")
             return baselines.ShortcutListener(dataset)
+        if name == "one-end":
+            if dataset is None:
+                raise ConfigError("baseline:one-end needs the dataset whose train split it learns from")
+            return baselines.OneEndObserver(dataset)
         raise ConfigError(
-            f"unknown baseline {name!r}; use random, always-increase, always-decrease, ideal or shortcut"
+            f"unknown baseline {name!r}; use random, always-increase, always-decrease, ideal, shortcut or one-end"
         )
     if scheme == "whisper":
         from vocalgrad.listeners.whisper import WhisperListener
