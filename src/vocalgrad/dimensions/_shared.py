@@ -205,3 +205,12 @@ def flatten_gain(ref: Analysis) -> np.ndarray:
     smooth = max(1, int(round(FLATTEN_SMOOTH_S / FRAME_S)))
     gain_db = np.convolve(np.pad(gain_db, smooth, mode="edge"), np.ones(smooth) / smooth, "same")[smooth:-smooth]
     return np.interp(np.arange(len(ref.audio)) / sr, centres, 10 ** (gain_db / 20)).astype(np.float32)
+
+
+def levelled(ref: Analysis) -> np.ndarray:
+    """The source's samples under `flatten_gain`, cached on the source: what a level-like
+    dimension's clips start from, and what its measure reads them against (the flattening
+    is a function of the source alone, not a rendering parameter)."""
+    if "levelled" not in ref.cache:
+        ref.cache["levelled"] = (ref.audio * flatten_gain(ref)).astype(np.float32)
+    return ref.cache["levelled"]  # type: ignore[return-value]

@@ -50,7 +50,7 @@ INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy rea
 # which playing the clip backwards leaves as it is, told them apart (AUC 0.01 on builtin
 # 8 + 8); ringing on past the offset, even for 50 ms, the reverb still lifted the summed level
 # of the file's first and last 300 ms (AUC 0.70).
-WET_FADE_S = 0.05
+WET_FADE_S = 0.1
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import db, flatten_gain, windows
+from vocalgrad.dimensions._shared import db, levelled, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.stimuli.analysis import Analysis, head_tail
 from vocalgrad.stimuli.trajectories import sample_times
@@ -47,14 +47,6 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a gain change of 0 dB changes nothing"
 
 
-def levelled(ref: Analysis) -> np.ndarray:
-    """The source's samples under `flatten_gain` (cached on the source): what every volume
-    clip of it starts from, and what `measure` reads its level against."""
-    if "flatten_gain" not in ref.cache:
-        ref.cache["flatten_gain"] = flatten_gain(ref)
-    return ref.audio * ref.cache["flatten_gain"]
-
-
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """The gain course over the source with its own slow level course flattened
     (`flatten_gain`): what changes is the ramp alone, the same backwards as forwards."""
@@ -69,7 +61,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     Energy, not a median of frame levels: added noise lifts quiet frames a lot but the
     loudness of the speech hardly at all."""
     if "levelled_k_power" not in ref.cache:  # the flattening is the source's own, not a parameter
-        ref.cache["levelled_k_power"] = Analysis(levelled(ref).astype(np.float32), ref.sr, span=ref.span).k_power
+        ref.cache["levelled_k_power"] = Analysis(levelled(ref), ref.sr, span=ref.span).k_power
     c, r = clip.k_power, ref.cache["levelled_k_power"]
     n = min(len(c), len(r), len(ref.active))
     out = []
