@@ -84,3 +84,16 @@ def test_echo_rings_only_within_the_speech(sources):
         if tail_up.size > RENDER_SR // 100:
             rms = [float(np.sqrt(np.mean(t.astype(np.float64) ** 2))) for t in (tail_up, tail_down)]
             assert abs(20 * np.log10(rms[0] / rms[1])) < 1.0, rms
+
+
+def test_background_noise_leaves_both_twins_silences_as_the_source_s(sources):
+    """Beyond the speech (and its edge guard) both twins carry the source's own samples
+    under the same room tone, so no edge reads which end is noisy; inside, the noise is there."""
+    for s in sources:
+        up, down = _pair(s, "background_noise", 0.0, 0.12)
+        span = s.clean.span
+        lead = int(round((span.onset_s - 0.1) * RENDER_SR))
+        trail = int(round((span.offset_s + 0.1) * RENDER_SR))
+        assert np.array_equal(up.audio[:lead], down.audio[:lead])
+        assert np.array_equal(up.audio[trail:], down.audio[trail:])
+        assert not np.array_equal(up.audio[lead:trail], down.audio[lead:trail])
