@@ -11,6 +11,14 @@ the test split. A clean benchmark keeps them at chance.
 Some cue families measure the target itself on some dimensions (the level of the last
 300 ms *is* the volume at the end): each dimension declares those in
 `DimensionSpec.target_cues`, and they are left out of its audit.
+
+The order-free family (`vocalgrad.stimuli.order_free`: whole-file statistics that playing the
+clip backwards leaves as they are) is audited apart, on every dimension and format, with no
+exclusions: none of its cues can measure a direction, so none is a target cue, and the
+renderer's equalised statistic is only one of its several level measures. It is gated for
+gradual and comparison items. Beside it the audit reports the one-end observer: the
+dimension's own measure at one end of the clip, which shows how much of a benchmark an
+endpoint strategy answers without comparing over time (reported, not gated).
 """
 
 from __future__ import annotations
