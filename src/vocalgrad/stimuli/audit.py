@@ -884,6 +884,9 @@ def format_audit(report: Mapping) -> str:
     lines.append("")
     lines.append(f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
                  f"jackknife t-interval below, none with one source: the audit then cannot pass).")
+    lines.append("Order-free cues (whole file, unchanged when played backwards) are audited on every "
+                 "category with no exclusions; the one-end observer (the dimension's own measure at "
+                 "one end, learnt on train) is reported, not gated.")
     others = len(report["per_category"]) > len(excluded)
     lines.append("Cue families excluded as target cues: " + "; ".join(excluded or ["none"])
                  + ("; other categories: none." if excluded and others else "."))
