@@ -36,7 +36,12 @@ SPEC = DimensionSpec(
     # audit to 0.53 [0.50, 0.55])
     target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
                  "global_file_bytes", "global_f0_hz", "global_centroid_hz"),
+    # The gain returns to 0 dB over EDGE_FADE_S outside the speech, and the file's silences are
+    # the source's in every clip: held at the end values, the gain lifted the last syllable's
+    # decay after the offset at one end and nothing before the onset at the other.
+    source_edges=True,
 )
+EDGE_FADE_S = 0.08  # inside the renderer's 0.1 s edge guard
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -50,7 +55,10 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """The gain course over the source with its own slow level course flattened
     (`flatten_gain`): what changes is the ramp alone, the same backwards as forwards."""
-    gain_db = track(sample_times(len(ref.audio), ref.sr))
+    t = sample_times(len(ref.audio), ref.sr)
+    span = ref.span
+    outside = np.maximum(span.onset_s - t, t - span.offset_s).clip(0.0, EDGE_FADE_S) / EDGE_FADE_S
+    gain_db = track(t) * (0.5 + 0.5 * np.cos(np.pi * outside))
     return (levelled(ref) * 10.0 ** (gain_db / 20.0)).astype(np.float32)
 
 
