@@ -22,7 +22,7 @@ from scipy.signal import butter, fftconvolve, get_window, istft, lfilter, sosfil
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions import echo, voice_clarity
-from vocalgrad.dimensions._shared import db, levelled, windows
+from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Track
 from vocalgrad.stimuli.analysis import Analysis
 
@@ -100,10 +100,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     per source). Direct and reverberant energy are equal at CRITICAL_M."""
     sr = ref.sr
     n = len(ref.audio) + int(round(TAIL_S * sr))
-    if "distance_stft" not in ref.cache:  # from the levelled source, as for volume (`levelled`)
-        source = levelled(ref)
-        ref.cache["distance_stft"] = stft(source, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even")
-        ref.cache["distance_reverb"] = fftconvolve(source.astype(np.float64), room_response(sr))[:n]
+    if "distance_stft" not in ref.cache:
+        ref.cache["distance_stft"] = stft(ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even")
+        ref.cache["distance_reverb"] = fftconvolve(ref.audio.astype(np.float64), room_response(sr))[:n]
     freqs, times, spec = ref.cache["distance_stft"]
     r = track(np.clip(times, 0, ref.duration_s))
     gain_db = 20 * np.log10(CRITICAL_M / r)[None, :] - AIR_DB_PER_M_HZ2 * freqs[:, None] ** 2 * r[None, :]
@@ -128,7 +127,7 @@ def measure(clip: Analysis, ref: Analysis) -> DistanceMeasured:
     """
     hop = int(round(FRAME_S * ref.sr))
     frames = min(len(clip.audio), len(ref.audio)) // hop
-    x = levelled(ref)[: frames * hop].astype(np.float64)  # what the clip was rendered from
+    x = ref.audio[: frames * hop].astype(np.float64)
     y = clip.audio[: frames * hop].astype(np.float64)
     a = np.exp(-6.908 * 2 * FRAME_S / echo.MODEL_RT60_S)
     expected = lfilter([1 - a], [1, -a], (x.reshape(frames, hop) ** 2).sum(axis=1))
