@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {tool:<3} [{extras or '-'}]: {total:6.1f} s in all, {project:6.1f} s for the last install step")
     uv = times[("uv", args.extras)]
     print(f"\n  pip [{args.pip_extras}] / uv [{args.extras}] = {times[('pip', args.pip_extras)] / uv:.2f}x")
-    if ("pip", args.extras) in times:
+    if ("pip", args.extras) in times and args.pip_extras != args.extras:
         print(f"  pip [{args.extras}] / uv [{args.extras}] = {times[('pip', args.extras)] / uv:.2f}x "
               "(same requirements)")
     return 0

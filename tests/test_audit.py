@@ -9,6 +9,7 @@ down, loudness-matched, with the same silences, unless a test plants a leak.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from vocalgrad.stimuli.audit import (
     CACHE_FILE,
     CUE_NAMES,
     FAMILIES,
+    ORDER_FREE_GATED,
     _centroid_hz,
     _zero_share,
     allowed_families,
@@ -62,8 +64,11 @@ def make_dataset(
     gain_db: dict[str, float] | None = None,
     splits: tuple[str, ...] = ("train", "test"),
     constant: bool = False,
+    plant: Callable[[str, np.ndarray, int, int, np.random.Generator], np.ndarray] | None = None,
 ) -> Path:
-    """Twin clips per source; `silences` (lead, trail s) and `gain_db` per direction plant leaks."""
+    """Twin clips per source; `silences` (lead, trail s) and `gain_db` per direction plant
+    leaks, and so does `plant(direction, audio, onset, offset, rng)` (samples), which returns
+    the clip's audio (the same length: the span and the file's length stay as they were)."""
     directions = DIRECTIONS + (("constant",) if constant else ())
     for s_index, split in enumerate(splits):
         rows = []
@@ -83,6 +88,8 @@ def make_dataset(
                 x = x * np.float32(10 ** (((gain_db or {}).get(direction, 0.0) + rove_db) / 20))
                 lead, trail = (silences or {}).get(direction, (0.4, 0.4))
                 audio = np.concatenate([np.zeros(int(lead * SR), np.float32), x, np.zeros(int(trail * SR), np.float32)])
+                if plant is not None:
+                    audio = plant(direction, audio, int(lead * SR), int(lead * SR) + len(x), rng)
                 item_id = f"{category}-{source_id}-{direction}"
                 file_name = f"{item_id}.flac"
                 sha = write_flac_atomic(root / split / file_name, audio, SR)
@@ -125,7 +132,7 @@ def test_clip_cues_names_and_values():
     audio = np.concatenate([np.zeros(SR // 2, np.float32), normalise(_voice(np.random.default_rng(1)), SR, -26.0),
                             np.zeros(SR // 4, np.float32)])
     cues = clip_cues(audio, SR)
-    assert list(cues) == [n for f in FAMILIES for n in CUE_NAMES[f]]
+    assert list(cues) == [*(n for f in FAMILIES for n in CUE_NAMES[f]), *CUE_NAMES["order_free"]]
     assert all(name.startswith(family) for family in FAMILIES for name in CUE_NAMES[family])
     assert cues["global_duration_s"] == pytest.approx(2.75)
     assert cues["global_loudness_lufs"] == pytest.approx(-26.0, abs=1.0)  # gating sees the silences
@@ -365,3 +372,113 @@ def test_audit_cis_follow_the_few_sources_rule():
     assert perfect["ci_method"] == "cluster jackknife t" and perfect["lo"] < 0.6 and perfect["hi"] == 1.0
     mixed = _accuracy(np.array([1, 0, 1, 1, 0, 0]), rows, "k")
     assert mixed["lo"] < mixed["accuracy"] < mixed["hi"]
+
+
+# ---------------------------------------------------------------------------------------
+# Auditing the audit: order-free leaks the span-based families cannot see
+
+
+def _murmur_at_the_edges(direction, audio, onset, offset, rng):
+    """Decrease clips louder over the whole file, equal over the speech span: a quiet voice
+    (20 dB under the speech) fills their silences, as a level course leaks past the span."""
+    if direction != "decrease":
+        return audio
+    out = audio.copy()
+    murmur = _voice(rng, seconds=len(audio) / SR) * np.float32(np.sqrt(np.mean(audio[onset:offset] ** 2)) * 0.1)
+    out[:onset] += murmur[:onset]
+    out[offset:] += murmur[offset:]
+    return out
+
+
+def _ringing_tail(direction, audio, onset, offset, rng):
+    """Increase clips ring on after the speech (a decaying noise tail, -15 dB), decrease
+    clips stop: the same length and span, a longer audible tail."""
+    if direction != "increase":
+        return audio
+    out = audio.copy()
+    n = len(audio) - offset
+    level = np.sqrt(np.mean(audio[onset:offset] ** 2)) * 10 ** (-15 / 20)
+    decay = np.exp(-6.9 * np.arange(n) / (0.35 * SR))
+    out[offset:] += (rng.standard_normal(n) * level * decay).astype(np.float32)
+    return out
+
+
+def _order_free_fails(report: dict, category: str) -> dict:
+    c = report["per_category"][category]
+    of = c["order_free"]
+    assert of["features"] == list(CUE_NAMES["order_free"]), "the family has no exclusions"
+    assert of["accuracy"] >= 0.8 and of["ci"][0] > 0.5, of
+    assert c["passes"] is False and any("order-free" in r for r in c["reasons"]), c["reasons"]
+    return of
+
+
+def test_order_free_family_catches_decrease_twins_louder_over_the_whole_file(tmp_path):
+    """Equal over the span, where the span-based level cue and the renderer look; volume
+    leaves every edge family out as a target cue, so only the whole file shows the leak."""
+    root = make_dataset(tmp_path / "murmur", "volume", plant=_murmur_at_the_edges)
+    report = audit_dataset(root)
+    c = report["per_category"]["volume"]
+    assert not any(f.startswith("edge_") for f in c["features"])
+    of = _order_free_fails(report, "volume")
+    assert of["per_cue_auc"]["of_edge_level_sum_db"]["auc"] < 0.2  # decrease louder at its edges
+    assert "order-free" in format_audit(report)
+
+
+def test_order_free_family_catches_a_longer_tail(tmp_path):
+    root = make_dataset(tmp_path / "tail", "echo", plant=_ringing_tail)
+    of = _order_free_fails(audit_dataset(root), "echo")
+    assert of["per_cue_auc"]["of_edge_silence_s_45"]["auc"] < 0.2  # increase audible longer
+
+
+def test_order_free_family_catches_a_leak_in_the_equalised_statistic(tmp_path):
+    """A leak in the very statistic the renderer sets (the speech's loudness) is caught too:
+    the family measures it alongside the others, never only it, and never leaves it out."""
+    root = make_dataset(tmp_path / "equalised", "volume", gain_db={"increase": 4.0})
+    of = _order_free_fails(audit_dataset(root), "volume")
+    assert of["per_cue_auc"]["of_loudness_lufs"]["auc"] > 0.75
+
+
+def test_palindromic_twins_pass_the_order_free_family(clean):
+    """Each increase clip is its decrease twin backwards (up to the level rove): chance."""
+    c = audit_dataset(clean)["per_category"]["volume"]
+    lo, hi = c["order_free"]["ci"]
+    assert c["order_free"]["accuracy"] <= 0.7 and lo <= 0.5 <= hi, c["order_free"]
+
+
+def test_order_free_family_has_no_exclusions():
+    """No dimension and no format may leave out an order-free cue: none reads a direction.
+    Recognition reports it without gating it (a held clip's value is what it asks)."""
+    from vocalgrad.dimensions import CATEGORIES
+    from vocalgrad.stimuli.audit import FORMAT_FAMILIES, target_cue_names
+
+    order_free = set(CUE_NAMES["order_free"])
+    for category in CATEGORIES:
+        assert "order_free" not in get(category).SPEC.target_cues
+        for fmt in FORMAT_FAMILIES:
+            assert not target_cue_names(category, fmt) & order_free, (category, fmt)
+    assert set(ORDER_FREE_GATED) == {"gradual", "comparison"}
+
+
+def _one_end_rows(rng: np.random.Generator, spread: float) -> list[dict]:
+    """Twin rows whose end measures lie at +-6 dB about a source-relative offset drawn from
+    +-spread: a wide spread hides which end a clip is at."""
+    rows = []
+    for split in ("train", "test"):
+        for i in range(N_SOURCES):
+            offset = rng.uniform(-spread, spread)
+            for direction, sign in (("increase", 1), ("decrease", -1)):
+                rows.append({"item_id": f"{split}{i}{direction}", "split": split, "direction": direction,
+                             "source_id": f"{split}{i}", "measured_start": offset - sign * 6 + rng.normal(0, 0.5),
+                             "measured_end": offset + sign * 6 + rng.normal(0, 0.5)})
+    return rows
+
+
+def test_one_end_observer_reads_an_endpoint_and_fails_when_it_is_roved():
+    from vocalgrad.stimuli.audit import one_end_report
+
+    fixed = one_end_report("volume", _one_end_rows(np.random.default_rng(0), 0.0))
+    assert fixed["accuracy"] >= 0.95 and fixed["lo"] > 0.5
+    roved = one_end_report("volume", _one_end_rows(np.random.default_rng(0), 60.0))
+    assert roved["accuracy"] <= 0.75
+    assert one_end_report("volume", [{**r, "measured_end": None} for r in _one_end_rows(
+        np.random.default_rng(0), 0.0)]) == {}

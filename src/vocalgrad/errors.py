@@ -31,13 +31,9 @@ class DatasetError(VocalgradError):
     """A dataset folder is missing files or does not follow the on-disk schema."""
 
 
-class RenderRefused(VocalgradError, ValueError):
+class RenderRefused(VocalgradError):
     """A dimension cannot render a condition from this source (e.g. no voiced frames to
-    shift): the build records the item as failed and goes on.
-
-    It subclasses `ValueError` only while the dimensions' raise sites move over from a plain
-    `ValueError`, so that `except ValueError` and `except RenderRefused` both catch it.
-    """
+    shift): the build records the item as failed, leaves out its twin, and goes on."""
 
 
 class CapabilityError(ConfigError, NotImplementedError):

@@ -170,3 +170,47 @@ def log_envelope(ref: Analysis) -> np.ndarray:
         cepstrum[keep + 1: cepstrum.shape[0] - keep] = 0.0
         ref.cache["log_envelope"] = np.fft.rfft(cepstrum, axis=0).real[: spec.shape[0]]
     return ref.cache["log_envelope"]
+
+
+SLOW_LEVEL_S = 0.3  # a level course slower than this is the source's (syllables and words), not a phoneme's
+FLATTEN_MAX_DB = 12.0  # the flattening gain stays within +-12 dB
+FLATTEN_SMOOTH_S = 0.1
+
+
+def flatten_gain(ref: Analysis) -> np.ndarray:
+    """Per-sample gain that flattens the source's slow level course over its speech span.
+
+    Speech is louder early (declination, a loud first stress, a quiet last syllable): a gain
+    ramp laid over it keeps a decrease clip's loud start loud and sinks its quiet end under
+    the floor sooner, and a ramp up does the opposite, so every level statistic but the one
+    the renderer sets (the whole file's, its percentiles, how long the clip is audible)
+    differs between twins, and declination biases listeners toward "decrease". Under this
+    gain the K-weighted power over SLOW_LEVEL_S windows is the same across the speech span
+    (held across pauses, 0 dB outside the span), so a ramp up and its twin down become
+    each other's mirror image in level."""
+    sr, power = ref.sr, ref.k_power
+    n = len(power)
+    window = max(1, int(round(SLOW_LEVEL_S / FRAME_S)))
+    slow = np.convolve(power, np.ones(window) / window, "same")
+    centres = (np.arange(n) + 0.5) * FRAME_S
+    inside = (centres >= ref.span.onset_s) & (centres <= ref.span.offset_s)
+    active = inside & ref.active[:n] & (slow > 0)
+    if active.sum() < 2:
+        return np.ones(len(ref.audio), np.float32)
+    target = 10 * np.log10(np.mean(slow[active]))
+    gain_db = np.full(n, 0.0)
+    index = np.arange(n)
+    gain_db[inside] = np.interp(index[inside], index[active], target - 10 * np.log10(slow[active]))
+    gain_db = np.clip(gain_db, -FLATTEN_MAX_DB, FLATTEN_MAX_DB)
+    smooth = max(1, int(round(FLATTEN_SMOOTH_S / FRAME_S)))
+    gain_db = np.convolve(np.pad(gain_db, smooth, mode="edge"), np.ones(smooth) / smooth, "same")[smooth:-smooth]
+    return np.interp(np.arange(len(ref.audio)) / sr, centres, 10 ** (gain_db / 20)).astype(np.float32)
+
+
+def levelled(ref: Analysis) -> np.ndarray:
+    """The source's samples under `flatten_gain`, cached on the source: what a level-like
+    dimension's clips start from, and what its measure reads them against (the flattening
+    is a function of the source alone, not a rendering parameter)."""
+    if "levelled" not in ref.cache:
+        ref.cache["levelled"] = (ref.audio * flatten_gain(ref)).astype(np.float32)
+    return ref.cache["levelled"]  # type: ignore[return-value]

@@ -6,6 +6,7 @@ import numpy as np
 
 from vocalgrad.dimensions._shared import psola
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.errors import RenderRefused
 from vocalgrad.signal.analysis import (
     F0_STEP_S,
     HEAD_TAIL_FRACTION,
@@ -55,7 +56,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     times, f0 = ref.f0
     voiced = f0 > 0
     if not voiced.any():
-        raise ValueError("source has no voiced frames: pitch cannot be shifted")
+        raise RenderRefused("source has no voiced frames: pitch cannot be shifted")
     t = times[voiced]
     shifted = f0[voiced] * 2.0 ** (track(t) / 12.0)
     out = psola(ref, rng, pitch_tier=praat_tier("PitchTier", t, shifted, ref.duration_s))

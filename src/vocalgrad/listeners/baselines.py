@@ -469,9 +469,126 @@ _EVIDENCE = {
 }
 
 
+class OneEndObserver(Listener):
+    """Answers from one end of the clip only: the dimension's own measure (the builder's
+    verification measure, against the heard source) at the start or the end of the speech,
+    placed in the population of that end learnt on the train split.
+
+    It never compares the two ends, so what it earns is what an endpoint strategy earns
+    without following the change over time: unless the endpoints are roved
+    (`rove_endpoints`), the value at one end says which end of the tier it is. Per category
+    it measures the train split's changing clips, keeps the end whose values separate the
+    labels better, and answers from a logistic regression on that value. Gradual items
+    only: a held clip has one value, which recognition asks for by design.
+    """
+
+    can_score = True
+    listener_id = "baseline:one-end"
+    revision = "1"
+    channels = 2
+
+    def __init__(self, dataset: str | Path) -> None:
+        import json
+
+        self.root = Path(dataset)
+        rows = load_rows(self.root)
+        self.rows = {r["item_id"]: r for r in rows}
+        self.references = load_references(self.root)
+        if not self.references:
+            raise ConfigError(f"{self.root}: baseline:one-end needs the dataset's references/ folder")
+        self.train = [r for r in rows if r["split"] == "train" and r["direction"] in ("increase", "decrease")]
+        if not self.train:
+            raise ConfigError(f"{self.root}: baseline:one-end learns from the train split's changing clips, "
+                              "and this dataset has none; build it with --n-train > 0")
+        if any((r.get("format") or "gradual") != "gradual" for r in self.train):
+            raise ConfigError("baseline:one-end answers gradual items only (a held clip has one value)")
+        build = json.loads((self.root / "build.json").read_text())
+        self.seed = int(build["config"]["seed"])
+        self.sample_rate = int(build["config"]["sample_rate"])
+        self._models: dict[str, tuple[str, object]] = {}
+        self._heard: dict[str, object] = {}
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        return [max(s, key=s.get) for s in self.score_choices(requests)]
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        out = []
+        for r in requests:
+            p = float(np.clip(self.p_increase(r), 1e-6, 1 - 1e-6))
+            scores = {"increase": float(np.log(p)), "decrease": float(np.log1p(-p))}
+            out.append(by_option(r, scores, min(scores.values()) - 5.0))
+        return out
+
+    def model(self, category: str) -> tuple[str, object]:
+        """(the end read, its logistic regression or a base rate), learnt on first use from
+        the train split's clips of `category`, measured as the test clips are."""
+        from sklearn.linear_model import LogisticRegression
+
+        if category not in self._models:
+            members = [r for r in self.train if r["category"] == category]
+            if not members:
+                raise ConfigError(f"baseline:one-end: the train split of {self.root} has no {category} clips")
+            y = np.array([r["direction"] == "increase" for r in members], dtype=int)
+            measured = []
+            for r in sorted(members, key=lambda m: m["source_id"]):  # one heard source at a time
+                audio, sr = load_audio(r["path"], mono=False)
+                measured.append((r, self._measure(category, resample(audio, sr, self.sample_rate), r, False)))
+            y = np.array([r["direction"] == "increase" for r, _ in measured], dtype=int)
+            best: tuple[float, str, object] | None = None
+            for end in ("start", "end"):
+                x = np.array([[getattr(m, end)] for _, m in measured], dtype=float)
+                finite = np.isfinite(x[:, 0])
+                if len(np.unique(y[finite])) < 2:
+                    candidate: tuple[float, str, object] = (0.5, end, float(y.mean()))
+                else:
+                    fitted = LogisticRegression(max_iter=1000).fit(x[finite], y[finite])
+                    candidate = (float(fitted.score(x[finite], y[finite])), end, fitted)
+                if best is None or candidate[0] > best[0]:
+                    best = candidate
+            self._models[category] = (best[1], best[2])  # type: ignore[index]
+        return self._models[category]
+
+    def _heard_source(self, source_id: str):
+        """The source as every clip of it was measured against: the reference plus the
+        build's room-tone floor (regenerated from the build seed)."""
+        from vocalgrad.signal.analysis import Analysis
+        from vocalgrad.stimuli.render import prepare_source, tone_seed_for
+
+        if source_id not in self._heard:
+            audio, sr = load_audio(self.references[source_id]["path"])
+            clean = Analysis(resample(audio, sr, self.sample_rate), self.sample_rate)
+            self._heard = {source_id: prepare_source(clean, tone_seed_for(self.seed, source_id)).heard}
+        return self._heard[source_id]
+
+    def _measure(self, category: str, clip: np.ndarray, row: dict, reversed_: bool):
+        from vocalgrad.audio import SpeechSpan
+        from vocalgrad.signal.analysis import Analysis
+
+        heard = self._heard_source(row["source_id"])
+        if reversed_:
+            heard = Analysis(np.ascontiguousarray(heard.audio[::-1]), heard.sr)
+        span = SpeechSpan(float(row["speech_onset_s"]), float(row["speech_offset_s"]), True)
+        return dimensions.get(category).measure(Analysis(clip, self.sample_rate, span=span), heard)
+
+    def p_increase(self, request: Request) -> float:
+        """P(increase) from the measure at the category's chosen end; 0.5 without audio."""
+        category = request.prompt.category
+        end, model = self.model(category)
+        clip = request.target_audio
+        row = self.rows.get(request.item_id.removesuffix(REVERSED_SUFFIX))
+        if clip is None or not np.any(clip) or row is None:
+            return 0.5
+        if isinstance(model, float):
+            return model
+        value = float(getattr(self._measure(category, clip, row, request.item_id.endswith(REVERSED_SUFFIX)), end))
+        if not np.isfinite(value):
+            return 0.5
+        return float(model.predict_proba(np.array([[value]]))[0, 1])  # type: ignore[attr-defined]
+
+
 def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
     """The `baseline:` family: `random[:SEED]`, `always-increase`, `always-decrease`, `ideal`,
-    `shortcut` (the last two read the dataset they answer about)."""
+    `shortcut`, `one-end` (the last three read the dataset they answer about)."""
     name, _, arg = rest.partition(":")
     if name == "random":
         if arg and not arg.isdigit():
@@ -479,10 +596,10 @@ def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -
         return RandomListener(seed=int(arg or 0))
     if name in ("always-increase", "always-decrease"):
         return ConstantListener(name.removeprefix("always-"))
-    if name in ("ideal", "shortcut"):
+    observers = {"ideal": IdealObserver, "shortcut": ShortcutListener, "one-end": OneEndObserver}
+    if name in observers:
         if dataset is None:
             raise ConfigError(f"baseline:{name} needs the dataset it answers about")
-        return IdealObserver(dataset) if name == "ideal" else ShortcutListener(dataset)
-    raise ConfigError(
-        f"unknown baseline {name!r}; use random, always-increase, always-decrease, ideal or shortcut"
-    )
+        return observers[name](dataset)
+    raise ConfigError(f"unknown baseline {name!r}; use random, always-increase, always-decrease, "
+                      "ideal, shortcut or one-end")

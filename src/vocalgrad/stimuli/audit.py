@@ -11,6 +11,14 @@ the test split. A clean benchmark keeps them at chance.
 Some cue families measure the target itself on some dimensions (the level of the last
 300 ms *is* the volume at the end): each dimension declares those in
 `DimensionSpec.target_cues`, and they are left out of its audit.
+
+The order-free family (`vocalgrad.stimuli.order_free`: whole-file statistics that playing the
+clip backwards leaves as they are) is audited apart, on every dimension and format, with no
+exclusions: none of its cues can measure a direction, so none is a target cue, and the
+renderer's equalised statistic is only one of its several level measures. It is gated for
+gradual and comparison items. Beside it the audit reports the one-end observer: the
+dimension's own measure at one end of the clip, which shows how much of a benchmark an
+endpoint strategy answers without comparing over time (reported, not gated).
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ from vocalgrad.stats import (
     group_rng,
     weighted_ci,
 )
+from vocalgrad.stimuli.order_free import FAMILY as ORDER_FREE
+from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
+from vocalgrad.stimuli.order_free import order_free_cues
 
 FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
 CUE_NAMES: dict[str, tuple[str, ...]] = {
@@ -58,6 +69,9 @@ CUE_NAMES: dict[str, tuple[str, ...]] = {
     "parts": ("parts_first_s", "parts_gap_s", "parts_second_s", "parts_gap_db"),
     # recognition items: the clip's length alone
     "duration": ("global_duration_s",),
+    # statistics of the whole file that playing it backwards leaves as they are: audited apart,
+    # on every dimension and format, never a target cue (`vocalgrad.stimuli.order_free`)
+    ORDER_FREE: ORDER_FREE_NAMES,
 }  # fmt: skip
 EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
 # Cue families audited per question format. A recognition clip holds one value, so every
@@ -75,7 +89,11 @@ WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-CUES_VERSION = 7  # bump when clip_cues changes: cached cues of another version are recomputed
+# Formats whose order-free accuracy is gated. A recognition clip holds one value at one end of
+# the change, and which end is the question: any summary of the file measures it, so there the
+# family is reported, not gated (a format's definition, the same for every dimension).
+ORDER_FREE_GATED = ("gradual", "comparison")
+CUES_VERSION = 8  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 EDGE_GUARD_S = 0.1  # edge windows stop this far from the speech: a detector's onset is a threshold
 # crossing, and the first phoneme's rise (processed like the rest of the speech) begins before it
@@ -173,6 +191,7 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
         "edge_zeros_first": _edge(first, sr, lambda x: _zero_share(x, sr)),
         "edge_zeros_last": _edge(last, sr, lambda x: _zero_share(x, sr)),
+        **order_free_cues(ears if ears is not None else audio, sr),
     }
 
 
@@ -251,7 +270,8 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
     declared = set(dim.SPEC.target_cues)
     if hasattr(dim, "output_time"):
         declared.update(WARP_TARGET_FAMILIES[fmt])
-    return {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
+    names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
+    return names - {ORDER_FREE, *ORDER_FREE_NAMES}  # never a target: no order-free cue reads a direction
 
 
 def rows_format(rows: Iterable[Mapping]) -> str:
@@ -569,6 +589,36 @@ def _sort_rows(rows: Iterable[Mapping]) -> list[Mapping]:
     return sorted(rows, key=lambda r: str(r["item_id"]))
 
 
+def order_free_report(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> dict:
+    """The order-free family of one category (`vocalgrad.stimuli.order_free`): direction
+    predicted from the whole file's order-free cues alone (classifiers as for the other
+    families, train -> test), and each cue's AUC for "increase" on test. No cue is left out
+    on any dimension: none can measure a direction. Returns {} when too small to audit."""
+    names = list(ORDER_FREE_NAMES)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    y_test = np.array([_is_increase(r) for r in test])
+    predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
+    if predicted is None:
+        return {}
+    protocol, probs = predicted
+    direction = {name: _accuracy((p > 0.5).astype(int) == y_test, test, f"{category}|order_free|{name}")
+                 for name, p in probs.items()}
+    best = max(direction, key=lambda name: direction[name]["accuracy"])
+    x = _matrix(test, cues, names)
+    per_cue = {}
+    for j, name in enumerate(names):
+        column = x[:, j]
+        if np.isfinite(column).all() and np.ptp(column) > 0:
+            per_cue[name] = _auc(column, y_test.astype(bool), test, f"{category}|order_free_cue|{name}")
+    top = sorted(per_cue, key=lambda n: -abs(per_cue[n]["auc"] - 0.5))
+    return {
+        "protocol": protocol, "features": names, "direction": direction, "classifier": best,
+        "accuracy": direction[best]["accuracy"], "ci": [direction[best]["lo"], direction[best]["hi"]],
+        "per_cue_auc": {n: per_cue[n] for n in top},
+    }
+
+
 def audit_category(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
@@ -603,6 +653,9 @@ def audit_category(
         "constant_ci": None,
         "passes": None,
         "reasons": [],
+        "order_free": order_free_report(category, rows, cues) or None,
+        "order_free_gated": fmt in ORDER_FREE_GATED,
+        "one_end": one_end_report(category, rows) or None,
     }
     y_test = np.array([_is_increase(r) for r in test])
     predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
@@ -668,10 +721,51 @@ def audit_category(
         return out
     if not (lo <= 0.5 <= hi):
         out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
+    out["reasons"].extend(_order_free_reasons(out["order_free"], out["order_free_gated"]))
     if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
         out["reasons"].append(f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}")
     out["passes"] = not out["reasons"]
     return out
+
+
+def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
+    """How much an endpoint strategy answers without comparing over time: a logistic
+    regression on the dimension's own measure at one end of the clip (`measured_start` or
+    `measured_end`, recorded at build, relative to the source), fitted on train, scored on
+    test; the better end is reported. {} when the rows lack the measures or are too few."""
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    y_test = np.array([_is_increase(r) for r in test])
+    if len(np.unique(y_test)) < 2:
+        return {}
+    out = {}
+    for end in ("measured_start", "measured_end"):
+        if any(r.get(end) is None for r in (*train, *test)):
+            return {}
+        values = {r["item_id"]: {end: float(r[end])} for r in (*train, *test)}
+        predicted = _predictions(train, test, _is_increase, values, [end], which=("lr",))
+        if predicted is None:
+            return {}
+        out[end] = _accuracy((predicted[1]["lr"] > 0.5).astype(int) == y_test, test, f"{category}|one_end|{end}")
+    best = max(out, key=lambda end: out[end]["accuracy"])
+    return {"end": best.removeprefix("measured_"), **out[best]}
+
+
+def _order_free_reasons(report: Mapping | None, gated: bool) -> list[str]:
+    """Why the order-free family fails a category: accuracy over the threshold or a CI that
+    excludes chance (nothing where the format is not gated or the family had too few clips)."""
+    if not report or not gated:
+        return []
+    reasons = []
+    acc, (lo, hi) = report["accuracy"], report["ci"]
+    if acc > MAX_SHORTCUT_ACCURACY:
+        top = next(iter(report["per_cue_auc"]), None)
+        lead = f"; strongest cue {top} (AUC {report['per_cue_auc'][top]['auc']:.2f})" if top else ""
+        reasons.append(f"direction predicted from order-free cues with accuracy {acc:.2f} > "
+                       f"{MAX_SHORTCUT_ACCURACY:.2f}{lead}")
+    if np.isfinite(lo) and np.isfinite(hi) and not lo <= 0.5 <= hi:
+        reasons.append(f"order-free accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
+    return reasons
 
 
 def audit_dataset(
@@ -736,6 +830,25 @@ def _verdict(passes: bool | None) -> str:
     return "n/a (too few sources)" if passes is None else ("yes" if passes else "NO")
 
 
+def _order_free_cell(c: Mapping) -> str:
+    """The order-free family's accuracy [CI] and its strongest cue; marked where not gated."""
+    of = c.get("order_free")
+    if not of:
+        return "n/a"
+    lo, hi = of["ci"]
+    top = next(iter(of["per_cue_auc"]), None)
+    cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
+    gated = "" if c.get("order_free_gated", True) else " (held value: not gated)"
+    return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}"
+
+
+def _one_end_cell(one_end: Mapping | None) -> str:
+    """The one-end observer's accuracy [CI] and the end it reads (reported, not gated)."""
+    if not one_end:
+        return "n/a"
+    return f"{one_end['accuracy']:.2f} [{_pct(one_end['lo'])}, {_pct(one_end['hi'])}] ({one_end['end']})"
+
+
 def format_audit(report: Mapping) -> str:
     """Markdown table of an audit report, with a legend of the excluded target cues."""
     lines = [
@@ -744,15 +857,15 @@ def format_audit(report: Mapping) -> str:
         f"constant AUC <= {MAX_CONSTANT_AUC:.2f})",
         "",
         "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
-        "worst curve | constant AUC | pass |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | one-end acc [CI] | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     excluded = []
     for category, c in report["per_category"].items():
         if c["excluded_target_cues"]:
             excluded.append(f"{category}: {', '.join(c['excluded_target_cues'])}")
         if c["shortcut_accuracy"] is None:
-            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | "
+            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | | | "
                          f"n/a ({'; '.join(c['reasons'])}) |")
             continue
         lo, hi = c["shortcut_ci"]
@@ -765,11 +878,15 @@ def format_audit(report: Mapping) -> str:
             f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] ({c['shortcut_classifier'].upper()}) | "
             f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
             f"{_pct((fam.get('global') or {}).get('accuracy'))} | {_pct((fam.get('edge') or {}).get('accuracy'))} | "
-            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_verdict(c['passes'])} |"
+            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_order_free_cell(c)} | "
+            f"{_one_end_cell(c.get('one_end'))} | {_verdict(c['passes'])} |"
         )
     lines.append("")
     lines.append(f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
                  f"jackknife t-interval below, none with one source: the audit then cannot pass).")
+    lines.append("Order-free cues (whole file, unchanged when played backwards) are audited on every "
+                 "category with no exclusions; the one-end observer (the dimension's own measure at "
+                 "one end, learnt on train) is reported, not gated.")
     others = len(report["per_category"]) > len(excluded)
     lines.append("Cue families excluded as target cues: " + "; ".join(excluded or ["none"])
                  + ("; other categories: none." if excluded and others else "."))

@@ -26,7 +26,7 @@ from tqdm import tqdm
 from vocalgrad import dimensions
 from vocalgrad.audio import write_flac_atomic
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, repair_tail, write_jsonl
-from vocalgrad.errors import AudioError, ConfigError, SourceError
+from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
@@ -97,7 +97,7 @@ def _render_source(task: SourceTask) -> dict:
         try:
             result = render_condition(prepared, condition, config.seed, item,
                                       item_id(config.seed, source.source_id, condition.twin()))
-        except ValueError as err:  # e.g. no voiced frames to shift
+        except RenderRefused as err:  # e.g. no voiced frames to shift
             rows.append({"item_id": item, "failed": str(err), "pair_key": condition.pair_key,
                          "source_id": source.source_id, "category": condition.category})
             continue
