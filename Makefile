@@ -81,7 +81,7 @@ PYTEST := $(PY) -m pytest -n 2 --dist loadfile --durations=15
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/lint-imports
-	$(MKDOCS) build --strict --quiet --site-dir $(VENV)/site
+	$(MKDOCS) build --strict --site-dir $(VENV)/site
 	$(PYTEST) -m "not slow" tests
 
 # the slow end-to-end tests (killed and resumed runs, Ray, browsers, the installed wheel):

@@ -223,6 +223,8 @@ CONFIG_NOTES = {
     "min_duration_s": "shortest source accepted, seconds",
     "sample_rate": "rendering rate, Hz (the listener's rate; 8000 to 96000)",
     "target_lufs": "loudness every source is normalised to",
+    "magnitudes": "overrides of a category's tier magnitudes, `{category: {tier: value}}`, "
+                  "in the dimension's unit",
     "seed": "global seed; every random choice derives from (seed, item id)",
     "speaker_pattern": "regex with a `(?P<speaker>...)` group (optional `text` group) on a "
                        "folder source's relative paths",
