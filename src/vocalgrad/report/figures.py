@@ -57,8 +57,9 @@ def headline(acc: Mapping[str, Mapping[str, tuple[float, float, float]]], catego
                 continue
             xs.append(j - 0.35 + width * (i + 0.5))
             ys.append(a[0])
-            lo.append(a[0] - a[1] if math.isfinite(a[1]) else 0)
-            hi.append(a[2] - a[0] if math.isfinite(a[2]) else 0)
+            # max(0, .): a Wilson bound of 1 computes as 1 - 1e-16, under an estimate of 1
+            lo.append(max(0.0, a[0] - a[1]) if math.isfinite(a[1]) else 0)
+            hi.append(max(0.0, a[2] - a[0]) if math.isfinite(a[2]) else 0)
         ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", ms=5, capsize=2, color=colours.get(name), label=name)
     ax.axhline(0.5, color=colours.get("chance", "grey"), ls="--", lw=1, label="chance (0.5)")
     ax.set_xticks(range(len(categories)), [_short(c) for c in categories], rotation=30, ha="right")
@@ -122,7 +123,7 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             dodge = math.exp(0.03 * (i - (k - 1) / 2))  # listeners side by side at shared levels
             m = [lv.magnitude * dodge for lv in f.levels]
             acc = np.array([lv.accuracy for lv in f.levels])
-            err = [acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc]
+            err = np.clip([acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc], 0, None)
             h = ax.errorbar(m, acc, yerr=err, fmt="o", ms=4, capsize=2, color=c, alpha=0.8)
             handles.setdefault(f.listener, h)
             if f.status in (OK, BELOW):  # no curve for a listener that never left chance
@@ -196,7 +197,7 @@ def probing_figure(layers: Sequence[Mapping], title: str) -> Figure:
                                       for i in idx]) for key in ("balanced_accuracy", "ci_lo", "ci_hi"))
             if len(idx) == 1:  # a one-layer stage (input features, projector): points with CIs
                 dodge = 0.12 * (j - (len(probes) - 1) / 2)
-                err = np.nan_to_num([mean - lo, hi - mean])
+                err = np.clip(np.nan_to_num([mean - lo, hi - mean]), 0, None)
                 legend.setdefault(label, ax.errorbar(np.add(idx, dodge), mean, yerr=err, color=colour,
                                                      fmt="o", ms=5, capsize=3))
             else:
