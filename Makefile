@@ -14,9 +14,11 @@ MKDOCS := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs
 UV_INSTALL := $(VENV)/bin/uv pip install --quiet --python $(PY)
 # the CPU build of torch (a plain `torch` requirement would resolve a multi-GB CUDA build)
 TORCH := torch==2.13.0
-# every Whisper run of the demo answers at most this many items, chosen so that each
-# category rests on >= 10 test sources (a limited run interleaves categories and sources)
-WHISPER_ITEMS := 140
+# every Whisper run of the demo answers at most this many items: two per source in each of
+# the nine categories, so each category rests on >= 10 test sources among its changing items
+# too (a source has one constant per category); a limited run interleaves categories and
+# sources, and asks each format about the same cells
+WHISPER_ITEMS := 180
 
 .PHONY: demo test test-slow lint bench clean remedies docs
 

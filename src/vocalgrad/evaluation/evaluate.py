@@ -223,10 +223,16 @@ def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
 
 def _balanced_head(items: list[dict], limit: int) -> list[dict]:
     """The first `limit` items in an order that interleaves categories and, within each
-    category, source clips (in a hashed order), so a limited run rests on as many sources per
-    category as it can: 10 items of a category come from 10 sources where it has them."""
+    category, source clips, so a limited run rests on as many sources per category as it can:
+    10 items of a category come from 10 sources where it has them. Within a source, items go
+    in a hashed order of their cell (category, magnitude, direction), so limited runs on the
+    gradual, comparison and recognition builds of one source set ask about the same cells."""
+    def order(r: dict) -> tuple[str, str]:
+        cell = f"{r['source_id']}|{r['category']}|{r.get('magnitude')}|{r.get('direction')}"
+        return hashlib.sha256(cell.encode()).hexdigest(), r["item_id"]
+
     by_cat: dict[str, dict[str, list[dict]]] = {}
-    for r in sorted(items, key=lambda r: hashlib.sha256(r["item_id"].encode()).hexdigest()):
+    for r in sorted(items, key=order):
         by_cat.setdefault(r["category"], {}).setdefault(r["source_id"], []).append(r)
     queues = {cat: [r for group in zip_longest(*by_src.values()) for r in group if r is not None]
               for cat, by_src in by_cat.items()}

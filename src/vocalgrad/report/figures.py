@@ -120,7 +120,8 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             dodge = math.exp(0.03 * (i - (k - 1) / 2))  # listeners side by side at shared levels
             m = [lv.magnitude * dodge for lv in f.levels]
             acc = np.array([lv.accuracy for lv in f.levels])
-            err = [acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc]
+            # clipped at 0: a Wilson bound of 1 computes as 1 - 1e-16 under an estimate of 1
+            err = np.clip([acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc], 0, None)
             h = ax.errorbar(m, acc, yerr=err, fmt=marker_of(f.listener), ms=4, capsize=2, color=c,
                             alpha=0.8)
             handles.setdefault(f.listener, h)
@@ -198,7 +199,7 @@ def probing_figure(layers: Sequence[Mapping], title: str) -> Figure:
                                       for i in idx]) for key in ("balanced_accuracy", "ci_lo", "ci_hi"))
             if len(idx) == 1:  # a one-layer stage (input features, projector): points with CIs
                 dodge = 0.12 * (j - (len(probes) - 1) / 2)
-                err = np.nan_to_num([mean - lo, hi - mean])
+                err = np.nan_to_num([mean - lo, hi - mean]).clip(0)
                 legend.setdefault(label, ax.errorbar(np.add(idx, dodge), mean, yerr=err, color=colour,
                                                      fmt="o", ms=5, capsize=3))
             else:
