@@ -29,7 +29,7 @@ def test_the_readme_snippet_works_as_written(built):
     assert isinstance(ds, vocalgrad.Dataset) and ds.categories == ("volume",)
     assert ds.report["clips_kept"] == len(ds) > 0
     assert (cwd / "runs" / "baseline_ideal" / "results.jsonl").is_file()  # the default run folder
-    assert isinstance(res.accuracy, float) and res.accuracy == pytest.approx(1.0)
+    assert isinstance(res.accuracy, float) and res.accuracy >= 0.9  # the ideal observer hears it
     table = res.table()
     assert isinstance(table, pd.DataFrame)
     volume = table[table["group"] == "volume"].iloc[0]
@@ -37,6 +37,7 @@ def test_the_readme_snippet_works_as_written(built):
         1 for r in res.rows() if r["direction"] == "constant")
     assert volume["sources"] == 2
     assert volume["accuracy_lo"] <= volume["accuracy"] <= volume["accuracy_hi"]
+    assert volume["accuracy"] == pytest.approx(res.accuracy)  # one category: overall == volume
     assert {"dprime", "criterion", "unparsed_rate", "ci_method"} <= set(table.columns)
 
 

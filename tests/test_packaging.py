@@ -62,7 +62,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(wheel, tmp
     run = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.split() == ["1.0", "2"]
+    accuracy, rows = run.stdout.split()
+    assert float(accuracy) >= 0.9 and rows == "2"  # the ideal observer; overall and volume
     cli = subprocess.run([str(venv / "bin" / "vocalgrad"), "list", "listeners"], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert cli.returncode == 0 and "tuned:..." in cli.stdout
