@@ -67,8 +67,9 @@ demo: $(DEMO_STAMP)
 	for f in tiers comparison recognition; do \
 		$(VG) eval $(DEMO)/$$f --listener whisper:tiny.en+trimmed --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-$$f || exit 1; \
 	done
-	# 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis
-	$(VG) build --out $(DEMO)/probe-set --n-test 4 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch --no-audit
+	# 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis (10 test sources,
+	#    the fewest that give its verdicts clustered bootstrap CIs)
+	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch --no-audit
 	$(VG) probe $(DEMO)/probe-set --listener whisper:tiny.en --out $(DEMO)/probe
 	# 4. one self-contained report
 	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/whisper \
