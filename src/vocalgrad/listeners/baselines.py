@@ -355,7 +355,28 @@ def _distance(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     return -_volume(clip, ref, sr)
 
 
-class ShortcutListener(Listener):
+class _ProbabilityListener(Listener):
+    """A baseline that answers from p(increase) (`p_increase`, per request): it generates the
+    likelier option and scores both options by their log-probabilities."""
+
+    can_score = True
+
+    def p_increase(self, request: Request) -> float:
+        raise NotImplementedError
+
+    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
+        return [max(s, key=s.get) for s in self.score_choices(requests)]
+
+    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
+        out = []
+        for r in requests:
+            p = float(np.clip(self.p_increase(r), 1e-6, 1 - 1e-6))
+            scores = {"increase": float(np.log(p)), "decrease": float(np.log1p(-p))}
+            out.append(by_option(r, scores, min(scores.values()) - 5.0))
+        return out
+
+
+class ShortcutListener(_ProbabilityListener):
     """Answers from direction-invariant cues only (`vocalgrad.stimuli.audit.clip_cues`).
 
     Per category it fits the shortcut audit's logistic regression on the train split's
@@ -394,16 +415,6 @@ class ShortcutListener(Listener):
         self._parts = {r["item_id"]: audit.row_parts(r) for r in all_rows}
         self._cues: dict[str, dict[str, float]] = {}
 
-    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
-        return [max(s, key=s.get) for s in self.score_choices(requests)]
-
-    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        out = []
-        for r in requests:
-            p = float(np.clip(self.p_increase(r), 1e-6, 1 - 1e-6))
-            scores = {"increase": float(np.log(p)), "decrease": float(np.log1p(-p))}
-            out.append(by_option(r, scores, min(scores.values()) - 5.0))
-        return out
 
     def _span(self, item_id: str, duration_s: float) -> tuple[float, float] | None:
         """The item's speech span, mirrored for a time-reversed control."""
@@ -469,7 +480,7 @@ _EVIDENCE = {
 }
 
 
-class OneEndObserver(Listener):
+class OneEndObserver(_ProbabilityListener):
     """Answers from one end of the clip only: the dimension's own measure (the builder's
     verification measure, against the heard source) at the start or the end of the speech,
     placed in the population of that end learnt on the train split.
@@ -508,16 +519,6 @@ class OneEndObserver(Listener):
         self._models: dict[str, tuple[str, object]] = {}
         self._heard: dict[str, object] = {}
 
-    def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
-        return [max(s, key=s.get) for s in self.score_choices(requests)]
-
-    def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        out = []
-        for r in requests:
-            p = float(np.clip(self.p_increase(r), 1e-6, 1 - 1e-6))
-            scores = {"increase": float(np.log(p)), "decrease": float(np.log1p(-p))}
-            out.append(by_option(r, scores, min(scores.values()) - 5.0))
-        return out
 
     def model(self, category: str) -> tuple[str, object]:
         """(the end read, its logistic regression or a base rate), learnt on first use from
