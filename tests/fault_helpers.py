@@ -94,8 +94,15 @@ def cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        # Ctrl-C must reach it as a user's would: a job started in the background by a
+        # non-interactive shell (as CI may run the suite) inherits SIGINT ignored
+        preexec_fn=_default_sigint,
         **popen,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_for(predicate, timeout: float = 60.0, step: float = 0.05) -> bool:

@@ -220,7 +220,7 @@ def test_speed_keeps_the_source_silences(references):
         assert len(r.audio) == pytest.approx(len(ref.clean.audio), rel=0.005)
 
 
-def test_tremolo_keeps_loudness_and_noise_fills_the_speech_to_its_end(references):
+def test_tremolo_keeps_loudness_and_noise_fills_pauses(references):
     ref = references[0].clean
     dim = dimensions.get("voice_vibration")
     flat = Condition("voice_vibration", "high", "linear", "constant", 0.9, 0.9, 0.9)
@@ -232,12 +232,9 @@ def test_tremolo_keeps_loudness_and_noise_fills_the_speech_to_its_end(references
     noise = dimensions.get("background_noise")
     up = Condition("background_noise", "high", "linear", "increase", 0.12, 0.0, 0.12)
     out = noise.render(ref, track_for(up, noise.SPEC, ref.span.onset_s, ref.span.offset_s), np.random.default_rng(0))
-    tail = slice(int((ref.span.offset_s - 0.3) * ref.sr), int(ref.span.offset_s * ref.sr))  # the speech's end
+    tail = slice(int((ref.span.offset_s + 0.05) * ref.sr), None)  # the trailing pause
     added = out[tail] - ref.audio[tail]
     assert np.sqrt(np.mean(added**2)) > 0.5 * 0.12 * ref.speech_rms
-    # the noise ends with the speech: the file's trailing silence is the source's in both twins
-    after = slice(int((ref.span.offset_s + noise.NOISE_FADE_S) * ref.sr) + 1, None)
-    assert np.array_equal(out[after], ref.audio[after])
 
 
 def test_speed_keeps_pitch_and_pitch_keeps_timing(references):

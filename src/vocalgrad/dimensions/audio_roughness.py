@@ -29,7 +29,6 @@ SPEC = DimensionSpec(
     # (60% of twins each on the demo build)
     target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_centroid_hz",
                  "global_file_bytes"),
-    source_edges=True,  # the file's silences are the source's in every clip (order-free edge sums)
 )
 CLEAN_BITS = 16.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import db, levelled, windows
+from vocalgrad.dimensions._shared import db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
 from vocalgrad.signal.trajectories import sample_times
@@ -36,12 +36,7 @@ SPEC = DimensionSpec(
     # audit to 0.53 [0.50, 0.55])
     target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
                  "global_file_bytes", "global_f0_hz", "global_centroid_hz"),
-    # The gain returns to 0 dB over EDGE_FADE_S outside the speech, and the file's silences are
-    # the source's in every clip: held at the end values, the gain lifted the last syllable's
-    # decay after the offset at one end and nothing before the onset at the other.
-    source_edges=True,
 )
-EDGE_FADE_S = 0.08  # inside the renderer's 0.1 s edge guard
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -53,24 +48,16 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """The gain course over the source with its own slow level course flattened
-    (`flatten_gain`): what changes is the ramp alone, the same backwards as forwards."""
-    t = sample_times(len(ref.audio), ref.sr)
-    span = ref.span
-    outside = np.maximum(span.onset_s - t, t - span.offset_s).clip(0.0, EDGE_FADE_S) / EDGE_FADE_S
-    gain_db = track(t) * (0.5 + 0.5 * np.cos(np.pi * outside))
-    return (levelled(ref) * 10.0 ** (gain_db / 20.0)).astype(np.float32)
+    gain_db = track(sample_times(len(ref.audio), ref.sr))
+    return (ref.audio * 10.0 ** (gain_db / 20.0)).astype(np.float32)
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """K-weighted (loudness-weighted) energy of the clip over the levelled source's (the
-    source under its own `flatten_gain`, a function of the source alone), summed over the
+    """K-weighted (loudness-weighted) energy of the clip over the source's, summed over the
     source's speech frames in the head and tail: what the ear hears as louder or softer.
     Energy, not a median of frame levels: added noise lifts quiet frames a lot but the
     loudness of the speech hardly at all."""
-    if "levelled_k_power" not in ref.cache:  # the flattening is the source's own, not a parameter
-        ref.cache["levelled_k_power"] = Analysis(levelled(ref), ref.sr, span=ref.span).k_power
-    c, r = clip.k_power, ref.cache["levelled_k_power"]
+    c, r = clip.k_power, ref.k_power
     n = min(len(c), len(r), len(ref.active))
     out = []
     for window in windows(ref, n, active_only=True):
