@@ -566,6 +566,14 @@ def one_per_speaker(folder: Path) -> str:
     return str(config)
 
 
+def build_folder(out: Path, root: Path, n_test: int, *more: str) -> int:
+    """`vocalgrad build` of a tiny volume benchmark from a folder source, one test source per
+    speaker, no audit; `more` narrows it further."""
+    return main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", str(n_test),
+                 "--n-train", "0", "--config", one_per_speaker(out.parent), "--categories", "volume",
+                 "--no-audit", *more])
+
+
 def _corpus(root: Path, bad: dict[str, np.ndarray | None]) -> Path:
     speech, sr = _speech()
     for i in range(2):
@@ -602,57 +610,13 @@ def test_a_shortfall_is_built_and_said_and_only_non_speech_is_an_error(tmp_path,
         tmp_path / "corpus", {"sine": (0.5 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)}
     )
     out = tmp_path / "ds"
-    assert (
-        main(
-            [
-                "build",
-                "--out",
-                str(out),
-                "--source",
-                f"folder:{root}",
-                "--n-test",
-                "3",
-                "--n-train",
-                "0",
-                "--config",
-                one_per_speaker(tmp_path),
-                "--categories",
-                "volume",
-                "--tiers",
-                "high",
-                "--curves",
-                "linear",
-                "--no-audit",
-            ]
-        )
-        == 0
-    )
+    assert build_folder(out, root, 3, "--tiers", "high", "--curves", "linear") == 0
     text = capsys.readouterr().out
     assert "fewer sources than asked (2)" in text and "tone at 1000 Hz" in text
     sines = tmp_path / "sines"
     (sines / "a").mkdir(parents=True)
     sf.write(sines / "a" / "take.wav", 0.5 * np.sin(2 * np.pi * 1000 * t), sr)
-    assert (
-        main(
-            [
-                "build",
-                "--out",
-                str(tmp_path / "ds2"),
-                "--source",
-                f"folder:{sines}",
-                "--n-test",
-                "1",
-                "--n-train",
-                "0",
-                "--config",
-                one_per_speaker(tmp_path),
-                "--categories",
-                "volume",
-                "--no-audit",
-            ]
-        )
-        == 2
-    )
+    assert build_folder(tmp_path / "ds2", sines, 1) == 2
     one_line_error(capsys.readouterr().err, "no usable speech", "tone at 1000 Hz")
 
 
@@ -665,31 +629,7 @@ def test_resampling_and_downmixing_are_reported_in_the_summary_and_card(tmp_path
     wide = resample(speech, sr, 48000)
     sf.write(root / "stereo" / "take.wav", np.stack([wide, wide * 0.8], axis=1), 48000)
     out = tmp_path / "ds"
-    assert (
-        main(
-            [
-                "build",
-                "--out",
-                str(out),
-                "--source",
-                f"folder:{root}",
-                "--n-test",
-                "2",
-                "--n-train",
-                "0",
-                "--config",
-                one_per_speaker(tmp_path),
-                "--categories",
-                "volume",
-                "--tiers",
-                "high",
-                "--curves",
-                "linear",
-                "--no-audit",
-            ]
-        )
-        == 0
-    )
+    assert build_folder(out, root, 2, "--tiers", "high", "--curves", "linear") == 0
     text = capsys.readouterr().out
     assert "1 source(s) resampled up from 8000 Hz to 16000 Hz" in text
     assert "1 source(s) resampled down from 48000 Hz to 16000 Hz" in text
