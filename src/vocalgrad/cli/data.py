@@ -14,6 +14,7 @@ from vocalgrad.cli.options import (
     executor_from_args,
     whole,
 )
+from vocalgrad.files import atomic_write_text
 
 FORMATS = ("gradual", "comparison", "recognition")
 
@@ -119,8 +120,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     report = verify(args.dataset, limit=args.limit)
     print(format_report(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    _write_json(args.json, report)
     return 0
 
 
@@ -130,8 +130,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     report = audit(args.dataset, workers=args.workers)
     print(format_audit(report))
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+    _write_json(args.json, report)
     failing = [c for c, r in report["per_category"].items() if r["passes"] is False]
     for category in failing:
         print(f"FAIL {category}: {'; '.join(report['per_category'][category]['reasons'])}")
@@ -176,3 +175,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     layout = " (official release layout: no references, magnitudes or train split)" if is_official(args.dataset) else ""
     print(f"content sha256 {content_sha256(args.dataset)}{seed}{layout}")
     return 0
+
+
+def _write_json(path: str | None, report: dict) -> None:
+    """`--json PATH`: the full report, written whole or not at all."""
+    if path:
+        atomic_write_text(path, json.dumps(report, indent=2) + "\n")
