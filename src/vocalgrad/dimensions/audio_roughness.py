@@ -17,7 +17,7 @@ SPEC = DimensionSpec(
     tiers={"low": 8.0, "mid": 6.0, "high": 4.0},
     scale="linear",
     **ERROR_TO_MASK_SPEC,
-    constant_tolerance=3.0,
+    constant_tolerance=4.0,  # the speech content moves a held error-to-mask ratio by up to ~3 dB
     psychometric_range=(3.0, 14.0),
     # a coarse quantiser also silences a recording's own low-level background in its
     # pauses (it gates): the level, spectrum and digital zeros of the silences at each end

@@ -28,6 +28,7 @@ from vocalgrad.audio import (
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.levelling import flatten_level_course, symmetric_edges
 from vocalgrad.signal.trajectories import parameter_track
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
@@ -136,7 +137,8 @@ def tone_seed_for(seed: int, source_id: str) -> int:
 
 
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
-    """Load, downmix, resample and loudness-normalise a source; reject unusable speech."""
+    """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
+    over the speech (`flatten_level_course`); reject unusable speech."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -146,11 +148,11 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     clipped = float(np.mean(np.abs(audio) >= 0.999 * peak)) if peak >= 0.99 else 0.0
     if clipped > 0.001:
         raise AudioError(f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording")
-    audio = quantise16(normalise(resample(audio, source_sr, sr), sr, target_lufs))
-    ref = Analysis(audio, sr)
+    ref = Analysis(normalise(resample(audio, source_sr, sr), sr, target_lufs), sr)
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
-    return ref
+    levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
+    return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
 
 
 def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = None) -> PreparedSource:
