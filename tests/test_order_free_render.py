@@ -85,7 +85,9 @@ def test_volume_twins_mirror_each_other_in_level(sources):
 
 def test_echo_rings_only_within_the_speech(sources):
     """Both twins keep the source's length, and after the speech (plus the guard) both are
-    the source's own edge: no twin stays audible longer than the other."""
+    the source's own edge: no twin stays audible longer than the other; the speech's
+    pauses stay dry in both."""
+    paused = 0
     for s in sources:
         up, down = _pair(s, "echo", 0.0, echo.SPEC.tiers["high"])
         assert up.verified and down.verified
@@ -93,6 +95,12 @@ def test_echo_rings_only_within_the_speech(sources):
         after = int(round((s.clean.span.offset_s + 0.12) * RENDER_SR))
         rms = [float(np.sqrt(np.mean(r.audio[after:].astype(np.float64) ** 2))) for r in (up, down)]
         assert abs(20 * np.log10(rms[0] / rms[1])) < 1.0, rms
+        dry = echo._outside_pauses(s.clean) == 0  # a pause rings in neither twin
+        if dry.any():
+            pause = [float(np.sqrt(np.mean(r.audio[dry].astype(np.float64) ** 2))) for r in (up, down)]
+            assert abs(20 * np.log10(pause[0] / pause[1])) < 1.0, pause
+            paused += 1
+    assert paused  # the joined ALSA phrases hold a 0.25 s pause
 
 
 def test_background_noise_leaves_both_twins_silences_as_the_source_s(sources):

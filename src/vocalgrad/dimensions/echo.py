@@ -51,6 +51,8 @@ INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy rea
 # 8 + 8); ringing on past the offset, even for 50 ms, the reverb still lifted the summed level
 # of the file's first and last 300 ms (AUC 0.70).
 WET_FADE_S = 0.1
+PAUSE_S = 0.08  # a pause at least this long is left dry
+PAUSE_FADE_S = 0.02
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
 
 
@@ -91,7 +93,30 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     wet = fftconvolve(ref.audio * send, ir)[:n]
     t = sample_times(n, ref.sr)
     u = np.clip((t - ref.span.offset_s + WET_FADE_S) / WET_FADE_S, 0.0, 1.0)
-    return (dry + wet * (0.5 + 0.5 * np.cos(np.pi * u))).astype(np.float32)
+    return (dry + wet * (0.5 + 0.5 * np.cos(np.pi * u)) * _outside_pauses(ref)).astype(np.float32)
+
+
+def _outside_pauses(ref: Analysis) -> np.ndarray:
+    """Per-sample weight, 0 within the speech's pauses of PAUSE_S or more, 1 elsewhere (raised
+    cosines of PAUSE_FADE_S at their edges): a room rings only forward, so a pause after
+    speech sent loud into it rang, and the same pause before such speech did not; a
+    decrease clip's early pauses rang and its increase twin's late pauses could not, and how
+    long the clip was audible told them apart."""
+    active = ref.active.copy()
+    frames = np.arange(len(active))
+    centres = (frames + 0.5) * FRAME_S
+    inside = (centres >= ref.span.onset_s) & (centres <= ref.span.offset_s)
+    quiet = inside & ~active
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]])))
+    keep = np.ones(len(active))
+    for start, stop in zip(edges[0::2], edges[1::2], strict=True):
+        if (stop - start) * FRAME_S >= PAUSE_S:
+            keep[start:stop] = 0.0
+    fade = max(1, int(round(PAUSE_FADE_S / FRAME_S)))
+    keep = np.convolve(np.pad(keep, fade, mode="edge"), np.hanning(2 * fade + 1) / np.hanning(2 * fade + 1).sum(),
+                       "same")[fade:-fade]
+    keep = np.minimum(keep, 1.0)
+    return np.interp(np.arange(len(ref.audio)) / ref.sr, centres, keep)
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:

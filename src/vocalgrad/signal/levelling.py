@@ -103,3 +103,4 @@ def symmetric_edges(audio: np.ndarray, sr: int, span: SpeechSpan) -> tuple[np.nd
     window = (0.5 - 0.5 * np.cos(np.pi * rise)) * (0.5 - 0.5 * np.cos(np.pi * fall))
     new_span = dataclasses.replace(span, onset_s=pad / sr, offset_s=(pad + offset - onset) / sr)
     return (out * window).astype(np.float32), new_span
+
