@@ -366,8 +366,6 @@ def test_breathiness_lowers_hnr_in_voiced_speech_only(references):
 def test_ideal_observer_reads_the_newer_dimensions(references, category):
     """baseline:ideal's own evidence (librosa features, not the verifier's) has the label's
     sign on built clips, against the clean source it reads from references/."""
-    from vocalgrad.listeners.baselines import _EVIDENCE
-
     dim = dimensions.get(category)
     for i, source in enumerate(references[:2]):
         for direction in ("increase", "decrease"):
@@ -375,7 +373,7 @@ def test_ideal_observer_reads_the_newer_dimensions(references, category):
             start, end = (low, high) if direction == "increase" else (high, low)
             c = Condition(category, "mid", "linear", direction, dim.SPEC.tiers["mid"], start, end)
             result = render_condition(source, c, 0, item_id(0, str(i), c))
-            evidence = _EVIDENCE[category](result.audio, source.clean.audio, RENDER_SR)
+            evidence = dim.evidence(result.audio, source.clean.audio, RENDER_SR)
             assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)
 
 
@@ -383,8 +381,6 @@ def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
     """Clarity's low tier (cutoff 5 -> 8.4 kHz) moves only the quiet bands above 5 kHz: the
     ideal's evidence must follow them band by band (summed high-band energy barely moved, and
     the ideal answered this tier on the recordings at 0.52)."""
-    from vocalgrad.listeners.baselines import _EVIDENCE
-
     dim = dimensions.get("voice_clarity")
     for i, source in enumerate(references[:6]):
         for direction in ("increase", "decrease"):
@@ -394,7 +390,7 @@ def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
             result = render_condition(source, c, 0, item_id(0, str(i), c))
             if result.verdict != "verified":
                 continue  # refused as inaudible on this source: no answer to hear
-            evidence = _EVIDENCE["voice_clarity"](result.audio, source.clean.audio, RENDER_SR)
+            evidence = dim.evidence(result.audio, source.clean.audio, RENDER_SR)
             assert evidence * (1 if direction == "increase" else -1) > 0, (i, direction, evidence)
 
 

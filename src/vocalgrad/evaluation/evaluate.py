@@ -43,7 +43,13 @@ from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
-from vocalgrad.questions.prompts import build_prompt, expected_answer, few_shot_examples
+from vocalgrad.questions.prompts import (
+    build_prompt,
+    expected_answer,
+    few_shot_examples,
+    get_variant,
+)
+from vocalgrad.records import LABELS, row_format
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -403,7 +409,7 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         if "increase" in mean and "decrease" in mean:
             result["llr"] = round(mean["increase"] - mean["decrease"], 6)
     options = tuple(prompt.label_of.values())
-    if truth in ("increase", "decrease") or (truth == "constant" and ("constant" in options or "no" in options)):
+    if truth in LABELS or (truth == "constant" and ("constant" in options or "no" in options)):
         result["correct"] = result["predicted"] == expected_answer(truth, task.variant)
     return result
 
@@ -425,7 +431,7 @@ def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple
         "config": asdict(config),
         "modes": list(mode),
         "format": fmt,
-        "prompts": {v: build_prompt("volume", v, fmt=fmt).text for v in config.variants},
+        "prompts": {v: build_prompt(_asked(items, v), v, fmt=fmt).text for v in config.variants},
         "versions": versions(),
         "command": shlex.join(["vocalgrad", *sys.argv[1:]]) if sys.argv and "vocalgrad" in sys.argv[0] else None,
     }
@@ -473,9 +479,12 @@ def load_results(run: str | Path) -> tuple[dict, list[dict]]:
     return manifest, list(rows.values())
 
 
-def row_format(row: Mapping) -> str:
-    """The question format of a dataset row (rows built before formats existed are gradual)."""
-    return row.get("format") or "gradual"
+def _asked(items: Sequence[Mapping], variant: str) -> str:
+    """The category whose question a manifest shows for a variant: the first item's that the
+    variant asks about."""
+    supported = get_variant(variant).categories()
+    return next((r["category"] for r in items if supported is None or r["category"] in supported),
+                items[0]["category"])
 
 
 def listener_slug(spec: str) -> str:

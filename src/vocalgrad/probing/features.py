@@ -25,10 +25,11 @@ from vocalgrad.executors import Executor
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.probing.pooling import pool
 from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.records import LABELS
 
 FORMAT = "vocalgrad-features-v1"
 FLOAT16_MAX = float(np.finfo(np.float16).max)
-LENS_OPTIONS = ("increase", "decrease")
+LENS_OPTIONS = LABELS
 
 
 @dataclass

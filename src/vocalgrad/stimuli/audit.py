@@ -40,6 +40,7 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad.audio import SpeechSpan, load_audio, loudness_lufs, speech_span
 from vocalgrad.dataset import clean, dumps, load_rows
+from vocalgrad.records import DIRECTIONS, LABELS, row_format
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stats import (
     MIN_SOURCES,
@@ -105,7 +106,6 @@ CACHE_DIR = ".audit"
 CACHE_FILE = "cues.jsonl"
 REPORT_FILE = "audit.json"
 _BATCH = 128  # clips per appended cache batch
-_CHANGING = ("increase", "decrease")
 
 
 # ---------------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
 
     dim = get(category)
     declared = set(dim.SPEC.target_cues)
-    if hasattr(dim, "output_time"):
+    if dim.SPEC.warps_time:
         declared.update(WARP_TARGET_FAMILIES[fmt])
     names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
     return names - {ORDER_FREE, *ORDER_FREE_NAMES}  # never a target: no order-free cue reads a direction
@@ -276,7 +276,7 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
 
 def rows_format(rows: Iterable[Mapping]) -> str:
     """The one question format of a set of rows (old rows are gradual)."""
-    formats = {r.get("format") or "gradual" for r in rows}
+    formats = {row_format(r) for r in rows}
     if len(formats) > 1:
         raise ValueError(f"rows of several question formats ({', '.join(sorted(formats))}) audited together")
     return formats.pop() if formats else "gradual"
@@ -487,7 +487,7 @@ class DirectionModel:
 
 def fit_direction_model(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> DirectionModel:
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
-    members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in _CHANGING)
+    members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in LABELS)
     fmt = rows_format(members)
     names = feature_names(allowed_families(category, fmt), category, fmt)
     x = _matrix(members, cues, names)
@@ -595,8 +595,8 @@ def order_free_report(category: str, rows: Sequence[Mapping], cues: Mapping[str,
     families, train -> test), and each cue's AUC for "increase" on test. No cue is left out
     on any dimension: none can measure a direction. Returns {} when too small to audit."""
     names = list(ORDER_FREE_NAMES)
-    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
-    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     y_test = np.array([_is_increase(r) for r in test])
     predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
     if predicted is None:
@@ -629,8 +629,8 @@ def audit_category(
     excluded = [f for f in FORMAT_FAMILIES[fmt] if f not in families] + [
         n for f in families for n in CUE_NAMES[f] if n in cue_names]
     names = feature_names(families, category, fmt)
-    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
-    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     out: dict = {
         "category": category,
         "families": list(families),
@@ -695,8 +695,8 @@ def audit_category(
     worst = max(out["per_curve"].items(), key=lambda kv: max(kv[1]["lr"], kv[1]["hgb"]))
     out["worst_curve"] = {"curve": worst[0], "accuracy": max(worst[1]["lr"], worst[1]["hgb"]), "n": worst[1]["n"]}
 
-    constant_test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in (*_CHANGING, "constant"))
-    constant_train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in (*_CHANGING, "constant"))
+    constant_test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS)
+    constant_train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS)
     c_predicted = None
     if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
         c_predicted = _cross_fit(constant_train, constant_test, _is_constant, cues, names)
@@ -733,8 +733,8 @@ def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
     regression on the dimension's own measure at one end of the clip (`measured_start` or
     `measured_end`, recorded at build, relative to the source), fitted on train, scored on
     test; the better end is reported. {} when the rows lack the measures or are too few."""
-    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in _CHANGING)
-    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in _CHANGING)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     y_test = np.array([_is_increase(r) for r in test])
     if len(np.unique(y_test)) < 2:
         return {}

@@ -25,7 +25,7 @@ from vocalgrad.audio import (
     peak_gain,
     resample,
 )
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
 from vocalgrad.errors import AudioError
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.trajectories import parameter_track
@@ -254,18 +254,16 @@ def clip_span(dim, track, ref: Analysis, n_samples: int) -> SpeechSpan:
     rendered clip (`n_samples` long) as it does in the source, to the sample: taken from the
     warp's integral, it was off by the resynthesis' few ms, in opposite directions for a fast
     and a slow clip, and the audit's trailing edge window began at another sample in each twin."""
-    warp = getattr(dim, "output_time", None)
-    if warp is None:
+    if not dim.SPEC.warps_time:
         return ref.span
-    onset = float(warp(track, np.array([ref.span.onset_s]))[0])
+    onset = float(dim.output_time(track, np.array([ref.span.onset_s]))[0])
     trail = len(ref.audio) - int(round(ref.span.offset_s * ref.sr))
     return SpeechSpan(onset, (n_samples - trail) / ref.sr, ref.span.plausible, ref.span.reason)
 
 
 def clip_time(dim, track, source_s: float) -> float:
     """Where a moment of the source lies in the clip (moved only by a time warp)."""
-    warp = getattr(dim, "output_time", None)
-    return float(warp(track, np.array([source_s]))[0]) if warp else float(source_s)
+    return float(dim.output_time(track, np.array([source_s]))[0]) if dim.SPEC.warps_time else float(source_s)
 
 
 EDGE_GUARD_S = 0.1  # the edges kept from the source stop this far from the speech
@@ -326,8 +324,7 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     sr = source.sr
     power = None
     if dim.SPEC.loudness_neutral:
-        warp = getattr(dim, "source_time", None)
-        to_source = (lambda times: warp(track, times)) if warp else None
+        to_source = (lambda times: dim.source_time(track, times)) if dim.SPEC.warps_time else None
         processed, power = compensate_loudness(processed, source.clean.k_power, sr, to_source)
     elif held:
         return processed
@@ -495,12 +492,6 @@ def _render_held(source: PreparedSource, condition: Condition, value: float) -> 
     processed = dim.render(source.clean, track, rng)
     heard_span = clip_span(dim, track, source.clean, len(processed))
     return level(source, condition.category, processed, track, heard_span, held=True), heard_span
-
-
-def held_value(measured: Measured) -> float:
-    """One value for a held clip: the mean of its head and tail measures (either if one is NaN)."""
-    values = [v for v in (measured.start, measured.end) if np.isfinite(v)]
-    return float(np.mean(values)) if values else float("nan")
 
 
 def part_span(bound: tuple[int, int], span: SpeechSpan, sr: int) -> tuple[float, float]:
