@@ -35,6 +35,7 @@ from vocalgrad.stimuli.verify import verify_dataset
 
 pytestmark = pytest.mark.usefixtures("builtin_cache")
 
+# --8<-- [start:module]
 HUM_HZ = 120.0
 
 SPEC = DimensionSpec(
@@ -83,6 +84,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 
 
 QUESTION = Question(recognition=("recording", "humming", "quiet"))
+# --8<-- [end:module]
 
 # The module, as `vocalgrad.dimensions` would import it from src/vocalgrad/dimensions/mains_hum.py
 HUM = SimpleNamespace(SPEC=SPEC, endpoints=endpoints, inaudible_reason=inaudible_reason, render=render,
@@ -91,7 +93,9 @@ HUM = SimpleNamespace(SPEC=SPEC, endpoints=endpoints, inaudible_reason=inaudible
 
 @pytest.fixture(scope="module")
 def hum() -> Bound:
+    # --8<-- [start:register]
     dim = dimensions.register(HUM)
+    # --8<-- [end:register]
     yield dim
     dimensions.unregister(SPEC.name)
 
