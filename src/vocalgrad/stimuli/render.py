@@ -64,8 +64,12 @@ class PreparedSource:
     tone_seed: int
     tone_rms: float
     tone: np.ndarray = field(repr=False)  # the room tone, as long as the longest clip so far
-    held: dict = field(default_factory=dict, repr=False)  # held renders, shared by an item and its twin
-    twins: dict = field(default_factory=dict, repr=False)  # finished twins (item -> ClipResult), limited with their pair
+    held: dict = field(default_factory=dict, repr=False)
+    # Memos of pure functions: an entry is what the same call would compute again, so evicting
+    # it when read (as both do, to bound memory) changes the cost of a later call, never its
+    # result. `held`: (category, value) -> the held render; `twins`: (item, twin item) -> the
+    # item's clip, limited with its twin, left by the twin's call `render_condition(twin, item)`.
+    twins: dict = field(default_factory=dict, repr=False)
     fill: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32), repr=False)  # `tone_under`'s fresh tone
 
     @property
@@ -408,14 +412,14 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
         return render_comparison(source, condition, seed, item)
     if condition.format == "recognition":
         return render_recognition(source, condition, seed, item)
-    if item in source.twins:
-        return source.twins.pop(item)
+    if (item, twin_item) in source.twins:
+        return source.twins.pop((item, twin_item))
     mine = _render_unlimited(source, condition, seed, item)
     if condition.direction == "constant" or twin_item is None:
         return _finished(source, mine, peak_gain(mine.audio))
     other = _render_unlimited(source, condition.twin(), seed, twin_item)
     gain = peak_gain(mine.audio, other.audio)
-    source.twins[twin_item] = _finished(source, other, gain)
+    source.twins[(twin_item, item)] = _finished(source, other, gain)
     return _finished(source, mine, gain)
 
 
