@@ -24,7 +24,6 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import score_run
 from vocalgrad.listeners.baselines import ConstantListener, IdealObserver
-from vocalgrad.questions import prompts
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import build_prompt, question_text, recognition_words
 from vocalgrad.stimuli.audit import allowed_families

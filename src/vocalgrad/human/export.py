@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad._version import __version__
+from vocalgrad.files import atomic_write_text
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text
@@ -179,9 +180,7 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
         "n_rows": len(rows), "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
     for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
-        tmp = out / (name + ".tmp")
-        tmp.write_text("".join(json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data))
-        tmp.replace(out / name)
+        atomic_write_text(out / name, "".join(json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data))
     (out / "agreement.json").write_text(json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n")
     (out / "manifest.json").write_text(json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n")
     return {"rows": len(rows), "out": str(out), "report": report}

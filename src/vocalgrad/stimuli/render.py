@@ -17,6 +17,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.audio import (
+    EDGE_GUARD_S,
     FRAME_S,
     SpeechSpan,
     load_audio,
@@ -270,7 +271,6 @@ def clip_time(dim, track, source_s: float) -> float:
     return float(dim.output_time(track, np.array([source_s]))[0]) if dim.SPEC.warps_time else float(source_s)
 
 
-EDGE_GUARD_S = 0.1  # the edges kept from the source stop this far from the speech
 SPLICE_S = 0.01  # raised-cosine crossfade between processed speech and source edges
 
 
