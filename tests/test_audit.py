@@ -34,7 +34,8 @@ from vocalgrad.stimuli.audit import (
 )
 from vocalgrad.stimuli.audit.cache import CACHE_DIR, CACHE_FILE
 from vocalgrad.stimuli.audit.classifiers import ORDER_FREE_GATED
-from vocalgrad.stimuli.audit.cues import _centroid_hz, _zero_share
+from vocalgrad.stimuli.audit.cues import _centroid_hz
+from vocalgrad.stimuli.order_free import zero_share as _zero_share
 
 SR = 16000
 N_SOURCES = 12

@@ -31,6 +31,7 @@ import numpy as np
 
 from vocalgrad.errors import DatasetError
 from vocalgrad.files import atomic_path
+from vocalgrad.records import DatasetRow
 
 log = logging.getLogger("vocalgrad")
 
@@ -67,7 +68,6 @@ def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
     with atomic_path(path) as tmp, tmp.open("w") as f:
         for row in rows:
             f.write(dumps(row) + "\n")
-        raise
 
 
 def read_jsonl(path: Path, *, torn: str = "error", hint: str = "") -> Iterator[dict]:
@@ -148,7 +148,7 @@ def repair_tail(path: Path) -> str | None:
             f"and kept it in {quarantine}")
 
 
-def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[dict]:
+def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetRow]:
     """All clip rows of a dataset folder, each with an absolute `path`."""
     root = Path(root)
     if not root.is_dir():

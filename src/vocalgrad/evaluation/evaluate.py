@@ -49,7 +49,7 @@ from vocalgrad.questions.prompts import (
     few_shot_examples,
     get_variant,
 )
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.records import LABELS, ResultRow, row_format
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -363,12 +363,13 @@ def _cache_key(listener: Listener, task: Task, request: Request, config: EvalCon
     return h.hexdigest()
 
 
-def _result_row(task: Task, listener: Listener, answers: list[dict], error: str | None, seconds: float) -> dict:
+def _result_row(task: Task, listener: Listener, answers: list[dict], error: str | None,
+                seconds: float) -> ResultRow:
     row = task.row
     truth = FLIP[row["direction"]] if task.control == "reversed" else row["direction"]
     if task.control in ("silence", "text_only"):
         truth = "none"
-    result = {
+    result: ResultRow = {
         "key": task.key,
         "item_id": row["item_id"],
         "listener": listener.listener_id,
@@ -458,7 +459,7 @@ def _check_manifest(out: Path, manifest: dict) -> None:
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
-def load_results(run: str | Path) -> tuple[dict, list[dict]]:
+def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
     """(manifest, rows) of a run folder (or its results.jsonl); the last row wins per key."""
     run = Path(run)
     if run.name == "results.jsonl":

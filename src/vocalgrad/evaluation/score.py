@@ -14,7 +14,7 @@ from pathlib import Path
 
 from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.files import atomic_write_text
-from vocalgrad.records import LABELS
+from vocalgrad.records import LABELS, RunSummary
 from vocalgrad.stats import (
     MIN_SOURCES,
     NO_CI_TEXT,
@@ -29,8 +29,8 @@ COLUMNS = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
 
 
 def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str | None = "source_id",
-              n_boot: int = 2000, seed: int = 0) -> dict:
-    """Everything `vocalgrad score` prints, as one dict (also written as summary.json)."""
+              n_boot: int = 2000, seed: int = 0) -> RunSummary:
+    """Everything `vocalgrad score` prints, as one record (also written as summary.json)."""
     manifest, rows = load_results(run)
     # categories the listener was never asked (a mono listener and a two-channel dimension)
     out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": [],

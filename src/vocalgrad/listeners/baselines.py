@@ -96,9 +96,7 @@ class IdealObserver(Listener):
 
     def __init__(self, dataset: str | Path) -> None:
         self.root = Path(dataset)
-        self.references = load_references(self.root)
-        if not self.references:
-            raise ConfigError(f"{self.root}: the ideal observer needs the dataset's references/ folder")
+        self.references = _references(self.root, "the ideal observer")
         self.rows = {r["item_id"]: r for r in load_rows(self.root)}  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
         self._boundaries: dict[tuple, float] = {}
@@ -168,6 +166,14 @@ class IdealObserver(Listener):
             audio, sr = load_audio(self.references[source_id]["path"])
             self._ref_cache = {source_id: resample(audio, sr, self.sample_rate)}
         return self._ref_cache[source_id]
+
+
+def _references(root: Path, who: str) -> dict[str, dict]:
+    """The dataset's reference rows by source id; a `ConfigError` naming `who` if it has none."""
+    references = load_references(root)
+    if not references:
+        raise ConfigError(f"{root}: {who} needs the dataset's references/ folder")
+    return references
 
 
 def by_option(request: Request, scores: dict[str, float], low: float) -> dict[str, float]:
@@ -289,9 +295,7 @@ class OneEndObserver(_ProbabilityListener):
         self.root = Path(dataset)
         rows = load_rows(self.root)
         self.rows = {r["item_id"]: r for r in rows}
-        self.references = load_references(self.root)
-        if not self.references:
-            raise ConfigError(f"{self.root}: baseline:one-end needs the dataset's references/ folder")
+        self.references = _references(self.root, "baseline:one-end")
         self.train = [r for r in rows if r["split"] == "train" and r["direction"] in LABELS]
         if not self.train:
             raise ConfigError(f"{self.root}: baseline:one-end learns from the train split's changing clips, "

@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad.dataset import clean, load_rows
 from vocalgrad.files import atomic_write_text
+from vocalgrad.records import AuditReport
 from vocalgrad.stimuli.audit.cache import dataset_cues
 from vocalgrad.stimuli.audit.classifiers import (
     MAX_CONSTANT_AUC,
@@ -67,7 +68,7 @@ def audit_dataset(
     cache: bool = True,
     workers: int = 1,
     progress: Callable[[int, int], None] | None = None,
-) -> dict:
+) -> AuditReport:
     """Shortcut audit of a dataset folder; writes `root/audit.json` and returns the report.
 
     Per category, classifiers (standardised logistic regression, gradient-boosted trees) are

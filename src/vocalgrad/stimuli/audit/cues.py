@@ -15,7 +15,7 @@ from vocalgrad.records import row_format
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.order_free import FAMILY as ORDER_FREE
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
-from vocalgrad.stimuli.order_free import order_free_cues
+from vocalgrad.stimuli.order_free import order_free_cues, zero_share
 
 FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
 CUE_NAMES: dict[str, tuple[str, ...]] = {
@@ -52,7 +52,6 @@ FORMAT_FAMILIES = {
 WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition": ("duration",)}
 CUES_VERSION = 8  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
-ZERO_RUN_S = 0.001  # exact zeros this long or longer are digital silence
 FLOOR_DB = -120.0
 
 
@@ -134,8 +133,8 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
         "edge_level_last_db": _edge(last, sr, _rms_db),
         "edge_spectrum_first_hz": _edge(first, sr, lambda x: _centroid_hz(x, sr)),
         "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
-        "edge_zeros_first": _edge(first, sr, lambda x: _zero_share(x, sr)),
-        "edge_zeros_last": _edge(last, sr, lambda x: _zero_share(x, sr)),
+        "edge_zeros_first": _edge(first, sr, lambda x: zero_share(x, sr)),
+        "edge_zeros_last": _edge(last, sr, lambda x: zero_share(x, sr)),
         **order_free_cues(ears if ears is not None else audio, sr),
     }
 
@@ -150,7 +149,7 @@ def _summary(body: np.ndarray, audio: np.ndarray, sr: int, detected: SpeechSpan)
         "global_centroid_hz": _centroid_hz(body, sr),
         "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
         "global_file_bytes": float(_flac_bytes(body, sr)),
-        "global_zero_share": _zero_share(body, sr),
+        "global_zero_share": zero_share(body, sr),
     }
 
 
@@ -180,18 +179,6 @@ def row_parts(row: Mapping) -> list[list[float]] | None:
     """A comparison row's part bounds in seconds, if any."""
     bounds = row.get("part_bounds")
     return [[a / row["sample_rate"], b / row["sample_rate"]] for a, b in bounds] if bounds else None
-
-
-def _zero_share(x: np.ndarray, sr: int) -> float:
-    """Share of samples in digital silence: runs of >= 1 ms that a 16-bit file holds as exact
-    zeros. A lone zero amid a low room tone is one bin of the amplitude histogram (how much
-    of the clip is quiet, which on noise is the target), not the silence no listener hears."""
-    if not x.size:
-        return 1.0
-    zero = np.concatenate([[False], np.round(x.astype(np.float64) * 32768) == 0, [False]])
-    edges = np.flatnonzero(np.diff(zero.astype(np.int8)))
-    lengths = edges[1::2] - edges[0::2]
-    return float(lengths[lengths >= max(1, round(ZERO_RUN_S * sr))].sum() / x.size)
 
 
 def _edge(x: np.ndarray, sr: int, cue: Callable[[np.ndarray], float]) -> float:
