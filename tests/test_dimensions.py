@@ -422,7 +422,7 @@ def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
 def test_distance_moves_level_reverb_and_highs_together(references):
     """A source moving away loses direct level and DRR by the same dB and gets duller; an
     echo ramp at a steady level (or a level ramp in a dry room) is not a source moving."""
-    from vocalgrad.stimuli.render import finish, measure_clip
+    from vocalgrad.stimuli.render import measure_clip, to_file, unlimited
 
     dim = dimensions.get("distance")
     near, far = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
@@ -441,7 +441,8 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         ramp = Condition("echo", "high", "linear", "increase", 0.52, 0.0, 0.52)
         span = ref.clean.span
         track = track_for(ramp, echo.SPEC, span.onset_s, span.offset_s)
-        audio, _ = finish(ref, "distance", echo.render(ref.clean, track, np.random.default_rng(0)), track, span, 0, "ae")
+        raw = echo.render(ref.clean, track, np.random.default_rng(0))
+        audio = to_file(unlimited(ref, "distance", raw, track, span, 0, "ae")[0])
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
 
 

@@ -27,11 +27,6 @@ def row_format(row: Mapping[str, Any]) -> str:
     return row.get("format") or DEFAULT_FORMAT
 
 
-def is_changing(row: Mapping[str, Any]) -> bool:
-    """Whether a row's direction is one of `LABELS` (an increase or decrease clip)."""
-    return row.get("direction") in LABELS
-
-
 class DatasetRow(TypedDict, total=False):
     """One clip of a dataset: a line of ``<split>/metadata.jsonl`` (`vocalgrad.dataset.load_rows`
     adds ``path``). Times in seconds, levels in dB; ``confound_*`` and format fields vary."""

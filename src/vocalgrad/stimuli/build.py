@@ -65,7 +65,7 @@ def render_source(task: SourceTask) -> dict:
     """Worker: all pending clips of one source. Returns rows, or why the source was skipped.
 
     BLAS is held to one thread: parallelism comes from processes, and spinning BLAS threads
-    in every worker oversubscribe the cores (measured: 1.5x slower on 2 cores).
+    in every worker oversubscribe the cores.
     """
     with threadpool_limits(1):
         return _render_source(task)

@@ -300,19 +300,12 @@ def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan
     return out
 
 
-def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
-           seed: int, rove_key: str) -> tuple[np.ndarray, float]:
-    """From processed audio to the 16-bit clip a listener hears: loudness compensation
-    where the dimension asks for it, the source's speech loudness (over the clip's speech
-    span), the room-tone floor, a roved overall level, its own peak limit. Returns (audio,
-    rove dB)."""
-    audio, rove = unlimited(source, category, processed, track, span, seed, rove_key)
-    return to_file(audio), rove
-
-
 def unlimited(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
               seed: int, rove_key: str) -> tuple[np.ndarray, float]:
-    """`finish` up to the peak limit, in float."""
+    """From processed audio to the clip a listener hears, up to its peak limit (in float; the
+    file takes `to_file`): loudness compensation where the dimension asks for it, the source's
+    speech loudness (over the clip's speech span), the room-tone floor and a roved overall
+    level. Returns (audio, rove dB)."""
     edges = dimensions.get(category).SPEC.source_edges
     audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, rove_key,
                               source_edges=edges)

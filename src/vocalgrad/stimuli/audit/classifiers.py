@@ -152,10 +152,9 @@ def _cross_fit(
     score test *and* on test to score train when both splits have two sources and both labels
     (every clip scored by a model that never saw its source), else `_predictions` on test.
 
-    For the constant test: a build has one constant per source, so a demo build's test split
-    holds 8. Scored on those alone, the AUC of clips with no leak at all spread so wide that
-    0.65 was its 95th percentile (40 label permutations of an 8 + 8 build), and one of nine
-    categories failed by chance about every third build; both splits double the positives."""
+    For the constant test: a build has one constant per source, so a small build's test split
+    holds few; scored on those alone, the AUC of clips with no leak at all spreads as wide as
+    the gate (see the design notes). Both splits double the positives."""
     y_train, y_test = [label(r) for r in train], [label(r) for r in test]
     if _n_groups(train) >= 2 and _n_groups(test) >= 2 and len(set(y_train)) == 2 and len(set(y_test)) == 2:
         forward = _fit_predict(_matrix(train, cues, names), np.array(y_train), _matrix(test, cues, names), ("lr", "hgb"))
