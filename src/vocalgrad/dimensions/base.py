@@ -75,6 +75,8 @@ class DimensionSpec:
 
     @property
     def constant_limit(self) -> float:
+        """Largest |change| (measured_unit) a constant clip may show: `constant_tolerance`,
+        else the audibility floor."""
         return self.constant_tolerance if self.constant_tolerance is not None else self.audibility_floor
 
     def to_dict(self) -> dict:
@@ -131,6 +133,8 @@ class Corroborated(Measured):
 
     @property
     def change(self) -> float:
+        """end - start where the second cue agrees (sign and floor), 0.0 where it does not,
+        NaN where either is unmeasured."""
         change = self.end - self.start
         if not (np.isfinite(change) and np.isfinite(self.corroboration)):
             return float("nan")

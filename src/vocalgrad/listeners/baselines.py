@@ -21,6 +21,7 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.dimensions.base import Measured
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.records import LABELS, row_format
@@ -326,7 +327,7 @@ class OneEndObserver(_ProbabilityListener):
             y = np.array([r["direction"] == "increase" for r, _ in measured], dtype=int)
             best: tuple[float, str, object] | None = None
             for end in ("start", "end"):
-                x = np.array([[getattr(m, end)] for _, m in measured], dtype=float)
+                x = np.array([[_at(m, end)] for _, m in measured], dtype=float)
                 finite = np.isfinite(x[:, 0])
                 if len(np.unique(y[finite])) < 2:
                     candidate: tuple[float, str, object] = (0.5, end, float(y.mean()))
@@ -370,10 +371,15 @@ class OneEndObserver(_ProbabilityListener):
             return 0.5
         if isinstance(model, float):
             return model
-        value = float(getattr(self._measure(category, clip, row, request.item_id.endswith(REVERSED_SUFFIX)), end))
+        value = _at(self._measure(category, clip, row, request.item_id.endswith(REVERSED_SUFFIX)), end)
         if not np.isfinite(value):
             return 0.5
         return float(model.predict_proba(np.array([[value]]))[0, 1])  # type: ignore[attr-defined]
+
+
+def _at(measured: Measured, end: str) -> float:
+    """The measure at one end of the clip: ``end`` is "start" or "end"."""
+    return float(measured.start if end == "start" else measured.end)
 
 
 def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
