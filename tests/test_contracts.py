@@ -23,7 +23,8 @@ def shared_modules() -> list[Path]:
 
 
 def test_shared_code_names_no_dimension():
-    quoted = re.compile(r"""(['"])(%s)\1""" % "|".join(dimensions.CATEGORIES))
+    names = "|".join(dimensions.CATEGORIES)
+    quoted = re.compile(rf"""(['"])({names})\1""")
     found = []
     for path in shared_modules():
         rel = path.relative_to(SRC).as_posix()
