@@ -48,3 +48,18 @@ def test_every_dimension_is_bound_with_every_member():
                        "blind_change", "evidence"):
             assert callable(getattr(dim, member)), (name, member)
         assert dim.SPEC.warps_time == (dim.output_time is not dimensions.base.Bound.output_time)
+
+
+def test_a_family_says_whether_it_wants_an_accelerator_before_it_loads():
+    from vocalgrad.executors import ListenerSpec
+    from vocalgrad.listeners import register
+    from vocalgrad.listeners.registry import _registered, family
+
+    assert family("baseline").wants_gpu is False  # a plain factory: the defaults
+    assert family("whisper").wants_gpu and family("hf").wants_gpu and family("tuned").wants_gpu
+    assert ListenerSpec("whisper:tiny.en").wants_gpu and not ListenerSpec("baseline:random").wants_gpu
+    register("plain-test-family", lambda rest, *, dataset=None, **options: None)
+    try:
+        assert ListenerSpec("plain-test-family:x").wants_gpu is False
+    finally:
+        _registered.pop("plain-test-family")
