@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -177,7 +178,7 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
     errors = 0
-    held: dict[int, list] = {}
+    held: dict[int, list[Prepared]] = {}
 
     def questions() -> Iterator[tuple[dict, int]]:
         """Batches prepared on the driver as the executor asks for them; only what the
@@ -192,11 +193,11 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
             lines = []
-            for task, _, asked, err, keys in keyed:
-                answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
-                result = _result_row(task, listener, answers, err, time.time() - asked)
+            for p in keyed:
+                answers = [fresh.get(k) or cache.get(k) or {} for k in p.keys]
+                result = _result_row(p.task, listener, answers, p.error, time.time() - p.started)
                 errors += result.get("error") is not None
-                failed[task.key] = result.get("error") is not None
+                failed[p.task.key] = result.get("error") is not None
                 lines.append(dumps(result) + "\n")
             log_file.write("".join(lines))  # one write per batch: a crash tears one line at most
             log_file.flush()
@@ -266,8 +267,19 @@ def _batches(tasks: list[Task], size: int) -> Iterator[list[Task]]:
         yield tasks[start : start + size]
 
 
-def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict]) -> list:
-    """Per task: (task, requests, start time, error, cache keys)."""
+class Prepared(NamedTuple):
+    """One task ready to ask: its requests (one per option order) and their cache keys, or
+    the error that kept it from being asked."""
+
+    task: Task
+    requests: list[Request]
+    started: float  # time.time() when it was prepared: its answer's `seconds` count from here
+    error: str | None
+    keys: list[str]
+
+
+def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict]) -> list[Prepared]:
+    """Each task of a batch, prepared on the driver."""
     audio_memo: dict[str, np.ndarray] = {}
     prepared = []
     for task in batch:
@@ -276,18 +288,18 @@ def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: l
             reqs, err = _requests(task, listener, config, train, audio_memo), None
         except VocalgradError as error:
             reqs, err = [], str(error)
-        prepared.append((task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs]))
+        prepared.append(Prepared(task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs]))
     return prepared
 
 
-def _missing(keyed: list, cache: AnswerCache) -> dict[str, list[tuple[Request, str]]]:
+def _missing(keyed: list[Prepared], cache: AnswerCache) -> dict[str, list[tuple[Request, str]]]:
     """mode -> (request, cache key) for the answers the cache lacks."""
     todo: dict[str, list[tuple[Request, str]]] = {}
-    for task, reqs, _, err, keys in keyed:
-        if err is None:
-            for r, k in zip(reqs, keys, strict=True):
+    for p in keyed:
+        if p.error is None:
+            for r, k in zip(p.requests, p.keys, strict=True):
                 if cache.get(k) is None:
-                    todo.setdefault(task.mode, []).append((r, k))
+                    todo.setdefault(p.task.mode, []).append((r, k))
     return todo
 
 
