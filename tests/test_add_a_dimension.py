@@ -52,8 +52,14 @@ SPEC = DimensionSpec(
     psychometric_range=(0.01, 0.5),
     constant_tolerance=3.0,
     # the hum is there in the pauses too: what the edges and the spectrum hold is the target
-    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence", "global_centroid_hz",
-                 "global_file_bytes"),
+    target_cues=(
+        "edge_level",
+        "edge_spectrum",
+        "edge_zeros",
+        "edge_silence",
+        "global_centroid_hz",
+        "global_file_bytes",
+    ),
 )
 
 
@@ -87,8 +93,14 @@ QUESTION = Question(recognition=("recording", "humming", "quiet"))
 # --8<-- [end:module]
 
 # The module, as `vocalgrad.dimensions` would import it from src/vocalgrad/dimensions/mains_hum.py
-HUM = SimpleNamespace(SPEC=SPEC, endpoints=endpoints, inaudible_reason=inaudible_reason, render=render,
-                      measure=measure, QUESTION=QUESTION)
+HUM = SimpleNamespace(
+    SPEC=SPEC,
+    endpoints=endpoints,
+    inaudible_reason=inaudible_reason,
+    render=render,
+    measure=measure,
+    QUESTION=QUESTION,
+)
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +131,11 @@ def test_the_protocol_fills_in_what_the_module_leaves_out(hum):
 
 def test_a_broken_module_is_refused_when_bound():
     with pytest.raises(TypeError, match="lacks measure"):
-        bind(SimpleNamespace(SPEC=SPEC, endpoints=endpoints, inaudible_reason=inaudible_reason,
-                             render=render))
+        bind(
+            SimpleNamespace(
+                SPEC=SPEC, endpoints=endpoints, inaudible_reason=inaudible_reason, render=render
+            )
+        )
     with pytest.raises(TypeError, match="SPEC must be a DimensionSpec"):
         bind(SimpleNamespace(**{**vars(HUM), "SPEC": {"name": "x"}}))
     warped = dataclasses.replace(SPEC, warps_time=True)
@@ -138,13 +153,17 @@ def test_a_name_is_registered_once(hum):
 def test_it_is_asked_in_all_three_formats(hum):
     assert question_text(SPEC.name) == (
         "Does the mains hum increase or decrease over time?\n\n"
-        'Answer with only one word: "increase" or "decrease".')
+        'Answer with only one word: "increase" or "decrease".'
+    )
     assert question_text(SPEC.name, fmt="comparison").startswith(
-        "Is the mains hum higher or lower in the second part than in the first?")
+        "Is the mains hum higher or lower in the second part than in the first?"
+    )
     recognition = build_prompt(SPEC.name, fmt="recognition")
     assert recognition.text.startswith("Is the recording humming or quiet?")
     assert recognition.label_of == {"humming": "increase", "quiet": "decrease"}
-    assert {fmt: build_prompt(SPEC.name, fmt=fmt).variant for fmt in FORMATS} == dict.fromkeys(FORMATS, "default")
+    assert {fmt: build_prompt(SPEC.name, fmt=fmt).variant for fmt in FORMATS} == dict.fromkeys(
+        FORMATS, "default"
+    )
     with pytest.raises(ConfigError, match="exists only for"):  # it declares no paraphrases
         question_text(SPEC.name, "paraphrase1")
 
@@ -165,7 +184,9 @@ def test_the_baselines_answer_it(built, tmp_path):
     ideal = evaluate(built, IdealObserver(built), tmp_path / "ideal", EvalConfig(mode="choice"))
     assert ideal["answered"] > 0
     summary = score_run(tmp_path / "ideal")
-    overall = next(g for g in summary["groups"]["default/choice"]["table"] if g["group"] == "overall")
+    overall = next(
+        g for g in summary["groups"]["default/choice"]["table"] if g["group"] == "overall"
+    )
     assert overall["accuracy"] == 1.0  # the default evidence (added energy) reads a hum ramp
     evaluate(built, RandomListener(), tmp_path / "random", EvalConfig(mode="choice"))
     assert score_run(tmp_path / "random")["groups"]["default/choice"]["table"]

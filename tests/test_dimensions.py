@@ -192,8 +192,9 @@ def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
     """`PreparedSource`'s memos hold what the same call computes again: a clip asked first or
     second, with its twin or alone, after its twin was rendered or not, is the same audio."""
     path = real_speech_paths[0]
-    (up, _), _ = plan_conditions(BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",),
-                                             include_constant=False))
+    config = BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",),
+                         include_constant=False)
+    (up, _), _ = plan_conditions(config)
     down = up.twin()
     items = {c.direction: item_id(0, "order", c) for c in (up, down)}
     reference = prepare_reference(str(path), RENDER_SR, -14.0)
@@ -201,14 +202,15 @@ def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
     def ask(order, paired=True):
         source = prepare_source(reference, 1)
         twin = (lambda c: items[c.twin().direction]) if paired else (lambda c: None)
-        return {c.direction: render_condition(source, c, 0, items[c.direction], twin(c)).audio for c in order}
+        return {c.direction: render_condition(source, c, 0, items[c.direction], twin(c)).audio
+                for c in order}
 
     forward, backward = ask((up, down)), ask((down, up))
     again = ask((up, up, down, down))  # an item asked twice gets its clip twice
     for d in ("increase", "decrease"):
         assert np.array_equal(forward[d], backward[d]) and np.array_equal(forward[d], again[d])
     source = prepare_source(reference, 1)
-    render_condition(source, down, 0, items["decrease"], items["increase"])  # leaves the paired twin
+    render_condition(source, down, 0, items["decrease"], items["increase"])  # leaves its twin
     alone = render_condition(source, up, 0, items["increase"]).audio
     assert np.array_equal(alone, ask((up,), paired=False)["increase"])  # never the paired memo
 

@@ -21,7 +21,12 @@ def code_lines(path: Path) -> list[tuple[int, str]]:
         if line.count('"""') == 1:
             in_doc = not in_doc
             continue
-        if in_doc or not line or line.startswith(("#", '"""', "import ", "from ")) or line in CLOSERS:
+        if (
+            in_doc
+            or not line
+            or line.startswith(("#", '"""', "import ", "from "))
+            or line in CLOSERS
+        ):
             continue
         out.append((number, line))
     return out
@@ -36,7 +41,7 @@ def repeated_blocks(root: Path = SRC) -> list[list[tuple[str, int]]]:
     for path in sorted(root.rglob("*.py")):
         lines = code_lines(path)
         for k in range(len(lines) - BLOCK + 1):
-            block = tuple(text for _, text in lines[k:k + BLOCK])
+            block = tuple(text for _, text in lines[k : k + BLOCK])
             if not is_signature(block):
                 seen[block].append((str(path.relative_to(root)), lines[k][0]))
     return [where for where in seen.values() if len(where) > 1]

@@ -98,8 +98,11 @@ def get(name: str) -> Bound:
     try:
         return DIMENSIONS[name]
     except KeyError:
-        raise ConfigError(f"unknown category {name!r}; choose from {', '.join(DIMENSIONS)}") from None
+        known = ", ".join(DIMENSIONS)
+        raise ConfigError(f"unknown category {name!r}; choose from {known}") from None
 
 
-__all__ = ["CATEGORIES", "DIMENSIONS", "PUBLISHED_CATEGORIES", "Bound", "Dimension", "DimensionSpec",
-           "Measured", "Question", "bind", "get", "register", "unregister"]
+__all__ = [
+    "CATEGORIES", "DIMENSIONS", "PUBLISHED_CATEGORIES", "Bound", "Dimension", "DimensionSpec",
+    "Measured", "Question", "bind", "get", "register", "unregister",
+]

@@ -184,6 +184,7 @@ def _no_blind_change(clip: Analysis) -> float | None:
 
 
 REQUIRED = ("SPEC", "endpoints", "inaudible_reason", "render", "measure")
+OPTIONAL = ("QUESTION", "output_time", "source_time", "blind_change", "evidence", "held_evidence")
 
 
 @dataclass(frozen=True)
@@ -282,12 +283,13 @@ def bind(module: ModuleType | object) -> Bound:
     members = dict(vars(module))
     missing = [name for name in REQUIRED if name not in members]
     if missing:
-        raise TypeError(f"dimension {module!r} lacks {', '.join(missing)} (see vocalgrad.dimensions.base.Dimension)")
+        raise TypeError(f"dimension {module!r} lacks {', '.join(missing)} "
+                        "(see vocalgrad.dimensions.base.Dimension)")
     spec = members["SPEC"]
     if not isinstance(spec, DimensionSpec):
-        raise TypeError(f"dimension {module!r}: SPEC must be a DimensionSpec, not {type(spec).__name__}")
-    optional = ("QUESTION", "output_time", "source_time", "blind_change", "evidence", "held_evidence")
-    declared = {name: members[name] for name in (*REQUIRED, *optional) if name in members}
+        raise TypeError(f"dimension {module!r}: SPEC must be a DimensionSpec, "
+                        f"not {type(spec).__name__}")
+    declared = {name: members[name] for name in (*REQUIRED, *OPTIONAL) if name in members}
     warp = [name for name in ("output_time", "source_time") if name in declared]
     if spec.warps_time != bool(warp) or len(warp) == 1:
         raise TypeError(f"dimension {spec.name!r}: SPEC.warps_time={spec.warps_time} needs both "

@@ -148,5 +148,7 @@ def interaural_delay(ears: np.ndarray, sr: int, oversample: int = 8) -> float:
 
 # How the dimension is asked about, and what its ideal observer answers from (the
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
-QUESTION = Question(attribute="stereo position (from left to right)", recognition=("voice", "right", "left"))
+QUESTION = Question(
+    attribute="stereo position (from left to right)", recognition=("voice", "right", "left")
+)
 evidence = interaural_level_change

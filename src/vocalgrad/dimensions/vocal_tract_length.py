@@ -146,5 +146,8 @@ def lpc_envelopes(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
 
 # How the dimension is asked about, and what its ideal observer answers from (the
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
-QUESTION = Question(attribute="apparent size of the speaker (vocal tract length)", recognition=("voice", "large", "small"))
+QUESTION = Question(
+    attribute="apparent size of the speaker (vocal tract length)",
+    recognition=("voice", "large", "small"),
+)
 evidence = centroid_fall

@@ -278,7 +278,8 @@ class Prepared(NamedTuple):
     keys: list[str]
 
 
-def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict]) -> list[Prepared]:
+def _prepare(batch: list[Task], listener: Listener, config: EvalConfig,
+             train: list[dict]) -> list[Prepared]:
     """Each task of a batch, prepared on the driver."""
     audio_memo: dict[str, np.ndarray] = {}
     prepared = []
@@ -288,7 +289,8 @@ def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: l
             reqs, err = _requests(task, listener, config, train, audio_memo), None
         except VocalgradError as error:
             reqs, err = [], str(error)
-        prepared.append(Prepared(task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs]))
+        keys = [_cache_key(listener, task, r, config) for r in reqs]
+        prepared.append(Prepared(task, reqs, started, err, keys))
     return prepared
 
 

@@ -180,7 +180,8 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
         "n_rows": len(rows), "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
     for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
-        atomic_write_text(out / name, "".join(json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data))
+        lines = (json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
+        atomic_write_text(out / name, "".join(lines))
     (out / "agreement.json").write_text(json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n")
     (out / "manifest.json").write_text(json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n")
     return {"rows": len(rows), "out": str(out), "report": report}

@@ -371,7 +371,8 @@ class OneEndObserver(_ProbabilityListener):
             return 0.5
         if isinstance(model, float):
             return model
-        value = _at(self._measure(category, clip, row, request.item_id.endswith(REVERSED_SUFFIX)), end)
+        reversed_ = request.item_id.endswith(REVERSED_SUFFIX)
+        value = _at(self._measure(category, clip, row, reversed_), end)
         if not np.isfinite(value):
             return 0.5
         return float(model.predict_proba(np.array([[value]]))[0, 1])  # type: ignore[attr-defined]

@@ -67,7 +67,8 @@ class Paraphrase:
 
     def table(self) -> dict[str, str]:
         """Category -> question, over the dimensions that declare this paraphrase."""
-        return {name: dim.QUESTION.paraphrases[self.index] for name, dim in dimensions.DIMENSIONS.items()
+        return {name: dim.QUESTION.paraphrases[self.index]
+                for name, dim in dimensions.DIMENSIONS.items()
                 if len(dim.QUESTION.paraphrases) > self.index}
 
 
@@ -184,7 +185,8 @@ def get_variant(name: str) -> Variant:
 def recognition_words(category: str) -> tuple[str, str, str]:
     """(what is judged, "increase" category, "decrease" category) for one dimension: its
     ``QUESTION.recognition``, else (its attribute name, "high", "low")."""
-    return dimensions.get(category).QUESTION.recognition or (attribute_name(category), "high", "low")
+    declared = dimensions.get(category).QUESTION.recognition
+    return declared or (attribute_name(category), "high", "low")
 
 
 def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:

@@ -143,8 +143,12 @@ def spectral_tilt_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
     freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
     high, low = (freqs >= 2000) & (freqs <= 6000), (freqs >= 150) & (freqs <= 800)
-    tilt = (_db(spec_c[high].sum(axis=0)) - _db(spec_c[low].sum(axis=0))
-            - _db(spec_r[high].sum(axis=0)) + _db(spec_r[low].sum(axis=0)))
+    tilt = (
+        _db(spec_c[high].sum(axis=0))
+        - _db(spec_c[low].sum(axis=0))
+        - _db(spec_r[high].sum(axis=0))
+        + _db(spec_r[low].sum(axis=0))
+    )
     first, last = _speech_thirds(tilt, _active(ref[:n]))
     return float(np.median(last) - np.median(first))
 
@@ -182,7 +186,10 @@ def interaural_level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float
     source's speech frames: moving right raises it. No second channel, no evidence."""
     if clip.ndim != 2 or clip.shape[1] < 2:
         return 0.0
-    spec = [np.abs(librosa.stft(np.ascontiguousarray(clip[:, c]), n_fft=512, hop_length=160)) ** 2 for c in (0, 1)]
+    spec = [
+        np.abs(librosa.stft(np.ascontiguousarray(clip[:, c]), n_fft=512, hop_length=160)) ** 2
+        for c in (0, 1)
+    ]
     high = librosa.fft_frequencies(sr=sr, n_fft=512) > 1500
     ild = _db(spec[1][high].sum(axis=0)) - _db(spec[0][high].sum(axis=0))
     first, last = _speech_thirds(ild, _active(ref[: len(clip)]))

@@ -268,7 +268,9 @@ def clip_span(dim, track, ref: Analysis, n_samples: int) -> SpeechSpan:
 
 def clip_time(dim, track, source_s: float) -> float:
     """Where a moment of the source lies in the clip (moved only by a time warp)."""
-    return float(dim.output_time(track, np.array([source_s]))[0]) if dim.SPEC.warps_time else float(source_s)
+    if not dim.SPEC.warps_time:
+        return float(source_s)
+    return float(dim.output_time(track, np.array([source_s]))[0])
 
 
 SPLICE_S = 0.01  # raised-cosine crossfade between processed speech and source edges

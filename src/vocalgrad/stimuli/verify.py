@@ -81,7 +81,8 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
                 held[(row["source_id"], row["pair_id"])].append((row, change, conf))
             else:
                 record(row, change, verdict(row["direction"], change, dim.SPEC), conf)
-        blind = dim.blind_change(clip) if row["direction"] != "constant" and row_format(row) == "gradual" else None
+        asked = row["direction"] != "constant" and row_format(row) == "gradual"
+        blind = dim.blind_change(clip) if asked else None
         if blind is not None:
             bucket["blind"].append((blind, 1 if row["direction"] == "increase" else -1))
         bucket["clipping_ratio"].append(float(np.mean(np.abs(audio) >= 0.999)))

@@ -94,7 +94,10 @@ def audit_dataset(
     report = {
         "dataset": str(root),
         "protocol": protocols.pop() if len(protocols) == 1 else ("mixed" if protocols else None),
-        "thresholds": {"max_shortcut_accuracy": MAX_SHORTCUT_ACCURACY, "max_constant_auc": MAX_CONSTANT_AUC},
+        "thresholds": {
+            "max_shortcut_accuracy": MAX_SHORTCUT_ACCURACY,
+            "max_constant_auc": MAX_CONSTANT_AUC,
+        },
         "n_boot": N_BOOT,
         "seed": SEED,
         "cues_version": CUES_VERSION,
@@ -110,8 +113,27 @@ def audit_dataset(
 
 
 __all__ = [
-    "CUES_VERSION", "CUE_NAMES", "FAMILIES", "FORMAT_FAMILIES", "MAX_CONSTANT_AUC", "MAX_SHORTCUT_ACCURACY",
-    "N_BOOT", "REPORT_FILE", "SEED", "DirectionModel", "allowed_families", "audit_category", "audit_dataset",
-    "clip_cues", "dataset_cues", "feature_names", "fit_direction_model", "format_audit", "one_end_report",
-    "order_free_report", "row_parts", "row_span", "target_cue_names",
+    "CUES_VERSION",
+    "CUE_NAMES",
+    "FAMILIES",
+    "FORMAT_FAMILIES",
+    "MAX_CONSTANT_AUC",
+    "MAX_SHORTCUT_ACCURACY",
+    "N_BOOT",
+    "REPORT_FILE",
+    "SEED",
+    "DirectionModel",
+    "allowed_families",
+    "audit_category",
+    "audit_dataset",
+    "clip_cues",
+    "dataset_cues",
+    "feature_names",
+    "fit_direction_model",
+    "format_audit",
+    "one_end_report",
+    "order_free_report",
+    "row_parts",
+    "row_span",
+    "target_cue_names",
 ]

@@ -22,8 +22,6 @@ CACHE_FILE = "cues.jsonl"
 _BATCH = 128  # clips per appended cache batch
 
 
-
-
 def _cache_key(row: Mapping) -> str:
     return f"{row['item_id']}|{row.get('audio_sha256') or ''}"
 
@@ -41,7 +39,9 @@ def _read_cache(path: Path) -> tuple[dict[str, dict[str, float]], int, bool]:
             entry = json.loads(line)
             if entry.get("v") != CUES_VERSION:
                 raise ValueError("another cue version")
-            cues[entry["key"]] = {k: (float("nan") if v is None else float(v)) for k, v in entry["cues"].items()}
+            cues[entry["key"]] = {
+                k: (float("nan") if v is None else float(v)) for k, v in entry["cues"].items()
+            }
         except (ValueError, KeyError, TypeError, AttributeError):  # torn, foreign or stale line
             dirty = True
     return cues, len(lines), dirty or len(lines) != len(cues)
@@ -57,7 +57,9 @@ def _write_cache(path: Path, entries: Mapping[str, Mapping[str, float]]) -> None
 def _append_cache(path: Path, entries: Mapping[str, Mapping[str, float]]) -> None:
     """Append one batch in a single write (a killed run leaves at most a torn last line,
     which the next read skips and rewrites)."""
-    text = "".join(dumps({"key": k, "v": CUES_VERSION, "cues": dict(c)}) + "\n" for k, c in entries.items())
+    text = "".join(
+        dumps({"key": k, "v": CUES_VERSION, "cues": dict(c)}) + "\n" for k, c in entries.items()
+    )
     with path.open("a") as f:
         f.write(text)
         f.flush()
@@ -72,8 +74,10 @@ def _try(write: Callable[[Path, Mapping], None], path: Path, entries: Mapping) -
         write(path, entries)
         return True
     except OSError as err:
-        warnings.warn(f"{path}: cannot write the cue cache ({err}); cues will be remeasured next time",
-                      stacklevel=3)
+        warnings.warn(
+            f"{path}: cannot write the cue cache ({err}); cues will be remeasured next time",
+            stacklevel=3,
+        )
         return False
 
 
@@ -119,16 +123,22 @@ def dataset_cues(
             todo.setdefault(key, (r["path"], row_span(r), row_parts(r)))
     if todo:
         keys = list(todo)
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker) if workers > 1 else None
+        pool = (
+            ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
+            if workers > 1
+            else None
+        )
         try:
             for begin in range(0, len(keys), _BATCH):
-                batch = keys[begin:begin + _BATCH]
+                batch = keys[begin : begin + _BATCH]
                 jobs = [todo[k] for k in batch]
                 if pool is None:
                     with threadpool_limits(1):
                         measured = [_cues_of_file(job) for job in jobs]
                 else:
-                    measured = list(pool.map(_cues_of_file, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+                    measured = list(
+                        pool.map(_cues_of_file, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
+                    )
                 fresh = dict(zip(batch, measured, strict=True))
                 cached.update(fresh)
                 if writable:

@@ -38,8 +38,9 @@ N_BOOT = 2000
 SEED = 0
 
 
-
-def _matrix(rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
+def _matrix(
+    rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]], names: Sequence[str]
+) -> np.ndarray:
     x = np.array([[cues[r["item_id"]].get(n, np.nan) for n in names] for r in rows], dtype=float)
     return x.reshape(len(rows), len(names))
 
@@ -69,7 +70,9 @@ def make_classifiers() -> dict:
     }
 
 
-def _fit_predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, which: Sequence[str]) -> dict[str, np.ndarray]:
+def _fit_predict(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, which: Sequence[str]
+) -> dict[str, np.ndarray]:
     """P(y = 1) on the test rows for each classifier (the training base rate when the
     training labels have one class only)."""
     fill = fill_values(x_train)
@@ -102,7 +105,9 @@ class DirectionModel:
         return float(self.model.predict_proba(x)[0, 1])  # type: ignore[attr-defined]
 
 
-def fit_direction_model(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> DirectionModel:
+def fit_direction_model(
+    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+) -> DirectionModel:
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
     members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in LABELS)
     fmt = rows_format(members)
@@ -120,8 +125,12 @@ def _n_groups(rows: Sequence[Mapping]) -> int:
 
 
 def _predictions(
-    train: Sequence[Mapping], test: Sequence[Mapping], label: Callable[[Mapping], int],
-    cues: Mapping[str, Mapping[str, float]], names: Sequence[str], which: Sequence[str] = ("lr", "hgb"),
+    train: Sequence[Mapping],
+    test: Sequence[Mapping],
+    label: Callable[[Mapping], int],
+    cues: Mapping[str, Mapping[str, float]],
+    names: Sequence[str],
+    which: Sequence[str] = ("lr", "hgb"),
 ) -> tuple[str, dict[str, np.ndarray]] | None:
     """(protocol, classifier -> P(label = 1) per test row): train->test when the train split
     has two sources and both labels, else grouped cross-validation by source on test; None
@@ -129,7 +138,9 @@ def _predictions(
     y_test = np.array([label(r) for r in test])
     y_train = np.array([label(r) for r in train])
     if _n_groups(train) >= 2 and len(np.unique(y_train)) == 2:
-        return "train->test", _fit_predict(_matrix(train, cues, names), y_train, _matrix(test, cues, names), which)
+        return "train->test", _fit_predict(
+            _matrix(train, cues, names), y_train, _matrix(test, cues, names), which
+        )
     if _n_groups(test) < 2:
         return None
     from sklearn.model_selection import GroupKFold
@@ -145,8 +156,11 @@ def _predictions(
 
 
 def _cross_fit(
-    train: Sequence[Mapping], test: Sequence[Mapping], label: Callable[[Mapping], int],
-    cues: Mapping[str, Mapping[str, float]], names: Sequence[str],
+    train: Sequence[Mapping],
+    test: Sequence[Mapping],
+    label: Callable[[Mapping], int],
+    cues: Mapping[str, Mapping[str, float]],
+    names: Sequence[str],
 ) -> tuple[str, list[Mapping], dict[str, np.ndarray]] | None:
     """(protocol, scored rows, classifier -> P(label = 1) per scored row): fitted on train to
     score test *and* on test to score train when both splits have two sources and both labels
@@ -156,10 +170,26 @@ def _cross_fit(
     holds few; scored on those alone, the AUC of clips with no leak at all spreads as wide as
     the gate (see the design notes). Both splits double the positives."""
     y_train, y_test = [label(r) for r in train], [label(r) for r in test]
-    if _n_groups(train) >= 2 and _n_groups(test) >= 2 and len(set(y_train)) == 2 and len(set(y_test)) == 2:
-        forward = _fit_predict(_matrix(train, cues, names), np.array(y_train), _matrix(test, cues, names), ("lr", "hgb"))
-        backward = _fit_predict(_matrix(test, cues, names), np.array(y_test), _matrix(train, cues, names), ("lr", "hgb"))
-        return "cross-fit", [*test, *train], {k: np.concatenate([forward[k], backward[k]]) for k in forward}
+    if (
+        _n_groups(train) >= 2
+        and _n_groups(test) >= 2
+        and len(set(y_train)) == 2
+        and len(set(y_test)) == 2
+    ):
+        forward = _fit_predict(
+            _matrix(train, cues, names),
+            np.array(y_train),
+            _matrix(test, cues, names),
+            ("lr", "hgb"),
+        )
+        backward = _fit_predict(
+            _matrix(test, cues, names), np.array(y_test), _matrix(train, cues, names), ("lr", "hgb")
+        )
+        return (
+            "cross-fit",
+            [*test, *train],
+            {k: np.concatenate([forward[k], backward[k]]) for k in forward},
+        )
     predicted = _predictions(train, test, label, cues, names)
     return None if predicted is None else (predicted[0], list(test), predicted[1])
 
@@ -177,20 +207,39 @@ def _accuracy(correct: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[st
 
     point = float(correct.mean())
     lo, hi, method = weighted_ci(accuracy, point, n_clusters, group_rng(SEED, key), N_BOOT)
-    return {"accuracy": point, "lo": lo, "hi": hi, "n": int(len(correct)), "n_clusters": n_clusters,
-            "ci_method": method}
+    return {
+        "accuracy": point,
+        "lo": lo,
+        "hi": hi,
+        "n": int(len(correct)),
+        "n_clusters": n_clusters,
+        "ci_method": method,
+    }
 
 
-def _auc(scores: np.ndarray, positive: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[str, float]:
+def _auc(
+    scores: np.ndarray, positive: np.ndarray, rows: Sequence[Mapping], key: str
+) -> dict[str, float]:
     from sklearn.metrics import roc_auc_score
 
     cid = cluster_ids(rows, "source_id")
     n_clusters = int(cid.max()) + 1
     point = float(roc_auc_score(positive, scores))
-    lo, hi, method = weighted_ci(ClusterWeightedAUC(scores, positive, cid, n_clusters), point, n_clusters,
-                                 group_rng(SEED, key), N_BOOT)
-    return {"auc": point, "lo": lo, "hi": hi, "n": int(len(scores)), "n_clusters": n_clusters,
-            "ci_method": method}
+    lo, hi, method = weighted_ci(
+        ClusterWeightedAUC(scores, positive, cid, n_clusters),
+        point,
+        n_clusters,
+        group_rng(SEED, key),
+        N_BOOT,
+    )
+    return {
+        "auc": point,
+        "lo": lo,
+        "hi": hi,
+        "n": int(len(scores)),
+        "n_clusters": n_clusters,
+        "ci_method": method,
+    }
 
 
 def _is_increase(row: Mapping) -> int:
@@ -205,7 +254,9 @@ def _sort_rows(rows: Iterable[Mapping]) -> list[Mapping]:
     return sorted(rows, key=lambda r: str(r["item_id"]))
 
 
-def order_free_report(category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]) -> dict:
+def order_free_report(
+    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+) -> dict:
     """The order-free family of one category (`vocalgrad.stimuli.order_free`): direction
     predicted from the whole file's order-free cues alone (classifiers as for the other
     families, train -> test), and each cue's AUC for "increase" on test. No cue is left out
@@ -214,23 +265,35 @@ def order_free_report(category: str, rows: Sequence[Mapping], cues: Mapping[str,
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     y_test = np.array([_is_increase(r) for r in test])
-    predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
+    predicted = (
+        _predictions(train, test, _is_increase, cues, names)
+        if len(np.unique(y_test)) == 2
+        else None
+    )
     if predicted is None:
         return {}
     protocol, probs = predicted
-    direction = {name: _accuracy((p > 0.5).astype(int) == y_test, test, f"{category}|order_free|{name}")
-                 for name, p in probs.items()}
+    direction = {
+        name: _accuracy((p > 0.5).astype(int) == y_test, test, f"{category}|order_free|{name}")
+        for name, p in probs.items()
+    }
     best = max(direction, key=lambda name: direction[name]["accuracy"])
     x = _matrix(test, cues, names)
     per_cue = {}
     for j, name in enumerate(names):
         column = x[:, j]
         if np.isfinite(column).all() and np.ptp(column) > 0:
-            per_cue[name] = _auc(column, y_test.astype(bool), test, f"{category}|order_free_cue|{name}")
+            per_cue[name] = _auc(
+                column, y_test.astype(bool), test, f"{category}|order_free_cue|{name}"
+            )
     top = sorted(per_cue, key=lambda n: -abs(per_cue[n]["auc"] - 0.5))
     return {
-        "protocol": protocol, "features": names, "direction": direction, "classifier": best,
-        "accuracy": direction[best]["accuracy"], "ci": [direction[best]["lo"], direction[best]["hi"]],
+        "protocol": protocol,
+        "features": names,
+        "direction": direction,
+        "classifier": best,
+        "accuracy": direction[best]["accuracy"],
+        "ci": [direction[best]["lo"], direction[best]["hi"]],
         "per_cue_auc": {n: per_cue[n] for n in top},
     }
 
@@ -243,7 +306,8 @@ def audit_category(
     families = allowed_families(category, fmt)
     cue_names = target_cue_names(category, fmt)
     excluded = [f for f in FORMAT_FAMILIES[fmt] if f not in families] + [
-        n for f in families for n in CUE_NAMES[f] if n in cue_names]
+        n for f in families for n in CUE_NAMES[f] if n in cue_names
+    ]
     names = feature_names(families, category, fmt)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
@@ -274,7 +338,11 @@ def audit_category(
         "one_end": one_end_report(category, rows) or None,
     }
     y_test = np.array([_is_increase(r) for r in test])
-    predicted = _predictions(train, test, _is_increase, cues, names) if len(np.unique(y_test)) == 2 else None
+    predicted = (
+        _predictions(train, test, _is_increase, cues, names)
+        if len(np.unique(y_test)) == 2
+        else None
+    )
     if predicted is None:
         out["reasons"].append("too few changing clips or sources to audit")
         return out
@@ -291,11 +359,17 @@ def audit_category(
     out["shortcut_classifier"] = best
 
     edge = [f for f in families if f in EDGE_FAMILIES]
-    for label, subset in (("global", [f for f in families if f == "global"]), ("edge", edge), ("all", list(families))):
+    for label, subset in (
+        ("global", [f for f in families if f == "global"]),
+        ("edge", edge),
+        ("all", list(families)),
+    ):
         if not subset:
             out["by_family_set"][label] = None
             continue
-        _, sub = _predictions(train, test, _is_increase, cues, feature_names(subset, category, fmt), which=("lr",))  # type: ignore[misc]
+        _, sub = _predictions(
+            train, test, _is_increase, cues, feature_names(subset, category, fmt), which=("lr",)
+        )  # type: ignore[misc]
         acc = _accuracy((sub["lr"] > 0.5).astype(int) == y_test, test, f"{category}|family|{label}")
         out["by_family_set"][label] = {**acc, "families": subset}
 
@@ -306,20 +380,34 @@ def audit_category(
         ix = np.array(idx)
         out["per_curve"][curve] = {
             "n": len(idx),
-            **{name: float(((p[ix] > 0.5).astype(int) == y_test[ix]).mean()) for name, p in probs.items()},
+            **{
+                name: float(((p[ix] > 0.5).astype(int) == y_test[ix]).mean())
+                for name, p in probs.items()
+            },
         }
     worst = max(out["per_curve"].items(), key=lambda kv: max(kv[1]["lr"], kv[1]["hgb"]))
-    out["worst_curve"] = {"curve": worst[0], "accuracy": max(worst[1]["lr"], worst[1]["hgb"]), "n": worst[1]["n"]}
+    out["worst_curve"] = {
+        "curve": worst[0],
+        "accuracy": max(worst[1]["lr"], worst[1]["hgb"]),
+        "n": worst[1]["n"],
+    }
 
-    constant_test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS)
-    constant_train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS)
+    constant_test = _sort_rows(
+        r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
+    )
+    constant_train = _sort_rows(
+        r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS
+    )
     c_predicted = None
     if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
         c_predicted = _cross_fit(constant_train, constant_test, _is_constant, cues, names)
     if c_predicted is not None:
         c_protocol, scored, c_probs = c_predicted
         positive = np.array([_is_constant(r) for r in scored], dtype=bool)
-        aucs = {name: _auc(p, positive, scored, f"{category}|constant|{name}") for name, p in c_probs.items()}
+        aucs = {
+            name: _auc(p, positive, scored, f"{category}|constant|{name}")
+            for name, p in c_probs.items()
+        }
         c_best = max(aucs, key=lambda name: aucs[name]["auc"])
         out["constant"] = {"protocol": c_protocol, "n_constant_scored": int(positive.sum()), **aucs}
         out["constant_auc"] = aucs[c_best]["auc"]
@@ -328,7 +416,8 @@ def audit_category(
     lo, hi = out["shortcut_ci"]
     if out["shortcut_accuracy"] > MAX_SHORTCUT_ACCURACY:
         out["reasons"].append(
-            f"direction predicted from {best.upper()} cues with accuracy {out['shortcut_accuracy']:.2f} "
+            f"direction predicted from {best.upper()} cues with accuracy "
+            f"{out['shortcut_accuracy']:.2f} "
             f"> {MAX_SHORTCUT_ACCURACY:.2f}"
         )
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -339,7 +428,9 @@ def audit_category(
         out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
     out["reasons"].extend(_order_free_reasons(out["order_free"], out["order_free_gated"]))
     if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
-        out["reasons"].append(f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}")
+        out["reasons"].append(
+            f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}"
+        )
     out["passes"] = not out["reasons"]
     return out
 
@@ -362,7 +453,9 @@ def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
         predicted = _predictions(train, test, _is_increase, values, [end], which=("lr",))
         if predicted is None:
             return {}
-        out[end] = _accuracy((predicted[1]["lr"] > 0.5).astype(int) == y_test, test, f"{category}|one_end|{end}")
+        out[end] = _accuracy(
+            (predicted[1]["lr"] > 0.5).astype(int) == y_test, test, f"{category}|one_end|{end}"
+        )
     best = max(out, key=lambda end: out[end]["accuracy"])
     return {"end": best.removeprefix("measured_"), **out[best]}
 
@@ -377,8 +470,10 @@ def _order_free_reasons(report: Mapping | None, gated: bool) -> list[str]:
     if acc > MAX_SHORTCUT_ACCURACY:
         top = next(iter(report["per_cue_auc"]), None)
         lead = f"; strongest cue {top} (AUC {report['per_cue_auc'][top]['auc']:.2f})" if top else ""
-        reasons.append(f"direction predicted from order-free cues with accuracy {acc:.2f} > "
-                       f"{MAX_SHORTCUT_ACCURACY:.2f}{lead}")
+        reasons.append(
+            f"direction predicted from order-free cues with accuracy {acc:.2f} > "
+            f"{MAX_SHORTCUT_ACCURACY:.2f}{lead}"
+        )
     if np.isfinite(lo) and np.isfinite(hi) and not lo <= 0.5 <= hi:
         reasons.append(f"order-free accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
     return reasons

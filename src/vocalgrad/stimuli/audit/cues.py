@@ -55,7 +55,6 @@ EDGE_S = 0.3
 FLOOR_DB = -120.0
 
 
-
 def _centroid_hz(x: np.ndarray, sr: int) -> float:
     """Median of the per-frame spectral centroids over Hann frames of ~32 ms (hop 50%); 0 for
     silence. Each frame counts once, whatever its level: a power-weighted centroid reads the
@@ -89,8 +88,12 @@ def _flac_bytes(audio: np.ndarray, sr: int) -> int:
     return len(buffer.getvalue())
 
 
-def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = None,
-              parts: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
+def clip_cues(
+    audio: np.ndarray,
+    sr: int,
+    span: tuple[float, float] | None = None,
+    parts: Sequence[Sequence[float]] | None = None,
+) -> dict[str, float]:
     """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
 
     None of them follows the course of the clip over time: they summarise the clip, or what
@@ -111,19 +114,20 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     detected = speech_span(audio, sr)
     n_edge = max(1, min(len(audio), int(round(EDGE_S * sr))))
     if span is None:
-        body, first, last = audio, audio[:n_edge], audio[len(audio) - n_edge:]
+        body, first, last = audio, audio[:n_edge], audio[len(audio) - n_edge :]
     else:
         onset, offset = (int(round(t * sr)) for t in span)
         onset, offset = min(max(onset, 0), len(audio)), min(max(offset, onset), len(audio))
         body = audio[onset:offset] if offset - onset > sr // 10 else audio
         guard = int(round(EDGE_GUARD_S * sr))
-        first = audio[:min(max(onset - guard, 0), n_edge)]
-        last = audio[max(offset + guard, len(audio) - n_edge):]
+        first = audio[: min(max(onset - guard, 0), n_edge)]
+        last = audio[max(offset + guard, len(audio) - n_edge) :]
     if parts:  # both parts whole, in both orders (`_both_orders`)
         summary = _both_orders(audio, sr, parts, detected)
     else:
         summary = _summary(body, audio, sr, detected)
-    return {**(part_cues(audio, sr, parts) if parts else {}),
+    return {
+        **(part_cues(audio, sr, parts) if parts else {}),
         "global_duration_s": duration,
         **summary,
         "global_ild_db": 0.0 if ears is None else _rms_db(ears[:, 1]) - _rms_db(ears[:, 0]),
@@ -139,7 +143,9 @@ def clip_cues(audio: np.ndarray, sr: int, span: tuple[float, float] | None = Non
     }
 
 
-def _summary(body: np.ndarray, audio: np.ndarray, sr: int, detected: SpeechSpan) -> dict[str, float]:
+def _summary(
+    body: np.ndarray, audio: np.ndarray, sr: int, detected: SpeechSpan
+) -> dict[str, float]:
     """The whole-clip summaries: level, peak, spectrum, F0, size and digital silence."""
     peak = float(np.max(np.abs(body))) if body.size else 0.0
     lufs = loudness_lufs(body, sr)
@@ -153,7 +159,9 @@ def _summary(body: np.ndarray, audio: np.ndarray, sr: int, detected: SpeechSpan)
     }
 
 
-def _both_orders(audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]], detected: SpeechSpan) -> dict[str, float]:
+def _both_orders(
+    audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]], detected: SpeechSpan
+) -> dict[str, float]:
     """The summaries of a two-part item, averaged over the file and the file with its parts
     swapped, so that no summary reads which part comes first. The whole file, not the speech
     spans: a first part's tail and a second's lead would differ with the order (a reverb
@@ -162,7 +170,10 @@ def _both_orders(audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]], d
     can differ in loudness by a fraction of a dB, enough for a classifier to read."""
     (a0, a1), (b0, b1) = ((int(round(x * sr)) for x in part) for part in parts)
     swapped = np.concatenate([audio[:a0], audio[b0:b1], audio[a1:b0], audio[a0:a1], audio[b1:]])
-    both = [_summary(audio, audio, sr, detected), _summary(swapped, swapped, sr, speech_span(swapped, sr))]
+    both = [
+        _summary(audio, audio, sr, detected),
+        _summary(swapped, swapped, sr, speech_span(swapped, sr)),
+    ]
     return {k: float(np.mean([b[k] for b in both])) for k in both[0]}
 
 
@@ -170,8 +181,13 @@ def part_cues(audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]]) -> d
     """Layout cues of a two-part item (`parts`: start and end of each part, in seconds):
     the parts' and the gap's lengths and the gap's level."""
     (a0, a1), (b0, b1) = parts
-    gap = audio[int(round(a1 * sr)):int(round(b0 * sr))]
-    return {"parts_first_s": a1 - a0, "parts_gap_s": b0 - a1, "parts_second_s": b1 - b0, "parts_gap_db": _rms_db(gap)}
+    gap = audio[int(round(a1 * sr)) : int(round(b0 * sr))]
+    return {
+        "parts_first_s": a1 - a0,
+        "parts_gap_s": b0 - a1,
+        "parts_second_s": b1 - b0,
+        "parts_gap_db": _rms_db(gap),
+    }
 
 
 def row_parts(row: Mapping) -> list[list[float]] | None:
@@ -201,15 +217,22 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
     declared = set(dim.SPEC.target_cues)
     if dim.SPEC.warps_time:
         declared.update(WARP_TARGET_FAMILIES[fmt])
-    names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (declared - set(CUE_NAMES))
-    return names - {ORDER_FREE, *ORDER_FREE_NAMES}  # never a target: no order-free cue reads a direction
+    names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (
+        declared - set(CUE_NAMES)
+    )
+    return names - {
+        ORDER_FREE,
+        *ORDER_FREE_NAMES,
+    }  # never a target: no order-free cue reads a direction
 
 
 def rows_format(rows: Iterable[Mapping]) -> str:
     """The one question format of a set of rows (old rows are gradual)."""
     formats = {row_format(r) for r in rows}
     if len(formats) > 1:
-        raise ValueError(f"rows of several question formats ({', '.join(sorted(formats))}) audited together")
+        raise ValueError(
+            f"rows of several question formats ({', '.join(sorted(formats))}) audited together"
+        )
     return formats.pop() if formats else "gradual"
 
 
@@ -220,7 +243,9 @@ def allowed_families(category: str, fmt: str = "gradual") -> tuple[str, ...]:
     return tuple(f for f in FORMAT_FAMILIES[fmt] if any(n not in excluded for n in CUE_NAMES[f]))
 
 
-def feature_names(families: Iterable[str], category: str | None = None, fmt: str = "gradual") -> list[str]:
+def feature_names(
+    families: Iterable[str], category: str | None = None, fmt: str = "gradual"
+) -> list[str]:
     """The cues of `families`, less the target cues of `category` (in `fmt`) if one is given."""
     excluded = target_cue_names(category, fmt) if category else set()
     return [name for family in families for name in CUE_NAMES[family] if name not in excluded]

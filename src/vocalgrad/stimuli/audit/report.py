@@ -33,7 +33,8 @@ def _one_end_cell(one_end: Mapping | None) -> str:
     """The one-end observer's accuracy [CI] and the end it reads (reported, not gated)."""
     if not one_end:
         return "n/a"
-    return f"{one_end['accuracy']:.2f} [{_pct(one_end['lo'])}, {_pct(one_end['hi'])}] ({one_end['end']})"
+    ci = f"[{_pct(one_end['lo'])}, {_pct(one_end['hi'])}]"
+    return f"{one_end['accuracy']:.2f} {ci} ({one_end['end']})"
 
 
 def format_audit(report: Mapping) -> str:
@@ -44,7 +45,8 @@ def format_audit(report: Mapping) -> str:
         f"constant AUC <= {MAX_CONSTANT_AUC:.2f})",
         "",
         "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
-        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | one-end acc [CI] | pass |",
+        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | one-end acc [CI] "
+        "| pass |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     excluded = []
@@ -52,29 +54,45 @@ def format_audit(report: Mapping) -> str:
         if c["excluded_target_cues"]:
             excluded.append(f"{category}: {', '.join(c['excluded_target_cues'])}")
         if c["shortcut_accuracy"] is None:
-            lines.append(f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | n/a | | | | | | | | | "
-                         f"n/a ({'; '.join(c['reasons'])}) |")
+            lines.append(
+                f"| {category} | {c['n_items_test']} | {c['n_sources_test']} "
+                "| n/a | | | | | | | | | "
+                f"n/a ({'; '.join(c['reasons'])}) |"
+            )
             continue
         lo, hi = c["shortcut_ci"]
         fam = c["by_family_set"]
         worst = c["worst_curve"]
-        constant = "n/a" if c["constant_auc"] is None else (
-            f"{c['constant_auc']:.2f} [{_pct(c['constant_ci'][0])}, {_pct(c['constant_ci'][1])}]")
+        constant = (
+            "n/a"
+            if c["constant_auc"] is None
+            else f"{c['constant_auc']:.2f} [{_pct(c['constant_ci'][0])}, "
+            f"{_pct(c['constant_ci'][1])}]"
+        )
         lines.append(
             f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | "
-            f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] ({c['shortcut_classifier'].upper()}) | "
+            f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] "
+            f"({c['shortcut_classifier'].upper()}) | "
             f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
-            f"{_pct((fam.get('global') or {}).get('accuracy'))} | {_pct((fam.get('edge') or {}).get('accuracy'))} | "
+            f"{_pct((fam.get('global') or {}).get('accuracy'))} | "
+            f"{_pct((fam.get('edge') or {}).get('accuracy'))} | "
             f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_order_free_cell(c)} | "
             f"{_one_end_cell(c.get('one_end'))} | {_verdict(c['passes'])} |"
         )
     lines.append("")
-    lines.append(f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
-                 f"jackknife t-interval below, none with one source: the audit then cannot pass).")
-    lines.append("Order-free cues (whole file, unchanged when played backwards) are audited on every "
-                 "category with no exclusions; the one-end observer (the dimension's own measure at "
-                 "one end, learnt on train) is reported, not gated.")
+    lines.append(
+        f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
+        f"jackknife t-interval below, none with one source: the audit then cannot pass)."
+    )
+    lines.append(
+        "Order-free cues (whole file, unchanged when played backwards) are audited on every "
+        "category with no exclusions; the one-end observer (the dimension's own measure at "
+        "one end, learnt on train) is reported, not gated."
+    )
     others = len(report["per_category"]) > len(excluded)
-    lines.append("Cue families excluded as target cues: " + "; ".join(excluded or ["none"])
-                 + ("; other categories: none." if excluded and others else "."))
+    lines.append(
+        "Cue families excluded as target cues: "
+        + "; ".join(excluded or ["none"])
+        + ("; other categories: none." if excluded and others else ".")
+    )
     return "\n".join(lines)
