@@ -254,6 +254,18 @@ def _sort_rows(rows: Iterable[Mapping]) -> list[Mapping]:
     return sorted(rows, key=lambda r: str(r["item_id"]))
 
 
+def _predict_direction(
+    train: Sequence[Mapping], test: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]],
+    names: Sequence[str],
+) -> tuple[np.ndarray, tuple[str, dict[str, np.ndarray]] | None]:
+    """(test labels, `_predictions` of "increase"), the predictions None unless the test
+    split holds both labels."""
+    y_test = np.array([_is_increase(r) for r in test])
+    if len(np.unique(y_test)) != 2:
+        return y_test, None
+    return y_test, _predictions(train, test, _is_increase, cues, names)
+
+
 def order_free_report(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
@@ -264,12 +276,7 @@ def order_free_report(
     names = list(ORDER_FREE_NAMES)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
-    y_test = np.array([_is_increase(r) for r in test])
-    predicted = (
-        _predictions(train, test, _is_increase, cues, names)
-        if len(np.unique(y_test)) == 2
-        else None
-    )
+    y_test, predicted = _predict_direction(train, test, cues, names)
     if predicted is None:
         return {}
     protocol, probs = predicted
@@ -337,12 +344,7 @@ def audit_category(
         "order_free_gated": fmt in ORDER_FREE_GATED,
         "one_end": one_end_report(category, rows) or None,
     }
-    y_test = np.array([_is_increase(r) for r in test])
-    predicted = (
-        _predictions(train, test, _is_increase, cues, names)
-        if len(np.unique(y_test)) == 2
-        else None
-    )
+    y_test, predicted = _predict_direction(train, test, cues, names)
     if predicted is None:
         out["reasons"].append("too few changing clips or sources to audit")
         return out
