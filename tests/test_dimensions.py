@@ -190,6 +190,33 @@ def test_twins_share_one_peak_limit(real_speech_paths):
     assert gaps[False] > 2.0 and abs(gaps[True]) < 0.05, gaps
 
 
+def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
+    """`PreparedSource`'s memos hold what the same call computes again: a clip asked first or
+    second, with its twin or alone, after its twin was rendered or not, is the same audio."""
+    path = real_speech_paths[0]
+    config = BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",),
+                         include_constant=False)
+    (up, _), _ = plan_conditions(config)
+    down = up.twin()
+    items = {c.direction: item_id(0, "order", c) for c in (up, down)}
+    reference = prepare_reference(str(path), RENDER_SR, -14.0)
+
+    def ask(order, paired=True):
+        source = prepare_source(reference, 1)
+        twin = (lambda c: items[c.twin().direction]) if paired else (lambda c: None)
+        return {c.direction: render_condition(source, c, 0, items[c.direction], twin(c)).audio
+                for c in order}
+
+    forward, backward = ask((up, down)), ask((down, up))
+    again = ask((up, up, down, down))  # an item asked twice gets its clip twice
+    for d in ("increase", "decrease"):
+        assert np.array_equal(forward[d], backward[d]) and np.array_equal(forward[d], again[d])
+    source = prepare_source(reference, 1)
+    render_condition(source, down, 0, items["decrease"], items["increase"])  # leaves its twin
+    alone = render_condition(source, up, 0, items["increase"]).audio
+    assert np.array_equal(alone, ask((up,), paired=False)["increase"])  # never the paired memo
+
+
 def test_drift_cancellation_sets_the_sources_late_minus_early_loudness():
     """A clip whose second half is 0.5 dB louder than its source's gets it back to the source's
     late-minus-early loudness, by a gain that is 0 dB outside the speech span."""
@@ -371,8 +398,6 @@ def test_breathiness_lowers_hnr_in_voiced_speech_only(references):
 def test_ideal_observer_reads_the_newer_dimensions(references, category):
     """baseline:ideal's own evidence (librosa features, not the verifier's) has the label's
     sign on built clips, against the clean source it reads from references/."""
-    from vocalgrad.listeners.baselines import _EVIDENCE
-
     dim = dimensions.get(category)
     for i, source in enumerate(references[:2]):
         for direction in ("increase", "decrease"):
@@ -380,7 +405,7 @@ def test_ideal_observer_reads_the_newer_dimensions(references, category):
             start, end = (low, high) if direction == "increase" else (high, low)
             c = Condition(category, "mid", "linear", direction, dim.SPEC.tiers["mid"], start, end)
             result = render_condition(source, c, 0, item_id(0, str(i), c))
-            evidence = _EVIDENCE[category](result.audio, source.clean.audio, RENDER_SR)
+            evidence = dim.evidence(result.audio, source.clean.audio, RENDER_SR)
             assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)
 
 
@@ -388,8 +413,6 @@ def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
     """Clarity's low tier (cutoff 5 -> 8.4 kHz) moves only the quiet bands above 5 kHz: the
     ideal's evidence must follow them band by band (summed high-band energy barely moved, and
     the ideal answered this tier on the recordings at 0.52)."""
-    from vocalgrad.listeners.baselines import _EVIDENCE
-
     dim = dimensions.get("voice_clarity")
     for i, source in enumerate(references[:6]):
         for direction in ("increase", "decrease"):
@@ -399,14 +422,14 @@ def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
             result = render_condition(source, c, 0, item_id(0, str(i), c))
             if result.verdict != "verified":
                 continue  # refused as inaudible on this source: no answer to hear
-            evidence = _EVIDENCE["voice_clarity"](result.audio, source.clean.audio, RENDER_SR)
+            evidence = dim.evidence(result.audio, source.clean.audio, RENDER_SR)
             assert evidence * (1 if direction == "increase" else -1) > 0, (i, direction, evidence)
 
 
 def test_distance_moves_level_reverb_and_highs_together(references):
     """A source moving away loses direct level and DRR by the same dB and gets duller; an
     echo ramp at a steady level (or a level ramp in a dry room) is not a source moving."""
-    from vocalgrad.stimuli.render import finish, measure_clip
+    from vocalgrad.stimuli.render import measure_clip, to_file, unlimited
 
     dim = dimensions.get("distance")
     near, far = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
@@ -425,7 +448,8 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         ramp = Condition("echo", "high", "linear", "increase", 0.52, 0.0, 0.52)
         span = ref.clean.span
         track = track_for(ramp, echo.SPEC, span.onset_s, span.offset_s)
-        audio, _ = finish(ref, "distance", echo.render(ref.clean, track, np.random.default_rng(0)), track, span, 0, "ae")
+        raw = echo.render(ref.clean, track, np.random.default_rng(0))
+        audio = to_file(unlimited(ref, "distance", raw, track, span, 0, "ae")[0])
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
 
 

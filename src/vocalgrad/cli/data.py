@@ -15,8 +15,7 @@ from vocalgrad.cli.options import (
     whole,
 )
 from vocalgrad.files import atomic_write_text
-
-FORMATS = ("gradual", "comparison", "recognition")
+from vocalgrad.records import FORMATS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

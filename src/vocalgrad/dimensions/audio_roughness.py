@@ -6,7 +6,7 @@ import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis
 
 SPEC = DimensionSpec(
@@ -66,3 +66,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 
 def _peak(ref: Analysis) -> float:
     return float(np.max(np.abs(ref.audio))) or 1.0
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("audio", "rough", "smooth"))
+# evidence: the default, the energy added to the source (late vs early)

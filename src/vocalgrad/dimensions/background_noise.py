@@ -6,7 +6,7 @@ import numpy as np
 
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
 from vocalgrad.signal.trajectories import sample_times
 
@@ -69,3 +69,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     floor, speech = ref.floor_power, max(ref.speech_rms, 1e-10) ** 2
     h, t = head_tail(power, head, tail, reduce=np.mean)
     return Measured(db((h + floor) / speech), db((t + floor) / speech))
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("recording", "noisy", "clean"))
+# evidence: the default, the energy added to the source (late vs early)

@@ -7,7 +7,7 @@ from scipy.signal import fftconvolve, lfilter
 
 from vocalgrad.audio import FRAME_S, frame_rms
 from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.trajectories import sample_times
 
@@ -135,3 +135,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         w, e = wet[:n][window].sum() + floor * window.sum(), expected[:n][window].sum()
         out.append(db(w / e + INAUDIBLE_RATIO) if e > 0 else float("nan"))
     return Measured(out[0], out[1])
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("recording", "reverberant", "dry"))
+# evidence: the default, the energy added to the source (late vs early)

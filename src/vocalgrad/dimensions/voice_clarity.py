@@ -6,8 +6,9 @@ import numpy as np
 from scipy.signal import istft, stft
 
 from vocalgrad.dimensions._shared import db, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, mel_centres
+from vocalgrad.signal.evidence import high_band_kept_change
 
 SPEC = DimensionSpec(
     name="voice_clarity",
@@ -102,3 +103,9 @@ def _stft(ref: Analysis, boundary: str = "zeros") -> tuple[np.ndarray, np.ndarra
     if key not in ref.cache:
         ref.cache[key] = stft(ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=boundary)
     return ref.cache[key]
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("voice", "clear", "muffled"))
+evidence = high_band_kept_change

@@ -49,6 +49,7 @@ from vocalgrad.listeners.ct2_whisper import (
     find_packaged_models,
     load_hf_folder,
 )
+from vocalgrad.listeners.registry import ListenerFamily
 from vocalgrad.listeners.tuning import HeadInputs, gather
 from vocalgrad.questions.prompts import Prompt
 
@@ -566,6 +567,10 @@ class WhisperListener(Listener):
         return out
 
 
-def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> WhisperListener:
+def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> WhisperListener:
     """The `whisper:` listener family (the dataset is not needed to load it)."""
     return WhisperListener(rest, **options)
+
+
+from_spec = ListenerFamily(_load, wants_gpu=True)
+"""The `whisper:` listener family (the dataset is not needed to load it)."""

@@ -30,6 +30,7 @@ from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
+from vocalgrad.records import DatasetRow
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
 from vocalgrad.sources.check import SpeechCheck, conversions
@@ -64,7 +65,7 @@ def render_source(task: SourceTask) -> dict:
     """Worker: all pending clips of one source. Returns rows, or why the source was skipped.
 
     BLAS is held to one thread: parallelism comes from processes, and spinning BLAS threads
-    in every worker oversubscribe the cores (measured: 1.5x slower on 2 cores).
+    in every worker oversubscribe the cores.
     """
     with threadpool_limits(1):
         return _render_source(task)
@@ -131,7 +132,7 @@ _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
 
 def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha: str,
-         ref_name: str, result) -> dict:
+         ref_name: str, result) -> DatasetRow:
     spec = dimensions.get(condition.category).SPEC
     source = task.source
     sr = task.config.sample_rate
