@@ -9,6 +9,7 @@ from scipy.special import erf
 
 from vocalgrad import dimensions
 from vocalgrad.audio import PEAK_CEILING, k_weighted_frame_power
+from vocalgrad.dimensions import background_noise
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
@@ -265,7 +266,7 @@ def test_tremolo_keeps_loudness_and_noise_fills_the_speech_to_its_end(references
     added = out[tail] - ref.audio[tail]
     assert np.sqrt(np.mean(added**2)) > 0.5 * 0.12 * ref.speech_rms
     # the noise ends with the speech: the file's trailing silence is the source's in both twins
-    after = slice(int((ref.span.offset_s + noise.NOISE_FADE_S) * ref.sr) + 1, None)
+    after = slice(int((ref.span.offset_s + background_noise.NOISE_FADE_S) * ref.sr) + 1, None)
     assert np.array_equal(out[after], ref.audio[after])
 
 
