@@ -175,34 +175,46 @@ def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, wo
 
 def table(corpus: str, variant: str, dataset: Path, order_free: Path) -> str:
     build = json.loads((dataset / "build_report.json").read_text())
-    audit = _load(dataset / "audit.json")
-    verify = _load(dataset / "verify_cli.json")
+    audit = (_load(dataset / "audit.json") or {}).get("per_category", {})
+    verify = (_load(dataset / "verify_cli.json") or {}).get("per_category", {})
     free = _order_free_rows(order_free)
     file_sr, render_sr = VARIANTS[variant]
     refused_plan: dict[str, list[str]] = {}
     for r in build.get("refused_conditions", []):
         refused_plan.setdefault(r["category"], []).append(r["tier"])
-    lines = [f"### {corpus}, {variant} (files {file_sr} Hz, rendered {render_sr} Hz): "
+    for r in build.get("refused_for_source", []):
+        refused_plan.setdefault(r["category"], []).append(f"{r['tier']} on {r['source_id'].split('/')[-1]}")
+    lines = [f"{corpus}, {variant} (files {file_sr} Hz, rendered {render_sr} Hz): "
              f"{build.get('sources_selected')} sources, {build['clips_kept']} clips kept of "
              f"{build['clips_rendered']} rendered",
              "",
-             "| category | kept | refused inaudible (clips) | refused tiers | build agreement | "
-             "verify agreement | audit | worst audit AUC | order-free accuracy [95% CI] |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    per_cat = build.get("per_category", {})
-    for cat in sorted(per_cat):
-        c = per_cat[cat]
-        v = (verify or {}).get("per_category", {}).get(cat, {})
-        a = _audit_row(audit, cat)
+             "| category | kept | refused inaudible | refused tiers | verify agreement | shortcut acc [CI] "
+             "| constant AUC | order-free acc [CI] (audit) | order_free_cues.py | audit |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for cat, c in sorted(build.get("per_category", {}).items()):
+        a = audit.get(cat, {})
+        ofr = a.get("order_free") or {}
         lines.append(
-            f"| {cat} | {c['kept']} | {c['refused_inaudible']} | {','.join(refused_plan.get(cat, [])) or '-'} "
-            f"| {build.get('agreement', {}).get(cat, float('nan')):.2%} "
-            f"| {_pct(v.get('agreement'))} | {a[0]} | {a[1]} | {free.get(cat, 'n/a')} |")
+            f"| {cat} | {c['kept']} | {c['refused_inaudible']} | {', '.join(refused_plan.get(cat, [])) or '-'} "
+            f"| {_pct(verify.get(cat, {}).get('agreement'))} "
+            f"| {_ci(a.get('shortcut_accuracy'), a.get('shortcut_ci'))} | {_num(a.get('constant_auc'))} "
+            f"| {_ci(ofr.get('accuracy'), ofr.get('ci'))} | {free.get(cat, 'n/a')} "
+            f"| {'n/a' if 'passes' not in a else ('pass' if a['passes'] else 'FAIL')} |")
     return "\n".join(lines) + "\n"
 
 
 def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.2%}"
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _ci(x, ci) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else f"{x:.2f}"
 
 
 def _load(path: Path) -> dict | None:
@@ -210,28 +222,6 @@ def _load(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-
-
-def _audit_row(audit: dict | None, category: str) -> tuple[str, str]:
-    if not audit:
-        return "n/a", "n/a"
-    entry = (audit.get("per_category") or {}).get(category) or {}
-    verdict = entry.get("verdict") or entry.get("status") or ("pass" if entry.get("passed") else "flag"
-                                                                if "passed" in entry else "n/a")
-    aucs = [v for k, v in _walk(entry) if k.endswith("auc") and isinstance(v, (int, float))]
-    worst = max(aucs, key=lambda x: abs(x - 0.5)) if aucs else None
-    return str(verdict), "n/a" if worst is None else f"{worst:.2f}"
-
-
-def _walk(obj, key=""):
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            yield from _walk(v, str(k))
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _walk(v, key)
-    else:
-        yield key, obj
 
 
 def _order_free_rows(path: Path) -> dict[str, str]:

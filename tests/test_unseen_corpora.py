@@ -4,8 +4,6 @@ tuxpaint-stamps-default, and what they showed (issue #24, part 4)."""
 from __future__ import annotations
 
 import glob
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
