@@ -8,7 +8,7 @@ import glob
 import numpy as np
 import pytest
 
-from tests.conftest import arctic_path
+from conftest import arctic_path
 from vocalgrad.audio import load_audio
 from vocalgrad.sources.check import speech_problem
 
@@ -41,3 +41,79 @@ def test_ktuberlings_galician_words_pass_the_speech_check_despite_their_dc_offse
         joined += [audio, np.zeros(int(0.3 * sr), np.float32)]
     x = np.concatenate(joined)
     assert speech_problem(0.5 * x / np.max(np.abs(x)), sr) is None
+
+
+def _telephone(x: np.ndarray, sr: int) -> np.ndarray:
+    from scipy.signal import butter, sosfiltfilt
+
+    return sosfiltfilt(butter(8, (300, 3400), btype="bandpass", fs=sr, output="sos"), x).astype(np.float32)
+
+
+def _heard(audio: np.ndarray, sr: int):
+    from vocalgrad.audio import normalise
+    from vocalgrad.signal.analysis import Analysis
+    from vocalgrad.stimuli.render import prepare_source, quantise16
+
+    clean = Analysis(quantise16(normalise(audio, sr, -26.0)), sr)
+    return prepare_source(clean, 1).heard
+
+
+def test_a_clarity_low_pass_above_the_sources_own_band_is_refused_for_that_source():
+    """16 kHz speech that is telephone band (300-3400 Hz) loses nothing to a 5000 Hz low-pass:
+    the low tier is refused for the source, as the rate rule refuses it at 8 kHz; the mid tier
+    (2500 Hz) cuts into the band and stays. Wideband 16 kHz ARCTIC keeps every tier."""
+    from vocalgrad.audio import resample
+    from vocalgrad.dimensions import voice_clarity
+
+    audio, sr = load_audio(arctic_path())
+    wide = resample(audio, sr, 16000)
+    tiers = voice_clarity.SPEC.tiers
+    heard = _heard(wide, 16000)
+    assert all(voice_clarity.source_inaudible_reason(m, heard) is None for m in tiers.values())
+    narrow = _heard(_telephone(wide, 16000), 16000)
+    reason = voice_clarity.source_inaudible_reason(tiers["low"], narrow)
+    assert reason and "5000 Hz low-pass takes 0.0 dB" in reason
+    top = float(reason.rsplit("above ", 1)[1].split()[0])
+    assert 3000 < top < 4500  # the band it reports is the telephone band's top
+    assert voice_clarity.source_inaudible_reason(tiers["mid"], narrow) is None
+    assert voice_clarity.source_inaudible_reason(tiers["high"], narrow) is None
+    assert voice_clarity.source_inaudible_reason(8000.0, narrow) is None  # the rate rule's case
+
+
+def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_low_tier(tmp_path, capsys):
+    import soundfile as sf
+
+    from vocalgrad.audio import resample
+    from vocalgrad.cli import main
+    from vocalgrad.dataset import load_rows
+
+    audio, sr = load_audio(arctic_path())
+    root = tmp_path / "tel16"
+    for speaker, gain in (("a", 0.5), ("b", 0.3)):
+        (root / speaker).mkdir(parents=True)
+        x = _telephone(resample(audio, sr, 16000), 16000)
+        sf.write(root / speaker / f"{speaker}.wav", gain * x / np.max(np.abs(x)), 16000)
+    config = tmp_path / "one.toml"
+    config.write_text("[build]\nper_speaker_test = 1\n")
+    out = tmp_path / "ds"
+    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
+                 "--config", str(config), "--categories", "voice_clarity", "--tiers", "low,mid",
+                 "--curves", "linear", "--no-constant", "--no-audit"]) == 0
+    printed = capsys.readouterr().out
+    assert "refused voice_clarity low on folder/a/a.wav (2 clips)" in printed
+    import json
+
+    report = json.loads((out / "build_report.json").read_text())
+    refused = report["refused_for_source"]
+    assert [(r["source_id"], r["tier"], r["clips"]) for r in refused] == [
+        ("folder/a/a.wav", "low", 2), ("folder/b/b.wav", "low", 2)]
+    assert report["per_category"]["voice_clarity"]["refused_inaudible"] >= 4
+    rows = load_rows(out)
+    assert rows and {r["tier"] for r in rows} == {"mid"}  # the mid tier is audible and kept
+    assert "Conditions refused on one source" in (out / "README.md").read_text()
+    # resuming the finished build renders nothing again and keeps the count
+    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
+                 "--config", str(config), "--categories", "voice_clarity", "--tiers", "low,mid",
+                 "--curves", "linear", "--no-constant", "--no-audit"]) == 0
+    again = json.loads((out / "build_report.json").read_text())
+    assert again["refused_for_source"] == refused
