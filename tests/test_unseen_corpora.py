@@ -7,8 +7,8 @@ import glob
 
 import numpy as np
 import pytest
-
 from conftest import arctic_path
+
 from vocalgrad.audio import load_audio
 from vocalgrad.sources.check import speech_problem
 
