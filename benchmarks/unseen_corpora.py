@@ -20,11 +20,13 @@ Each corpus is prepared once per variant: ``48k``, ``16k`` and ``8k`` (resampled
 package's own rate), ``tel`` (300-3400 Hz band-pass at 8 kHz, the telephone band) rendered at
 8 kHz, and ``tel16`` (the same telephone-band files) rendered at 16 kHz: narrowband speech in a
 wideband pipeline. Then per variant: ``vocalgrad build`` (folder source, speaker = language),
-``vocalgrad audit``, ``vocalgrad verify`` and ``benchmarks/order_free_cues.py``.
+``vocalgrad audit`` and ``vocalgrad verify`` (and ``benchmarks/order_free_cues.py`` with
+``--order-free-script``: it gives the audit's order-free accuracy and CI to the digit, the
+same function on the same files, so by default it is not run twice).
 
     python benchmarks/unseen_corpora.py OUT [--corpus tuxpaint ktuberling]
         [--variant 48k 16k 8k tel tel16] [--n-test 8] [--n-train 8] [--workers 1]
-        [--prepare-only]
+        [--prepare-only] [--order-free-script]
 
 Prints one markdown table per corpus and variant (and writes OUT/<corpus>-<variant>.md):
 per category the build's kept / refused-as-inaudible counts and agreement, the audit's
@@ -151,7 +153,8 @@ def _run(cmd: list[str], log: Path) -> int:
         return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False).returncode
 
 
-def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, workers: int) -> str:
+def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, workers: int,
+             order_free_script: bool = False) -> str:
     """Build, audit, verify and order-free audit one prepared variant; the markdown table."""
     folder = out / corpus / variant
     dataset = out / f"{corpus}-{variant}-ds"
@@ -167,6 +170,8 @@ def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, wo
     _run([*vocalgrad, "audit", str(dataset), "--workers", str(workers)], log)
     _run([*vocalgrad, "verify", str(dataset), "--json", str(dataset / "verify_cli.json")], log)
     order_free = out / f"{corpus}-{variant}-order-free.md"
+    if not order_free_script:  # the audit's order-free column is the same computation
+        return table(corpus, variant, dataset, order_free)
     with order_free.open("w") as f:
         subprocess.run([sys.executable, str(here / "order_free_cues.py"), str(dataset), "--top", "2",
                         "--workers", str(workers)], stdout=f, stderr=subprocess.STDOUT, check=False)
@@ -244,6 +249,9 @@ def main() -> None:
     ap.add_argument("--n-train", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--prepare-only", action="store_true")
+    ap.add_argument("--order-free-script", action="store_true",
+                    help="also run benchmarks/order_free_cues.py (its accuracy and CI equal the "
+                         "audit's order-free column: the same function on the same files)")
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for corpus in args.corpus:
@@ -260,7 +268,8 @@ def main() -> None:
         if args.prepare_only:
             continue
         for variant in args.variant:
-            text = evaluate(corpus, variant, args.out, args.n_test, args.n_train, args.workers)
+            text = evaluate(corpus, variant, args.out, args.n_test, args.n_train, args.workers,
+                            args.order_free_script)
             (args.out / f"{corpus}-{variant}.md").write_text(text)
             print(text, flush=True)
 
