@@ -26,7 +26,7 @@ same function on the same files, so by default it is not run twice).
 
     python benchmarks/unseen_corpora.py OUT [--corpus tuxpaint ktuberling]
         [--variant 48k 16k 8k tel tel16] [--n-test 8] [--n-train 8] [--workers 1]
-        [--prepare-only] [--order-free-script]
+        [--prepare-only] [--order-free-script] [--summary]
 
 Prints one markdown table per corpus and variant (and writes OUT/<corpus>-<variant>.md):
 per category the build's kept / refused-as-inaudible counts and agreement, the audit's
@@ -208,6 +208,38 @@ def table(corpus: str, variant: str, dataset: Path, order_free: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary(out: Path, corpus: str, variants: list[str]) -> str:
+    """One table per corpus over the variants already evaluated under OUT: per category and
+    variant the audit's order-free accuracy, the clips refused as inaudible and the verdict."""
+    done = [v for v in variants if (out / f"{corpus}-{v}-ds" / "audit.json").is_file()]
+    if not done:
+        return f"{corpus}: nothing evaluated under {out} yet\n"
+    cells: dict[str, dict[str, str]] = {}
+    notes = []
+    for v in done:
+        ds = out / f"{corpus}-{v}-ds"
+        build = json.loads((ds / "build_report.json").read_text())
+        audit = json.loads((ds / "audit.json").read_text())["per_category"]
+        verify = (_load(ds / "verify_cli.json") or {}).get("per_category", {})
+        agreement = [e["agreement"] for e in verify.values() if "agreement" in e]
+        notes.append(f"{v}: {build['sources_selected']} sources, {build['clips_kept']} clips, lowest verify "
+                     f"agreement of a category {_pct(min(agreement)) if agreement else 'n/a'}")
+        for cat, c in build["per_category"].items():
+            a = audit.get(cat, {})
+            of = a.get("order_free") or {}
+            refused = [r["tier"] for r in build.get("refused_conditions", []) if r["category"] == cat]
+            cells.setdefault(cat, {})[v] = (
+                f"{_ci(of.get('accuracy'), of.get('ci'))}; {c['refused_inaudible']} refused"
+                + (f" + tier {','.join(refused)}" if refused else "")
+                + ("" if a.get("passes", True) else "; **FAIL**"))
+    head = "| category | " + " | ".join(done) + " |"
+    lines = [f"{corpus}: order-free accuracy [95% CI]; clips refused as inaudible (+ tiers refused "
+             "by the rate rule); audit verdict where it fails", "", head,
+             "|---|" + "---|" * len(done)]
+    lines += [f"| {cat} | " + " | ".join(cells[cat].get(v, "n/a") for v in done) + " |" for cat in sorted(cells)]
+    return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{x:.1%}"
 
@@ -249,6 +281,8 @@ def main() -> None:
     ap.add_argument("--n-train", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--prepare-only", action="store_true")
+    ap.add_argument("--summary", action="store_true",
+                    help="only print the per-corpus summary of what OUT already holds")
     ap.add_argument("--order-free-script", action="store_true",
                     help="also run benchmarks/order_free_cues.py (its accuracy and CI equal the "
                          "audit's order-free column: the same function on the same files)")
@@ -260,6 +294,9 @@ def main() -> None:
         if version is None or not root.is_dir():
             print(f"{corpus}: skipped: Debian package {package} is not installed "
                   f"(apt-get install {package}); nothing is downloaded")
+            continue
+        if args.summary:
+            print(summary(args.out, corpus, args.variant))
             continue
         info = prepare(corpus, args.out, args.variant)
         print(f"{corpus}: {package} {version}; {len(info['speakers'])} speakers (languages), "

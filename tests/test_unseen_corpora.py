@@ -4,6 +4,8 @@ tuxpaint-stamps-default, and what they showed (issue #24, part 4)."""
 from __future__ import annotations
 
 import glob
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,3 +119,38 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
                  "--curves", "linear", "--no-constant", "--no-audit"]) == 0
     again = json.loads((out / "build_report.json").read_text())
     assert again["refused_for_source"] == refused
+
+
+def _benchmark():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "unseen_corpora.py"
+    spec = importlib.util.spec_from_file_location("unseen_corpora", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_nothing(tmp_path, monkeypatch, capsys):
+    bench = _benchmark()
+    monkeypatch.setattr(bench, "CORPORA", {"tuxpaint": ("vocalgrad-no-such-package", tmp_path / "none",
+                                                        bench.tuxpaint_utterances)})
+    monkeypatch.setattr("sys.argv", ["unseen_corpora.py", str(tmp_path / "out"), "--corpus", "tuxpaint"])
+    bench.main()
+    printed = capsys.readouterr().out
+    assert "tuxpaint: skipped" in printed and "apt-get install vocalgrad-no-such-package" in printed
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(len(GALICIAN) < 10, reason=NEEDS_KTUBERLING)
+def test_the_benchmark_prepares_telephone_band_speech_from_the_installed_package(tmp_path):
+    bench = _benchmark()
+    info = bench.prepare("ktuberling", tmp_path, ["tel", "48k"], per_speaker=2)
+    assert len(info["speakers"]) >= 8 and set(info["speakers"].values()) == {2}
+    tel = sorted((tmp_path / "ktuberling" / "tel").rglob("*.wav"))
+    assert len(tel) == 2 * len(info["speakers"])
+    x, sr = load_audio(tel[0])
+    assert sr == 8000 and len(x) > 1.5 * sr  # three words joined
+    spectrum = np.abs(np.fft.rfft(x)) ** 2
+    freqs = np.fft.rfftfreq(len(x), 1 / sr)
+    inside = spectrum[(freqs > 500) & (freqs < 3000)].mean()
+    assert spectrum[freqs > 3800].mean() < inside * 1e-3 and spectrum[freqs < 150].mean() < inside * 1e-3
+    assert load_audio(sorted((tmp_path / "ktuberling" / "48k").rglob("*.wav"))[0])[1] == 48000
