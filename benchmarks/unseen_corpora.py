@@ -187,8 +187,11 @@ def table(corpus: str, variant: str, dataset: Path, order_free: Path) -> str:
     refused_plan: dict[str, list[str]] = {}
     for r in build.get("refused_conditions", []):
         refused_plan.setdefault(r["category"], []).append(r["tier"])
+    per_source: dict[tuple[str, str], int] = {}
     for r in build.get("refused_for_source", []):
-        refused_plan.setdefault(r["category"], []).append(f"{r['tier']} on {r['source_id'].split('/')[-1]}")
+        per_source[(r["category"], r["tier"])] = per_source.get((r["category"], r["tier"]), 0) + 1
+    for (category, tier), n in sorted(per_source.items()):
+        refused_plan.setdefault(category, []).append(f"{tier} on {n} source(s)")
     lines = [f"{corpus}, {variant} (files {file_sr} Hz, rendered {render_sr} Hz): "
              f"{build.get('sources_selected')} sources, {build['clips_kept']} clips kept of "
              f"{build['clips_rendered']} rendered",
