@@ -60,13 +60,14 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     """Why a `magnitude` Hz low-pass would change nothing audible on this source, or None.
 
     The rate rule (`inaudible_reason`) only knows Nyquist; a source's real bandwidth is often
-    narrower (telephone speech, or an 8-11 kHz recording resampled up: tuxpaint-stamps-default
-    has several). The change is predicted with `measure`'s own terms on the source itself:
+    narrower (telephone speech resampled up, or a recording whose speech holds little high up:
+    five of 16 tuxpaint-stamps-default sources at 16 kHz, usable only to 4.0-6.4 kHz). The change is predicted with `measure`'s own terms on the source itself:
     the raised-cosine mask's level at each mel band above 1 kHz that `measure` would use
     (usable in the head and in the tail), floored at -KEPT_RANGE_DB, averaged: the change the
-    condition's endpoint cutoffs would give, an upper bound on what a clip realises. Where that is under the audibility floor, every clip of the
-    condition would be refused one by one (or kept by chance near the floor): the condition is
-    refused for this source instead, with the bandwidth that makes it so."""
+    condition's endpoint cutoffs would give, an upper bound on what a clip realises. Where
+    that is under the audibility floor, every clip of the condition would be refused one by
+    one (or kept by chance near the floor): the condition is refused for this source
+    instead, with the bandwidth that makes it so."""
     if magnitude >= open_cutoff(ref.sr) - TRANSITION_HZ / 2:
         return None  # the rate rule refuses it already, for every source
     usable = _usable_bands(ref)
