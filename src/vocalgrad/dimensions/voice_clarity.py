@@ -61,8 +61,9 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
 
     The rate rule (`inaudible_reason`) only knows Nyquist; a source's real bandwidth is often
     narrower (telephone speech resampled up, or a recording whose speech holds little high up:
-    five of 16 tuxpaint-stamps-default sources at 16 kHz, usable only to 4.0-6.4 kHz). The change is predicted with `measure`'s own terms on the source itself:
-    the raised-cosine mask's level at each mel band above 1 kHz that `measure` would use
+    five of 16 tuxpaint-stamps-default sources at 16 kHz, usable only to 4.0-6.4 kHz). The
+    change is predicted in `measure`'s own terms on the source itself: the raised-cosine
+    mask's level at each mel band above 1 kHz that `measure` would use
     (usable in the head and in the tail), floored at -KEPT_RANGE_DB, averaged: the change the
     condition's endpoint cutoffs would give, an upper bound on what a clip realises. Where
     that is under the audibility floor, every clip of the condition would be refused one by
