@@ -154,3 +154,23 @@ def test_the_benchmark_prepares_telephone_band_speech_from_the_installed_package
     inside = spectrum[(freqs > 500) & (freqs < 3000)].mean()
     assert spectrum[freqs > 3800].mean() < inside * 1e-3 and spectrum[freqs < 150].mean() < inside * 1e-3
     assert load_audio(sorted((tmp_path / "ktuberling" / "48k").rglob("*.wav"))[0])[1] == 48000
+
+
+def test_a_constant_clip_holds_only_values_of_the_tiers_kept_on_its_source():
+    """With clarity's low tier refused on telephone-band speech, a constant clip drawing from
+    the low tier's range would hold 'no change at all' where no changing clip of the source
+    does (ktuberling's telephone band at 16 kHz: constants told apart with AUC 0.65)."""
+    from vocalgrad.audio import resample
+    from vocalgrad.stimuli.build import held_among_kept
+    from vocalgrad.stimuli.config import BuildConfig
+    from vocalgrad.stimuli.plan import item_id, plan_conditions
+
+    config = BuildConfig(sample_rate=16000, categories=("voice_clarity",), tiers=("low", "mid"))
+    constant = next(c for c in plan_conditions(config)[0] if c.direction == "constant")
+    assert constant.ranges == ((5000.0, 8400.0), (2500.0, 8400.0))
+    audio, sr = load_audio(arctic_path())
+    wide = resample(audio, sr, 16000)
+    assert held_among_kept(constant, config, _heard(wide, 16000)) == constant
+    narrow = held_among_kept(constant, config, _heard(_telephone(wide, 16000), 16000))
+    assert narrow.ranges == ((2500.0, 8400.0),)
+    assert item_id(0, "s", narrow) == item_id(0, "s", constant)  # the same clip, resumable

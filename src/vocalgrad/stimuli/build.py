@@ -95,6 +95,7 @@ def _render_source(task: SourceTask) -> dict:
     rows = []
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
+        condition = held_among_kept(condition, config, prepared.heard)
         reason = source_refusal(condition, prepared.heard)
         if reason:  # inaudible on this source (its bandwidth, say): refused and counted, not rendered
             rows.append({"item_id": item, "refused": reason, "pair_key": condition.pair_key,
@@ -122,6 +123,20 @@ def source_refusal(condition: Condition, heard: Analysis) -> str | None:
     if check is None or condition.direction == "constant":
         return None
     return check(condition.magnitude, heard)
+
+
+def held_among_kept(condition: Condition, config: BuildConfig, heard: Analysis) -> Condition:
+    """A constant clip draws its held value from the planned tiers' ranges, less those refused
+    on this source: else it holds a refused tier's value (clarity's 5 kHz low-pass on
+    telephone-band speech: no change at all) a third of the time that no changing clip of
+    the source does, and the audit tells constants apart (ktuberling's telephone band at
+    16 kHz: AUC 0.65, over the limit). The item id does not depend on the ranges."""
+    if condition.direction != "constant" or not condition.ranges:
+        return condition
+    refused = {(c.start, c.end) for c in plan_conditions(config)[0]
+               if c.category == condition.category and c.direction == "increase" and source_refusal(c, heard)}
+    kept = tuple(r for r in condition.ranges if tuple(r) not in refused)
+    return dataclasses.replace(condition, ranges=kept) if kept and len(kept) < len(condition.ranges) else condition
 
 
 def _pair_recognition(rows: list[dict]) -> None:
