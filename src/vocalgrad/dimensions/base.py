@@ -178,13 +178,19 @@ def _identity_time(track: Track, times_s: np.ndarray) -> np.ndarray:
     return np.asarray(times_s, dtype=np.float64)
 
 
+def _audible_on_every_source(magnitude: float, ref: Analysis) -> str | None:
+    """Default `Bound.source_inaudible_reason`: the rate rule alone decides."""
+    return None
+
+
 def _no_blind_change(clip: Analysis) -> float | None:
     """The default source-free measure: none (verification without a source checks nothing)."""
     return None
 
 
 REQUIRED = ("SPEC", "endpoints", "inaudible_reason", "render", "measure")
-OPTIONAL = ("QUESTION", "output_time", "source_time", "blind_change", "evidence", "held_evidence")
+OPTIONAL = ("QUESTION", "output_time", "source_time", "source_inaudible_reason", "blind_change", "evidence",
+            "held_evidence")
 
 
 @dataclass(frozen=True)
@@ -201,6 +207,9 @@ class Bound:
     - ``output_time(track, source_times_s) -> clip_times_s`` and ``source_time(track,
       clip_times_s) -> source_times_s``: the time maps of a warping dimension (declare
       ``SPEC.warps_time``); default: the identity.
+    - ``source_inaudible_reason(magnitude, ref) -> str | None``: why a change of this
+      magnitude would be inaudible on this source (its bandwidth, say), decided before
+      rendering; default: None (the rate rule, ``inaudible_reason``, alone decides).
     - ``blind_change(clip) -> float | None``: the change measured from the clip alone, for
       datasets without sources; default: None (no source-free check).
     - ``evidence(clip, ref, sr) -> float``: the ideal observer's decision statistic on a gradual
@@ -220,6 +229,7 @@ class Bound:
     QUESTION: Question = Question()
     output_time: Callable[[Track, np.ndarray], np.ndarray] = _identity_time
     source_time: Callable[[Track, np.ndarray], np.ndarray] = _identity_time
+    source_inaudible_reason: Callable[[float, Analysis], str | None] = _audible_on_every_source
     blind_change: Callable[[Analysis], float | None] = _no_blind_change
     evidence: Evidence = added_energy
     held_evidence: Evidence | None = field(default=None, repr=False)
