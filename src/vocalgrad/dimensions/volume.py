@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import db, windows
+from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
 from vocalgrad.signal.evidence import level_change
@@ -35,8 +35,7 @@ SPEC = DimensionSpec(
     # speech-to-floor ratio over time, the level course again (lower for increase in 62% of
     # 32 + 32 twins, median -2.4 Hz; with the roves paired it took the telephone build's
     # audit to 0.53 [0.50, 0.55])
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
-                 "global_file_bytes", "global_f0_hz", "global_centroid_hz"),
+    target_cues=(*LEVEL_COURSE_CUES, "global_centroid_hz"),
 )
 
 
@@ -64,7 +63,6 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     for window in windows(ref, n, active_only=True):
         out.append(db(c[:n][window].sum() / r[:n][window].sum()) if window.any() else float("nan"))
     return Measured(*out)
-
 
 
 def blind_change(clip: Analysis) -> float:

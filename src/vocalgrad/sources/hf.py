@@ -72,7 +72,9 @@ def hf_sources(
             SpeechSource(
                 source_id=f"hf/{label}/{split}/{index:06d}",
                 path=str(path),
-                speaker_id=str(row[speaker_col]) if speaker_col and row[speaker_col] not in (None, "") else "unknown",
+                speaker_id=str(row[speaker_col])
+                if speaker_col and row[speaker_col] not in (None, "")
+                else "unknown",
                 text_id=f"hf-{text_key(text)}" if normalise_text(text) else f"hf-row-{index:06d}",
                 gender=_gender(row[gender_col]) if gender_col else None,
                 domain="hf",
@@ -82,7 +84,9 @@ def hf_sources(
             )
         )
     if not sources:
-        raise SourceError(f"{name}: split {split!r} has no rows; choose another split with hf:NAME@SPLIT")
+        raise SourceError(
+            f"{name}: split {split!r} has no rows; choose another split with hf:NAME@SPLIT"
+        )
     return sources
 
 
@@ -129,7 +133,9 @@ def _decode(value: Any, name: str, index: int) -> tuple[np.ndarray, int]:
         else:
             raise SourceError(f"{name}: row {index} has no audio bytes or path; fix the dataset")
     except (sf.LibsndfileError, RuntimeError, TypeError) as err:
-        raise SourceError(f"{name}: row {index} audio cannot be decoded ({err}); re-encode it as WAV/FLAC") from err
+        raise SourceError(
+            f"{name}: row {index} audio cannot be decoded ({err}); re-encode it as WAV/FLAC"
+        ) from err
     if audio.size == 0:
         raise SourceError(f"{name}: row {index} holds no audio samples; drop or fix that row")
     mono = audio.mean(axis=1)

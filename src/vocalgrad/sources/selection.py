@@ -47,13 +47,18 @@ def select_sources(
     ids = [s.source_id for s in pool]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise SourceError(f"source id {dup!r} occurs more than once; resolve each source spec only once")
+        raise SourceError(
+            f"source id {dup!r} occurs more than once; resolve each source spec only once"
+        )
     rng = np.random.default_rng(seed)
     by_speaker: dict[str, list[SpeechSource]] = {}
     for src in pool:
         by_speaker.setdefault(src.speaker_id, []).append(src)
     speakers = [sorted(by_speaker)[i] for i in rng.permutation(len(by_speaker))]
-    order = {spk: [by_speaker[spk][i] for i in rng.permutation(len(by_speaker[spk]))] for spk in sorted(by_speaker)}
+    order = {
+        spk: [by_speaker[spk][i] for i in rng.permutation(len(by_speaker[spk]))]
+        for spk in sorted(by_speaker)
+    }
     n_test_speakers = math.ceil(n_test / per_speaker_test)
     needed = n_test_speakers + (1 if n_train > 0 else 0)
     if len(speakers) < needed:
@@ -174,7 +179,9 @@ def _pick_train(
     return chosen
 
 
-def _first_n(candidates: list[SpeechSource], n: int, long_enough: _DurationCheck) -> list[SpeechSource]:
+def _first_n(
+    candidates: list[SpeechSource], n: int, long_enough: _DurationCheck
+) -> list[SpeechSource]:
     out = []
     for src in candidates:
         if len(out) == n:
