@@ -110,8 +110,8 @@ def main() -> None:
     print(f"choice batched / one-at-a-time generation: {t_single / t_choice:.2f}x (target >= 5x)")
     print(f"batched generation / one-at-a-time generation: {t_single / t_generate:.2f}x")
     print(
-        f"trimmed / padded context, choice scoring: {t_choice / t_trim_choice:.2f}x (target >= 5x); "
-        f"generation: {t_generate / t_trim_generate:.2f}x"
+        f"trimmed / padded context, choice scoring: {t_choice / t_trim_choice:.2f}x (target >= "
+        f"5x); generation: {t_generate / t_trim_generate:.2f}x"
     )
     truth = [r["direction"] for r in rows for _ in ("default", "swapped")]
     llr = {
@@ -125,10 +125,10 @@ def main() -> None:
         for k, a in llr.items()
     }
     print(
-        f"trimmed vs padded answers: |change of log-likelihood ratio| median {np.median(shift):.3f}, "
-        f"max {shift.max():.3f} nats (padded |ratio| median {np.median(np.abs(llr['padded'])):.3f}); "
-        f"chosen option flips on {flips:.1%} of requests; accuracy {acc['padded']:.3f} padded, "
-        f"{acc['trimmed']:.3f} trimmed"
+        "trimmed vs padded answers: |change of log-likelihood ratio| median "
+        f"{np.median(shift):.3f}, max {shift.max():.3f} nats (padded |ratio| median "
+        f"{np.median(np.abs(llr['padded'])):.3f}); chosen option flips on {flips:.1%} of requests; "
+        f"accuracy {acc['padded']:.3f} padded, {acc['trimmed']:.3f} trimmed"
     )
 
 

@@ -10,8 +10,8 @@ The old way, as the Makefile did: `python -m venv`, pip upgraded, the CPU build 
 with pip, then the project in editable mode with pip (`--no-cache-dir`). The new way, as the
 Makefile does now: `python -m venv`, uv installed by pip, the pinned torch wheel fetched by
 pip from wherever pip finds it (uv would resolve a multi-GB CUDA build of a plain `torch`),
-then that wheel and the project installed by one uv call (an empty `UV_CACHE_DIR`). Timings are wall clock: an
-install waits on the network and the disk more than on the CPU. The machine's load is
+then that wheel and the project installed by one uv call (an empty `UV_CACHE_DIR`). Timings are
+wall clock: an install waits on the network and the disk more than on the CPU. The machine's load is
 printed, since other work on it slows both ways alike.
 """
 
@@ -104,11 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         total, project = install(tool, extras, args.python)
         times[(tool, extras)] = total
         print(
-            f"  {tool:<3} [{extras or '-'}]: {total:6.1f} s in all, {project:6.1f} s for the last install step"
+            f"  {tool:<3} [{extras or '-'}]: {total:6.1f} s in all, {project:6.1f} s "
+            "for the last install step"
         )
     uv = times[("uv", args.extras)]
     print(
-        f"\n  pip [{args.pip_extras}] / uv [{args.extras}] = {times[('pip', args.pip_extras)] / uv:.2f}x"
+        f"\n  pip [{args.pip_extras}] / uv [{args.extras}] = "
+        f"{times[('pip', args.pip_extras)] / uv:.2f}x"
     )
     if ("pip", args.extras) in times and args.pip_extras != args.extras:
         print(

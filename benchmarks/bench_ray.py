@@ -98,15 +98,16 @@ def main() -> None:
             f"(imports, numba caches; once per worker process) {worker_start:.1f} s\n"
         )
         print(
-            "| executor | workers | wall s | clips/s | scaling vs 1 worker | vs local at equal workers |"
+            "| executor | workers | wall s | clips/s | scaling vs 1 worker | "
+            "vs local at equal workers |"
         )
         print("|---|---|---|---|---|---|")
         for (name, workers), (seconds, clips, _) in runs.items():
             one = runs[name, 1][0]
             over = seconds / runs["local", workers][0] - 1
             print(
-                f"| {name} | {workers} | {seconds:.1f} | {clips / seconds:.1f} | {one / seconds:.2f}x | "
-                f"{'-' if name == 'local' else f'{over:+.1%}'} |"
+                f"| {name} | {workers} | {seconds:.1f} | {clips / seconds:.1f} | "
+                f"{one / seconds:.2f}x | {'-' if name == 'local' else f'{over:+.1%}'} |"
             )
         hashes = {sha for _, _, sha in runs.values()}
         print(f"\nidentical content hash across all four builds: {len(hashes) == 1}")
@@ -115,8 +116,8 @@ def main() -> None:
             over = runs["ray", workers][0] / local - 1
             cold = (runs["ray", workers][0] + worker_start) / local - 1
             print(
-                f"Ray overhead at {workers} worker(s): {over:+.1%} with started workers, {cold:+.1%} "
-                f"counting the worker start (target <= {TARGET_OVERHEAD:.0%}: "
+                f"Ray overhead at {workers} worker(s): {over:+.1%} with started workers, "
+                f"{cold:+.1%} counting the worker start (target <= {TARGET_OVERHEAD:.0%}: "
                 f"{'met' if over <= TARGET_OVERHEAD else 'NOT met'})"
             )
 
@@ -130,8 +131,8 @@ def main() -> None:
         )
         print(
             f"local: in this process, {torch.get_num_threads()} torch threads; Ray: one CPU and "
-            "one torch thread per actor; load s includes starting the actors; items/s after an untimed "
-            "warm-up pass of 8 items per listener\n"
+            "one torch thread per actor; load s includes starting the actors; items/s after an "
+            "untimed warm-up pass of 8 items per listener\n"
         )
         print("| executor | listeners | load s | items/s | scaling |")
         print("|---|---|---|---|---|")

@@ -59,7 +59,8 @@ def main() -> None:
         for name, (share, n, median) in twin_shares(rows, cues, category).items():
             if abs(share - 0.5) >= args.min_share - 0.5:
                 print(
-                    f"  {name:<24} increase larger in {share:.0%} of {n} twins; median difference {median:+.4g}"
+                    f"  {name:<24} increase larger in {share:.0%} of {n} twins; median difference "
+                    f"{median:+.4g}"
                 )
 
 

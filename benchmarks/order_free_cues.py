@@ -44,10 +44,12 @@ def main() -> None:
     cues = {r["item_id"]: c for r, c in zip(rows, measured, strict=True)}
     fmt = {r.get("format") or "gradual" for r in rows}
     print(
-        f"order-free cues of {args.dataset} ({', '.join(sorted(fmt))}): train -> test, best of LR/HGB"
+        f"order-free cues of {args.dataset} ({', '.join(sorted(fmt))}): train -> test, "
+        "best of LR/HGB"
     )
     print(
-        "| category | n test | sources | accuracy [95% CI] | LR | HGB | top cues (AUC for increase) |"
+        "| category | n test | sources | accuracy [95% CI] | LR | HGB | "
+        "top cues (AUC for increase) |"
     )
     print("|---|---|---|---|---|---|---|")
     for category in categories:
@@ -63,7 +65,8 @@ def main() -> None:
         )
         print(
             f"| {category} | {d['lr']['n']} | {d['lr']['n_clusters']} | {report['accuracy']:.2f} "
-            f"[{lo:.2f}, {hi:.2f}] | {d['lr']['accuracy']:.2f} | {d['hgb']['accuracy']:.2f} | {tops} |"
+            f"[{lo:.2f}, {hi:.2f}] | {d['lr']['accuracy']:.2f} | {d['hgb']['accuracy']:.2f} | "
+            f"{tops} |"
         )
 
 

@@ -248,17 +248,19 @@ def table(corpus: str, variant: str, dataset: Path, order_free: Path) -> str:
         f"{build.get('sources_selected')} sources, {build['clips_kept']} clips kept of "
         f"{build['clips_rendered']} rendered",
         "",
-        "| category | kept | refused inaudible | refused tiers | verify agreement | shortcut acc [CI] "
-        "| constant AUC | order-free acc [CI] (audit) | order_free_cues.py | audit |",
+        "| category | kept | refused inaudible | refused tiers | verify agreement | shortcut acc "
+        "[CI] | constant AUC | order-free acc [CI] (audit) | order_free_cues.py | audit |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cat, c in sorted(build.get("per_category", {}).items()):
         a = audit.get(cat, {})
         ofr = a.get("order_free") or {}
         lines.append(
-            f"| {cat} | {c['kept']} | {c['refused_inaudible']} | {', '.join(refused_plan.get(cat, [])) or '-'} "
+            f"| {cat} | {c['kept']} | {c['refused_inaudible']} | "
+            f"{', '.join(refused_plan.get(cat, [])) or '-'} "
             f"| {_pct(verify.get(cat, {}).get('agreement'))} "
-            f"| {_ci(a.get('shortcut_accuracy'), a.get('shortcut_ci'))} | {_num(a.get('constant_auc'))} "
+            f"| {_ci(a.get('shortcut_accuracy'), a.get('shortcut_ci'))} | "
+            f"{_num(a.get('constant_auc'))} "
             f"| {_ci(ofr.get('accuracy'), ofr.get('ci'))} | {free.get(cat, 'n/a')} "
             f"| {'n/a' if 'passes' not in a else ('pass' if a['passes'] else 'FAIL')} |"
         )

@@ -104,7 +104,8 @@ def make_dataset(
                 sha = write_flac_atomic(root / split / file_name, audio, SR)
                 rows.append({
                     "file_name": file_name, "item_id": item_id, "category": category,
-                    "direction": direction, "tier": "high", "curve": curve, "magnitude": RAMP_DB * 2,
+                    "direction": direction, "tier": "high", "curve": curve,
+                    "magnitude": RAMP_DB * 2,
                     "unit": "dB", "source_id": source_id, "speaker_id": f"spk-{source_id}",
                     "split": split, "sample_rate": SR, "duration_s": len(audio) / SR,
                     "speech_onset_s": lead, "speech_offset_s": lead + len(x) / SR, "verified": True,

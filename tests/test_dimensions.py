@@ -537,8 +537,9 @@ def test_distance_moves_level_reverb_and_highs_together(references):
 )
 def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(references, category):
     """Outside the speech (+- the guard) an increase clip and its decrease twin hold the
-    source's own samples, before the room tone and the rove: resynthesis residue (PSOLA re-synthesises the
-    silences too) once made their edges differ in level and spectrum with the direction."""
+    source's own samples, before the room tone and the rove: resynthesis residue (PSOLA
+    re-synthesises the silences too) once made their edges differ in level and spectrum with the
+    direction."""
     from vocalgrad.stimuli.render import EDGE_GUARD_S, clip_span, level
 
     dim = dimensions.get(category)

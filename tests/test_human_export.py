@@ -215,7 +215,8 @@ def test_pooled_export_names_items_without_an_unflagged_annotator(tmp_path, caps
 
 
 def test_create_warns_about_a_public_build(tmp_path, capsys):
-    """Seed 0 is the default: anyone can rebuild the clips, so `create` says so and offers a seed."""
+    """Seed 0 is the default: anyone can rebuild the clips, so `create` says so and offers a
+    seed."""
     public = make_dataset(tmp_path / "public", n_sources=2, tiers=("high",))
     study = write_study(tmp_path / "study.toml")
     assert main(["human", "create", str(public), "--study", str(study)]) == 0

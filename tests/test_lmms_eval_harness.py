@@ -96,7 +96,7 @@ MANIFESTS = [
     ModelManifest(model_id="vocalgrad_test_oracle", chat_class_path="vocalgrad_lmms_plugin.OracleChat"),
     ModelManifest(model_id="vocalgrad_test_mixed", simple_class_path="vocalgrad_lmms_plugin.MixedSimple"),
 ]
-'''
+'''  # noqa: E501 (plugin source written out verbatim)
 
 
 @pytest.fixture(scope="module")

@@ -305,7 +305,8 @@ def _spread_listener(items: list[dict], rng: np.random.Generator, key: str = "sp
 
 @pytest.mark.parametrize("n_speakers", [1, 2, 3, 5, 9, 10, 12])
 def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
-    """The issue's case: `--cluster speaker_id` on one or two speakers printed 0.375 [0.375, 0.375]."""
+    """The issue's case: `--cluster speaker_id` on one or two speakers printed
+    0.375 [0.375, 0.375]."""
     items = make_items(n_sources=2 * n_speakers, per_source=20)
     rows = _spread_listener(items, np.random.default_rng(100 + n_speakers))
     s = overall(rows, cluster="speaker_id", n_boot=500)

@@ -148,7 +148,8 @@ class Run:
 
     @property
     def tuning(self) -> dict | None:
-        """For a `finetune` run: what was tuned, how long, and the loss (``adapter/tuning.json``)."""
+        """For a `finetune` run: what was tuned, how long, and the loss
+        (``adapter/tuning.json``)."""
         meta = self.path / "adapter" / "tuning.json"
         return json.loads(meta.read_text()) if meta.is_file() else None
 

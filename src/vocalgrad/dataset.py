@@ -225,7 +225,8 @@ def official_rows(root: str | Path) -> list[dict]:
             )
             if direction is None or not rec["file_name"] or not rec["category"]:
                 raise DatasetError(
-                    f"{meta}:{line}: needs file_name, category and an increase/decrease (up/down) label"
+                    f"{meta}:{line}: needs file_name, category and "
+                    "an increase/decrease (up/down) label"
                 )
             rows.append(
                 {

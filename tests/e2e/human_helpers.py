@@ -182,7 +182,9 @@ def do_trial(
     choose: Callable[[str], str] | None = None,
     submission: str | None = None,
 ) -> dict:
-    """Fetch, play to the end, answer (the truth unless `choose` says otherwise). Returns the state."""
+    """Fetch, play to the end, answer (the truth unless `choose` says otherwise).
+
+    Returns the state."""
     state = client.get("/api/state").json()
     t = state["trial"]
     truth, dur = trial_truth(db, t["id"])

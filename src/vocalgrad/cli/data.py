@@ -134,13 +134,15 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
     for r in report.get("refused_for_source", []):
         print(
-            f"  refused {r['category']} {r['tier']} on {r['source_id']} ({r['clips']} clips): {r['reason']}"
+            f"  refused {r['category']} {r['tier']} on {r['source_id']} ({r['clips']} clips): "
+            f"{r['reason']}"
         )
     for s in report["skipped_sources"]:
         print(f"  skipped {s['source_id']}: {s['reason']}")
     if report.get("source_shortfall"):
         print(
-            f"  fewer sources than asked ({report['sources_selected']}): {report['source_shortfall']}"
+            f"  fewer sources than asked ({report['sources_selected']}): "
+            f"{report['source_shortfall']}"
         )
     for note in report.get("source_conversions", []):
         print(f"  {note}")
@@ -149,7 +151,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         failed.setdefault(e["category"], []).append(e["failed"])
     for category, messages in failed.items():
         print(
-            f"  could not render {len(messages)} {category} clip(s), left out with their twins: {messages[0]}"
+            f"  could not render {len(messages)} {category} clip(s), left out with their twins: "
+            f"{messages[0]}"
         )
     print(
         "verification agreement: "

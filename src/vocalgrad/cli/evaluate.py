@@ -154,9 +154,9 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
     )
     counts = run.counts
     print(
-        f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already done, "
-        f"{counts['retried']} asked again after an error, {counts['errors']} errors) "
-        f"in {counts['seconds']:.1f} s -> {out}"
+        f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already "
+        f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
+        f"{counts['seconds']:.1f} s -> {out}"
     )
     if counts["failed"]:
         print(

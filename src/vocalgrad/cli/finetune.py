@@ -1,4 +1,5 @@
-"""`vocalgrad finetune DATASET --listener SPEC --train-categories C --method M`, wired in by `add_parser`."""
+"""`vocalgrad finetune DATASET --listener SPEC --train-categories C --method M`, wired in by
+`add_parser`."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ def cmd_finetune(args: argparse.Namespace) -> int:
     tuning = run.tuning
     adapter = run.path / "adapter"
     print(
-        f"{run.manifest['listener']['listener']}: {tuning['steps']} steps on {tuning['train_items']} items in "
-        f"{tuning['wall_seconds']:.0f} s, loss {tuning['first_loss']:.4f} -> {tuning['final_loss']:.4f}; "
+        f"{run.manifest['listener']['listener']}: {tuning['steps']} steps on "
+        f"{tuning['train_items']} items in "
+        f"{tuning['wall_seconds']:.0f} s, loss {tuning['first_loss']:.4f} -> "
+        f"{tuning['final_loss']:.4f}; "
         f"adapter in {adapter} (listener spec tuned:{adapter})"
     )
     print(markdown(run.summary))

@@ -58,7 +58,8 @@ def cmd_create(args: argparse.Namespace) -> int:
     sizes = {c: len(ids) for c, ids in plan.pool.items()}
     per = {a: sum(s.kind == "test" for s in slots) for a, slots in plan.trials.items()}
     print(
-        f"created {db}: {sum(sizes.values())} items ({', '.join(f'{c} {n}' for c, n in sizes.items())}), "
+        f"created {db}: {sum(sizes.values())} items "
+        f"({', '.join(f'{c} {n}' for c, n in sizes.items())}), "
         f"{len(per)} annotator slots, {min(per.values())}-{max(per.values())} test trials each"
     )
     for note in plan.notes:
@@ -144,7 +145,8 @@ def cmd_progress(args: argparse.Namespace) -> int:
             if x
         )
         print(
-            f"| {p['annotator']} | {p['status']} | {p['answered']}/{p['total']} | {catch} | {note} |"
+            f"| {p['annotator']} | {p['status']} | {p['answered']}/{p['total']} | "
+            f"{catch} | {note} |"
         )
     return 0
 
@@ -165,9 +167,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     if coverage["missing"]:
         reasons = Counter(coverage["missing"].values())
         print(
-            f"vocalgrad: warning: {len(coverage['missing'])} of {coverage['pool']} study items have "
-            f"no pooled answer ({'; '.join(f'{n} {why}' for why, n in reasons.items())}); "
-            f"listed under pooled_coverage.missing in agreement.json and manifest.json",
+            f"vocalgrad: warning: {len(coverage['missing'])} of {coverage['pool']} study items "
+            f"have no pooled answer ({'; '.join(f'{n} {why}' for why, n in reasons.items())}); "
+            "listed under pooled_coverage.missing in agreement.json and manifest.json",
             file=sys.stderr,
         )
     return 0

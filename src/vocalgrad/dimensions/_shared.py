@@ -20,8 +20,9 @@ MASK_OFFSET_DB = 20.0  # speech masks an error this far below it in the same ban
 # What audio_distortion and audio_roughness share: both are verified as an error a process
 # adds to the speech, read as an error-to-mask ratio (`error_to_mask_db`).
 ERROR_TO_MASK_SPEC = {
-    "measured": "error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
-    "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
+    "measured": "error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: "
+    "gain-matched residual over the source's in-band level 20 dB down plus its floor "
+    "(0 dB = masked)",
     "measured_unit": "dB",
     "audibility_floor": 3.0,
     "floor_basis": (
@@ -160,7 +161,8 @@ def psola(
 
 
 STFT_WINDOW_S = 0.032  # ~32 ms Hann frames (512 at 16 kHz), 75% overlap: resolves 100 Hz harmonics
-LIFTER_S = 0.0018  # cepstral envelope keeps quefrencies under 1.8 ms: below any voice's period (F0 < 550 Hz)
+# cepstral envelope keeps quefrencies under 1.8 ms: below any voice's period (F0 < 550 Hz)
+LIFTER_S = 0.0018
 
 
 def stft_frames(ref: Analysis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

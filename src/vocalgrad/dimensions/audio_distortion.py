@@ -21,7 +21,8 @@ SPEC = DimensionSpec(
         "measured": ERROR_TO_MASK_SPEC["measured"] + "; each band's floor at least the frame's "
         "speech power 60 dB down",
     },
-    constant_tolerance=8.0,  # the speech content moves a held error level by several dB (tiers: ~15 dB)
+    # the speech content moves a held error level by several dB (tiers: ~15 dB)
+    constant_tolerance=8.0,
     psychometric_range=(3000.0, 15500.0),
     # the held samples' aliases make speech less periodic, so a pitch tracker drops voiced frames
     # where the distortion is strong and the median F0 weighs the cleaner part (62% of pairs)

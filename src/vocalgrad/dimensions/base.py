@@ -46,8 +46,8 @@ class DimensionSpec:
     # direction (else a quadratic increase is lower on average than its decrease twin, and
     # mean F0, loudness or duration give the label away): "none", "mean" (arithmetic mean
     # over the speech span is the midpoint; geometric on a log scale), "energy" (the same,
-    # weighted by the source's momentary loudness: see render.track_for), "harmonic" (mean of 1/value is 1: speed, so
-    # every clip keeps the source's duration).
+    # weighted by the source's momentary loudness: see render.track_for), "harmonic" (mean of
+    # 1/value is 1: speed, so every clip keeps the source's duration).
     centre: str = "none"
     neutral_value: float | None = None  # the parameter outside the speech span, if held neutral
     loudness_neutral: bool = True  # compensate loudness the processing changes as a side effect

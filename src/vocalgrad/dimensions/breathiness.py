@@ -32,13 +32,15 @@ from vocalgrad.signal.evidence import uncorrelated_energy_change
 
 SPEC = DimensionSpec(
     name="breathiness",
-    parameter="aspiration noise RMS / voice RMS in voiced frames (noise shaped by the voice's envelope)",
+    parameter="aspiration noise RMS / voice RMS in voiced frames "
+    "(noise shaped by the voice's envelope)",
     unit="ratio",
     increase_means="the voice gets breathier: more aspiration noise in the voiced speech",
     tiers={"low": 0.3, "mid": 0.5, "high": 0.75},
     scale="linear",
     measured="aperiodic energy added re the voice: noise-to-harmonics ratio of the clip minus the "
-    "source's (Praat cross-correlation HNR, frames voiced and periodic in the source), above -25 dB",
+    "source's (Praat cross-correlation HNR, frames voiced and periodic in the source), "
+    "above -25 dB",
     measured_unit="dB",
     audibility_floor=6.0,
     floor_basis=(

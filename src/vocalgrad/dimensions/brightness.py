@@ -27,8 +27,8 @@ SPEC = DimensionSpec(
     increase_means="the voice gets brighter: more high-frequency energy relative to low",
     tiers={"low": 1.0, "mid": 2.0, "high": 3.0},
     scale="linear",
-    measured="slope of the clip/source mel-band level against log2 frequency (bands where the source "
-    "has energy, speech frames)",
+    measured="slope of the clip/source mel-band level against log2 frequency "
+    "(bands where the source has energy, speech frames)",
     measured_unit="dB/octave",
     audibility_floor=0.75,
     floor_basis=(

@@ -29,15 +29,16 @@ from vocalgrad.signal.evidence import level_fall
 
 SPEC = DimensionSpec(
     name="distance",
-    parameter="source distance in a room (critical distance 1 m; the source starts or ends at 0.25 m)",
+    parameter="source distance in a room "
+    "(critical distance 1 m; the source starts or ends at 0.25 m)",
     unit="m",
     increase_means="the voice moves away (gets farther)",
     # far end of the path from 0.25 m: level and DRR change by 9.5, 15.6, 21.6 dB, so that
     # even the low tier moves both by more than the DRR JND between the head and tail windows
     tiers={"low": 0.75, "mid": 1.5, "high": 3.0},
     scale="log",
-    measured="reverberant-to-direct ratio (dB), counted only where the direct-sound attenuation re the "
-    "source moves the same way by at least as much as the floor",
+    measured="reverberant-to-direct ratio (dB), counted only where the direct-sound attenuation "
+    "re the source moves the same way by at least as much as the floor",
     measured_unit="dB",
     audibility_floor=5.0,
     floor_basis=(
@@ -45,7 +46,8 @@ SPEC = DimensionSpec(
         "level ~1 dB (Jesteadt, Wier & Green 1977)"
     ),
     psychometric_range=(0.3, 4.0),
-    centre="energy",  # geometric, loudness-weighted: the heard level and DRR on average do not tell the direction
+    # geometric, loudness-weighted: the heard level and DRR on average do not tell the direction
+    centre="energy",
     loudness_neutral=False,  # level is part of the target
     # the level, the reverb ringing after the last word and where a detector finds the
     # speech all follow the distance at each end, as for volume; and as for volume, the peak and

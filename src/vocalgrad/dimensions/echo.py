@@ -22,7 +22,8 @@ SPEC = DimensionSpec(
     "passed through a generic 0.6 s decay",
     measured_unit="dB",
     audibility_floor=3.0,
-    floor_basis="direct-to-reverberant ratio JND 2-3 dB near 0-10 dB DRR (Larsen, Iyer, Lutfi & Hartmann 2008)",
+    floor_basis="direct-to-reverberant ratio JND 2-3 dB near 0-10 dB DRR "
+    "(Larsen, Iyer, Lutfi & Hartmann 2008)",
     constant_tolerance=7.0,  # the speech content moves it (tiers change it by ~25 dB)
     psychometric_range=(0.03, 0.7),
     # the tail after the last word is the reverb itself, in every edge cue

@@ -36,7 +36,8 @@ SPEC = DimensionSpec(
     # centroid's median (68%) and, once the clip is set to the source's integrated loudness,
     # moves its peak (or, without that step, its loudness): they read where the speech is slow.
     # The file's silences are the source's, sample for sample (`source_edges`); a detector on
-    # the clip finds a slowed first or last phoneme a few ms later (twins within 20 ms: 84% at the start, 71% at the end)
+    # the clip finds a slowed first or last phoneme a few ms later (twins within 20 ms: 84% at
+    # the start, 71% at the end)
     target_cues=(
         "global_f0_hz",
         "global_centroid_hz",

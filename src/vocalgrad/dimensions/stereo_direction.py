@@ -30,8 +30,9 @@ SPEC = DimensionSpec(
     increase_means="the voice moves to the right",
     tiers={"low": 10.0, "mid": 25.0, "high": 45.0},  # the path runs from -tier to +tier
     scale="linear",
-    measured="interaural level difference above 1.5 kHz, right re left (dB, speech frames), counted only where the "
-    "interaural time difference (GCC-PHAT lag) moves the same way by at least 20 us",
+    measured="interaural level difference above 1.5 kHz, right re left (dB, speech frames), "
+    "counted only where the interaural time difference (GCC-PHAT lag) moves the same way by at "
+    "least 20 us",
     measured_unit="dB",
     audibility_floor=1.0,
     floor_basis=(
@@ -121,8 +122,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 def measure(clip: Analysis, ref: Analysis) -> StereoMeasured:
     """Over the source's speech frames in the head and tail windows: ILD = right over left
-    energy above 1.5 kHz (where the head casts its shadow), and ITD = the lag of the GCC-PHAT peak between the ears (200 Hz - 4 kHz, 1/8
-    sample resolution). A one-channel clip has neither."""
+    energy above 1.5 kHz (where the head casts its shadow), and ITD = the lag of the GCC-PHAT
+    peak between the ears (200 Hz - 4 kHz, 1/8 sample resolution).
+    A one-channel clip has neither."""
     ears = clip.channels
     if ears.shape[1] < 2:
         return StereoMeasured(0.0, 0.0, 0.0, ITD_FLOOR_S)

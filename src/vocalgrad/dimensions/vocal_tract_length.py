@@ -33,8 +33,8 @@ SPEC = DimensionSpec(
     increase_means="the vocal tract gets longer: the formants go down and the voice sounds larger",
     tiers={"low": 0.06, "mid": 0.10, "high": 0.14},
     scale="log",
-    measured="vocal-tract length re the source, 100 ln L, L from the log-frequency shift that best aligns "
-    "the clip's LPC envelope (400-3500 Hz) with the source's over voiced frames",
+    measured="vocal-tract length re the source, 100 ln L, L from the log-frequency shift that "
+    "best aligns the clip's LPC envelope (400-3500 Hz) with the source's over voiced frames",
     measured_unit="%",
     audibility_floor=4.0,
     floor_basis=(

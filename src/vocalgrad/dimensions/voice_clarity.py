@@ -53,7 +53,10 @@ def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
 
 def inaudible_reason(magnitude: float, sr: int) -> str | None:
     if magnitude >= sr / 2 - TRANSITION_HZ / 2:
-        return f"a {magnitude:.0f} Hz low-pass changes nothing audible at {sr} Hz (Nyquist {sr // 2} Hz)"
+        return (
+            f"a {magnitude:.0f} Hz low-pass changes nothing audible at {sr} Hz "
+            f"(Nyquist {sr // 2} Hz)"
+        )
     if magnitude < MIN_CUTOFF_HZ:
         return f"a cutoff under {MIN_CUTOFF_HZ:.0f} Hz leaves no intelligible speech"
     return None

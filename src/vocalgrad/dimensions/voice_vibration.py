@@ -18,7 +18,8 @@ SPEC = DimensionSpec(
     increase_means="stronger tremolo (more vibration)",
     tiers={"low": 0.60, "mid": 0.75, "high": 0.90},
     scale="linear",
-    measured="4-12 Hz modulation of the clip/source envelope ratio (amplitude, dB; 0.8 dB = inaudible)",
+    measured="4-12 Hz modulation of the clip/source envelope ratio "
+    "(amplitude, dB; 0.8 dB = inaudible)",
     measured_unit="dB",
     audibility_floor=1.0,
     floor_basis=(

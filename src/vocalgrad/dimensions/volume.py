@@ -20,7 +20,8 @@ SPEC = DimensionSpec(
     measured="K-weighted frame level relative to the source (speech-active frames)",
     measured_unit="dB",
     audibility_floor=1.0,
-    floor_basis="intensity JND for broadband sounds 0.5-1.5 dB (Jesteadt, Wier & Green 1977; Miller 1947)",
+    floor_basis="intensity JND for broadband sounds 0.5-1.5 dB "
+    "(Jesteadt, Wier & Green 1977; Miller 1947)",
     psychometric_range=(0.5, 24.0),
     centre="mean",
     loudness_neutral=False,  # loudness is the target

@@ -318,7 +318,8 @@ def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Ite
         for variant in config.variants:
             for control in controls:
                 if control == "reversed" and row_format(row) == "recognition":
-                    continue  # played backwards, a held clip keeps its value: the label would not flip
+                    # played backwards, a held clip keeps its value: the label would not flip
+                    continue
                 for mode in modes:
                     yield Task(row, variant, control, mode, run_key(row, variant, control, mode))
 
@@ -539,7 +540,8 @@ def _manifest(
     formats = {row_format(r) for r in items}
     if len(formats) > 1:
         raise ConfigError(
-            f"{dataset}: items of several formats ({', '.join(sorted(formats))}); evaluate one format per run"
+            f"{dataset}: items of several formats ({', '.join(sorted(formats))}); "
+            "evaluate one format per run"
         )
     fmt = formats.pop()
     return {

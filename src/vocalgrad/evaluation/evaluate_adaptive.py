@@ -1,7 +1,7 @@
 """Adaptive threshold runs for costly listeners: render each trial's clip on demand.
 
-A staircase or QUEST+ procedure (`vocalgrad.evaluation.adaptive`) chooses the next magnitude; the clip
-is rendered from one of the dataset's stored references with the builder's own
+A staircase or QUEST+ procedure (`vocalgrad.evaluation.adaptive`) chooses the next magnitude; the
+clip is rendered from one of the dataset's stored references with the builder's own
 `render_condition`, so adaptive trials are the same stimuli a sweep would contain.
 """
 

@@ -17,8 +17,8 @@ and a sentence, so they are not independent). With fewer sources the CI follows 
 jackknife t-interval on the log-magnitude threshold, and none from a single source.
 
 A listener that never leaves chance (a likelihood-ratio test against the flat 0.5 model is
-not significant at the 1% level) or whose fitted threshold lies beyond the strongest tested change gets
-"no threshold within range", never a number.
+not significant at the 1% level) or whose fitted threshold lies beyond the strongest tested change
+gets "no threshold within range", never a number.
 """
 
 from __future__ import annotations

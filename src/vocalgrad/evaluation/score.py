@@ -148,10 +148,9 @@ def ci_note(cluster: str, n_boot: int) -> str:
     m = MIN_SOURCES
     return (
         f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
-        f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}; where the clusters agree exactly "
-        "(any number of them), a Wilson interval on G for accuracy (none for d′); with 1 cluster: "
-        + NO_CI_TEXT
-        + "."
+        f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}; where the clusters agree "
+        "exactly (any number of them), a Wilson interval on G for accuracy (none for d′); with 1 "
+        "cluster: " + NO_CI_TEXT + "."
     )
 
 
@@ -162,14 +161,17 @@ def markdown(summary: dict) -> str:
         lines += [
             f"### {listener} — {key}",
             "",
-            "| group | n | clusters | accuracy [95% CI] | bal. acc. | increase rate | unparsed | d′ [95% CI] | c | AUC |",
+            "| group | n | clusters | accuracy [95% CI] | bal. acc. | increase rate | unparsed | "
+            "d′ [95% CI] | c | AUC |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for g in group["table"]:
             lines.append(
-                f"| {g['group']} | {g['n']} | {g.get('n_clusters', '–')} | {_with_ci(g, 'accuracy')} "
-                f"| {_fmt(g.get('balanced_accuracy'))} | {_fmt(g.get('increase_rate'))} | {_fmt(g.get('unparsed_rate'))} "
-                f"| {_with_ci(g, 'dprime', 2)} | {_fmt(g.get('criterion'), 2)} | {_fmt(g.get('auc'))} |"
+                f"| {g['group']} | {g['n']} | {g.get('n_clusters', '–')} | "
+                f"{_with_ci(g, 'accuracy')} | {_fmt(g.get('balanced_accuracy'))} | "
+                f"{_fmt(g.get('increase_rate'))} | {_fmt(g.get('unparsed_rate'))} | "
+                f"{_with_ci(g, 'dprime', 2)} | {_fmt(g.get('criterion'), 2)} | "
+                f"{_fmt(g.get('auc'))} |"
             )
         if group["table"]:
             first = group["table"][0]
@@ -178,14 +180,15 @@ def markdown(summary: dict) -> str:
         if constant and constant[0].get("n"):
             c = constant[0]
             lines.append(
-                f"\nConstant clips (nothing changes, n={c['n']}): says increase {_fmt(c.get('increase_rate'))}, "
+                f"\nConstant clips (nothing changes, n={c['n']}): says increase "
+                f"{_fmt(c.get('increase_rate'))}, "
                 f"decrease {_fmt(c.get('decrease_rate'))}, constant {_fmt(c.get('constant_rate'))}."
             )
         for name, ctl in summary["controls"].get(key, {}).items():
             if name == "reversed":
                 lines.append(
-                    f"Time-reversed clips: answer flips for {_fmt(ctl['flip_rate'])} of {ctl['n_pairs']} pairs "
-                    "(a listener that hears must flip)."
+                    f"Time-reversed clips: answer flips for {_fmt(ctl['flip_rate'])} of "
+                    f"{ctl['n_pairs']} pairs (a listener that hears must flip)."
                 )
             else:
                 lines.append(
@@ -194,7 +197,8 @@ def markdown(summary: dict) -> str:
                 )
         if group["errors"]:
             lines.append(
-                f"{group['errors']} item(s) failed with errors (listed in results.jsonl, not scored)."
+                f"{group['errors']} item(s) failed with errors "
+                "(listed in results.jsonl, not scored)."
             )
         lines.append("")
     lines += [
@@ -252,10 +256,11 @@ def comparison_text(result: dict) -> str:
     ci = f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo) and _finite(hi) else f"({NO_CI_TEXT})"
     exact = "exact" if result["permutation_exact"] else "sampled"
     return (
-        f"paired difference (first - second): {result['difference']:+.3f} {ci} over {result['n']} items "
-        f"in {result['n_clusters']} {result['cluster']} clusters (CI: {result['ci_method']}), "
-        f"McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = {result['permutation_p']:.3g} "
-        f"({exact}; smallest attainable p = {result['permutation_min_p']:.3g})"
+        f"paired difference (first - second): {result['difference']:+.3f} {ci} over {result['n']} "
+        f"items in {result['n_clusters']} {result['cluster']} clusters (CI: "
+        f"{result['ci_method']}), McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = "
+        f"{result['permutation_p']:.3g} ({exact}; smallest attainable p = "
+        f"{result['permutation_min_p']:.3g})"
     )
 
 

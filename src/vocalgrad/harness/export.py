@@ -130,7 +130,8 @@ def task_yaml(
         for metric in PER_CATEGORY:
             aggregation[f"{metric}_{category}"] = metric
     lines = [
-        f"# vocalgrad {selection.fmt} items, prompt variant {selection.variant!r}, from {root.resolve()}",
+        f"# vocalgrad {selection.fmt} items, prompt variant {selection.variant!r}, from "
+        f"{root.resolve()}",
         f"task: {name}",
         "dataset_path: json",
         "dataset_kwargs:",

@@ -146,7 +146,8 @@ def gradual(dataset: str, category: str | None = None, variant: str = "default",
 def comparison(dataset: str, category: str | None = None, variant: str = "default",
                tiers: str | None = None, split: str = "test", audio_first: bool = False,
                cache: str | None = None) -> Task:  # fmt: skip
-    """Two held parts: "Is the <attribute> higher or lower in the second part than in the first?"."""
+    """Two held parts:
+    "Is the <attribute> higher or lower in the second part than in the first?"."""
     return vocalgrad_task(
         "comparison", dataset, category, variant, tiers, split, audio_first, cache
     )

@@ -44,7 +44,10 @@ def doc_to_visual(doc: Mapping) -> list[dict]:
 def doc_to_text(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = None) -> str:
     """The question `vocalgrad eval` asks (pre/post prompts only when a model's kwargs add them)."""
     kwargs = lmms_eval_specific_kwargs or {}
-    return f"{kwargs.get('pre_prompt', '')}{question(doc, doc['variant'])}{kwargs.get('post_prompt', '')}"
+    return (
+        f"{kwargs.get('pre_prompt', '')}{question(doc, doc['variant'])}"
+        f"{kwargs.get('post_prompt', '')}"
+    )
 
 
 def doc_to_messages(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = None) -> list[dict]:

@@ -137,7 +137,8 @@ def load_tuned(path: str | Path, **options: Any) -> Listener:
     listener = load_listener(meta["base"]["spec"], **options)
     if listener.revision != meta["base"]["revision"]:
         raise ConfigError(
-            f"{folder} was tuned from {meta['base']['listener_id']} revision {meta['base']['revision']}, "
+            f"{folder} was tuned from {meta['base']['listener_id']} revision "
+            f"{meta['base']['revision']}, "
             f"but {meta['base']['spec']} now resolves to revision {listener.revision}"
         )
     apply_adapter(listener, folder, meta["method"])

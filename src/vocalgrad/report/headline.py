@@ -199,8 +199,8 @@ def _model_section(
                 ),
                 f"{base}: accuracy (top) and d′ (bottom) per dimension"
                 + (f", one marker per question format ({markers})" if len(shown) > 1 else "")
-                + "; bars 95% CIs clustered by source; black ticks: the ideal observer asked in the "
-                "same format; dashed: chance.",
+                + "; bars 95% CIs clustered by source; black ticks: the ideal observer asked in "
+                "the same format; dashed: chance.",
                 f"accuracy and d′ per dimension for {base}",
                 figures.dimensions_data(series, ideal, used),
             )

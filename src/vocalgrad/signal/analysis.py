@@ -237,7 +237,10 @@ def praat_tier(kind: str, times: np.ndarray, values: np.ndarray, xmax: float) ->
     ~100 us each; reading a short-text file is ~30x faster for a few hundred points.
     """
     body = "\n".join(f"{t:.6f}\n{v:.6f}" for t, v in zip(times, values, strict=True))
-    text = f'File type = "ooTextFile"\nObject class = "{kind}"\n\n0\n{xmax:.6f}\n{len(times)}\n{body}\n'
+    text = (
+        f'File type = "ooTextFile"\nObject class = "{kind}"\n\n'
+        f"0\n{xmax:.6f}\n{len(times)}\n{body}\n"
+    )
     fd, path = tempfile.mkstemp(suffix=f".{kind}", dir=_TMP)
     try:
         os.write(fd, text.encode())

@@ -103,7 +103,8 @@ def load_split(name: str, split: str) -> Any:
             if isinstance(loaded, datasets.DatasetDict):
                 if split not in loaded:
                     raise SourceError(
-                        f"{local}: no split {split!r} (available: {sorted(loaded)}); use hf:PATH@SPLIT"
+                        f"{local}: no split {split!r} (available: {sorted(loaded)}); "
+                        "use hf:PATH@SPLIT"
                     )
                 return loaded[split]
             return loaded
@@ -116,8 +117,8 @@ def load_split(name: str, split: str) -> Any:
         raise
     except Exception as err:  # datasets raises many unrelated types for a bad name/split
         raise SourceError(
-            f"{name}: cannot load Hugging Face dataset split {split!r} ({type(err).__name__}: {err}); "
-            "check the dataset id or path, the split name and network access"
+            f"{name}: cannot load Hugging Face dataset split {split!r} ({type(err).__name__}: "
+            f"{err}); check the dataset id or path, the split name and network access"
         ) from err
 
 

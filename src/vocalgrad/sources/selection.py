@@ -63,8 +63,8 @@ def select_sources(
     needed = n_test_speakers + (1 if n_train > 0 else 0)
     if len(speakers) < needed:
         raise SourceError(
-            f"{len(speakers)} speaker(s) available ({len(pool)} sources) but {n_test} test sources at "
-            f"{per_speaker_test} per speaker need {n_test_speakers} test speaker(s)"
+            f"{len(speakers)} speaker(s) available ({len(pool)} sources) but {n_test} test sources "
+            f"at {per_speaker_test} per speaker need {n_test_speakers} test speaker(s)"
             + (" plus at least one train speaker" if n_train > 0 else "")
             + "; add speakers, lower n_test or raise per_speaker_test"
         )
@@ -139,9 +139,10 @@ def _pick_test(
         if picked < quota:
             label = f"{want_gender} " if want_gender else ""
             raise SourceError(
-                f"test split needs {quota} {label}speaker(s) with {per_speaker} source(s) of at least "
-                f"{long_enough.min_duration_s} s each, but only {picked} of {len(pool)} {label}speaker(s) "
-                f"qualify{long_enough.note()}; lower n_test or min_duration_s, or add speakers"
+                f"test split needs {quota} {label}speaker(s) with {per_speaker} source(s) of at "
+                f"least {long_enough.min_duration_s} s each, but only {picked} of {len(pool)} "
+                f"{label}speaker(s) qualify{long_enough.note()}; lower n_test or min_duration_s, "
+                "or add speakers"
             )
     return chosen
 
@@ -173,8 +174,9 @@ def _pick_train(
     if len(chosen) < n_train:
         raise SourceError(
             f"train split needs {n_train} source(s) but only {len(chosen)} from {len(speakers)} "
-            f"non-test speaker(s) are at least {long_enough.min_duration_s} s long and share no text "
-            f"with the test split{long_enough.note()}; lower n_train or min_duration_s, or add sources"
+            f"non-test speaker(s) are at least {long_enough.min_duration_s} s long and share no "
+            f"text with the test split{long_enough.note()}; lower n_train or min_duration_s, or "
+            "add sources"
         )
     return chosen
 

@@ -34,7 +34,10 @@ class Condition:
 
     @property
     def key(self) -> str:
-        return f"{self.category}|{self.tier}|{self.curve}|{self.direction}|{self.magnitude:g}{self._fmt}"
+        return (
+            f"{self.category}|{self.tier}|{self.curve}|{self.direction}|"
+            f"{self.magnitude:g}{self._fmt}"
+        )
 
     @property
     def pair_key(self) -> str:

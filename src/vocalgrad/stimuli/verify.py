@@ -108,7 +108,8 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
                 change, result = recognition_verdict(
                     row["category"], row["direction"], value, twins[0]
                 )
-            else:  # a twin missing from the dataset (or a limit cut it off): nothing to compare with
+            else:
+                # a twin missing from the dataset (or a limit cut it off): nothing to compare with
                 change, result = float("nan"), "disagrees"
             record(row, change, result, conf)
     summary = {}
@@ -196,8 +197,9 @@ def blind_agreement(pairs: list[tuple[float, int]]) -> float:
 
 def format_report(report: dict) -> str:
     lines = [
-        "| category | clips | agreement | refused (inaudible) | |change| low / mid / high | constant | "
-        "blind agreement (declination-corrected) | |loudness Δ| dB | |level-slope Δ| dB | max clipping |",
+        "| category | clips | agreement | refused (inaudible) | |change| low / mid / high | "
+        "constant | blind agreement (declination-corrected) | |loudness Δ| dB | |level-slope Δ| "
+        "dB | max clipping |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for category, e in report["per_category"].items():
@@ -207,9 +209,11 @@ def format_report(report: dict) -> str:
 
         tiers = " / ".join(f(f"median_abs_change_{t}") for t in ("low", "mid", "high"))
         lines.append(
-            f"| {category} | {e['clips']} | {f('agreement', '{:.2%}')} | {e.get('refused_inaudible', 0)} "
+            f"| {category} | {e['clips']} | {f('agreement', '{:.2%}')} | "
+            f"{e.get('refused_inaudible', 0)} "
             f"| {tiers} {e.get('unit', '')} | "
-            f"{f('median_abs_change_none')} | {f('blind_agreement', '{:.2%}')} | {f('median_abs_loudness_change_db')} | "
+            f"{f('median_abs_change_none')} | {f('blind_agreement', '{:.2%}')} | "
+            f"{f('median_abs_loudness_change_db')} | "
             f"{f('median_abs_level_slope_change_db')} | {e['max_clipping_ratio']:.4f} |"
         )
     lines.append(
