@@ -44,7 +44,9 @@ from vocalgrad.stimuli.plan import plan_conditions
 
 ALL = "all nine"
 ALL_DIMENSIONS = "all dimensions"
-NEWER = tuple(c for c in CATEGORIES if c not in PUBLISHED_CATEGORIES)  # ours only: no published renderer
+NEWER = tuple(
+    c for c in CATEGORIES if c not in PUBLISHED_CATEGORIES
+)  # ours only: no published renderer
 TARGET_RATIO = 2.0
 TARGET_ALL_DIMENSIONS = 1.2  # CPU per clip with every dimension <= 1.2x the nine's
 TARGET_RTF = 400.0
@@ -120,22 +122,35 @@ def _warm_up(source: SpeechSource, split: str, config: BuildConfig) -> None:
 
 def _jobs(selected: list[tuple[SpeechSource, str]], config: BuildConfig) -> list[Job]:
     """All-nine and the slow categories first, so the pool's last jobs are short."""
-    order = (ALL, "speaking_speed", "voice_pitch", *[c for c in PUBLISHED_CATEGORIES if c not in
-                                                      ("speaking_speed", "voice_pitch")])
+    order = (
+        ALL,
+        "speaking_speed",
+        "voice_pitch",
+        *[c for c in PUBLISHED_CATEGORIES if c not in ("speaking_speed", "voice_pitch")],
+    )
     ours_only = (ALL_DIMENSIONS, *NEWER)
-    return [Job(impl, cat, src, split, config) for cat in ours_only for impl in ("ours",)
-            for src, split in selected] + [
-        Job(impl, cat, src, split, config) for cat in order for impl in ("ours", "published")
-        for src, split in selected]
+    return [
+        Job(impl, cat, src, split, config)
+        for cat in ours_only
+        for impl in ("ours",)
+        for src, split in selected
+    ] + [
+        Job(impl, cat, src, split, config)
+        for cat in order
+        for impl in ("ours", "published")
+        for src, split in selected
+    ]
 
 
-def throughput(selected: list[tuple[SpeechSource, str]], config: BuildConfig,
-               workers: int) -> dict[tuple[str, str], Timing]:
+def throughput(
+    selected: list[tuple[SpeechSource, str]], config: BuildConfig, workers: int
+) -> dict[tuple[str, str], Timing]:
     """Sum CPU time, clips and audio over sources, per (implementation, category)."""
     jobs = _jobs(selected, config)
     first_source, first_split = selected[0]
-    with ProcessPoolExecutor(max_workers=workers, initializer=_warm_up,
-                             initargs=(first_source, first_split, config)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=_warm_up, initargs=(first_source, first_split, config)
+    ) as pool:
         timings = list(pool.map(measure, jobs))
     totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0, 0.0, 0])
     for t in timings:
@@ -150,8 +165,10 @@ def throughput(selected: list[tuple[SpeechSource, str]], config: BuildConfig,
 def print_throughput(results: dict[tuple[str, str], Timing]) -> None:
     print("\n[1-3] throughput per CPU-second (incl. source loading; ours also verifies,")
     print("      measures confounds; both write 16-bit FLAC). RTF = audio s / CPU s")
-    header = (f"{'dimension':<18} {'clips':>5} | {'ours clip/s':>11} {'RTF':>7} {'verif':>6} | "
-              f"{'pub clip/s':>10} {'RTF':>7} | {'ours/pub':>8}")
+    header = (
+        f"{'dimension':<18} {'clips':>5} | {'ours clip/s':>11} {'RTF':>7} {'verif':>6} | "
+        f"{'pub clip/s':>10} {'RTF':>7} | {'ours/pub':>8}"
+    )
     print(header)
     print("-" * len(header))
     for category in (*PUBLISHED_CATEGORIES, ALL):
@@ -159,26 +176,39 @@ def print_throughput(results: dict[tuple[str, str], Timing]) -> None:
         ours_rate, pub_rate = ours.clips / ours.cpu_s, pub.clips / pub.cpu_s
         if category == ALL:
             print("-" * len(header))
-        print(f"{category:<18} {ours.clips:>5} | {ours_rate:>11.1f} {ours.audio_s / ours.cpu_s:>6.0f}x "
-              f"{ours.verified / max(ours.clips, 1):>6.1%} | {pub_rate:>10.1f} "
-              f"{pub.audio_s / pub.cpu_s:>6.0f}x | {ours_rate / pub_rate:>7.2f}x")
+        print(
+            f"{category:<18} {ours.clips:>5} | {ours_rate:>11.1f} "
+            f"{ours.audio_s / ours.cpu_s:>6.0f}x "
+            f"{ours.verified / max(ours.clips, 1):>6.1%} | {pub_rate:>10.1f} "
+            f"{pub.audio_s / pub.cpu_s:>6.0f}x | {ours_rate / pub_rate:>7.2f}x"
+        )
     ours, pub = results[("ours", ALL)], results[("published", ALL)]
     ratio = (ours.clips / ours.cpu_s) / (pub.clips / pub.cpu_s)
     rtf = ours.audio_s / ours.cpu_s
-    print(f"\n  nine together: ours/published = {ratio:.2f}x clips per CPU-s "
-          f"(target >= {TARGET_RATIO:.0f}x: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})")
-    print(f"  nine together: ours RTF per core = {rtf:.0f}x "
-          f"(target >= {TARGET_RTF:.0f}x: {'PASS' if rtf >= TARGET_RTF else 'FAIL'})")
+    print(
+        f"\n  nine together: ours/published = {ratio:.2f}x clips per CPU-s "
+        f"(target >= {TARGET_RATIO:.0f}x: {'PASS' if ratio >= TARGET_RATIO else 'FAIL'})"
+    )
+    print(
+        f"  nine together: ours RTF per core = {rtf:.0f}x "
+        f"(target >= {TARGET_RTF:.0f}x: {'PASS' if rtf >= TARGET_RTF else 'FAIL'})"
+    )
     print("\n[1b] the newer dimensions (ours only: the published pipeline has none of them)")
     for category in (*NEWER, ALL_DIMENSIONS):
         t = results[("ours", category)]
-        print(f"{category:<18} {t.clips:>5} | {t.clips / t.cpu_s:>11.1f} {t.audio_s / t.cpu_s:>6.0f}x "
-              f"{t.verified / max(t.clips, 1):>6.1%}")
+        print(
+            f"{category:<18} {t.clips:>5} | {t.clips / t.cpu_s:>11.1f} "
+            f"{t.audio_s / t.cpu_s:>6.0f}x "
+            f"{t.verified / max(t.clips, 1):>6.1%}"
+        )
     every = results[("ours", ALL_DIMENSIONS)]
     slowdown = (every.cpu_s / every.clips) / (ours.cpu_s / ours.clips)
-    print(f"\n  all {len(CATEGORIES)} dimensions: CPU per clip = {slowdown:.2f}x the nine's "
-          f"(target <= {TARGET_ALL_DIMENSIONS:.1f}x: {'PASS' if slowdown <= TARGET_ALL_DIMENSIONS else 'FAIL'}); "
-          f"RTF per core {every.audio_s / every.cpu_s:.0f}x")
+    print(
+        f"\n  all {len(CATEGORIES)} dimensions: CPU per clip = {slowdown:.2f}x the nine's "
+        f"(target <= {TARGET_ALL_DIMENSIONS:.1f}x: "
+        f"{'PASS' if slowdown <= TARGET_ALL_DIMENSIONS else 'FAIL'}); "
+        f"RTF per core {every.audio_s / every.cpu_s:.0f}x"
+    )
 
 
 def run_build_subprocess(n_sources: int, workers: int) -> dict:
@@ -201,32 +231,49 @@ def _child_build(n_sources: int, workers: int, out: str) -> None:
     wall = time.perf_counter() - start
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"wall_s": wall, "clips": report["clips_rendered"],
-                      "kept": report["clips_kept"], "rss_main_kib": own,
-                      "rss_worker_kib": children}))
+    print(
+        json.dumps(
+            {
+                "wall_s": wall,
+                "clips": report["clips_rendered"],
+                "kept": report["clips_kept"],
+                "rss_main_kib": own,
+                "rss_worker_kib": children,
+            }
+        )
+    )
 
 
 def print_scaling(n_sources: int, workers_list: list[int]) -> dict[int, dict]:
-    print(f"\n[4] scaling: vocalgrad.stimuli.build.build, {n_sources} sources, all nine categories, "
-          "fresh out dir (wall clock, incl. planning, card, metadata)")
+    print(
+        f"\n[4] scaling: vocalgrad.stimuli.build.build, {n_sources} sources, all nine categories, "
+        "fresh out dir (wall clock, incl. planning, card, metadata)"
+    )
     print(f"{'workers':>7} {'wall s':>8} {'clips':>6} {'clips/s':>8} {'speed-up':>8}")
     runs: dict[int, dict] = {}
     for w in workers_list:
         runs[w] = run_build_subprocess(n_sources, w)
         r, base = runs[w], runs[workers_list[0]]
-        print(f"{w:>7} {r['wall_s']:>8.2f} {r['clips']:>6} {r['clips'] / r['wall_s']:>8.1f} "
-              f"{base['wall_s'] / r['wall_s']:>7.2f}x")
+        print(
+            f"{w:>7} {r['wall_s']:>8.2f} {r['clips']:>6} {r['clips'] / r['wall_s']:>8.1f} "
+            f"{base['wall_s'] / r['wall_s']:>7.2f}x"
+        )
     return runs
 
 
 def print_memory(n_sources: int, workers: int, first: dict) -> None:
     second = run_build_subprocess(2 * n_sources, workers)
-    print(f"\n[5] peak RSS of a build with {workers} worker(s) (MiB; main process / largest worker)")
+    print(
+        f"\n[5] peak RSS of a build with {workers} worker(s) (MiB; main process / largest worker)"
+    )
     for n, r in ((n_sources, first), (2 * n_sources, second)):
-        print(f"  {n:>3} sources, {r['clips']:>5} clips: main {r['rss_main_kib'] / 1024:7.1f}   "
-              f"worker {r['rss_worker_kib'] / 1024:7.1f}")
+        print(
+            f"  {n:>3} sources, {r['clips']:>5} clips: main {r['rss_main_kib'] / 1024:7.1f}   "
+            f"worker {r['rss_worker_kib'] / 1024:7.1f}"
+        )
     growth = max(second["rss_main_kib"], second["rss_worker_kib"]) / max(
-        first["rss_main_kib"], first["rss_worker_kib"])
+        first["rss_main_kib"], first["rss_worker_kib"]
+    )
     print(f"  peak(2N) / peak(N) = {growth:.3f} (1.0 = independent of dataset size)")
 
 
@@ -253,10 +300,12 @@ def print_profile(source: SpeechSource, split: str, config: BuildConfig, top: in
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=int, default=4, help="builtin test sources (default 4)")
-    parser.add_argument("--workers-list", default="1,2",
-                        help="worker counts for the scaling run (default 1,2)")
-    parser.add_argument("--profile", action="store_true",
-                        help="also print a cProfile of our worker on one source")
+    parser.add_argument(
+        "--workers-list", default="1,2", help="worker counts for the scaling run (default 1,2)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="also print a cProfile of our worker on one source"
+    )
     parser.add_argument("--_build", nargs=3, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -269,13 +318,16 @@ def main(argv: list[str] | None = None) -> int:
     workers_list = [int(w) for w in args.workers_list.split(",") if w.strip()]
     config = BuildConfig(n_test=args.sources, n_train=0)  # the sources build() will pick
     selected = prepare_sources(config)
-    audio_s = sum(published_renderer.load_source(s.path, config.sample_rate).duration_s
-                  for s, _ in selected)
+    audio_s = sum(
+        published_renderer.load_source(s.path, config.sample_rate).duration_s for s, _ in selected
+    )
     workers = max(workers_list)
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"vocalgrad build benchmark: {len(selected)} builtin sources ({audio_s:.1f} s of speech), "
-          f"{config.sample_rate} Hz, {os.cpu_count()} CPUs, {workers} timing worker(s), "
-          f"load average {load} (wall-clock numbers suffer if the machine is busy)")
+    print(
+        f"vocalgrad build benchmark: {len(selected)} builtin sources ({audio_s:.1f} s of speech), "
+        f"{config.sample_rate} Hz, {os.cpu_count()} CPUs, {workers} timing worker(s), "
+        f"load average {load} (wall-clock numbers suffer if the machine is busy)"
+    )
     started = time.perf_counter()
     print_throughput(throughput(selected, config, workers))
     runs = print_scaling(len(selected), workers_list)

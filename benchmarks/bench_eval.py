@@ -60,13 +60,17 @@ def timed(fn) -> float:
 def one_at_a_time(listener: WhisperListener, requests: list[Request], max_new: int) -> None:
     """The published loop: feature extraction + `generate` with a text prompt, per clip."""
     for r in requests:
-        feats = listener.feature_extractor(r.target_audio, sampling_rate=16000, return_tensors="pt").input_features
+        feats = listener.feature_extractor(
+            r.target_audio, sampling_rate=16000, return_tensors="pt"
+        ).input_features
         prompt_ids = torch.tensor(listener.tokenizer.get_prompt_ids(prompt_text(r.prompt)))
         listener.model.generate(feats, prompt_ids=prompt_ids, max_new_tokens=max_new)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--items", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=16)
@@ -90,8 +94,10 @@ def main() -> None:
     t_trim_choice = timed(lambda: trimmed_scores.extend(trimmed.score_choices(both_orders)))
     t_trim_generate = timed(lambda: trimmed.generate(single, args.max_new_tokens))
     seconds = np.mean([len(r.target_audio) / 16000 for r in single])
-    print(f"whisper:tiny.en on CPU ({torch.get_num_threads()} threads), {n} items of {seconds:.1f} s "
-          f"on average, batch size {args.batch_size}")
+    print(
+        f"whisper:tiny.en on CPU ({torch.get_num_threads()} threads), {n} items of {seconds:.1f} s "
+        f"on average, batch size {args.batch_size}"
+    )
     print(f"{'way':<56}{'seconds':>9}{'items/s':>10}")
     for name, secs in (
         ("choice scoring, batched, both option orders", t_choice),
@@ -103,18 +109,27 @@ def main() -> None:
         print(f"{name:<56}{secs:>9.2f}{n / secs:>10.2f}")
     print(f"choice batched / one-at-a-time generation: {t_single / t_choice:.2f}x (target >= 5x)")
     print(f"batched generation / one-at-a-time generation: {t_single / t_generate:.2f}x")
-    print(f"trimmed / padded context, choice scoring: {t_choice / t_trim_choice:.2f}x (target >= 5x); "
-          f"generation: {t_generate / t_trim_generate:.2f}x")
+    print(
+        f"trimmed / padded context, choice scoring: {t_choice / t_trim_choice:.2f}x (target >= "
+        f"5x); generation: {t_generate / t_trim_generate:.2f}x"
+    )
     truth = [r["direction"] for r in rows for _ in ("default", "swapped")]
-    llr = {name: np.array([s["increase"] - s["decrease"] for s in scores])
-           for name, scores in (("padded", padded_scores), ("trimmed", trimmed_scores))}
+    llr = {
+        name: np.array([s["increase"] - s["decrease"] for s in scores])
+        for name, scores in (("padded", padded_scores), ("trimmed", trimmed_scores))
+    }
     shift = np.abs(llr["trimmed"] - llr["padded"])
     flips = np.mean(np.sign(llr["trimmed"]) != np.sign(llr["padded"]))
-    acc = {k: np.mean([(v > 0) == (t == "increase") for v, t in zip(a, truth, strict=True)]) for k, a in llr.items()}
-    print(f"trimmed vs padded answers: |change of log-likelihood ratio| median {np.median(shift):.3f}, "
-          f"max {shift.max():.3f} nats (padded |ratio| median {np.median(np.abs(llr['padded'])):.3f}); "
-          f"chosen option flips on {flips:.1%} of requests; accuracy {acc['padded']:.3f} padded, "
-          f"{acc['trimmed']:.3f} trimmed")
+    acc = {
+        k: np.mean([(v > 0) == (t == "increase") for v, t in zip(a, truth, strict=True)])
+        for k, a in llr.items()
+    }
+    print(
+        "trimmed vs padded answers: |change of log-likelihood ratio| median "
+        f"{np.median(shift):.3f}, max {shift.max():.3f} nats (padded |ratio| median "
+        f"{np.median(np.abs(llr['padded'])):.3f}); chosen option flips on {flips:.1%} of requests; "
+        f"accuracy {acc['padded']:.3f} padded, {acc['trimmed']:.3f} trimmed"
+    )
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ The old way, as the Makefile did: `python -m venv`, pip upgraded, the CPU build 
 with pip, then the project in editable mode with pip (`--no-cache-dir`). The new way, as the
 Makefile does now: `python -m venv`, uv installed by pip, the pinned torch wheel fetched by
 pip from wherever pip finds it (uv would resolve a multi-GB CUDA build of a plain `torch`),
-then that wheel and the project installed by one uv call (an empty `UV_CACHE_DIR`). Timings are wall clock: an
-install waits on the network and the disk more than on the CPU. The machine's load is
+then that wheel and the project installed by one uv call (an empty `UV_CACHE_DIR`). Timings are
+wall clock: an install waits on the network and the disk more than on the CPU. The machine's load is
 printed, since other work on it slows both ways alike.
 """
 
@@ -46,10 +46,25 @@ def install(tool: str, extras: str, python: str) -> tuple[float, float]:
         if tool == "uv":
             _run([py, "-m", "pip", "install", "--quiet", "uv"], env)
             wheels = work / "wheels"
-            _run([py, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(wheels), TORCH], env)
+            _run(
+                [py, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(wheels), TORCH],
+                env,
+            )
             project = time.perf_counter()
-            _run([str(work / "venv" / "bin" / "uv"), "pip", "install", "--quiet", "--python", py,
-                  *map(str, wheels.glob("torch-*.whl")), "-e", target], env)
+            _run(
+                [
+                    str(work / "venv" / "bin" / "uv"),
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--python",
+                    py,
+                    *map(str, wheels.glob("torch-*.whl")),
+                    "-e",
+                    target,
+                ],
+                env,
+            )
         else:
             _run([py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], env)
             _run([py, "-m", "pip", "install", "--quiet", TORCH], env)
@@ -64,12 +79,19 @@ def install(tool: str, extras: str, python: str) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extras", default="models",
-                        help="extras uv installs: the demo's (default models)")
-    parser.add_argument("--pip-extras", default="all,test",
-                        help="extras pip installs: what the Makefile installed before (default all,test)")
-    parser.add_argument("--same", action="store_true",
-                        help="also time pip on uv's extras, for a like-for-like ratio")
+    parser.add_argument(
+        "--extras", default="models", help="extras uv installs: the demo's (default models)"
+    )
+    parser.add_argument(
+        "--pip-extras",
+        default="all,test",
+        help="extras pip installs: what the Makefile installed before (default all,test)",
+    )
+    parser.add_argument(
+        "--same",
+        action="store_true",
+        help="also time pip on uv's extras, for a like-for-like ratio",
+    )
     parser.add_argument("--python", default=sys.executable, help="interpreter that makes the venvs")
     args = parser.parse_args(argv)
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
@@ -81,12 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     for tool, extras in runs:
         total, project = install(tool, extras, args.python)
         times[(tool, extras)] = total
-        print(f"  {tool:<3} [{extras or '-'}]: {total:6.1f} s in all, {project:6.1f} s for the last install step")
+        print(
+            f"  {tool:<3} [{extras or '-'}]: {total:6.1f} s in all, {project:6.1f} s "
+            "for the last install step"
+        )
     uv = times[("uv", args.extras)]
-    print(f"\n  pip [{args.pip_extras}] / uv [{args.extras}] = {times[('pip', args.pip_extras)] / uv:.2f}x")
+    print(
+        f"\n  pip [{args.pip_extras}] / uv [{args.extras}] = "
+        f"{times[('pip', args.pip_extras)] / uv:.2f}x"
+    )
     if ("pip", args.extras) in times and args.pip_extras != args.extras:
-        print(f"  pip [{args.extras}] / uv [{args.extras}] = {times[('pip', args.extras)] / uv:.2f}x "
-              "(same requirements)")
+        print(
+            f"  pip [{args.extras}] / uv [{args.extras}] = {times[('pip', args.extras)] / uv:.2f}x "
+            "(same requirements)"
+        )
     return 0
 
 

@@ -67,8 +67,14 @@ def main() -> None:
     n_test = 100 if args.protocol_size else args.n_test
     # the builtin voice has 8 speakers and 2-3 s utterances (the protocol's 3 s minimum is for
     # VCTK): as many test sources per speaker as the split needs, 2 s and longer
-    config = load_config(None, protocol="vocalgrad", n_test=n_test, n_train=0, min_duration_s=2.0,
-                         per_speaker_test=max(2, math.ceil(n_test / BUILTIN_SPEAKERS)))
+    config = load_config(
+        None,
+        protocol="vocalgrad",
+        n_test=n_test,
+        n_train=0,
+        min_duration_s=2.0,
+        per_speaker_test=max(2, math.ceil(n_test / BUILTIN_SPEAKERS)),
+    )
     prepare_sources(config)  # synthesise the builtin sources once, outside the timings
     tmp = Path(tempfile.mkdtemp(prefix="bench-ray-"))
     try:
@@ -83,36 +89,51 @@ def main() -> None:
                 worker_start = start_workers(2)
             executor = Executor(workers) if name == "local" else RayExecutor(workers=workers)
             runs[name, workers] = timed_build(config, tmp / f"{name}{workers}", executor)
-        print(f"## build: builtin test split, protocol grid, {n_test} sources "
-              f"({runs['local', 1][1]} clips, 48 kHz)")
-        print(f"One-off costs, in no row: Ray start {ray_start:.1f} s; starting 2 Ray workers "
-              f"(imports, numba caches; once per worker process) {worker_start:.1f} s\n")
-        print("| executor | workers | wall s | clips/s | scaling vs 1 worker | vs local at equal workers |")
+        print(
+            f"## build: builtin test split, protocol grid, {n_test} sources "
+            f"({runs['local', 1][1]} clips, 48 kHz)"
+        )
+        print(
+            f"One-off costs, in no row: Ray start {ray_start:.1f} s; starting 2 Ray workers "
+            f"(imports, numba caches; once per worker process) {worker_start:.1f} s\n"
+        )
+        print(
+            "| executor | workers | wall s | clips/s | scaling vs 1 worker | "
+            "vs local at equal workers |"
+        )
         print("|---|---|---|---|---|---|")
         for (name, workers), (seconds, clips, _) in runs.items():
             one = runs[name, 1][0]
             over = seconds / runs["local", workers][0] - 1
-            print(f"| {name} | {workers} | {seconds:.1f} | {clips / seconds:.1f} | {one / seconds:.2f}x | "
-                  f"{'-' if name == 'local' else f'{over:+.1%}'} |")
+            print(
+                f"| {name} | {workers} | {seconds:.1f} | {clips / seconds:.1f} | "
+                f"{one / seconds:.2f}x | {'-' if name == 'local' else f'{over:+.1%}'} |"
+            )
         hashes = {sha for _, _, sha in runs.values()}
         print(f"\nidentical content hash across all four builds: {len(hashes) == 1}")
         for workers in (1, 2):
             local = runs["local", workers][0]
             over = runs["ray", workers][0] / local - 1
             cold = (runs["ray", workers][0] + worker_start) / local - 1
-            print(f"Ray overhead at {workers} worker(s): {over:+.1%} with started workers, {cold:+.1%} "
-                  f"counting the worker start (target <= {TARGET_OVERHEAD:.0%}: "
-                  f"{'met' if over <= TARGET_OVERHEAD else 'NOT met'})")
+            print(
+                f"Ray overhead at {workers} worker(s): {over:+.1%} with started workers, "
+                f"{cold:+.1%} counting the worker start (target <= {TARGET_OVERHEAD:.0%}: "
+                f"{'met' if over <= TARGET_OVERHEAD else 'NOT met'})"
+            )
 
         dataset = tmp / "local1"
         spec = ListenerSpec("whisper:tiny.en")
         eval_config = EvalConfig(batch_size=4, limit=args.eval_items)
         import torch
 
-        print(f"\n## eval: Whisper tiny.en, {args.eval_items} items (choice mode, both option orders)")
-        print(f"local: in this process, {torch.get_num_threads()} torch threads; Ray: one CPU and "
-              "one torch thread per actor; load s includes starting the actors; items/s after an untimed "
-              "warm-up pass of 8 items per listener\n")
+        print(
+            f"\n## eval: Whisper tiny.en, {args.eval_items} items (choice mode, both option orders)"
+        )
+        print(
+            f"local: in this process, {torch.get_num_threads()} torch threads; Ray: one CPU and "
+            "one torch thread per actor; load s includes starting the actors; items/s after an "
+            "untimed warm-up pass of 8 items per listener\n"
+        )
         print("| executor | listeners | load s | items/s | scaling |")
         print("|---|---|---|---|---|")
         base = None
@@ -125,16 +146,30 @@ def main() -> None:
             # kernels, the feature extractor's caches) that swamped a short timed run (measured:
             # 13 items/s for one actor cold on 48 items, against 47 in the warmed driver)
             warm = tmp / f"warm-{name}{workers}"
-            evaluate(dataset, listener, warm, EvalConfig(batch_size=4, limit=8 * max(1, workers)),
-                     cache=AnswerCache(warm / "a.sqlite"), executor=executor)
+            evaluate(
+                dataset,
+                listener,
+                warm,
+                EvalConfig(batch_size=4, limit=8 * max(1, workers)),
+                cache=AnswerCache(warm / "a.sqlite"),
+                executor=executor,
+            )
             out = tmp / f"eval-{name}{workers}"
-            counts = evaluate(dataset, listener, out, eval_config, cache=AnswerCache(out / "a.sqlite"),
-                              executor=executor)
+            counts = evaluate(
+                dataset,
+                listener,
+                out,
+                eval_config,
+                cache=AnswerCache(out / "a.sqlite"),
+                executor=executor,
+            )
             rate = counts["answered"] / counts["seconds"]
             if name == "ray" and workers == 1:
                 base = rate
-            print(f"| {name} | {workers} | {load:.1f} | {rate:.2f} | "
-                  f"{'-' if name == 'local' else f'{rate / base:.2f}x'} |")
+            print(
+                f"| {name} | {workers} | {load:.1f} | {rate:.2f} | "
+                f"{'-' if name == 'local' else f'{rate / base:.2f}x'} |"
+            )
             executor.close()  # ends the listener actors (the Ray session stays up)
     finally:
         ray.shutdown()

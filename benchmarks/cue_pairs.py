@@ -22,7 +22,9 @@ from vocalgrad.dataset import load_rows
 from vocalgrad.stimuli.audit import CUE_NAMES, dataset_cues
 
 
-def twin_shares(rows: list[dict], cues: dict[str, dict[str, float]], category: str) -> dict[str, tuple[float, int, float]]:
+def twin_shares(
+    rows: list[dict], cues: dict[str, dict[str, float]], category: str
+) -> dict[str, tuple[float, int, float]]:
     """cue -> (share of twins with the larger value in the increase clip, twins that differ,
     median difference increase - decrease)."""
     twins: dict[tuple, dict[str, dict[str, float]]] = defaultdict(dict)
@@ -32,7 +34,9 @@ def twin_shares(rows: list[dict], cues: dict[str, dict[str, float]], category: s
     pairs = [t for t in twins.values() if len(t) == 2]
     out = {}
     for name in (n for family in CUE_NAMES.values() for n in family):
-        diff = np.array([t["increase"].get(name, np.nan) - t["decrease"].get(name, np.nan) for t in pairs])
+        diff = np.array(
+            [t["increase"].get(name, np.nan) - t["decrease"].get(name, np.nan) for t in pairs]
+        )
         diff = diff[np.isfinite(diff)]
         moved = diff[diff != 0]
         if len(moved):
@@ -44,7 +48,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
     ap.add_argument("categories", nargs="*", help="default: every category of the dataset")
-    ap.add_argument("--min-share", type=float, default=0.58, help="print cues at least this far from 0.5")
+    ap.add_argument(
+        "--min-share", type=float, default=0.58, help="print cues at least this far from 0.5"
+    )
     args = ap.parse_args()
     rows = load_rows(args.dataset)
     cues = dataset_cues(args.dataset, rows)
@@ -52,7 +58,10 @@ def main() -> None:
         print(f"## {category}")
         for name, (share, n, median) in twin_shares(rows, cues, category).items():
             if abs(share - 0.5) >= args.min_share - 0.5:
-                print(f"  {name:<24} increase larger in {share:.0%} of {n} twins; median difference {median:+.4g}")
+                print(
+                    f"  {name:<24} increase larger in {share:.0%} of {n} twins; median difference "
+                    f"{median:+.4g}"
+                )
 
 
 if __name__ == "__main__":

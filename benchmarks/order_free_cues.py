@@ -43,8 +43,14 @@ def main() -> None:
         measured = list(pool.map(_cues, [r["path"] for r in rows], chunksize=16))
     cues = {r["item_id"]: c for r, c in zip(rows, measured, strict=True)}
     fmt = {r.get("format") or "gradual" for r in rows}
-    print(f"order-free cues of {args.dataset} ({', '.join(sorted(fmt))}): train -> test, best of LR/HGB")
-    print("| category | n test | sources | accuracy [95% CI] | LR | HGB | top cues (AUC for increase) |")
+    print(
+        f"order-free cues of {args.dataset} ({', '.join(sorted(fmt))}): train -> test, "
+        "best of LR/HGB"
+    )
+    print(
+        "| category | n test | sources | accuracy [95% CI] | LR | HGB | "
+        "top cues (AUC for increase) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for category in categories:
         report = order_free_report(category, [r for r in rows if r["category"] == category], cues)
@@ -53,10 +59,15 @@ def main() -> None:
             continue
         d = report["direction"]
         lo, hi = report["ci"]
-        tops = ", ".join(f"{name.removeprefix('of_')} {c['auc']:.2f}"
-                         for name, c in list(report["per_cue_auc"].items())[: args.top])
-        print(f"| {category} | {d['lr']['n']} | {d['lr']['n_clusters']} | {report['accuracy']:.2f} "
-              f"[{lo:.2f}, {hi:.2f}] | {d['lr']['accuracy']:.2f} | {d['hgb']['accuracy']:.2f} | {tops} |")
+        tops = ", ".join(
+            f"{name.removeprefix('of_')} {c['auc']:.2f}"
+            for name, c in list(report["per_cue_auc"].items())[: args.top]
+        )
+        print(
+            f"| {category} | {d['lr']['n']} | {d['lr']['n_clusters']} | {report['accuracy']:.2f} "
+            f"[{lo:.2f}, {hi:.2f}] | {d['lr']['accuracy']:.2f} | {d['hgb']['accuracy']:.2f} | "
+            f"{tops} |"
+        )
 
 
 if __name__ == "__main__":

@@ -87,7 +87,9 @@ def published_span(audio: np.ndarray, sr: int) -> tuple[float, float]:
 def chunk_values(src: PublishedSource, condition: Condition, n_samples: int) -> np.ndarray:
     """The parameter at each chunk's centre, from vocalgrad's own curve and endpoints (not
     centred: the published pipeline runs every curve from its start value to its end value)."""
-    track = track_for(condition, dimensions.get(condition.category).SPEC, src.onset_s, src.offset_s, centred=False)
+    track = track_for(
+        condition, dimensions.get(condition.category).SPEC, src.onset_s, src.offset_s, centred=False
+    )
     centres = (np.arange(0, n_samples, int(CHUNK_S * src.sr)) + 0.5 * CHUNK_S * src.sr) / src.sr
     return np.asarray(track(np.minimum(centres, src.duration_s)), dtype=np.float64)
 
@@ -130,7 +132,10 @@ def stretched(audio: np.ndarray, sr: int, rates: np.ndarray) -> np.ndarray:
     ramp = (np.arange(2 * fade) + 0.5) / (2 * fade)
     starts = _boundaries(n, chunk, fade)
     ends = [*starts[1:], n]
-    lengths = [max(2 * fade, round((e - s) / float(r))) for s, e, r in zip(starts, ends, rates, strict=False)]
+    lengths = [
+        max(2 * fade, round((e - s) / float(r)))
+        for s, e, r in zip(starts, ends, rates, strict=False)
+    ]
     out = np.zeros(sum(lengths) + fade)
     cursor = 0
     for s, e, rate, length in zip(starts, ends, rates, lengths, strict=False):
@@ -172,7 +177,9 @@ def schroeder_reverb(audio: np.ndarray, sr: int, rt60_s: float) -> np.ndarray:
     return wet * (dry_rms / wet_rms) if wet_rms > 0 else wet
 
 
-def render_condition(src: PublishedSource, condition: Condition, rng: np.random.Generator) -> np.ndarray:
+def render_condition(
+    src: PublishedSource, condition: Condition, rng: np.random.Generator
+) -> np.ndarray:
     """One clip the published way; returns float64 audio (not yet limited or quantised)."""
     sr, audio, name = src.sr, src.audio, condition.category
     values = chunk_values(src, condition, len(audio))
@@ -181,12 +188,15 @@ def render_condition(src: PublishedSource, condition: Condition, rng: np.random.
     magnitude = max(abs(condition.start), abs(condition.end))
     process: Process
     if name == "voice_pitch":
+
         def process(seg: np.ndarray, v: float, _: int) -> np.ndarray:
             return librosa.effects.pitch_shift(seg, sr=sr, n_steps=v)
     elif name == "volume":
+
         def process(seg: np.ndarray, v: float, _: int) -> np.ndarray:
             return seg * 10.0 ** (v / 20.0)
     elif name == "background_noise":
+
         def process(seg: np.ndarray, v: float, _: int) -> np.ndarray:
             return seg + rng.standard_normal(len(seg)) * v * src.speech_rms
     elif name == "echo":
@@ -198,21 +208,25 @@ def render_condition(src: PublishedSource, condition: Condition, rng: np.random.
         def process(seg: np.ndarray, v: float, offset: int) -> np.ndarray:
             return seg + v * wet[offset : offset + len(seg)]
     elif name == "voice_clarity":
+
         def process(seg: np.ndarray, v: float, _: int) -> np.ndarray:
             if v >= 0.99 * sr / 2:
                 return seg
             return sosfilt(butter(4, v, btype="low", fs=sr, output="sos"), seg)
     elif name == "audio_distortion":
+
         def process(seg: np.ndarray, v: float, _: int) -> np.ndarray:
             if v >= sr:
                 return seg
             factor = sr / v
             return seg[np.floor(np.floor(np.arange(len(seg)) / factor) * factor).astype(int)]
     elif name == "audio_roughness":
+
         def process(seg: np.ndarray, v: float, _: int) -> np.ndarray:
             levels = 2.0 ** (v - 1.0)
             return np.round(seg * levels) / levels
     elif name == "voice_vibration":
+
         def process(seg: np.ndarray, v: float, offset: int) -> np.ndarray:
             rate_hz = 20.0 * v / magnitude if magnitude > 0 else 0.0  # LFO 0 -> 20 Hz with depth
             t = (offset + np.arange(len(seg))) / sr
@@ -227,8 +241,9 @@ def write_flac16(path: Path, audio: np.ndarray, sr: int) -> None:
     sf.write(path, np.clip(audio, -1.0, 1.0), sr, format="FLAC", subtype="PCM_16")
 
 
-def render_source(path: str | Path, conditions: Sequence[Condition], sr: int, out: Path,
-                  seed: int = 0) -> tuple[int, float]:
+def render_source(
+    path: str | Path, conditions: Sequence[Condition], sr: int, out: Path, seed: int = 0
+) -> tuple[int, float]:
     """Render and write every condition of one source; returns (clips, seconds of audio)."""
     src = load_source(path, sr)
     rng = np.random.default_rng(seed)

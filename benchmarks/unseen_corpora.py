@@ -51,8 +51,13 @@ from vocalgrad.audio import load_audio, resample
 
 TUXPAINT_ROOT = Path("/usr/share/tuxpaint/stamps")
 KTUBERLING_ROOT = Path("/usr/share/ktuberling/sounds")
-VARIANTS = {"48k": (48000, 48000), "16k": (16000, 16000), "8k": (8000, 8000),
-            "tel": (8000, 8000), "tel16": (8000, 16000)}  # name: (file rate, render rate)
+VARIANTS = {
+    "48k": (48000, 48000),
+    "16k": (16000, 16000),
+    "8k": (8000, 8000),
+    "tel": (8000, 8000),
+    "tel16": (8000, 16000),
+}  # name: (file rate, render rate)
 TELEPHONE_BAND_HZ = (300.0, 3400.0)
 PER_SPEAKER = 6  # utterances kept per speaker: enough for 8 test + 8 train at 2 per test speaker
 DESC = re.compile(r"_desc_(?P<lang>[a-z]{2})\.ogg$")
@@ -61,8 +66,12 @@ DESC = re.compile(r"_desc_(?P<lang>[a-z]{2})\.ogg$")
 def package_version(package: str) -> str | None:
     """The installed Debian package's version, or None where it is not installed."""
     try:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package],
-                             capture_output=True, text=True, check=False)
+        out = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", package],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     except FileNotFoundError:
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
@@ -81,7 +90,9 @@ def tuxpaint_utterances(root: Path = TUXPAINT_ROOT) -> dict[str, list[list[Path]
     return by_lang
 
 
-def ktuberling_utterances(root: Path = KTUBERLING_ROOT, words: int = 3) -> dict[str, list[list[Path]]]:
+def ktuberling_utterances(
+    root: Path = KTUBERLING_ROOT, words: int = 3
+) -> dict[str, list[list[Path]]]:
     """Language -> groups of `words` consecutive words, one joined phrase each. Languages
     whose words come at 8 kHz or 22 kHz (fewer than 60 files) are mostly left out by the
     count: the big sets are 44.1 kHz."""
@@ -90,7 +101,9 @@ def ktuberling_utterances(root: Path = KTUBERLING_ROOT, words: int = 3) -> dict[
         files = sorted(folder.glob("*.ogg"))
         if len(files) < 60:
             continue
-        by_lang[folder.name] = [files[i:i + words] for i in range(0, len(files) - words + 1, words)]
+        by_lang[folder.name] = [
+            files[i : i + words] for i in range(0, len(files) - words + 1, words)
+        ]
     return by_lang
 
 
@@ -134,7 +147,9 @@ def prepare(corpus: str, out: Path, variants: list[str], per_speaker: int = PER_
             rates[sr] = rates.get(sr, 0) + 1
             for variant in variants:
                 file_sr, _ = VARIANTS[variant]
-                path = out / corpus / variant / lang / f"{lang}-{n:02d}.wav"  # stems are text ids: unique
+                path = (
+                    out / corpus / variant / lang / f"{lang}-{n:02d}.wav"
+                )  # stems are text ids: unique
                 if path.exists():
                     continue
                 x = resample(audio, sr, file_sr)
@@ -153,8 +168,15 @@ def _run(cmd: list[str], log: Path) -> int:
         return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, check=False).returncode
 
 
-def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, workers: int,
-             order_free_script: bool = False) -> str:
+def evaluate(
+    corpus: str,
+    variant: str,
+    out: Path,
+    n_test: int,
+    n_train: int,
+    workers: int,
+    order_free_script: bool = False,
+) -> str:
     """Build, audit, verify and order-free audit one prepared variant; the markdown table."""
     folder = out / corpus / variant
     dataset = out / f"{corpus}-{variant}-ds"
@@ -162,9 +184,26 @@ def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, wo
     _, render_sr = VARIANTS[variant]
     vocalgrad = [sys.executable, "-m", "vocalgrad.cli"]
     here = Path(__file__).resolve().parent
-    rc = _run([*vocalgrad, "build", "--out", str(dataset), "--source", f"folder:{folder}",
-               "--n-test", str(n_test), "--n-train", str(n_train), "--sample-rate", str(render_sr),
-               "--workers", str(workers), "--no-audit"], log)
+    rc = _run(
+        [
+            *vocalgrad,
+            "build",
+            "--out",
+            str(dataset),
+            "--source",
+            f"folder:{folder}",
+            "--n-test",
+            str(n_test),
+            "--n-train",
+            str(n_train),
+            "--sample-rate",
+            str(render_sr),
+            "--workers",
+            str(workers),
+            "--no-audit",
+        ],
+        log,
+    )
     if rc != 0:
         return f"{corpus} {variant}: build failed (rc {rc}); see {log}\n"
     _run([*vocalgrad, "audit", str(dataset), "--workers", str(workers)], log)
@@ -173,8 +212,20 @@ def evaluate(corpus: str, variant: str, out: Path, n_test: int, n_train: int, wo
     if not order_free_script:  # the audit's order-free column is the same computation
         return table(corpus, variant, dataset, order_free)
     with order_free.open("w") as f:
-        subprocess.run([sys.executable, str(here / "order_free_cues.py"), str(dataset), "--top", "2",
-                        "--workers", str(workers)], stdout=f, stderr=subprocess.STDOUT, check=False)
+        subprocess.run(
+            [
+                sys.executable,
+                str(here / "order_free_cues.py"),
+                str(dataset),
+                "--top",
+                "2",
+                "--workers",
+                str(workers),
+            ],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
     return table(corpus, variant, dataset, order_free)
 
 
@@ -192,22 +243,27 @@ def table(corpus: str, variant: str, dataset: Path, order_free: Path) -> str:
         per_source[(r["category"], r["tier"])] = per_source.get((r["category"], r["tier"]), 0) + 1
     for (category, tier), n in sorted(per_source.items()):
         refused_plan.setdefault(category, []).append(f"{tier} on {n} source(s)")
-    lines = [f"{corpus}, {variant} (files {file_sr} Hz, rendered {render_sr} Hz): "
-             f"{build.get('sources_selected')} sources, {build['clips_kept']} clips kept of "
-             f"{build['clips_rendered']} rendered",
-             "",
-             "| category | kept | refused inaudible | refused tiers | verify agreement | shortcut acc [CI] "
-             "| constant AUC | order-free acc [CI] (audit) | order_free_cues.py | audit |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{corpus}, {variant} (files {file_sr} Hz, rendered {render_sr} Hz): "
+        f"{build.get('sources_selected')} sources, {build['clips_kept']} clips kept of "
+        f"{build['clips_rendered']} rendered",
+        "",
+        "| category | kept | refused inaudible | refused tiers | verify agreement | shortcut acc "
+        "[CI] | constant AUC | order-free acc [CI] (audit) | order_free_cues.py | audit |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for cat, c in sorted(build.get("per_category", {}).items()):
         a = audit.get(cat, {})
         ofr = a.get("order_free") or {}
         lines.append(
-            f"| {cat} | {c['kept']} | {c['refused_inaudible']} | {', '.join(refused_plan.get(cat, [])) or '-'} "
+            f"| {cat} | {c['kept']} | {c['refused_inaudible']} | "
+            f"{', '.join(refused_plan.get(cat, [])) or '-'} "
             f"| {_pct(verify.get(cat, {}).get('agreement'))} "
-            f"| {_ci(a.get('shortcut_accuracy'), a.get('shortcut_ci'))} | {_num(a.get('constant_auc'))} "
+            f"| {_ci(a.get('shortcut_accuracy'), a.get('shortcut_ci'))} | "
+            f"{_num(a.get('constant_auc'))} "
             f"| {_ci(ofr.get('accuracy'), ofr.get('ci'))} | {free.get(cat, 'n/a')} "
-            f"| {'n/a' if 'passes' not in a else ('pass' if a['passes'] else 'FAIL')} |")
+            f"| {'n/a' if 'passes' not in a else ('pass' if a['passes'] else 'FAIL')} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -225,21 +281,33 @@ def summary(out: Path, corpus: str, variants: list[str]) -> str:
         audit = json.loads((ds / "audit.json").read_text())["per_category"]
         verify = (_load(ds / "verify_cli.json") or {}).get("per_category", {})
         agreement = [e["agreement"] for e in verify.values() if "agreement" in e]
-        notes.append(f"{v}: {build['sources_selected']} sources, {build['clips_kept']} clips, lowest verify "
-                     f"agreement of a category {_pct(min(agreement)) if agreement else 'n/a'}")
+        notes.append(
+            f"{v}: {build['sources_selected']} sources, {build['clips_kept']} clips, lowest verify "
+            f"agreement of a category {_pct(min(agreement)) if agreement else 'n/a'}"
+        )
         for cat, c in build["per_category"].items():
             a = audit.get(cat, {})
             of = a.get("order_free") or {}
-            refused = [r["tier"] for r in build.get("refused_conditions", []) if r["category"] == cat]
+            refused = [
+                r["tier"] for r in build.get("refused_conditions", []) if r["category"] == cat
+            ]
             cells.setdefault(cat, {})[v] = (
                 f"{_ci(of.get('accuracy'), of.get('ci'))}; {c['refused_inaudible']} refused"
                 + (f" + tier {','.join(refused)}" if refused else "")
-                + ("" if a.get("passes", True) else "; **FAIL**"))
+                + ("" if a.get("passes", True) else "; **FAIL**")
+            )
     head = "| category | " + " | ".join(done) + " |"
-    lines = [f"{corpus}: order-free accuracy [95% CI]; clips refused as inaudible (+ tiers refused "
-             "by the rate rule); audit verdict where it fails", "", head,
-             "|---|" + "---|" * len(done)]
-    lines += [f"| {cat} | " + " | ".join(cells[cat].get(v, "n/a") for v in done) + " |" for cat in sorted(cells)]
+    lines = [
+        f"{corpus}: order-free accuracy [95% CI]; clips refused as inaudible (+ tiers refused "
+        "by the rate rule); audit verdict where it fails",
+        "",
+        head,
+        "|---|" + "---|" * len(done),
+    ]
+    lines += [
+        f"| {cat} | " + " | ".join(cells[cat].get(v, "n/a") for v in done) + " |"
+        for cat in sorted(cells)
+    ]
     return "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n"
 
 
@@ -284,32 +352,49 @@ def main() -> None:
     ap.add_argument("--n-train", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--prepare-only", action="store_true")
-    ap.add_argument("--summary", action="store_true",
-                    help="only print the per-corpus summary of what OUT already holds")
-    ap.add_argument("--order-free-script", action="store_true",
-                    help="also run benchmarks/order_free_cues.py (its accuracy and CI equal the "
-                         "audit's order-free column: the same function on the same files)")
+    ap.add_argument(
+        "--summary",
+        action="store_true",
+        help="only print the per-corpus summary of what OUT already holds",
+    )
+    ap.add_argument(
+        "--order-free-script",
+        action="store_true",
+        help="also run benchmarks/order_free_cues.py (its accuracy and CI equal the "
+        "audit's order-free column: the same function on the same files)",
+    )
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for corpus in args.corpus:
         package, root, _ = CORPORA[corpus]
         version = package_version(package)
         if version is None or not root.is_dir():
-            print(f"{corpus}: skipped: Debian package {package} is not installed "
-                  f"(apt-get install {package}); nothing is downloaded")
+            print(
+                f"{corpus}: skipped: Debian package {package} is not installed "
+                f"(apt-get install {package}); nothing is downloaded"
+            )
             continue
         if args.summary:
             print(summary(args.out, corpus, args.variant))
             continue
         info = prepare(corpus, args.out, args.variant)
-        print(f"{corpus}: {package} {version}; {len(info['speakers'])} speakers (languages), "
-              f"{sum(info['speakers'].values())} utterances {info['speakers']}; "
-              f"package rates of the chosen files {info['source_rates']}")
+        print(
+            f"{corpus}: {package} {version}; {len(info['speakers'])} speakers (languages), "
+            f"{sum(info['speakers'].values())} utterances {info['speakers']}; "
+            f"package rates of the chosen files {info['source_rates']}"
+        )
         if args.prepare_only:
             continue
         for variant in args.variant:
-            text = evaluate(corpus, variant, args.out, args.n_test, args.n_train, args.workers,
-                            args.order_free_script)
+            text = evaluate(
+                corpus,
+                variant,
+                args.out,
+                args.n_test,
+                args.n_train,
+                args.workers,
+                args.order_free_script,
+            )
             (args.out / f"{corpus}-{variant}.md").write_text(text)
             print(text, flush=True)
 

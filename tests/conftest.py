@@ -33,8 +33,10 @@ def alsa_paths() -> list[Path]:
     return [Path(p) for p in sorted(glob.glob("/usr/share/sounds/alsa/*.wav")) if "Noise" not in p]
 
 
-NEEDS_ALSA = ("needs the human-voice recordings of Debian's alsa-utils: apt-get install alsa-utils "
-              "(.ci/run installs it)")
+NEEDS_ALSA = (
+    "needs the human-voice recordings of Debian's alsa-utils: apt-get install alsa-utils "
+    "(.ci/run installs it)"
+)
 
 
 def needs_alsa(test):
@@ -50,9 +52,16 @@ def chromium_path() -> Path | None:
 
 NEEDS_CHROMIUM = "needs Debian's Chromium: apt-get install chromium (.ci/run installs it)"
 needs_chromium = pytest.mark.skipif(chromium_path() is None, reason=NEEDS_CHROMIUM)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--mute-audio",
-                 "--autoplay-policy=no-user-gesture-required"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--mute-audio",
+    "--autoplay-policy=no-user-gesture-required",
+]
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +71,9 @@ def browser():
     path = chromium_path()
     if path is None:
         pytest.skip(NEEDS_CHROMIUM)
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[test]' (playwright)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="pip install -e '.[test]' (playwright)"
+    )
     with sync_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(path), args=CHROMIUM_ARGS)
         yield launched
@@ -110,4 +121,3 @@ def builtin_cache(cache_dir):
     os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
     yield
     os.environ.pop("VOCALGRAD_CACHE", None)
-

@@ -62,11 +62,13 @@ def test_staircase_converges_on_its_target_and_reports_it():
 
 def test_chance_and_superhuman_listeners():
     for method in ("quest", "staircase"):
-        deaf = run_adaptive("voice_pitch", SimulatedObserver("voice_pitch", None, seed=1),
-                            method=method, n_boot=0)
+        deaf = run_adaptive(
+            "voice_pitch", SimulatedObserver("voice_pitch", None, seed=1), method=method, n_boot=0
+        )
         assert deaf.status == NONE and deaf.threshold is None
-        keen = run_adaptive("voice_pitch", SimulatedObserver("voice_pitch", 0.01, seed=1),
-                            method=method, n_boot=0)
+        keen = run_adaptive(
+            "voice_pitch", SimulatedObserver("voice_pitch", 0.01, seed=1), method=method, n_boot=0
+        )
         assert keen.status == BELOW and keen.threshold is None
 
 
@@ -121,8 +123,9 @@ def test_ties_are_guessed_not_counted_wrong_so_thresholds_are_not_pushed_up():
             assert result.n_ties == sum(t.no_answer == TIE for t in result.trials)
             guessed.append(np.log(result.threshold / 3.0))
             obs = SimulatedObserver("volume", 3.0, seed=200 + seed, ties=True)
-            wrong = run_adaptive("volume", lambda *a, o=obs: o(*a) is True, method=method,
-                                 seed=seed, n_boot=0)
+            wrong = run_adaptive(
+                "volume", lambda *a, o=obs: o(*a) is True, method=method, seed=seed, n_boot=0
+            )
             as_wrong.append(np.log(wrong.threshold / 3.0))
         assert abs(np.mean(guessed)) < 0.15, (method, guessed)
         assert np.mean(as_wrong) > np.mean(guessed) + 0.15, (method, as_wrong, guessed)
@@ -174,12 +177,21 @@ def test_rendered_trials_report_ties_and_unparsed_replies(tmp_path, cache_dir, m
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     dataset = tmp_path / "ds"
-    build(BuildConfig(n_test=1, n_train=0, categories=("volume",), tiers=("low",),
-                      curves=("linear",), include_constant=False), dataset, workers=1)
+    build(
+        BuildConfig(
+            n_test=1,
+            n_train=0,
+            categories=("volume",),
+            tiers=("low",),
+            curves=("linear",),
+            include_constant=False,
+        ),
+        dataset,
+        workers=1,
+    )
     for can_score, key in ((True, "n_ties"), (False, "n_unparsed")):
         out = tmp_path / key
-        [result] = evaluate_adaptive(dataset, _Undecided(can_score), out, ("volume",),
-                                     max_trials=6)
+        [result] = evaluate_adaptive(dataset, _Undecided(can_score), out, ("volume",), max_trials=6)
         assert getattr(result, key) == 6 and result.n_ties + result.n_unparsed == 6
         saved = json.loads((out / "adaptive.json").read_text())["results"][0]
         assert saved[key] == 6

@@ -18,7 +18,9 @@ def _category(direction: np.ndarray, seed: int, n_sources: int = 12, noise: floa
         content = rng.normal(0, 5, D)
         for curve in ("linear", "jump"):
             for sign, label in ((1, "increase"), (-1, "decrease")):
-                rows.append({"source_id": f"s{s}", "tier": "high", "curve": curve, "direction": label})
+                rows.append(
+                    {"source_id": f"s{s}", "tier": "high", "curve": curve, "direction": label}
+                )
                 x.append(content + 0.5 * sign * direction + rng.normal(0, noise, D))
     return np.array(x), rows
 

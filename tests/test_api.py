@@ -34,7 +34,8 @@ def test_the_readme_snippet_works_as_written(built):
     assert isinstance(table, pd.DataFrame)
     volume = table[table["group"] == "volume"].iloc[0]
     assert volume["n"] == res.counts["answered"] - sum(
-        1 for r in res.rows() if r["direction"] == "constant")
+        1 for r in res.rows() if r["direction"] == "constant"
+    )
     assert volume["sources"] == 2
     assert volume["accuracy_lo"] <= volume["accuracy"] <= volume["accuracy_hi"]
     assert volume["accuracy"] == pytest.approx(res.accuracy)  # one category: overall == volume
@@ -58,7 +59,9 @@ def test_reopened_objects_read_what_is_on_disk(built):
 def test_the_cli_calls_the_api_and_writes_the_same_summary(built, tmp_path):
     cwd, ds, res = built
     out = tmp_path / "cli-run"
-    assert main(["eval", str(cwd / ds.path), "--listener", "baseline:ideal", "--out", str(out)]) == 0
+    assert (
+        main(["eval", str(cwd / ds.path), "--listener", "baseline:ideal", "--out", str(out)]) == 0
+    )
     api_summary = vocalgrad.score(cwd / res.path, write=False)
     cli_summary = json.loads((out / "summary.json").read_text())
     api_table = api_summary["groups"]["default/choice"]["table"]
@@ -86,7 +89,11 @@ def test_listener_objects_and_options(built, tmp_path):
     run = vocalgrad.evaluate(cwd / ds.path, ConstantListener("increase"), tmp_path / "inc")
     assert run.accuracy == pytest.approx(0.5)  # balanced twins: always-increase is at chance
     with pytest.raises(ConfigError, match="spec string"):
-        vocalgrad.evaluate(cwd / ds.path, ConstantListener("increase"), tmp_path / "x",
-                           listener_options={"device": "cpu"})
+        vocalgrad.evaluate(
+            cwd / ds.path,
+            ConstantListener("increase"),
+            tmp_path / "x",
+            listener_options={"device": "cpu"},
+        )
     with pytest.raises(ConfigError, match="unknown listener scheme"):
         vocalgrad.evaluate(cwd / ds.path, "nosuch:model", tmp_path / "y")

@@ -74,7 +74,7 @@ def test_speech_span_on_real_speech_with_and_without_leading_silence(arctic):
     span = speech_span(audio, sr)
     assert span.plausible
     assert 0.2 < span.onset_s < 0.6 and 3.0 < span.offset_s < 3.8
-    trimmed = audio[int(span.onset_s * sr):]  # speech starts at sample 0
+    trimmed = audio[int(span.onset_s * sr) :]  # speech starts at sample 0
     span2 = speech_span(trimmed, sr)
     assert span2.plausible and span2.onset_s < 0.05, "no leading silence must not break detection"
     assert span2.offset_s == pytest.approx(span.offset_s - span.onset_s, abs=0.05)
@@ -119,8 +119,13 @@ def test_loudness_equals_pyloudnorm(arctic):
 
     audio, sr = arctic
     rng = np.random.default_rng(1)
-    signals = [(audio, sr), (audio * 0.01, sr), (audio[:9000], sr), (rng.standard_normal(96000) * 0.05, 48000),
-               (np.concatenate([audio, np.zeros(32000, np.float32)]), sr)]
+    signals = [
+        (audio, sr),
+        (audio * 0.01, sr),
+        (audio[:9000], sr),
+        (rng.standard_normal(96000) * 0.05, 48000),
+        (np.concatenate([audio, np.zeros(32000, np.float32)]), sr),
+    ]
     for signal, rate in signals:
         padded = np.pad(signal.astype(np.float64), (0, max(0, int(0.4 * rate) + 1 - len(signal))))
         expected = pyloudnorm.Meter(rate).integrated_loudness(padded)

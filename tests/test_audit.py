@@ -46,11 +46,19 @@ DIRECTIONS = ("increase", "decrease")
 def _voice(rng: np.random.Generator, seconds: float = 2.0) -> np.ndarray:
     """A sustained voiced 'utterance': harmonics of a slowly wandering F0, 4 Hz syllables."""
     t = np.arange(int(seconds * SR)) / SR
-    f0 = rng.uniform(95, 230) * (1 + 0.04 * np.sin(2 * np.pi * rng.uniform(0.4, 0.9) * t + rng.uniform(0, 6.3)))
+    f0 = rng.uniform(95, 230) * (
+        1 + 0.04 * np.sin(2 * np.pi * rng.uniform(0.4, 0.9) * t + rng.uniform(0, 6.3))
+    )
     phase = 2 * np.pi * np.cumsum(f0) / SR
     tilt = rng.uniform(0.9, 1.6)
-    x = sum(k ** -tilt * np.sin(k * phase + rng.uniform(0, 6.3)) for k in range(1, 30) if k * f0.max() < 0.45 * SR)
-    syllables = (0.5 * (1 - np.cos(2 * np.pi * rng.uniform(3.5, 4.5) * t + rng.uniform(0, 6.3)))) ** 1.5
+    x = sum(
+        k**-tilt * np.sin(k * phase + rng.uniform(0, 6.3))
+        for k in range(1, 30)
+        if k * f0.max() < 0.45 * SR
+    )
+    syllables = (
+        0.5 * (1 - np.cos(2 * np.pi * rng.uniform(3.5, 4.5) * t + rng.uniform(0, 6.3)))
+    ) ** 1.5
     edges = np.minimum(1.0, np.minimum(t, t[-1] - t) / 0.05)  # 50 ms fades at the utterance edges
     return (x * syllables * edges).astype(np.float32)
 
@@ -86,7 +94,9 @@ def make_dataset(
                 rove_db = rng.uniform(-3.0, 3.0)  # level roving, as the builder does
                 x = x * np.float32(10 ** (((gain_db or {}).get(direction, 0.0) + rove_db) / 20))
                 lead, trail = (silences or {}).get(direction, (0.4, 0.4))
-                audio = np.concatenate([np.zeros(int(lead * SR), np.float32), x, np.zeros(int(trail * SR), np.float32)])
+                audio = np.concatenate(
+                    [np.zeros(int(lead * SR), np.float32), x, np.zeros(int(trail * SR), np.float32)]
+                )
                 if plant is not None:
                     audio = plant(direction, audio, int(lead * SR), int(lead * SR) + len(x), rng)
                 item_id = f"{category}-{source_id}-{direction}"
@@ -94,7 +104,8 @@ def make_dataset(
                 sha = write_flac_atomic(root / split / file_name, audio, SR)
                 rows.append({
                     "file_name": file_name, "item_id": item_id, "category": category,
-                    "direction": direction, "tier": "high", "curve": curve, "magnitude": RAMP_DB * 2,
+                    "direction": direction, "tier": "high", "curve": curve,
+                    "magnitude": RAMP_DB * 2,
                     "unit": "dB", "source_id": source_id, "speaker_id": f"spk-{source_id}",
                     "split": split, "sample_rate": SR, "duration_s": len(audio) / SR,
                     "speech_onset_s": lead, "speech_offset_s": lead + len(x) / SR, "verified": True,
@@ -112,13 +123,19 @@ SILENCE_LEAK = {"increase": (0.6, 0.2), "decrease": (0.2, 0.6)}
 def silence_leak(tmp_path_factory) -> Path:
     category = "voice_pitch"
     assert "edge_silence" not in get(category).SPEC.target_cues
-    return make_dataset(tmp_path_factory.mktemp("audit") / "silence-leak", category, silences=SILENCE_LEAK)
+    return make_dataset(
+        tmp_path_factory.mktemp("audit") / "silence-leak", category, silences=SILENCE_LEAK
+    )
 
 
 @pytest.fixture(scope="module")
 def level_leak(tmp_path_factory) -> Path:
-    return make_dataset(tmp_path_factory.mktemp("audit") / "level-leak", "volume",
-                        gain_db={"increase": 6.0}, constant=True)
+    return make_dataset(
+        tmp_path_factory.mktemp("audit") / "level-leak",
+        "volume",
+        gain_db={"increase": 6.0},
+        constant=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -128,8 +145,13 @@ def clean(tmp_path_factory) -> Path:
 
 
 def test_clip_cues_names_and_values():
-    audio = np.concatenate([np.zeros(SR // 2, np.float32), normalise(_voice(np.random.default_rng(1)), SR, -26.0),
-                            np.zeros(SR // 4, np.float32)])
+    audio = np.concatenate(
+        [
+            np.zeros(SR // 2, np.float32),
+            normalise(_voice(np.random.default_rng(1)), SR, -26.0),
+            np.zeros(SR // 4, np.float32),
+        ]
+    )
     cues = clip_cues(audio, SR)
     assert list(cues) == [*(n for f in FAMILIES for n in CUE_NAMES[f]), *CUE_NAMES["order_free"]]
     assert all(name.startswith(family) for family in FAMILIES for name in CUE_NAMES[family])
@@ -137,7 +159,9 @@ def test_clip_cues_names_and_values():
     assert cues["global_loudness_lufs"] == pytest.approx(-26.0, abs=1.0)  # gating sees the silences
     assert 90 < cues["global_f0_hz"] < 240
     # the detector finds the first and last syllable, at most one syllable (~0.25 s) inside
-    assert 0.5 <= cues["edge_silence_lead_s"] <= 0.8 and 0.25 <= cues["edge_silence_trail_s"] <= 0.55
+    assert (
+        0.5 <= cues["edge_silence_lead_s"] <= 0.8 and 0.25 <= cues["edge_silence_trail_s"] <= 0.55
+    )
     assert cues["edge_zeros_first"] == 1.0 and cues["edge_level_first_db"] == -120.0
     assert cues["edge_spectrum_first_hz"] == 0.0
     assert 0.1 < cues["global_zero_share"] < 0.5 and cues["global_file_bytes"] > 1000
@@ -157,7 +181,9 @@ def test_two_part_summaries_do_not_read_the_order_of_the_parts():
     n = len(loud)
     parts = [[0.0, n / SR], [(n + len(floor)) / SR, (2 * n + len(floor)) / SR]]
     first, second = (np.concatenate(x) for x in ((loud, floor, quiet), (quiet, floor, loud)))
-    assert abs(loudness_lufs(first, SR) - loudness_lufs(second, SR)) > 0.01  # the meter alone reads the order
+    assert (
+        abs(loudness_lufs(first, SR) - loudness_lufs(second, SR)) > 0.01
+    )  # the meter alone reads the order
     a, b = clip_cues(first, SR, parts=parts), clip_cues(second, SR, parts=parts)
     for name in CUE_NAMES["global"]:
         assert a[name] == pytest.approx(b[name], abs=1e-9), name
@@ -171,7 +197,7 @@ def test_zero_share_counts_digital_silence_not_lone_zeros_in_a_room_tone():
     assert lone > 0.05  # a 3-LSB room tone rounds to zero often
     assert _zero_share(tone, SR) == 0.0
     gap = tone.copy()
-    gap[SR // 4:SR // 2] = 0.0  # 250 ms of digital silence inside it
+    gap[SR // 4 : SR // 2] = 0.0  # 250 ms of digital silence inside it
     assert _zero_share(gap, SR) == pytest.approx(0.25, abs=0.01)
 
 
@@ -227,9 +253,16 @@ def test_leading_silence_leak_is_flagged(silence_leak):
 def test_overall_level_leak_is_flagged(level_leak):
     report = audit_dataset(level_leak)
     c = report["per_category"]["volume"]
-    assert c["excluded_target_cues"] == ["edge_silence", "edge_level", "edge_spectrum", "edge_zeros",
-                                         "global_peak_dbfs", "global_centroid_hz", "global_f0_hz",
-                                         "global_file_bytes"]
+    assert c["excluded_target_cues"] == [
+        "edge_silence",
+        "edge_level",
+        "edge_spectrum",
+        "edge_zeros",
+        "global_peak_dbfs",
+        "global_centroid_hz",
+        "global_f0_hz",
+        "global_file_bytes",
+    ]
     assert not any(f.startswith("edge_") for f in c["features"])
     assert c["shortcut_accuracy"] >= 0.9 and c["passes"] is False
     assert c["by_family_set"]["global"]["accuracy"] >= 0.9
@@ -252,9 +285,20 @@ def add_constants(root: Path, gain_db: float) -> Path:
             audio, sr = sf.read(root / split / row["file_name"], dtype="float32")
             item_id = row["item_id"].replace("increase", "constant")
             file_name = f"{item_id}.flac"
-            sha = write_flac_atomic(root / split / file_name, audio * np.float32(10 ** (gain_db / 20)), sr)
-            extra.append({**row, "item_id": item_id, "file_name": file_name, "direction": "constant",
-                          "tier": "none", "curve": "none", "audio_sha256": sha})
+            sha = write_flac_atomic(
+                root / split / file_name, audio * np.float32(10 ** (gain_db / 20)), sr
+            )
+            extra.append(
+                {
+                    **row,
+                    "item_id": item_id,
+                    "file_name": file_name,
+                    "direction": "constant",
+                    "tier": "none",
+                    "curve": "none",
+                    "audio_sha256": sha,
+                }
+            )
         write_jsonl(root / split / "metadata.jsonl", rows + extra)
     return root
 
@@ -265,7 +309,10 @@ def test_constants_told_apart_by_level_fail_the_audit(tmp_path):
     that are plain copies of changing clips pass."""
     leak = add_constants(make_dataset(tmp_path / "leak", "voice_pitch"), 8.0)
     c = audit_dataset(leak)["per_category"]["voice_pitch"]
-    assert c["constant"]["protocol"] == "cross-fit" and c["constant"]["n_constant_scored"] == 2 * N_SOURCES
+    assert (
+        c["constant"]["protocol"] == "cross-fit"
+        and c["constant"]["n_constant_scored"] == 2 * N_SOURCES
+    )
     assert c["constant_auc"] > 0.8 and c["passes"] is False
     assert any("constant clips told apart" in r for r in c["reasons"])
     fair = add_constants(make_dataset(tmp_path / "fair", "voice_pitch"), 0.0)
@@ -310,19 +357,29 @@ def test_grouped_cv_without_train_split_still_flags(tmp_path):
 
 
 def _requests(root: Path, category: str) -> tuple[list[Request], list[str]]:
-    rows = [json.loads(line) for line in (root / "test" / "metadata.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (root / "test" / "metadata.jsonl").read_text().splitlines()
+    ]
     requests, truth = [], []
     for row in rows:
         audio, _ = load_audio(root / "test" / row["file_name"])
         item_id = row["item_id"]
-        requests.append(Request(item_id, build_prompt(category, item_id=item_id), {item_id: audio}, row["source_id"]))
+        requests.append(
+            Request(
+                item_id, build_prompt(category, item_id=item_id), {item_id: audio}, row["source_id"]
+            )
+        )
         truth.append(row["direction"])
     return requests, truth
 
 
 def test_shortcut_listener_exploits_the_leak(silence_leak, tmp_path):
     listener = load_listener("baseline:shortcut", dataset=silence_leak)
-    assert listener.listener_id == "baseline:shortcut" and listener.can_score and listener.sample_rate == SR
+    assert (
+        listener.listener_id == "baseline:shortcut"
+        and listener.can_score
+        and listener.sample_rate == SR
+    )
     requests, truth = _requests(silence_leak, "voice_pitch")
     answers = listener.generate(requests)
     assert np.mean([a == t for a, t in zip(answers, truth, strict=True)]) >= 0.9
@@ -332,8 +389,12 @@ def test_shortcut_listener_exploits_the_leak(silence_leak, tmp_path):
     # reversed controls are answered from their audio; ternary options get a low score
     r = requests[0]
     rev_id = r.item_id + "#reversed"
-    reversed_request = Request(rev_id, build_prompt("voice_pitch", "ternary", item_id=rev_id),
-                               {rev_id: r.target_audio[::-1].copy()}, r.source_id)
+    reversed_request = Request(
+        rev_id,
+        build_prompt("voice_pitch", "ternary", item_id=rev_id),
+        {rev_id: r.target_audio[::-1].copy()},
+        r.source_id,
+    )
     rev_scores = listener.score_choices([reversed_request])[0]
     assert set(rev_scores) == {"increase", "decrease", "constant"}
     assert rev_scores["constant"] < min(rev_scores["increase"], rev_scores["decrease"])
@@ -368,7 +429,11 @@ def test_audit_cis_follow_the_few_sources_rule():
     assert one["n_clusters"] == 1 and np.isnan(one["lo"]) and np.isnan(one["hi"])
     rows = [{"source_id": s} for s in "aabbcc"]
     perfect = _accuracy(np.ones(6, int), rows, "k")
-    assert perfect["ci_method"] == "cluster jackknife t" and perfect["lo"] < 0.6 and perfect["hi"] == 1.0
+    assert (
+        perfect["ci_method"] == "cluster jackknife t"
+        and perfect["lo"] < 0.6
+        and perfect["hi"] == 1.0
+    )
     mixed = _accuracy(np.array([1, 0, 1, 1, 0, 0]), rows, "k")
     assert mixed["lo"] < mixed["accuracy"] < mixed["hi"]
 
@@ -383,7 +448,9 @@ def _murmur_at_the_edges(direction, audio, onset, offset, rng):
     if direction != "decrease":
         return audio
     out = audio.copy()
-    murmur = _voice(rng, seconds=len(audio) / SR) * np.float32(np.sqrt(np.mean(audio[onset:offset] ** 2)) * 0.1)
+    murmur = _voice(rng, seconds=len(audio) / SR) * np.float32(
+        np.sqrt(np.mean(audio[onset:offset] ** 2)) * 0.1
+    )
     out[:onset] += murmur[:onset]
     out[offset:] += murmur[offset:]
     return out
@@ -466,9 +533,16 @@ def _one_end_rows(rng: np.random.Generator, spread: float) -> list[dict]:
         for i in range(N_SOURCES):
             offset = rng.uniform(-spread, spread)
             for direction, sign in (("increase", 1), ("decrease", -1)):
-                rows.append({"item_id": f"{split}{i}{direction}", "split": split, "direction": direction,
-                             "source_id": f"{split}{i}", "measured_start": offset - sign * 6 + rng.normal(0, 0.5),
-                             "measured_end": offset + sign * 6 + rng.normal(0, 0.5)})
+                rows.append(
+                    {
+                        "item_id": f"{split}{i}{direction}",
+                        "split": split,
+                        "direction": direction,
+                        "source_id": f"{split}{i}",
+                        "measured_start": offset - sign * 6 + rng.normal(0, 0.5),
+                        "measured_end": offset + sign * 6 + rng.normal(0, 0.5),
+                    }
+                )
     return rows
 
 
@@ -479,5 +553,10 @@ def test_one_end_observer_reads_an_endpoint_and_fails_when_it_is_roved():
     assert fixed["accuracy"] >= 0.95 and fixed["lo"] > 0.5
     roved = one_end_report("volume", _one_end_rows(np.random.default_rng(0), 60.0))
     assert roved["accuracy"] <= 0.75
-    assert one_end_report("volume", [{**r, "measured_end": None} for r in _one_end_rows(
-        np.random.default_rng(0), 0.0)]) == {}
+    assert (
+        one_end_report(
+            "volume",
+            [{**r, "measured_end": None} for r in _one_end_rows(np.random.default_rng(0), 0.0)],
+        )
+        == {}
+    )

@@ -33,11 +33,15 @@ def small(tmp_path_factory) -> tuple[Path, dict]:
 def test_every_category_verifies_on_builtin_speech(small):
     _, report = small
     assert set(report["verification_agreement"]) == set(SMALL.categories)
-    assert all(v >= 0.99 for v in report["verification_agreement"].values()), report["verification_agreement"]
+    assert all(v >= 0.99 for v in report["verification_agreement"].values()), report[
+        "verification_agreement"
+    ]
     assert report["clips_kept"] >= 0.95 * report["clips_rendered"]
     refused = sum(c["refused_inaudible"] for c in report["per_category"].values())
     failed = sum(c["failed_verification"] for c in report["per_category"].values())
-    assert report["clips_dropped"] >= refused + failed  # refused clips take their pair partner along
+    assert (
+        report["clips_dropped"] >= refused + failed
+    )  # refused clips take their pair partner along
 
 
 def test_rows_follow_the_schema_and_names_reveal_nothing(small):
@@ -58,7 +62,11 @@ def test_rows_follow_the_schema_and_names_reveal_nothing(small):
 def test_directions_are_paired_and_balanced(small):
     out, _ = small
     rows = load_rows(out)
-    pairs = Counter((r["source_id"], r["category"], r["tier"], r["curve"]) for r in rows if r["direction"] != "constant")
+    pairs = Counter(
+        (r["source_id"], r["category"], r["tier"], r["curve"])
+        for r in rows
+        if r["direction"] != "constant"
+    )
     assert set(pairs.values()) == {2}
     for category in SMALL.categories:
         directions = Counter(r["direction"] for r in rows if r["category"] == category)
@@ -105,7 +113,9 @@ def test_same_config_gives_identical_bytes_with_any_workers_and_subset(small, tm
     original = {r["item_id"]: r["audio_sha256"] for r in load_rows(out)}
     serial = {r["item_id"]: r["audio_sha256"] for r in load_rows(tmp_path / "serial")}
     assert serial and all(original[k] == v for k, v in serial.items())
-    subset = build(SMALL.replace(n_train=0, categories=("echo", "volume")), tmp_path / "subset", workers=2)
+    subset = build(
+        SMALL.replace(n_train=0, categories=("echo", "volume")), tmp_path / "subset", workers=2
+    )
     assert subset["clips_kept"] > 0
     for row in load_rows(tmp_path / "subset"):
         assert original[row["item_id"]] == row["audio_sha256"]
@@ -122,10 +132,24 @@ def test_rerun_of_a_finished_build_does_nothing_new(small):
 
 def test_killed_build_resumes_to_identical_result(tmp_path):
     """A real SIGKILL mid-build, then the same command again."""
-    args = [sys.executable, "-m", "vocalgrad.cli", "build", "--n-test", "2", "--n-train", "0",
-            "--categories", "volume,voice_pitch,echo", "--workers", "1"]
+    args = [
+        sys.executable,
+        "-m",
+        "vocalgrad.cli",
+        "build",
+        "--n-test",
+        "2",
+        "--n-train",
+        "0",
+        "--categories",
+        "volume,voice_pitch,echo",
+        "--workers",
+        "1",
+    ]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([*args, "--out", str(killed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*args, "--out", str(killed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     log = killed / ".build" / "rows.jsonl"
     deadline = time.time() + 120
     while time.time() < deadline and not (log.is_file() and log.read_text().count("\n") > 0):
@@ -134,7 +158,9 @@ def test_killed_build_resumes_to_identical_result(tmp_path):
     proc.wait()
     assert log.is_file(), "the build never got going"
     first_pass = log.read_text().count('"item_id"')
-    finished = subprocess.run([*args, "--out", str(killed)], capture_output=True, text=True, check=True)
+    finished = subprocess.run(
+        [*args, "--out", str(killed)], capture_output=True, text=True, check=True
+    )
     assert "wrote" in finished.stdout
     clean = tmp_path / "clean"
     subprocess.run([*args, "--out", str(clean)], capture_output=True, check=True)
@@ -160,7 +186,9 @@ def test_different_config_into_same_folder_is_refused(small, tmp_path):
 def test_overwrite_renders_a_finished_build_anew(tmp_path):
     """`--overwrite` replaces a finished build even with the same config (the code may have
     changed since); without it the same config resumes and renders nothing."""
-    config = BuildConfig(n_test=1, n_train=0, categories=("volume",), tiers=("high",), include_constant=False)
+    config = BuildConfig(
+        n_test=1, n_train=0, categories=("volume",), tiers=("high",), include_constant=False
+    )
     out = tmp_path / "ds"
     build(config, out, workers=1, audit=False)
     first = json.loads((out / "build.json").read_text())["content_sha256"]
@@ -169,12 +197,17 @@ def test_overwrite_renders_a_finished_build_anew(tmp_path):
     build(config, out, workers=1, audit=False)
     assert clip.read_bytes() == b"stale"  # a resume trusts the finished build
     build(config, out, workers=1, audit=False, overwrite=True)
-    assert clip.read_bytes() != b"stale" and json.loads((out / "build.json").read_text())["content_sha256"] == first
+    assert (
+        clip.read_bytes() != b"stale"
+        and json.loads((out / "build.json").read_text())["content_sha256"] == first
+    )
 
 
 def test_config_files_and_presets(tmp_path):
     good = tmp_path / "good.toml"
-    good.write_text('[build]\nn_test = 4\ncategories = ["volume"]\n[build.magnitudes.volume]\nhigh = 20.0\n')
+    good.write_text(
+        '[build]\nn_test = 4\ncategories = ["volume"]\n[build.magnitudes.volume]\nhigh = 20.0\n'
+    )
     config = load_config(good, n_train=0)
     assert config.n_test == 4 and config.categories == ("volume",) and config.n_train == 0
     conditions, _ = plan_conditions(config)
@@ -205,8 +238,14 @@ def test_published_protocol_grid_and_sizes():
 
 
 def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
-    config = load_config(None, design="psychometric", n_test=2, n_train=0,
-                         categories=("audio_distortion", "volume"), include_constant=False)
+    config = load_config(
+        None,
+        design="psychometric",
+        n_test=2,
+        n_train=0,
+        categories=("audio_distortion", "volume"),
+        include_constant=False,
+    )
     assert config.curves == ("linear",) and not config.drop_unverified
     conditions, _ = plan_conditions(config)
     from vocalgrad.stimuli.plan import change_size
@@ -221,4 +260,6 @@ def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
     assert report["clips_dropped"] == 0 and len(rows) == report["clips_rendered"]
     weakest = [r["verified"] for r in rows if r["tier"] == "p1"]
     strongest = [r["verified"] for r in rows if r["tier"] == "p6"]
-    assert all(strongest) and not all(weakest), "sub-threshold clips are kept and flagged, not dropped"
+    assert all(strongest) and not all(weakest), (
+        "sub-threshold clips are kept and flagged, not dropped"
+    )

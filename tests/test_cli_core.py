@@ -29,8 +29,11 @@ def _commands() -> list[list[str]]:
     for name, p in sub.choices.items():
         out.append([name])
         for action in p._actions:
-            if action.dest == "human_command" or getattr(action, "choices", None) and \
-                    isinstance(action.choices, dict):
+            if (
+                action.dest == "human_command"
+                or getattr(action, "choices", None)
+                and isinstance(action.choices, dict)
+            ):
                 out += [[name, child] for child in action.choices]
     return out
 
@@ -52,7 +55,9 @@ def test_every_command_has_help_without_the_heavy_extras():
         "assert not loaded, loaded\n"
         "print('ok', len(" + repr(commands) + "))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("ok")
 
@@ -63,7 +68,9 @@ def test_a_heavy_command_without_its_extra_names_the_extra(tmp_path):
         f"raise SystemExit(main(['finetune', {str(tmp_path)!r}, '--listener', 'whisper:tiny.en',"
         " '--train-categories', 'volume']))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode != 0
     assert "Traceback" not in done.stderr
     assert "pip install" in done.stderr and "vocalgrad[" in done.stderr
@@ -95,19 +102,41 @@ def test_one_default_for_one_meaning():
 
 
 def test_listener_options_are_typed_key_values():
-    args = parser().parse_args(["eval", "d", "--listener", "hf:m", "-O", "device=cuda",
-                                "-O", "logprobs=true", "--listener-option", "timeout=2.5",
-                                "-O", "top-logprobs=5"])
-    assert dict(args.listener_options) == {"device": "cuda", "logprobs": True, "timeout": 2.5,
-                                           "top_logprobs": 5}
+    args = parser().parse_args(
+        [
+            "eval",
+            "d",
+            "--listener",
+            "hf:m",
+            "-O",
+            "device=cuda",
+            "-O",
+            "logprobs=true",
+            "--listener-option",
+            "timeout=2.5",
+            "-O",
+            "top-logprobs=5",
+        ]
+    )
+    assert dict(args.listener_options) == {
+        "device": "cuda",
+        "logprobs": True,
+        "timeout": 2.5,
+        "top_logprobs": 5,
+    }
     with pytest.raises(Exception, match="KEY=VALUE"):
         key_value("device")
 
 
-@pytest.mark.parametrize("what,expected", [
-    ("listeners", "baseline:..."), ("dimensions", "voice_pitch"), ("formats", "comparison"),
-    ("prompts", "ternary"),
-])
+@pytest.mark.parametrize(
+    "what,expected",
+    [
+        ("listeners", "baseline:..."),
+        ("dimensions", "voice_pitch"),
+        ("formats", "comparison"),
+        ("prompts", "ternary"),
+    ],
+)
 def test_list(what, expected, capsys):
     assert main(["list", what]) == 0
     assert expected in capsys.readouterr().out

@@ -24,12 +24,15 @@ from vocalgrad.stimuli.render import (
 )
 
 CONFIG = BuildConfig(sample_rate=RENDER_SR, categories=dimensions.CATEGORIES)
-LSB = 2.0 ** -15  # one 16-bit quantisation step
+LSB = 2.0**-15  # one 16-bit quantisation step
 
 
 @pytest.fixture(scope="module")
 def references(real_speech_paths) -> list[PreparedSource]:
-    return [prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1) for i, p in enumerate(real_speech_paths)]
+    return [
+        prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
+        for i, p in enumerate(real_speech_paths)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,9 @@ def rendered(references):
     out = []
     for i, ref in enumerate(references):
         for condition in conditions:
-            out.append((i, condition, render_condition(ref, condition, 0, item_id(0, str(i), condition))))
+            out.append(
+                (i, condition, render_condition(ref, condition, 0, item_id(0, str(i), condition)))
+            )
     return out
 
 
@@ -55,7 +60,9 @@ def test_measured_direction_agrees_with_label_on_real_speech(rendered):
     assert set(agree) == set(dimensions.CATEGORIES)
     rates = {c: float(np.mean(v)) for c, v in agree.items()}
     assert all(r >= 0.99 for r in rates.values()), rates
-    assert all(np.mean(v) <= 0.1 for v in refused.values()), {c: np.mean(v) for c, v in refused.items()}
+    assert all(np.mean(v) <= 0.1 for v in refused.values()), {
+        c: np.mean(v) for c, v in refused.items()
+    }
 
 
 def test_measured_size_grows_with_tier(rendered):
@@ -69,7 +76,11 @@ def test_measured_size_grows_with_tier(rendered):
         tiers = [t for t in ("low", "mid", "high") if (category, t) in by]
         change = [np.median([a for a, _ in by[(category, t)]]) for t in tiers]
         degraded = [np.median([b for _, b in by[(category, t)]]) for t in tiers]
-        assert change == sorted(change) or degraded == sorted(degraded), (category, change, degraded)
+        assert change == sorted(change) or degraded == sorted(degraded), (
+            category,
+            change,
+            degraded,
+        )
 
 
 def test_constant_clips_do_not_change(rendered):
@@ -125,8 +136,13 @@ def test_no_exact_digital_silence_and_edges_alike(references, rendered):
             zeros = float(np.mean(part == 0))
             shares[(c.category, c.direction, edge)].append(zeros)
             assert zeros < bound, (c, edge, zeros, bound)
-            limited = np.max(np.abs(r.audio)) >= 0.99 * PEAK_CEILING  # the tone went down with the pair
-            assert limited or np.sqrt(np.mean(np.square(part, dtype=np.float64))) > 0.9 * floor, (c, edge)
+            limited = (
+                np.max(np.abs(r.audio)) >= 0.99 * PEAK_CEILING
+            )  # the tone went down with the pair
+            assert limited or np.sqrt(np.mean(np.square(part, dtype=np.float64))) > 0.9 * floor, (
+                c,
+                edge,
+            )
     bare = max(floor_zero_share(ref.tone_rms * 10 ** (-ROVE_DB / 20)) for ref in references)
     for category in dimensions.CATEGORIES:
         gated = "edge_zeros" in dimensions.get(category).SPEC.target_cues
@@ -171,21 +187,35 @@ def test_twins_share_one_peak_limit(real_speech_paths):
 
     def speech_loudness(result) -> float:
         span = result.clip.span
-        return loudness_lufs(result.audio[int(span.onset_s * RENDER_SR):int(span.offset_s * RENDER_SR)], RENDER_SR)
+        return loudness_lufs(
+            result.audio[int(span.onset_s * RENDER_SR) : int(span.offset_s * RENDER_SR)], RENDER_SR
+        )
 
     path = real_speech_paths[0]
-    (up, _), _ = plan_conditions(BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",),
-                                             include_constant=False))
+    (up, _), _ = plan_conditions(
+        BuildConfig(
+            categories=("volume",), tiers=("high",), curves=("linear",), include_constant=False
+        )
+    )
     down = up.twin()
-    assert down.direction == "decrease" and (down.start, down.end) == (up.end, up.start) and down.twin() == up
+    assert (
+        down.direction == "decrease"
+        and (down.start, down.end) == (up.end, up.start)
+        and down.twin() == up
+    )
     items = {c.direction: item_id(0, "loud", c) for c in (up, down)}
     gaps = {}
     for paired in (False, True):
         source = prepare_source(prepare_reference(str(path), RENDER_SR, -14.0), 1)
         twin = (lambda c: items[c.twin().direction]) if paired else (lambda c: None)
-        results = {c.direction: render_condition(source, c, 0, items[c.direction], twin(c)) for c in (up, down)}
+        results = {
+            c.direction: render_condition(source, c, 0, items[c.direction], twin(c))
+            for c in (up, down)
+        }
         assert results["increase"].rove_db == results["decrease"].rove_db
-        assert max(np.max(np.abs(r.audio)) for r in results.values()) > 0.88  # at the -1 dBFS ceiling
+        assert (
+            max(np.max(np.abs(r.audio)) for r in results.values()) > 0.88
+        )  # at the -1 dBFS ceiling
         gaps[paired] = speech_loudness(results["increase"]) - speech_loudness(results["decrease"])
         assert not source.twins  # the twin waited, and was handed over when asked for
     assert gaps[False] > 2.0 and abs(gaps[True]) < 0.05, gaps
@@ -195,8 +225,9 @@ def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
     """`PreparedSource`'s memos hold what the same call computes again: a clip asked first or
     second, with its twin or alone, after its twin was rendered or not, is the same audio."""
     path = real_speech_paths[0]
-    config = BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",),
-                         include_constant=False)
+    config = BuildConfig(
+        categories=("volume",), tiers=("high",), curves=("linear",), include_constant=False
+    )
     (up, _), _ = plan_conditions(config)
     down = up.twin()
     items = {c.direction: item_id(0, "order", c) for c in (up, down)}
@@ -205,8 +236,10 @@ def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
     def ask(order, paired=True):
         source = prepare_source(reference, 1)
         twin = (lambda c: items[c.twin().direction]) if paired else (lambda c: None)
-        return {c.direction: render_condition(source, c, 0, items[c.direction], twin(c)).audio
-                for c in order}
+        return {
+            c.direction: render_condition(source, c, 0, items[c.direction], twin(c)).audio
+            for c in order
+        }
 
     forward, backward = ask((up, down)), ask((down, up))
     again = ask((up, up, down, down))  # an item asked twice gets its clip twice
@@ -224,9 +257,11 @@ def test_drift_cancellation_sets_the_sources_late_minus_early_loudness():
     sr = 16000
     rng = np.random.default_rng(0)
     t = np.arange(3 * sr) / sr
-    speech = (rng.standard_normal(len(t)) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))).astype(np.float32)
+    speech = (rng.standard_normal(len(t)) * (1 + 0.5 * np.sin(2 * np.pi * 3 * t))).astype(
+        np.float32
+    )
     speech[: sr // 2] *= 0.01
-    speech[-sr // 2:] *= 0.01
+    speech[-sr // 2 :] *= 0.01
     onset, offset = 0.5, 2.5
     tilted = speech * np.where(t >= 1.5, 10 ** (0.5 / 20), 1.0).astype(np.float32)
     target = late_minus_early_db(k_weighted_frame_power(speech, sr), onset, 1.5, offset)
@@ -243,7 +278,15 @@ def test_speed_keeps_the_source_silences(references):
     ref = references[0]
     span = ref.clean.span
     for start, end in ((0.6, 1.4), (1.4, 0.6)):
-        c = Condition("speaking_speed", "high", "linear", "increase" if end > start else "decrease", 0.4, start, end)
+        c = Condition(
+            "speaking_speed",
+            "high",
+            "linear",
+            "increase" if end > start else "decrease",
+            0.4,
+            start,
+            end,
+        )
         r = render_condition(ref, c, 0, "00000000000000ac")
         assert r.clip.span.onset_s == pytest.approx(span.onset_s, abs=1e-6)
         assert r.clip.span.offset_s == pytest.approx(span.offset_s, abs=0.02)
@@ -261,8 +304,14 @@ def test_tremolo_keeps_loudness_and_noise_fills_the_speech_to_its_end(references
 
     noise = dimensions.get("background_noise")
     up = Condition("background_noise", "high", "linear", "increase", 0.12, 0.0, 0.12)
-    out = noise.render(ref, track_for(up, noise.SPEC, ref.span.onset_s, ref.span.offset_s), np.random.default_rng(0))
-    tail = slice(int((ref.span.offset_s - 0.3) * ref.sr), int(ref.span.offset_s * ref.sr))  # the speech's end
+    out = noise.render(
+        ref,
+        track_for(up, noise.SPEC, ref.span.onset_s, ref.span.offset_s),
+        np.random.default_rng(0),
+    )
+    tail = slice(
+        int((ref.span.offset_s - 0.3) * ref.sr), int(ref.span.offset_s * ref.sr)
+    )  # the speech's end
     added = out[tail] - ref.audio[tail]
     assert np.sqrt(np.mean(added**2)) > 0.5 * 0.12 * ref.speech_rms
     # the noise ends with the speech: the file's trailing silence is the source's in both twins
@@ -336,7 +385,6 @@ def test_constant_clips_hold_a_value_drawn_per_clip(references):
     assert all(r.verified for r in rendered)
 
 
-
 def held(category: str, value: float, ref: Analysis):
     """The dimension's track held at one value over the whole clip."""
     flat = Condition(category, "p1", "linear", "constant", 0.0, value, value)
@@ -352,10 +400,16 @@ def test_vocal_tract_length_moves_formants_and_keeps_f0(references):
     for source in references[:2]:
         ref = source.clean
         for length, sign in ((1.14, 1), (1 / 1.14, -1)):
-            out = Analysis(vtl.render(ref, held("vocal_tract_length", length, ref), np.random.default_rng(0)),
-                           ref.sr, span=ref.span)
+            out = Analysis(
+                vtl.render(ref, held("vocal_tract_length", length, ref), np.random.default_rng(0)),
+                ref.sr,
+                span=ref.span,
+            )
             formant = vtl.measure(out, ref)
-            assert min(sign * formant.start, sign * formant.end) > vtl.SPEC.audibility_floor, (length, formant)
+            assert min(sign * formant.start, sign * formant.end) > vtl.SPEC.audibility_floor, (
+                length,
+                formant,
+            )
             pitch = voice_pitch.measure(out, ref)
             assert abs(pitch.start) < 0.1 and abs(pitch.end) < 0.1, (length, pitch)
 
@@ -368,8 +422,11 @@ def test_brightness_tilts_the_spectrum_and_keeps_loudness(references):
     span = ref.clean.span
     brightness = dimensions.get("brightness")
     up = Condition("brightness", "high", "linear", "increase", 3.0, -3.0, 3.0)
-    raw = brightness.render(ref.clean, track_for(up, brightness.SPEC, span.onset_s, span.offset_s, ref.clean),
-                            np.random.default_rng(0))
+    raw = brightness.render(
+        ref.clean,
+        track_for(up, brightness.SPEC, span.onset_s, span.offset_s, ref.clean),
+        np.random.default_rng(0),
+    )
     drift_raw = measure_confounds(Analysis(raw, ref.sr, span=span), ref.clean)["loudness_drift_db"]
     built = render_condition(ref, up, 0, "00000000000000b1")
     assert abs(drift_raw) > 1.0, drift_raw
@@ -407,7 +464,12 @@ def test_ideal_observer_reads_the_newer_dimensions(references, category):
             c = Condition(category, "mid", "linear", direction, dim.SPEC.tiers["mid"], start, end)
             result = render_condition(source, c, 0, item_id(0, str(i), c))
             evidence = dim.evidence(result.audio, source.clean.audio, RENDER_SR)
-            assert evidence * (1 if direction == "increase" else -1) > 0, (category, i, direction, evidence)
+            assert evidence * (1 if direction == "increase" else -1) > 0, (
+                category,
+                i,
+                direction,
+                evidence,
+            )
 
 
 def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
@@ -419,7 +481,15 @@ def test_ideal_observer_hears_a_5_khz_low_pass_band_by_band(references):
         for direction in ("increase", "decrease"):
             low, high = dim.endpoints(dim.SPEC.tiers["low"], RENDER_SR)
             start, end = (low, high) if direction == "increase" else (high, low)
-            c = Condition("voice_clarity", "low", "quad_first_flat", direction, dim.SPEC.tiers["low"], start, end)
+            c = Condition(
+                "voice_clarity",
+                "low",
+                "quad_first_flat",
+                direction,
+                dim.SPEC.tiers["low"],
+                start,
+                end,
+            )
             result = render_condition(source, c, 0, item_id(0, str(i), c))
             if result.verdict != "verified":
                 continue  # refused as inaudible on this source: no answer to hear
@@ -436,8 +506,16 @@ def test_distance_moves_level_reverb_and_highs_together(references):
     near, far = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
     for ref in references:
         highs = {}
-        for direction, (a, b), sign in (("increase", (near, far), 1), ("decrease", (far, near), -1)):
-            r = render_condition(ref, Condition("distance", "high", "linear", direction, far, a, b), 0, "00000000000000ad")
+        for direction, (a, b), sign in (
+            ("increase", (near, far), 1),
+            ("decrease", (far, near), -1),
+        ):
+            r = render_condition(
+                ref,
+                Condition("distance", "high", "linear", direction, far, a, b),
+                0,
+                "00000000000000ad",
+            )
             m = r.measured
             assert r.verified, (direction, m)
             assert sign * m.corroboration > 10 and sign * (m.end - m.start) > 10, m
@@ -454,11 +532,14 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
 
 
-@pytest.mark.parametrize("category", [c for c in dimensions.CATEGORIES if dimensions.get(c).SPEC.source_edges])
+@pytest.mark.parametrize(
+    "category", [c for c in dimensions.CATEGORIES if dimensions.get(c).SPEC.source_edges]
+)
 def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(references, category):
     """Outside the speech (+- the guard) an increase clip and its decrease twin hold the
-    source's own samples, before the room tone and the rove: resynthesis residue (PSOLA re-synthesises the
-    silences too) once made their edges differ in level and spectrum with the direction."""
+    source's own samples, before the room tone and the rove: resynthesis residue (PSOLA
+    re-synthesises the silences too) once made their edges differ in level and spectrum with the
+    direction."""
     from vocalgrad.stimuli.render import EDGE_GUARD_S, clip_span, level
 
     dim = dimensions.get(category)
@@ -472,13 +553,22 @@ def test_speech_only_dimensions_keep_the_source_edges_sample_for_sample(referenc
             track = track_for(c, dim.SPEC, span.onset_s, span.offset_s, source.clean)
             raw = dim.render(source.clean, track, np.random.default_rng(0))
             heard_span = clip_span(dim, track, source.clean, len(raw))
-            lead = int(round((heard_span.onset_s - EDGE_GUARD_S) * sr))  # the audit's edge windows stop here
+            lead = int(
+                round((heard_span.onset_s - EDGE_GUARD_S) * sr)
+            )  # the audit's edge windows stop here
             out = level(source, category, raw, track, heard_span)
-            tail = min(len(out) - int(round((heard_span.offset_s + EDGE_GUARD_S) * sr)),
-                       len(source.clean.audio))
-            for n, clip_part, source_part in ((lead, out[:max(lead, 0)], source.clean.audio[:max(lead, 0)]),
-                                              (tail, out[len(out) - max(tail, 0):],
-                                               source.clean.audio[len(source.clean.audio) - max(tail, 0):])):
+            tail = min(
+                len(out) - int(round((heard_span.offset_s + EDGE_GUARD_S) * sr)),
+                len(source.clean.audio),
+            )
+            for n, clip_part, source_part in (
+                (lead, out[: max(lead, 0)], source.clean.audio[: max(lead, 0)]),
+                (
+                    tail,
+                    out[len(out) - max(tail, 0) :],
+                    source.clean.audio[len(source.clean.audio) - max(tail, 0) :],
+                ),
+            ):
                 if n > 0:  # (a recording trimmed at its speech has no edge to keep)
                     np.testing.assert_array_equal(clip_part, source_part)
                     checked += 1
@@ -498,12 +588,19 @@ def test_held_speed_twins_end_on_the_same_room_tone(references):
     checked = 0
     for source in references:
         span, sr = source.clean.span, source.sr
-        fast = Condition("speaking_speed", "high", "held", "increase", magnitude, low, high, format="recognition")
-        clips = [render_condition(source, fast, 0, "00000000000000f1"), render_condition(source, fast.twin(), 0, "00000000000000f2")]
+        fast = Condition(
+            "speaking_speed", "high", "held", "increase", magnitude, low, high, format="recognition"
+        )
+        clips = [
+            render_condition(source, fast, 0, "00000000000000f1"),
+            render_condition(source, fast.twin(), 0, "00000000000000f2"),
+        ]
         a, b = (c.audio for c in clips)
         assert abs(len(a) - len(b)) > 0.1 * sr  # the rate is held: the lengths differ
         lead = int(round((span.onset_s - EDGE_GUARD_S) * sr))
-        trail = min(len(c.audio) - int(round((c.clip.span.offset_s + EDGE_GUARD_S) * sr)) for c in clips)  # each clip's own guard
+        trail = min(
+            len(c.audio) - int(round((c.clip.span.offset_s + EDGE_GUARD_S) * sr)) for c in clips
+        )  # each clip's own guard
         if lead > 0:
             np.testing.assert_array_equal(a[:lead], b[:lead])
             checked += 1
@@ -524,10 +621,16 @@ def test_breathiness_reads_the_same_whatever_the_span_rounding(references):
     dim = dimensions.get("breathiness")
     low, high = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
     for source in references[:2]:
-        c = Condition("breathiness", "high", "linear", "increase", dim.SPEC.tiers["high"], low, high)
+        c = Condition(
+            "breathiness", "high", "linear", "increase", dim.SPEC.tiers["high"], low, high
+        )
         r = render_condition(source, c, 0, "00000000000000b7")
         assert r.verified
         for shift in (-5e-5, 5e-5, 0.004):
-            span = replace(r.clip.span, onset_s=r.clip.span.onset_s + shift, offset_s=r.clip.span.offset_s + shift)
+            span = replace(
+                r.clip.span,
+                onset_s=r.clip.span.onset_s + shift,
+                offset_s=r.clip.span.offset_s + shift,
+            )
             _, m = measure_against_source(source.heard, "breathiness", r.audio, span)
             assert m.change == pytest.approx(r.change, abs=0.5), (shift, m, r.measured)

@@ -94,8 +94,9 @@ def test_documented_command_parses(where, argv):
             parser().parse_args(argv)
     except SystemExit as exit_:
         if exit_.code not in (0, None):  # --help and --version exit 0
-            pytest.fail(f"{where}: `vocalgrad {shlex.join(argv)}` does not parse:\n"
-                        f"{stderr.getvalue()}")
+            pytest.fail(
+                f"{where}: `vocalgrad {shlex.join(argv)}` does not parse:\n{stderr.getvalue()}"
+            )
 
 
 def test_extractor_joins_continuations_and_skips_output_and_placeholders(tmp_path):
@@ -135,23 +136,41 @@ def test_readme_keeps_the_make_commands():
 
 @pytest.mark.slow
 def test_site_builds_strict(tmp_path):
-    needed = ("mkdocs", "material", "mkdocstrings_handlers.python", "mkdocs_gen_files",
-              "mkdocs_literate_nav")
+    needed = (
+        "mkdocs",
+        "material",
+        "mkdocstrings_handlers.python",
+        "mkdocs_gen_files",
+        "mkdocs_literate_nav",
+    )
     missing = [m for m in needed if importlib.util.find_spec(m.split(".")[0]) is None]
     if missing:
         pytest.skip(f"docs packages not installed ({', '.join(missing)}): pip install -e '.[docs]'")
     path = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
     # the notices mkdocs-material and a plugin print about MkDocs 2 are not build warnings
-    env = {**os.environ, "PYTHONPATH": path, "NO_MKDOCS_2_WARNING": "1",
-           "DISABLE_MKDOCS_2_WARNING": "true"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": path,
+        "NO_MKDOCS_2_WARNING": "1",
+        "DISABLE_MKDOCS_2_WARNING": "true",
+    }
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     site = tmp_path / "site"
-    for page in ("reference/cli", "reference/dimensions", "reference/config",
-                 "reference/environment", "reference/api/evaluation/score"):
+    for page in (
+        "reference/cli",
+        "reference/dimensions",
+        "reference/config",
+        "reference/environment",
+        "reference/api/evaluation/score",
+    ):
         assert (site / page / "index.html").is_file(), f"{page} was not generated"
     cli = (site / "reference/cli/index.html").read_text()
     assert "--n-test" in cli and "vocalgrad finetune" in cli

@@ -32,7 +32,9 @@ def test_an_unvoiced_source_is_a_render_refusal_and_a_bug_is_not() -> None:
     sr = 16000
     noise = (0.05 * np.random.default_rng(0).standard_normal(sr)).astype(np.float32)  # no F0
     with pytest.raises(RenderRefused, match="no voiced frames"):
-        voice_pitch.render(Analysis(noise, sr), lambda t: np.zeros_like(t), np.random.default_rng(1))
+        voice_pitch.render(
+            Analysis(noise, sr), lambda t: np.zeros_like(t), np.random.default_rng(1)
+        )
     assert not issubclass(RenderRefused, ValueError)  # `except RenderRefused` lets bugs through
     with pytest.raises(ValueError):
         try:
@@ -48,8 +50,14 @@ def test_capability_error_is_a_config_error_and_not_implemented() -> None:
 
 def test_a_batch_api_error_keeps_the_answers_that_arrived() -> None:
     first = APIError("HTTP 500", item_id="b", status_code=500, attempts=3)
-    err = APIBatchError("HTTP 500 (1 of 3 requests failed)", answers=["increase", None, "decrease"],
-                        failures={1: first}, item_id="b", status_code=500, attempts=3)
+    err = APIBatchError(
+        "HTTP 500 (1 of 3 requests failed)",
+        answers=["increase", None, "decrease"],
+        failures={1: first},
+        item_id="b",
+        status_code=500,
+        attempts=3,
+    )
     assert isinstance(err, APIError) and isinstance(err, PartialBatchError)
     assert err.answers == ["increase", None, "decrease"] and err.failures == {1: first}
     assert (err.item_id, err.status_code, err.attempts) == ("b", 500, 3)

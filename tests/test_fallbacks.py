@@ -37,8 +37,11 @@ def test_missing_audio_encoder_warns_and_is_recorded(
     monkeypatch.setattr(
         hf, "family_for", lambda _: dataclasses.replace(family, encoder_path="audio_encoder_v2")
     )
-    with pytest.warns(UserWarning, match="Qwen2AudioForConditionalGeneration: audio-encoder "
-                      "layers not found .*audio_encoder_v2.layers"):
+    with pytest.warns(
+        UserWarning,
+        match="Qwen2AudioForConditionalGeneration: audio-encoder "
+        "layers not found .*audio_encoder_v2.layers",
+    ):
         listener = hf.HFListener("hf:" + str(checkpoint), device="cpu")
     [message] = listener.manifest()["warnings"]
     assert "hidden states have no audio_encoder.* stages" in message

@@ -494,7 +494,9 @@ def test_score_of_an_empty_or_damaged_run_is_one_line(dataset, tmp_path, capsys)
     good = tmp_path / "good"
     assert evaluate(dataset, good) == 0
     capsys.readouterr()
-    assert main(["report", str(good), "--probe", str(probe), "--out", str(tmp_path / "p.html")]) == 2
+    assert (
+        main(["report", str(good), "--probe", str(probe), "--out", str(tmp_path / "p.html")]) == 2
+    )
     one_line_error(capsys.readouterr().err, f"{probe / 'summary.json'}: not valid JSON")
     assert not (tmp_path / "p.html").exists()
     empty = tmp_path / "empty"
@@ -569,9 +571,25 @@ def one_per_speaker(folder: Path) -> str:
 def build_folder(out: Path, root: Path, n_test: int, *more: str) -> int:
     """`vocalgrad build` of a tiny volume benchmark from a folder source, one test source per
     speaker, no audit; `more` narrows it further."""
-    return main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", str(n_test),
-                 "--n-train", "0", "--config", one_per_speaker(out.parent), "--categories", "volume",
-                 "--no-audit", *more])
+    return main(
+        [
+            "build",
+            "--out",
+            str(out),
+            "--source",
+            f"folder:{root}",
+            "--n-test",
+            str(n_test),
+            "--n-train",
+            "0",
+            "--config",
+            one_per_speaker(out.parent),
+            "--categories",
+            "volume",
+            "--no-audit",
+            *more,
+        ]
+    )
 
 
 def _corpus(root: Path, bad: dict[str, np.ndarray | None]) -> Path:

@@ -22,13 +22,21 @@ def write_run(folder, p_correct: float, seed: int) -> None:
     for s in range(4):
         for j in range(20):
             direction = "increase" if j % 2 else "decrease"
-            rows.append({
-                "item_id": f"it-{s}-{j}", "listener": "toy", "variant": "default",
-                "mode": "generate", "control": "none", "error": None,
-                "category": ("volume", "voice_pitch")[j % 4 // 2], "direction": direction,
-                "source_id": f"src{s}", "speaker_id": f"spk{s // 2}",
-                "predicted": direction if rng.random() < p_correct else FLIP[direction],
-            })
+            rows.append(
+                {
+                    "item_id": f"it-{s}-{j}",
+                    "listener": "toy",
+                    "variant": "default",
+                    "mode": "generate",
+                    "control": "none",
+                    "error": None,
+                    "category": ("volume", "voice_pitch")[j % 4 // 2],
+                    "direction": direction,
+                    "source_id": f"src{s}",
+                    "speaker_id": f"spk{s // 2}",
+                    "predicted": direction if rng.random() < p_correct else FLIP[direction],
+                }
+            )
     folder.mkdir()
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (folder / "manifest.json").write_text(json.dumps({"listener": {"listener": "toy"}}))
@@ -36,12 +44,28 @@ def write_run(folder, p_correct: float, seed: int) -> None:
 
 def test_score_shows_clusters_and_never_a_zero_width_interval(tmp_path, capsys):
     write_run(tmp_path / "random", 0.5, seed=1)
-    assert main(["score", str(tmp_path / "random"), "--cluster", "speaker_id",
-                 "--by", "speaker_id", "--n-boot", "200"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(tmp_path / "random"),
+                "--cluster",
+                "speaker_id",
+                "--by",
+                "speaker_id",
+                "--n-boot",
+                "200",
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "| group | n | clusters | accuracy [95% CI]" in table
-    rows = {line.split("|")[1].strip(): line for line in table.splitlines()
-            if line.startswith("| overall") or line.startswith("| spk")}
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in table.splitlines()
+        if line.startswith("| overall") or line.startswith("| spk")
+    }
     assert rows["overall"].split("|")[3].strip() == "2"
     for speaker in ("spk0", "spk1"):  # one speaker each: no interval at all
         assert rows[speaker].split("|")[3].strip() == "1"
@@ -53,8 +77,21 @@ def test_score_shows_clusters_and_never_a_zero_width_interval(tmp_path, capsys):
     methods = {g["group"]: g["ci_method"] for g in summary["groups"]["default/generate"]["table"]}
     assert methods == {"overall": "cluster jackknife t", "spk0": "none", "spk1": "none"}
 
-    assert main(["score", str(tmp_path / "random"), "--cluster", "speaker_id", "--format", "csv",
-                 "--n-boot", "200"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(tmp_path / "random"),
+                "--cluster",
+                "speaker_id",
+                "--format",
+                "csv",
+                "--n-boot",
+                "200",
+            ]
+        )
+        == 0
+    )
     header, overall = capsys.readouterr().out.splitlines()[:2]
     fields = dict(zip(header.split(","), overall.split(","), strict=True))
     assert fields["n_clusters"] == "2" and fields["ci_method"] == "cluster jackknife t"
@@ -64,8 +101,21 @@ def test_compare_with_two_clusters_prints_no_ci_next_to_p_half(tmp_path, capsys)
     """The issue's case: [+0.457, +0.529] next to a permutation p = 0.5."""
     write_run(tmp_path / "good", 0.97, seed=2)
     write_run(tmp_path / "random", 0.5, seed=3)
-    assert main(["score", str(tmp_path / "good"), str(tmp_path / "random"), "--compare",
-                 "--cluster", "speaker_id", "--n-boot", "200"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(tmp_path / "good"),
+                str(tmp_path / "random"),
+                "--compare",
+                "--cluster",
+                "speaker_id",
+                "--n-boot",
+                "200",
+            ]
+        )
+        == 0
+    )
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith("paired difference")
     assert "in 2 speaker_id clusters" in line and "too few sources for a CI" in line
@@ -86,8 +136,11 @@ def test_probe_curves_with_few_sources_get_an_honest_interval_or_none():
     _, lo_s, hi_s = balanced_accuracy_ci(seeds, pos, np.arange(60) // 20)
     assert np.all(hi_s - lo_s > hi - lo)  # seed-to-seed variation widens the interval
     many = balanced_accuracy_ci(correct, pos, np.arange(60) // 2)  # 30 sources: bootstrap
-    assert many[1][0] == pytest.approx(np.percentile(  # unchanged: still the percentile bootstrap
-        _bootstrap_reference(correct[0], pos, np.arange(60) // 2), 2.5))
+    assert many[1][0] == pytest.approx(
+        np.percentile(  # unchanged: still the percentile bootstrap
+            _bootstrap_reference(correct[0], pos, np.arange(60) // 2), 2.5
+        )
+    )
 
 
 def _bootstrap_reference(correct, pos, clusters, n_boot=1000, seed=0):
@@ -98,6 +151,11 @@ def _bootstrap_reference(correct, pos, clusters, n_boot=1000, seed=0):
     out = []
     for d in draws:
         w = np.bincount(d, minlength=g)[clusters]
-        out.append(0.5 * (np.sum(w * correct * pos) / np.sum(w * pos)
-                          + np.sum(w * correct * ~pos) / np.sum(w * ~pos)))
+        out.append(
+            0.5
+            * (
+                np.sum(w * correct * pos) / np.sum(w * pos)
+                + np.sum(w * correct * ~pos) / np.sum(w * ~pos)
+            )
+        )
     return np.array(out)

@@ -29,7 +29,9 @@ from vocalgrad.remedies.tuned import apply_adapter, linear_names  # noqa: E402
 
 
 def _as_tensor(scores: list[dict[str, float]], requests: list[Request]) -> torch.Tensor:
-    return torch.tensor([[s[o] for o in r.prompt.options] for s, r in zip(scores, requests, strict=True)])
+    return torch.tensor(
+        [[s[o] for o in r.prompt.options] for s, r in zip(scores, requests, strict=True)]
+    )
 
 
 def _clip(seconds: float, seed: int) -> np.ndarray:
@@ -40,8 +42,14 @@ def _clip(seconds: float, seed: int) -> np.ndarray:
 def _rows(n: int) -> list[dict]:
     """Train rows with in-memory audio, balanced labels, distinct sources."""
     return [
-        {"item_id": f"t{i}", "category": "volume", "direction": ("increase", "decrease")[i % 2],
-         "source_id": f"s{i}", "split": "train", "audio": _clip(0.5 + 0.1 * i, i)}
+        {
+            "item_id": f"t{i}",
+            "category": "volume",
+            "direction": ("increase", "decrease")[i % 2],
+            "source_id": f"s{i}",
+            "split": "train",
+            "audio": _clip(0.5 + 0.1 * i, i),
+        }
         for i in range(n)
     ]
 
@@ -65,8 +73,10 @@ FAST_FAMILY = "qwen2_audio"  # the others take ~20 s each on a loaded 2-core mac
 
 @pytest.fixture(
     scope="module",
-    params=[pytest.param(n, marks=MARKS.get(n, []) + ([] if n == FAST_FAMILY else [pytest.mark.slow]))
-            for n in BUILDERS],
+    params=[
+        pytest.param(n, marks=MARKS.get(n, []) + ([] if n == FAST_FAMILY else [pytest.mark.slow]))
+        for n in BUILDERS
+    ],
 )
 def hf_folder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
@@ -92,14 +102,21 @@ def test_every_hf_family_tunes_through_one_code_path(hf_folder: Path, tmp_path: 
     module = listener.tunable_module()
     embeddings = module.get_input_embeddings().weight.detach().clone()
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
-    config = TuneConfig(method=method, categories=("volume",), lr=1e-3, epochs=2, batch_items=1, micro_batch=1)
+    config = TuneConfig(
+        method=method, categories=("volume",), lr=1e-3, epochs=2, batch_items=1, micro_batch=1
+    )
     meta = tune(listener, rows, tmp_path, config)
     tuned_scores = _as_tensor(listener.score_choices(reqs), reqs)
     loss = torch.nn.functional.cross_entropy
     assert meta["steps"] == 2 and loss(tuned_scores, targets) < loss(scores, targets)
-    assert torch.equal(module.get_input_embeddings().weight, embeddings)  # untied head: embeddings kept
-    changed = {n for n, p in module.named_parameters()
-               if not torch.equal(p, before.get(n.replace(".base_layer", ""), torch.empty(0)))}
+    assert torch.equal(
+        module.get_input_embeddings().weight, embeddings
+    )  # untied head: embeddings kept
+    changed = {
+        n
+        for n, p in module.named_parameters()
+        if not torch.equal(p, before.get(n.replace(".base_layer", ""), torch.empty(0)))
+    }
     if method == "head":
         assert changed and all(n.startswith(tuple(listener.head_names())) for n in changed)
     else:
@@ -112,7 +129,9 @@ def test_every_hf_family_tunes_through_one_code_path(hf_folder: Path, tmp_path: 
 
 # ---- planted organisms: the prediction test ---------------------------------------------
 
-HEAD_FAST = TuneConfig(method="head", categories=("volume",), lr=0.1, epochs=4, batch_items=16, micro_batch=16)
+HEAD_FAST = TuneConfig(
+    method="head", categories=("volume",), lr=0.1, epochs=4, batch_items=16, micro_batch=16
+)
 
 
 @pytest.mark.parametrize(
@@ -135,15 +154,22 @@ def test_head_only_tuning_recovers_only_a_present_but_unused_direction(
     blocks = [b.weight.detach().clone() for b in model.blocks]
     meta = tune(listener, rows, tmp_path, HEAD_FAST)
     after = _accuracy(listener, test)
-    assert meta["head"] == ["head"] and all(torch.equal(b.weight, w) for b, w in zip(model.blocks, blocks, strict=True))
+    assert meta["head"] == ["head"] and all(
+        torch.equal(b.weight, w) for b, w in zip(model.blocks, blocks, strict=True)
+    )
     if recovers:
         assert before < 0.65 and after > 0.8, (before, after)
     else:
         assert abs(after - 0.5) < 0.12, (before, after)
 
 
-def _head_tuned_both_ways(listener_factory, rows: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                          config: TuneConfig) -> tuple[dict, dict, torch.Tensor, torch.Tensor]:
+def _head_tuned_both_ways(
+    listener_factory,
+    rows: list[dict],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    config: TuneConfig,
+) -> tuple[dict, dict, torch.Tensor, torch.Tensor]:
     """Head-only tuning with the head's inputs read once, and with the whole model run every
     step (the path a logit-transforming model takes): both records and final head weights."""
     import vocalgrad.remedies.finetune as finetune_module
@@ -171,19 +197,28 @@ def test_head_tuning_on_inputs_read_once_matches_running_the_model_every_step(
         torch.manual_seed(0)
         return organism_listener(Organism(head_dim=5), "once")
 
-    once, every, w_once, w_every = _head_tuned_both_ways(fresh, rows, tmp_path, monkeypatch, HEAD_FAST)
+    once, every, w_once, w_every = _head_tuned_both_ways(
+        fresh, rows, tmp_path, monkeypatch, HEAD_FAST
+    )
     assert once["head_inputs_read_once"] and not every["head_inputs_read_once"]
     np.testing.assert_allclose(once["losses"], every["losses"], rtol=1e-5)
     torch.testing.assert_close(w_once, w_every, rtol=1e-5, atol=1e-6)
 
 
-def test_a_model_that_transforms_its_logits_after_the_head_runs_the_model_every_step(tmp_path: Path) -> None:
+def test_a_model_that_transforms_its_logits_after_the_head_runs_the_model_every_step(
+    tmp_path: Path,
+) -> None:
     """Scaled logits: the head alone does not reproduce the model's option scores, so the
     inputs are not read once, and tuning still lowers the loss."""
     torch.manual_seed(0)
     model = Organism(head_dim=5)
-    listener = TorchModuleListener(model, stages={"block.0": "blocks.0"}, readout=lambda out: 3 * out,
-                                   lens_head=model.head, name="scaled")
+    listener = TorchModuleListener(
+        model,
+        stages={"block.0": "blocks.0"},
+        readout=lambda out: 3 * out,
+        lens_head=model.head,
+        name="scaled",
+    )
     meta = tune(listener, synthetic_rows("linear", n_sources=4), tmp_path, HEAD_FAST)
     assert not meta["head_inputs_read_once"] and meta["final_loss"] < meta["first_loss"]
 
@@ -192,8 +227,14 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_adapter(tmp_path: 
     """LoRA (dropout draws from the RNG) on an organism: interrupted after step 3 with
     checkpoints every 2 steps, resumed, it ends with the uninterrupted run's exact weights."""
     rows = synthetic_rows("linear", n_sources=4)
-    config = TuneConfig(method="lora", categories=("volume",), lr=1e-2, batch_items=4, micro_batch=2,
-                        checkpoint_every=2)
+    config = TuneConfig(
+        method="lora",
+        categories=("volume",),
+        lr=1e-2,
+        batch_items=4,
+        micro_batch=2,
+        checkpoint_every=2,
+    )
 
     def fresh() -> object:
         torch.manual_seed(0)
@@ -208,11 +249,16 @@ def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_adapter(tmp_path: 
 
     with pytest.raises(KeyboardInterrupt):
         tune(fresh(), rows, tmp_path / "killed", config, on_step=kill)
-    assert torch.load(tmp_path / "killed" / "checkpoint" / "state.pt", weights_only=False)["step"] == 2
+    assert (
+        torch.load(tmp_path / "killed" / "checkpoint" / "state.pt", weights_only=False)["step"] == 2
+    )
     seen: list[int] = []
     resumed = tune(fresh(), rows, tmp_path / "killed", config, on_step=lambda s, _: seen.append(s))
     assert seen == list(range(3, whole["steps"] + 1))
-    assert resumed["adapter_sha256"] == whole["adapter_sha256"] and resumed["losses"] == whole["losses"]
+    assert (
+        resumed["adapter_sha256"] == whole["adapter_sha256"]
+        and resumed["losses"] == whole["losses"]
+    )
     assert not (tmp_path / "killed" / "checkpoint").exists()
     reused = tune(fresh(), rows, tmp_path / "killed", config, on_step=lambda s, _: seen.append(-s))
     assert reused == resumed and min(seen) > 0  # finished: reused, not retrained
@@ -225,8 +271,13 @@ def test_full_tuning_changes_every_parameter_and_reloads(tmp_path: Path) -> None
     torch.manual_seed(0)
     listener = organism_listener(Organism(head_dim=5), "full")
     before = {n: p.detach().clone() for n, p in listener.module.named_parameters()}
-    meta = tune(listener, rows, tmp_path, TuneConfig(method="full", categories=("volume",), lr=1e-2))
-    assert meta["hyperparameters"]["lr"] == 1e-2 and TuneConfig(categories=("v",), method="full").learning_rate == 1e-5
+    meta = tune(
+        listener, rows, tmp_path, TuneConfig(method="full", categories=("volume",), lr=1e-2)
+    )
+    assert (
+        meta["hyperparameters"]["lr"] == 1e-2
+        and TuneConfig(categories=("v",), method="full").learning_rate == 1e-5
+    )
     assert all(not torch.equal(p, before[n]) for n, p in listener.module.named_parameters())
     fresh = organism_listener(Organism(head_dim=5), "full")
     apply_adapter(fresh, tmp_path / "adapter", "full")
@@ -248,9 +299,14 @@ def test_whisper_option_logprobs_equal_score_choices() -> None:
     encoder contexts: the training objective scores exactly what `eval` scores."""
     from vocalgrad.questions.prompts import VARIANTS
 
-    reqs = [Request(f"c{i}", build_prompt("volume", v, item_id=f"c{i}"), {f"c{i}": _clip(1.2, i)})
-            for i, v in enumerate(VARIANTS)]
-    groups = {n: [r for r in reqs if len(r.prompt.options) == n] for n in {len(r.prompt.options) for r in reqs}}
+    reqs = [
+        Request(f"c{i}", build_prompt("volume", v, item_id=f"c{i}"), {f"c{i}": _clip(1.2, i)})
+        for i, v in enumerate(VARIANTS)
+    ]
+    groups = {
+        n: [r for r in reqs if len(r.prompt.options) == n]
+        for n in {len(r.prompt.options) for r in reqs}
+    }
     assert sorted(groups) == [2, 3]
     for spec in ("whisper:tiny.en+trimmed", "whisper:tiny.en"):
         listener = load_listener(spec)
@@ -258,7 +314,9 @@ def test_whisper_option_logprobs_equal_score_choices() -> None:
             group = group[:1] if spec == "whisper:tiny.en" else group  # the padded encoder is slow
             with torch.no_grad():
                 got = listener.option_logprobs(group)
-            np.testing.assert_allclose(got.numpy(), _as_tensor(listener.score_choices(group), group), atol=1e-5)
+            np.testing.assert_allclose(
+                got.numpy(), _as_tensor(listener.score_choices(group), group), atol=1e-5
+            )
     with pytest.raises(ConfigError, match="equally many"):
         listener.option_logprobs(reqs)
     assert listener.head_names() == ["proj_out"] and "proj_out" not in linear_names(listener)
@@ -273,6 +331,7 @@ def test_whisper_head_tuning_on_inputs_read_once_matches_running_it_every_step(
     most of the vocabulary's gradient is float noise next to 0, and Adam makes a step of it
     either way.)"""
     from vocalgrad.remedies.finetune import option_targets
+
     listener = load_listener("whisper:tiny.en+trimmed")
     listener.untie_head()
     rows = _rows(2)
@@ -284,12 +343,17 @@ def test_whisper_head_tuning_on_inputs_read_once_matches_running_it_every_step(
     grads = []
     read_once = listener.head_inputs(reqs).score(listener.output_head())
     for scores in (read_once, listener.option_logprobs(reqs)):
-        grads.append(torch.autograd.grad(torch.nn.functional.cross_entropy(scores, targets), head)[0])
+        grads.append(
+            torch.autograd.grad(torch.nn.functional.cross_entropy(scores, targets), head)[0]
+        )
         torch.testing.assert_close(scores, listener.option_logprobs(reqs), rtol=0, atol=1e-5)
     torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-5 * float(grads[1].abs().max()))
-    config = TuneConfig(method="head", categories=("volume",), lr=1e-3, epochs=2, batch_items=2, micro_batch=1)
+    config = TuneConfig(
+        method="head", categories=("volume",), lr=1e-3, epochs=2, batch_items=2, micro_batch=1
+    )
     once, every, _, _ = _head_tuned_both_ways(
-        lambda: load_listener("whisper:tiny.en+trimmed"), _rows(4), tmp_path, monkeypatch, config)
+        lambda: load_listener("whisper:tiny.en+trimmed"), _rows(4), tmp_path, monkeypatch, config
+    )
     assert once["head_inputs_read_once"] and once["steps"] == every["steps"] == 4
     np.testing.assert_allclose(once["losses"], every["losses"], rtol=1e-4)
 
@@ -311,38 +375,79 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     data = tmp_path / "ds"
-    build(BuildConfig(categories=("volume",), n_test=2, n_train=2, tiers=("high",), curves=("linear",),
-                      include_constant=False), data, workers=1)
+    build(
+        BuildConfig(
+            categories=("volume",),
+            n_test=2,
+            n_train=2,
+            tiers=("high",),
+            curves=("linear",),
+            include_constant=False,
+        ),
+        data,
+        workers=1,
+    )
     out = tmp_path / "run"
-    argv = ["finetune", str(data), "--listener", "whisper:tiny.en+trimmed", "--train-categories", "volume",
-            "--method", method, "--batch-items", "16", "--micro-batch", "8", "--out", str(out)]
+    argv = [
+        "finetune",
+        str(data),
+        "--listener",
+        "whisper:tiny.en+trimmed",
+        "--train-categories",
+        "volume",
+        "--method",
+        method,
+        "--batch-items",
+        "16",
+        "--micro-batch",
+        "8",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     meta = json.loads((out / "adapter" / "tuning.json").read_text())
     n_results = len((out / "results.jsonl").read_text().splitlines())
     assert main(argv) == 0  # finished: reused, not retrained, nothing asked again
     assert json.loads((out / "adapter" / "tuning.json").read_text()) == meta
     assert len((out / "results.jsonl").read_text().splitlines()) == n_results
-    assert meta["head_untied"] == (method == "head") and meta["base"]["listener_id"] == "whisper:tiny.en+trimmed"
+    assert (
+        meta["head_untied"] == (method == "head")
+        and meta["base"]["listener_id"] == "whisper:tiny.en+trimmed"
+    )
     manifest, rows = load_results(out)
     assert manifest["finetune"]["adapter_sha256"] == meta["adapter_sha256"]
-    assert {"method", "hyperparameters", "seed", "steps", "wall_seconds", "final_loss"} <= set(manifest["finetune"])
+    assert {"method", "hyperparameters", "seed", "steps", "wall_seconds", "final_loss"} <= set(
+        manifest["finetune"]
+    )
     assert (out / "summary.json").is_file() and rows and all(r["error"] is None for r in rows)
     tuned = load_listener(f"tuned:{out / 'adapter'}")
-    assert tuned.listener_id == rows[0]["listener"] == f"whisper:tiny.en+trimmed+{method}[volume]@{meta['adapter_sha256'][:8]}"
+    assert (
+        tuned.listener_id
+        == rows[0]["listener"]
+        == f"whisper:tiny.en+trimmed+{method}[volume]@{meta['adapter_sha256'][:8]}"
+    )
     assert tuned.revision == meta["adapter_sha256"][:12] == rows[0]["revision"]
     # reloaded, it reproduces the evaluation: every option score of every row, same batches
     again = tmp_path / "again"
-    evaluate(data, tuned, again, EvalConfig(mode="choice"), cache=AnswerCache(tmp_path / "fresh.sqlite"))
+    evaluate(
+        data, tuned, again, EvalConfig(mode="choice"), cache=AnswerCache(tmp_path / "fresh.sqlite")
+    )
     first = {r["key"]: r["logprobs"] for r in rows}
     second = {r["key"]: r["logprobs"] for r in load_results(again)[1]}
     assert first.keys() == second.keys()
     for key, scores in first.items():
         assert all(abs(second[key][o] - v) < 1e-6 for o, v in scores.items())
     test = {r["item_id"]: r for r in load_rows(data) if r["split"] == "test"}
-    reqs = requests_for(next(r for r in test.values() if r["direction"] != "constant"), tuned.sample_rate)[0]
+    reqs = requests_for(
+        next(r for r in test.values() if r["direction"] != "constant"), tuned.sample_rate
+    )[0]
     base = load_listener("whisper:tiny.en+trimmed")
-    assert torch.equal(base.model.model.decoder.embed_tokens.weight, tuned.model.model.decoder.embed_tokens.weight)
-    assert torch.equal(base.model.proj_out.weight, tuned.model.proj_out.weight) == (method == "lora")
+    assert torch.equal(
+        base.model.model.decoder.embed_tokens.weight, tuned.model.model.decoder.embed_tokens.weight
+    )
+    assert torch.equal(base.model.proj_out.weight, tuned.model.proj_out.weight) == (
+        method == "lora"
+    )
     # probing takes the tuned listener: LoRA moved the states, the head only the readout
     before, after = base.hidden_states(reqs[:1])[0], tuned.hidden_states(reqs[:1])[0]
     assert before.keys() == after.keys()

@@ -42,8 +42,10 @@ pytestmark = pytest.mark.usefixtures("builtin_cache")  # builds share one synthe
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, tuple[Path, dict]]:
     root = tmp_path_factory.mktemp("formats")
-    return {fmt: (root / fmt, build(BuildConfig(format=fmt, **TINY), root / fmt, workers=2))
-            for fmt in ("comparison", "recognition")}
+    return {
+        fmt: (root / fmt, build(BuildConfig(format=fmt, **TINY), root / fmt, workers=2))
+        for fmt in ("comparison", "recognition")
+    }
 
 
 def _rows(path: Path, split: str = "test") -> list[dict]:
@@ -62,11 +64,16 @@ def _zero_run(x: np.ndarray) -> int:
 
 def test_plan_holds_parts_and_keeps_gradual_ids():
     held, _ = plan_conditions(BuildConfig(format="comparison", **TINY))
-    assert {c.curve for c in held} == {"held"} and {c.direction for c in held} == {"increase", "decrease"}
+    assert {c.curve for c in held} == {"held"} and {c.direction for c in held} == {
+        "increase",
+        "decrease",
+    }
     assert all(c.key.endswith("|comparison") for c in held)
     gradual, _ = plan_conditions(BuildConfig(**TINY))
     assert not any("|gradual" in c.key for c in gradual)  # gradual item ids are unchanged
-    sweep, _ = plan_conditions(BuildConfig(format="recognition", design="psychometric", levels=3, **TINY))
+    sweep, _ = plan_conditions(
+        BuildConfig(format="recognition", design="psychometric", levels=3, **TINY)
+    )
     assert {c.tier for c in sweep} == {"p1", "p2", "p3"} and {c.curve for c in sweep} == {"held"}
     with pytest.raises(ConfigError, match="unknown format"):
         BuildConfig(format="oddball")
@@ -90,14 +97,20 @@ def test_comparison_rows_parts_and_room_tone_gap(built):
         assert _zero_run(audio) < 32, "no exact digital silence anywhere"
         (s0, e0), (s1, e1) = r["part_spans_s"]
         assert a0 / SR <= s0 < e0 <= a1 / SR and b0 / SR <= s1 < e1 <= b1 / SR
-        assert r["measured_change"] == pytest.approx(r["measured_end"] - r["measured_start"], abs=1e-3)
+        assert r["measured_change"] == pytest.approx(
+            r["measured_end"] - r["measured_start"], abs=1e-3
+        )
         assert (r["measured_change"] > 0) == (r["direction"] == "increase") and r["verified"]
 
 
 def test_comparison_twins_hold_the_same_parts_in_the_other_order(built):
     path, _ = built["comparison"]
     rows = _rows(path)
-    pair = [r for r in rows if r["pair_id"] == rows[0]["pair_id"] and r["source_id"] == rows[0]["source_id"]]
+    pair = [
+        r
+        for r in rows
+        if r["pair_id"] == rows[0]["pair_id"] and r["source_id"] == rows[0]["source_id"]
+    ]
     inc, dec = sorted(pair, key=lambda r: r["direction"] != "increase")
     x, _ = sf.read(path / "test" / inc["file_name"], dtype="float32")
     y, _ = sf.read(path / "test" / dec["file_name"], dtype="float32")
@@ -115,7 +128,11 @@ def test_recognition_rows_are_balanced_and_verified_against_the_twin(built):
     for (source, pair, direction), value in values.items():
         if direction == "increase":
             twin = values[(source, pair, "decrease")]
-            row = next(r for r in rows if (r["source_id"], r["pair_id"], r["direction"]) == (source, pair, direction))
+            row = next(
+                r
+                for r in rows
+                if (r["source_id"], r["pair_id"], r["direction"]) == (source, pair, direction)
+            )
             assert row["measured_change"] == pytest.approx(value - twin, abs=1e-3) and value > twin
     assert "question format: `recognition`" in (path / "README.md").read_text()
 
@@ -150,7 +167,11 @@ def test_recognition_twin_audio_swapped_fails_verification(built, tmp_path):
     shutil.copytree(path, copy)
     rows = _rows(copy)
     a = rows[0]
-    b = next(r for r in rows if r["pair_id"] == a["pair_id"] and r["source_id"] == a["source_id"] and r is not a)
+    b = next(
+        r
+        for r in rows
+        if r["pair_id"] == a["pair_id"] and r["source_id"] == a["source_id"] and r is not a
+    )
     fa, fb = copy / "test" / a["file_name"], copy / "test" / b["file_name"]
     tmp = tmp_path / "x.flac"
     shutil.copy(fa, tmp)
@@ -178,38 +199,67 @@ def test_audit_runs_on_held_formats_with_their_own_cue_families(built):
 def test_ideal_observer_answers_held_formats(built, fmt, tmp_path):
     path, _ = built[fmt]
     out = tmp_path / "run"
-    evaluate(path, IdealObserver(path), out, EvalConfig(mode="choice"), cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(
+        path,
+        IdealObserver(path),
+        out,
+        EvalConfig(mode="choice"),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     manifest, rows = load_results(out)
     assert manifest["format"] == fmt and {r["format"] for r in rows} == {fmt}
     assert {r["predicted"] for r in rows} == {"increase", "decrease"}  # labels, not answer words
     assert np.mean([r["correct"] for r in rows]) >= 0.9
-    groups = {g["group"]: g for g in score_run(out, by=("format", "category"), n_boot=0)["groups"]["default/choice"]["table"]}
+    groups = {
+        g["group"]: g
+        for g in score_run(out, by=("format", "category"), n_boot=0)["groups"]["default/choice"][
+            "table"
+        ]
+    }
     assert groups[f"{fmt}|volume"]["n"] == 4 and groups[f"{fmt}|volume"]["accuracy"] >= 0.9
 
 
 def test_choice_scoring_maps_answer_words_to_labels(built, tmp_path):
     path, _ = built["recognition"]
     out = tmp_path / "run"
-    evaluate(path, ConstantListener("increase"), out, EvalConfig(mode="both", controls=("reversed",)),
-             cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(
+        path,
+        ConstantListener("increase"),
+        out,
+        EvalConfig(mode="both", controls=("reversed",)),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     _, rows = load_results(out)
     assert {r["control"] for r in rows} == {"none"}  # a held clip played backwards keeps its label
     choice = [r for r in rows if r["mode"] == "choice"]
     generated = [r for r in rows if r["mode"] == "generate"]
-    assert {r["predicted"] for r in choice} == {"increase"} and set(choice[0]["logprobs"]) == {"increase", "decrease"}
+    assert {r["predicted"] for r in choice} == {"increase"} and set(choice[0]["logprobs"]) == {
+        "increase",
+        "decrease",
+    }
     assert {r["response"] for r in generated if r["category"] == "volume"} == {"loud"}
     assert {r["predicted"] for r in generated} == {"increase"}
     assert np.mean([r["correct"] for r in rows]) == 0.5
 
 
 def test_prompts_per_format(monkeypatch):
-    assert question_text("volume") == ("Does the volume increase or decrease over time?\n\n"
-                                       'Answer with only one word: "increase" or "decrease".')
+    assert question_text("volume") == (
+        "Does the volume increase or decrease over time?\n\n"
+        'Answer with only one word: "increase" or "decrease".'
+    )
     comparison = build_prompt("voice_pitch", fmt="comparison")
-    assert comparison.text.startswith("Is the voice pitch higher or lower in the second part than in the first?")
-    assert comparison.options == ("higher", "lower") and comparison.label_of == {"higher": "increase", "lower": "decrease"}
+    assert comparison.text.startswith(
+        "Is the voice pitch higher or lower in the second part than in the first?"
+    )
+    assert comparison.options == ("higher", "lower") and comparison.label_of == {
+        "higher": "increase",
+        "lower": "decrease",
+    }
     recognition = build_prompt("volume", fmt="recognition")
-    assert recognition.text == 'Is the voice loud or quiet?\n\nAnswer with only one word: "loud" or "quiet".'
+    assert (
+        recognition.text
+        == 'Is the voice loud or quiet?\n\nAnswer with only one word: "loud" or "quiet".'
+    )
     swapped = build_prompt("volume", "swapped", fmt="recognition")
     assert swapped.options == ("quiet", "loud") and "quiet or loud" in swapped.text
     assert swapped.label_of == {"quiet": "decrease", "loud": "increase"}
@@ -224,19 +274,27 @@ def test_prompts_per_format(monkeypatch):
     assert few.turns[1].text == "dry"  # examples are answered in the format's words
 
 
-@pytest.mark.parametrize(("text", "words", "label", "status"), [
-    ("quiet", {"loud": "increase", "quiet": "decrease"}, "decrease", "ok"),
-    ("It sounds loud.", {"loud": "increase", "quiet": "decrease"}, "increase", "ok"),
-    ("Loud or quiet? Quiet.", {"loud": "increase", "quiet": "decrease"}, "decrease", "ok"),
-    ("not loud", {"loud": "increase", "quiet": "decrease"}, "decrease", "ok"),
-    ("loud and quiet", {"loud": "increase", "quiet": "decrease"}, None, "ambiguous"),
-    ("steady", {"trembling": "increase", "steady": "decrease"}, "decrease", "ok"),
-    ("It gets louder", {"loud": "increase", "quiet": "decrease"}, "increase", "ok"),
-    ("banana", {"loud": "increase", "quiet": "decrease"}, None, "unparsed"),
-    ("Lower.", {"higher": "increase", "lower": "decrease"}, "decrease", "ok"),
-    ("Higher or lower? The second part is higher.", {"higher": "increase", "lower": "decrease"}, "increase", "ok"),
-    ("", {"higher": "increase", "lower": "decrease"}, None, "empty"),
-])
+@pytest.mark.parametrize(
+    ("text", "words", "label", "status"),
+    [
+        ("quiet", {"loud": "increase", "quiet": "decrease"}, "decrease", "ok"),
+        ("It sounds loud.", {"loud": "increase", "quiet": "decrease"}, "increase", "ok"),
+        ("Loud or quiet? Quiet.", {"loud": "increase", "quiet": "decrease"}, "decrease", "ok"),
+        ("not loud", {"loud": "increase", "quiet": "decrease"}, "decrease", "ok"),
+        ("loud and quiet", {"loud": "increase", "quiet": "decrease"}, None, "ambiguous"),
+        ("steady", {"trembling": "increase", "steady": "decrease"}, "decrease", "ok"),
+        ("It gets louder", {"loud": "increase", "quiet": "decrease"}, "increase", "ok"),
+        ("banana", {"loud": "increase", "quiet": "decrease"}, None, "unparsed"),
+        ("Lower.", {"higher": "increase", "lower": "decrease"}, "decrease", "ok"),
+        (
+            "Higher or lower? The second part is higher.",
+            {"higher": "increase", "lower": "decrease"},
+            "increase",
+            "ok",
+        ),
+        ("", {"higher": "increase", "lower": "decrease"}, None, "empty"),
+    ],
+)
 def test_parse_labelled(text, words, label, status):
     parsed = parse_labelled(text, words)
     assert (parsed.label, parsed.status) == (label, status)
@@ -254,7 +312,9 @@ def test_listening_test_serves_a_comparison_item_whole(built, tmp_path):
         t = s["trial"]
         if s["phase"] in ("test", "practice"):
             with sqlite3.connect(env.db) as con:
-                item_id = con.execute("SELECT item_id FROM trials WHERE id=?", (t["id"],)).fetchone()[0]
+                item_id = con.execute(
+                    "SELECT item_id FROM trials WHERE id=?", (t["id"],)
+                ).fetchone()[0]
             row = items[item_id]
             assert t["question"] == question_text(row["category"], "default", "comparison")
             assert t["options"] == ["higher", "lower"] and t["labels"] == ["increase", "decrease"]
@@ -280,27 +340,64 @@ def test_report_compares_formats_on_the_same_cells(tmp_path):
         for source in range(12):
             for direction in ("increase", "decrease"):
                 correct = bool(rng.uniform() < p_correct)
-                predicted = direction if correct else {"increase": "decrease", "decrease": "increase"}[direction]
-                rows.append({"key": f"{fmt}{source}{direction}", "item_id": f"{fmt}{source}{direction}",
-                             "listener": "model-a", "variant": "default", "control": "none", "mode": "choice",
-                             "category": "volume", "direction": direction, "tier": "high", "curve": "linear",
-                             "magnitude": 18.0, "source_id": f"src{source}", "split": "test", "format": fmt,
-                             "predicted": predicted, "llr": 1.0, "correct": correct, "error": None})
+                predicted = (
+                    direction
+                    if correct
+                    else {"increase": "decrease", "decrease": "increase"}[direction]
+                )
+                rows.append(
+                    {
+                        "key": f"{fmt}{source}{direction}",
+                        "item_id": f"{fmt}{source}{direction}",
+                        "listener": "model-a",
+                        "variant": "default",
+                        "control": "none",
+                        "mode": "choice",
+                        "category": "volume",
+                        "direction": direction,
+                        "tier": "high",
+                        "curve": "linear",
+                        "magnitude": 18.0,
+                        "source_id": f"src{source}",
+                        "split": "test",
+                        "format": fmt,
+                        "predicted": predicted,
+                        "llr": 1.0,
+                        "correct": correct,
+                        "error": None,
+                    }
+                )
         rows.append({**rows[0], "key": "extra", "item_id": "extra", "source_id": f"only-{fmt}"})
         folder = tmp_path / fmt
         folder.mkdir()
-        (folder / "manifest.json").write_text(json.dumps({"listener": {"listener": "model-a"}, "format": fmt,
-                                                          "config": {}, "modes": ["choice"]}))
+        (folder / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "listener": {"listener": "model-a"},
+                    "format": fmt,
+                    "config": {},
+                    "modes": ["choice"],
+                }
+            )
+        )
         (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         runs.append(folder)
     sections = {s.id: s for s in build_sections(runs, n_boot=100, fit_boot=20)}
     table = sections["formats"].blocks[0]
     assert table.header[-2:] == ["gradual", "comparison"]
     (row,) = table.rows
-    assert row[:4] == ["model-a", "volume", "12", "12"]  # the cells only one format has are left out
+    assert row[:4] == [
+        "model-a",
+        "volume",
+        "12",
+        "12",
+    ]  # the cells only one format has are left out
     assert float(row[5].split()[0]) > float(row[4].split()[0])
     leaderboard = sections["headline"].blocks[0]  # listener, format, accuracy, ...
-    assert {tuple(r[:2]) for r in leaderboard.rows} >= {("model-a", "gradual"), ("model-a", "comparison")}
+    assert {tuple(r[:2]) for r in leaderboard.rows} >= {
+        ("model-a", "gradual"),
+        ("model-a", "comparison"),
+    }
 
 
 def test_ideal_observer_recognises_held_distance_despite_the_level_rove(tmp_path):
@@ -308,9 +405,21 @@ def test_ideal_observer_recognises_held_distance_despite_the_level_rove(tmp_path
     observer reads a held distance from its reverberant-to-direct ratio instead (from level
     alone it named 0.71 of a demo-size build's recognition items)."""
     path = tmp_path / "ds"
-    build(BuildConfig(format="recognition", n_test=6, n_train=0, categories=("distance",), tiers=("low",)), path,
-          workers=2, audit=False)
+    build(
+        BuildConfig(
+            format="recognition", n_test=6, n_train=0, categories=("distance",), tiers=("low",)
+        ),
+        path,
+        workers=2,
+        audit=False,
+    )
     out = tmp_path / "run"
-    evaluate(path, IdealObserver(path), out, EvalConfig(mode="choice"), cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(
+        path,
+        IdealObserver(path),
+        out,
+        EvalConfig(mode="choice"),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     _, rows = load_results(out)
     assert len(rows) == 12 and np.mean([r["correct"] for r in rows]) >= 0.9

@@ -213,9 +213,7 @@ def build_phi4_multimodal(folder: Path) -> None:
     )
     config = transformers.Phi4MultimodalConfig(
         **TEXT,
-        vision_config=dict(
-            **PHI4_VISION, num_attention_heads=2, image_token_id=tok.image_token_id
-        ),
+        vision_config=dict(**PHI4_VISION, num_attention_heads=2, image_token_id=tok.image_token_id),
         audio_config=dict(**PHI4_AUDIO, audio_token_id=tok.audio_token_id),
         pad_token_id=0,
         eos_token_id=tok.eos_token_id,

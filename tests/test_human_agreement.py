@@ -51,10 +51,14 @@ def test_perfect_and_chance_agreement():
 def test_unequal_raters_per_item():
     """Items with fewer raters (an excluded annotator) still count; single ratings do not."""
     rows = [
-        {"item_id": "a", "predicted": "increase"}, {"item_id": "a", "predicted": "increase"},
-        {"item_id": "a", "predicted": "increase"}, {"item_id": "b", "predicted": "decrease"},
-        {"item_id": "b", "predicted": "decrease"}, {"item_id": "c", "predicted": "increase"},
-        {"item_id": "d", "predicted": "increase"}, {"item_id": "d", "predicted": "decrease"},
+        {"item_id": "a", "predicted": "increase"},
+        {"item_id": "a", "predicted": "increase"},
+        {"item_id": "a", "predicted": "increase"},
+        {"item_id": "b", "predicted": "decrease"},
+        {"item_id": "b", "predicted": "decrease"},
+        {"item_id": "c", "predicted": "increase"},
+        {"item_id": "d", "predicted": "increase"},
+        {"item_id": "d", "predicted": "decrease"},
     ]
     out = agreement(rows)
     assert out["n_items"] == 3

@@ -106,21 +106,28 @@ def test_audio_needs_volume_and_own_current_trial(env):
     r = a.get(t_a["audio"])
     assert r.status_code == 200 and r.content[:4] == b"RIFF"
     # a later trial of one's own is not served before its turn
-    later = _db(env, "SELECT audio_key FROM trials WHERE annotator_id=(SELECT annotator_id FROM "
-                "trials WHERE id=?) ORDER BY seq DESC LIMIT 1", t_a["id"])[0][0]
+    later = _db(
+        env,
+        "SELECT audio_key FROM trials WHERE annotator_id=(SELECT annotator_id FROM "
+        "trials WHERE id=?) ORDER BY seq DESC LIMIT 1",
+        t_a["id"],
+    )[0][0]
     assert a.get(f"/api/audio/{later}").status_code == 404
 
 
-@pytest.mark.parametrize("path", [
-    "/api/audio/..%2F..%2F..%2Fetc%2Fpasswd",
-    "/api/audio/../../etc/passwd",
-    "/api/audio/%2e%2e%2fstudy.sqlite",
-    "/api/audio/" + "A" * 31 + "/",
-    "/api/audio/" + "." * 32,
-    "/static/../store.py",
-    "/static/%2e%2e/store.py",
-    "/static/..%2Fstore.py",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/audio/..%2F..%2F..%2Fetc%2Fpasswd",
+        "/api/audio/../../etc/passwd",
+        "/api/audio/%2e%2e%2fstudy.sqlite",
+        "/api/audio/" + "A" * 31 + "/",
+        "/api/audio/" + "." * 32,
+        "/static/../store.py",
+        "/static/%2e%2e/store.py",
+        "/static/..%2Fstore.py",
+    ],
+)
 def test_path_traversal_is_rejected(env, path):
     _, c = env.annotator()
     r = c.get(path)
@@ -178,24 +185,28 @@ def test_play_to_end_is_enforced(env):
     env.clock.advance(0.7)
     truth, _ = trial_truth(env.db, t["id"])
     assert c.post(f"/api/trials/{t['id']}/answer", json=body | {"answer": truth}).status_code == 200
-    plays, rejects, server_rt = _db(env, "SELECT plays, play_rejects, server_rt_s FROM trials "
-                                    "WHERE id=?", t["id"])[0]
+    plays, rejects, server_rt = _db(
+        env, "SELECT plays, play_rejects, server_rt_s FROM trials WHERE id=?", t["id"]
+    )[0]
     assert (plays, rejects) == (2, 3) and server_rt == pytest.approx(0.7)
     assert c.post(play, json={"event": "start"}).status_code == 409  # answered: no more plays
 
 
-@pytest.mark.parametrize("body,code", [
-    ({"answer": "up", "rt_s": 1.0, "submission_id": "abcdefgh"}, 409),
-    ({"answer": "", "rt_s": 1.0, "submission_id": "abcdefgh"}, 422),
-    ({"answer": "x" * 17, "rt_s": 1.0, "submission_id": "abcdefgh"}, 422),
-    ({"answer": "increase", "rt_s": -1.0, "submission_id": "abcdefgh"}, 422),
-    ({"answer": "increase", "rt_s": "1", "submission_id": "abcdefgh"}, 422),
-    ({"answer": "increase", "rt_s": 1e9, "submission_id": "abcdefgh"}, 422),
-    ({"answer": "increase", "rt_s": 1.0, "submission_id": "bad id!"}, 422),
-    ({"answer": "increase", "rt_s": 1.0}, 422),
-    ({"answer": "increase", "rt_s": 1.0, "submission_id": "abcdefgh", "correct": True}, 422),
-    (["increase"], 422),
-])
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        ({"answer": "up", "rt_s": 1.0, "submission_id": "abcdefgh"}, 409),
+        ({"answer": "", "rt_s": 1.0, "submission_id": "abcdefgh"}, 422),
+        ({"answer": "x" * 17, "rt_s": 1.0, "submission_id": "abcdefgh"}, 422),
+        ({"answer": "increase", "rt_s": -1.0, "submission_id": "abcdefgh"}, 422),
+        ({"answer": "increase", "rt_s": "1", "submission_id": "abcdefgh"}, 422),
+        ({"answer": "increase", "rt_s": 1e9, "submission_id": "abcdefgh"}, 422),
+        ({"answer": "increase", "rt_s": 1.0, "submission_id": "bad id!"}, 422),
+        ({"answer": "increase", "rt_s": 1.0}, 422),
+        ({"answer": "increase", "rt_s": 1.0, "submission_id": "abcdefgh", "correct": True}, 422),
+        (["increase"], 422),
+    ],
+)
 def test_answer_payload_validation(env, body, code):
     _, c = env.annotator()
     _skip_screening(env, c)
@@ -242,7 +253,9 @@ def test_submissions_are_idempotent(env):
 
 def test_answers_in_order_only(env):
     who, c = env.annotator()
-    later = _db(env, "SELECT id FROM trials WHERE annotator_id=? ORDER BY seq DESC LIMIT 1", who)[0][0]
+    later = _db(env, "SELECT id FROM trials WHERE annotator_id=? ORDER BY seq DESC LIMIT 1", who)[
+        0
+    ][0]
     body = {"answer": "increase", "rt_s": 1.0, "submission_id": "abcdefgh"}
     assert c.post(f"/api/trials/{later}/answer", json=body).status_code == 409
 
@@ -317,8 +330,20 @@ def test_nothing_reveals_the_label(env):
     for item_id, row in items.items():
         secrets_ |= {item_id, row["file_name"], row["source_id"]}
     bodies = [c.get("/study").text, c.get("/static/app.js").text]
-    forbidden_keys = {"item_id", "kind", "tier", "curve", "direction", "category", "truth",
-                      "catch", "magnitude", "source_id", "file_name", "seq"}
+    forbidden_keys = {
+        "item_id",
+        "kind",
+        "tier",
+        "curve",
+        "direction",
+        "category",
+        "truth",
+        "catch",
+        "magnitude",
+        "source_id",
+        "file_name",
+        "seq",
+    }
     while True:
         r = c.get("/api/state")
         bodies.append(r.text)
@@ -329,7 +354,9 @@ def test_nothing_reveals_the_label(env):
         assert set(t) == {"id", "audio", "question", "options", "labels", "plays", "answerable"}
         assert not forbidden_keys & set(s)
         if s["phase"] == "test":
-            cat = items[_db(env, "SELECT item_id FROM trials WHERE id=?", t["id"])[0][0]]["category"]
+            cat = items[_db(env, "SELECT item_id FROM trials WHERE id=?", t["id"])[0][0]][
+                "category"
+            ]
             assert t["question"] == question_text(cat, "default")
             assert t["options"] == t["labels"] == ["increase", "decrease"]
         audio = c.get(t["audio"]).content
@@ -412,7 +439,8 @@ def test_non_finite_numbers_are_422_not_500(env, field, number):
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", field]
     assert _db(env, "SELECT answer, plays, play_rejects FROM trials WHERE id=?", t["id"]) == [
-        (None, 0, 0)]
+        (None, 0, 0)
+    ]
 
 
 def _served_test_audio(env: Env, c, item: str | None = None) -> tuple[str, bytes]:
@@ -486,8 +514,10 @@ def test_runaway_token_is_rate_limited_and_others_are_not(env):
 
 def test_invite_links_use_the_configured_base_url(env):
     admin = env.admin()
-    for headers in ({"Host": "evil.example"}, {"X-Forwarded-Host": "evil.example",
-                                                "X-Forwarded-Proto": "http"}):
+    for headers in (
+        {"Host": "evil.example"},
+        {"X-Forwarded-Host": "evil.example", "X-Forwarded-Proto": "http"},
+    ):
         link = admin.post("/admin/api/invite", json={}, headers=headers).json()["link"]
         assert link.startswith(PUBLIC_URL + "/s/") and "evil" not in link
     env.app_options["public_url"] = None

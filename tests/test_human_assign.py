@@ -14,8 +14,11 @@ from vocalgrad.human.study import StudyConfig, StudyError
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    return load_rows(make_dataset(tmp_path_factory.mktemp("assign-ds"), n_sources=6,
-                                  tiers=("low", "mid", "high")))
+    return load_rows(
+        make_dataset(
+            tmp_path_factory.mktemp("assign-ds"), n_sources=6, tiers=("low", "mid", "high")
+        )
+    )
 
 
 def _check_balance(plan, rows, config):
@@ -67,8 +70,14 @@ def test_sources_differ_across_categories_when_possible(tmp_path):
 
 
 def test_orders_catch_and_practice(rows):
-    config = StudyConfig(n_annotators=3, annotators_per_item=2, n_catch=4, n_practice=4,
-                         screening_trials=3, screening_pass=3)
+    config = StudyConfig(
+        n_annotators=3,
+        annotators_per_item=2,
+        n_catch=4,
+        n_practice=4,
+        screening_trials=3,
+        screening_pass=3,
+    )
     plan = make_plan(rows, config)
     by_id = {r["item_id"]: r for r in rows}
     pool = {i for ids in plan.pool.values() for i in ids}
@@ -79,12 +88,20 @@ def test_orders_catch_and_practice(rows):
         assert set(kinds[7:]) == {"test", "catch"}
         catch = [by_id[s.item_id] for s in slots if s.kind == "catch"]
         practice = [by_id[s.item_id] for s in slots if s.kind == "practice"]
-        assert len(catch) == 4 and all(r["tier"] == "high" and r["item_id"] not in pool for r in catch)
+        assert len(catch) == 4 and all(
+            r["tier"] == "high" and r["item_id"] not in pool for r in catch
+        )
         assert Counter(r["direction"] for r in catch) == {"increase": 2, "decrease": 2}
         assert all(r["split"] == "train" for r in practice)
         assert Counter((r["category"], r["direction"]) for r in practice) == dict.fromkeys(
-            [("volume", "increase"), ("volume", "decrease"), ("voice_pitch", "increase"),
-             ("voice_pitch", "decrease")], 1)
+            [
+                ("volume", "increase"),
+                ("volume", "decrease"),
+                ("voice_pitch", "increase"),
+                ("voice_pitch", "decrease"),
+            ],
+            1,
+        )
         orders.append([s.item_id for s in slots if s.kind == "test"])
     assert orders[0] != sorted(orders[0]) or orders[1] != sorted(orders[1])
     again = make_plan(rows, config)
@@ -109,8 +126,17 @@ def test_real_built_dataset(tmp_path, cache_dir, monkeypatch):
 
     monkeypatch.setenv("VOCALGRAD_CACHE", str(cache_dir))
     out = tmp_path / "built"
-    build(BuildConfig(n_test=2, n_train=0, tiers=("high",), curves=("linear", "jump"),
-                      categories=("volume", "voice_pitch", "echo")), out, workers=1)
+    build(
+        BuildConfig(
+            n_test=2,
+            n_train=0,
+            tiers=("high",),
+            curves=("linear", "jump"),
+            categories=("volume", "voice_pitch", "echo"),
+        ),
+        out,
+        workers=1,
+    )
     rows = load_rows(out)
     config = StudyConfig(n_annotators=3, annotators_per_item=2, n_catch=2, n_practice=2)
     plan = make_plan(rows, config)

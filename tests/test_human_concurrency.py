@@ -25,9 +25,16 @@ FLIP = {"increase": "decrease", "decrease": "increase"}
 @pytest.fixture()
 def server(tmp_path):
     dataset = make_dataset(tmp_path / "ds", seconds=0.2, n_sources=8)
-    study = write_study(tmp_path / "study.toml", n_annotators=N_ANNOTATORS, annotators_per_item=3,
-                        items_per_cell=4, n_practice=1, n_catch=2, screening_trials=0,
-                        screening_pass=0)
+    study = write_study(
+        tmp_path / "study.toml",
+        n_annotators=N_ANNOTATORS,
+        annotators_per_item=3,
+        items_per_cell=4,
+        n_practice=1,
+        n_catch=2,
+        screening_trials=0,
+        screening_pass=0,
+    )
     proc, base = start_server(dataset, study)
     try:
         yield base, tmp_path / "study.sqlite"
@@ -63,7 +70,10 @@ def _annotator(base: str, token: str, sent: dict, latencies: list, errors: list)
                 audio = c.get(t["audio"])
                 assert audio.status_code == 200 and audio.content[:4] == b"RIFF"
                 dur = (len(audio.content) - 44) / (2 * 16000)
-                assert c.post(f"/api/trials/{t['id']}/play", json={"event": "start"}).status_code == 200
+                assert (
+                    c.post(f"/api/trials/{t['id']}/play", json={"event": "start"}).status_code
+                    == 200
+                )
                 time.sleep(dur)
                 r = c.post(f"/api/trials/{t['id']}/play", json={"event": "ended", "played_s": dur})
                 assert r.status_code == 200, r.text
@@ -92,8 +102,10 @@ def test_parallel_annotators_lose_and_duplicate_nothing(server, capsys):
     sent: dict = {}
     latencies: list = []
     errors: list = []
-    threads = [threading.Thread(target=_annotator, args=(base, tok, sent, latencies, errors))
-               for tok in tokens]
+    threads = [
+        threading.Thread(target=_annotator, args=(base, tok, sent, latencies, errors))
+        for tok in tokens
+    ]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -121,9 +133,11 @@ def test_parallel_annotators_lose_and_duplicate_nothing(server, capsys):
     lat = sorted(latencies)
     p95 = lat[int(0.95 * (len(lat) - 1))]
     with capsys.disabled():
-        print(f"\n[human concurrency] {N_ANNOTATORS} annotators, {len(sent)} answers in "
-              f"{wall:.2f} s = {len(sent) / wall:.1f} answers/s end to end (each trial waits "
-              f"for its 0.2 s clip); answer POST latency median "
-              f"{statistics.median(lat) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms; server "
-              f"capacity estimate {N_ANNOTATORS / statistics.mean(lat):.0f} answers/s "
-              f"(20 / mean latency)")
+        print(
+            f"\n[human concurrency] {N_ANNOTATORS} annotators, {len(sent)} answers in "
+            f"{wall:.2f} s = {len(sent) / wall:.1f} answers/s end to end (each trial waits "
+            f"for its 0.2 s clip); answer POST latency median "
+            f"{statistics.median(lat) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms; server "
+            f"capacity estimate {N_ANNOTATORS / statistics.mean(lat):.0f} answers/s "
+            f"(20 / mean latency)"
+        )

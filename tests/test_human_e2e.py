@@ -23,8 +23,10 @@ KEY = {"increase": "i", "decrease": "ArrowDown"}
 
 def _next(db: Path) -> tuple[str, str, str]:
     with sqlite3.connect(db) as con:
-        return con.execute("SELECT id, kind, truth FROM trials WHERE annotator_id='a01' AND "
-                           "answer IS NULL ORDER BY seq LIMIT 1").fetchone()
+        return con.execute(
+            "SELECT id, kind, truth FROM trials WHERE annotator_id='a01' AND "
+            "answer IS NULL ORDER BY seq LIMIT 1"
+        ).fetchone()
 
 
 def _poll(page, expression: str, timeout_s: float = 15.0) -> None:
@@ -32,10 +34,12 @@ def _poll(page, expression: str, timeout_s: float = 15.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not page.evaluate(expression):
         if time.monotonic() > deadline:
-            seen = page.evaluate("[document.body.dataset.page, "
-                                 "document.querySelector('#trial').dataset.trial, "
-                                 "document.querySelector('#play-status').textContent, "
-                                 "document.querySelector('#notice').textContent]")
+            seen = page.evaluate(
+                "[document.body.dataset.page, "
+                "document.querySelector('#trial').dataset.trial, "
+                "document.querySelector('#play-status').textContent, "
+                "document.querySelector('#notice').textContent]"
+            )
             raise TimeoutError(f"timed out waiting for {expression}; page shows {seen}")
         time.sleep(0.05)
 
@@ -44,9 +48,17 @@ def test_browser_study_end_to_end(browser, tmp_path, capsys):
     shots = Path(os.environ.get("VOCALGRAD_SCREENSHOTS", tmp_path / "shots"))
     shots.mkdir(parents=True, exist_ok=True)
     dataset = make_dataset(tmp_path / "ds", seconds=0.4)
-    study = write_study(tmp_path / "study.toml", categories=["volume"], n_annotators=1,
-                        annotators_per_item=1, n_practice=1, n_catch=1, screening_trials=2,
-                        screening_pass=2, screening_interval_s=0.2)
+    study = write_study(
+        tmp_path / "study.toml",
+        categories=["volume"],
+        n_annotators=1,
+        annotators_per_item=1,
+        n_practice=1,
+        n_catch=1,
+        screening_trials=2,
+        screening_pass=2,
+        screening_interval_s=0.2,
+    )
     db = tmp_path / "study.sqlite"
     proc, base = start_server(dataset, study)
     try:
@@ -74,10 +86,15 @@ def test_browser_study_end_to_end(browser, tmp_path, capsys):
                 if nxt is None:
                     break
                 trial_id, kind, truth = nxt
-                _poll(page, f"document.querySelector('#trial').dataset.trial === '{trial_id}' "
-                      "&& document.body.dataset.page === 'trial' "
-                      "&& !document.querySelector('#play').disabled")
-                locked = page.eval_on_selector_all("#answers button", "bs => bs.every(b => b.disabled)")
+                _poll(
+                    page,
+                    f"document.querySelector('#trial').dataset.trial === '{trial_id}' "
+                    "&& document.body.dataset.page === 'trial' "
+                    "&& !document.querySelector('#play').disabled",
+                )
+                locked = page.eval_on_selector_all(
+                    "#answers button", "bs => bs.every(b => b.disabled)"
+                )
                 already = "Played" in page.inner_text("#play-status")
                 assert locked or already, "answers unlocked before the clip was played"
                 if not already:
@@ -107,8 +124,11 @@ def test_browser_study_end_to_end(browser, tmp_path, capsys):
                     page.screenshot(path=str(shots / "4-practice-feedback.png"))
                     page.keyboard.press("Enter")
                 if answered == 7:  # reload between trials, once the answer is stored
-                    _poll(page, "document.body.dataset.page === 'trial' && "
-                          f"document.querySelector('#trial').dataset.trial !== '{trial_id}'")
+                    _poll(
+                        page,
+                        "document.body.dataset.page === 'trial' && "
+                        f"document.querySelector('#trial').dataset.trial !== '{trial_id}'",
+                    )
                     page.reload()
             page.wait_for_selector("#done:not([hidden])")
             page.screenshot(path=str(shots / "5-done.png"))

@@ -13,8 +13,22 @@ from vocalgrad.stats import summarise
 
 FLIP = {"increase": "decrease", "decrease": "increase"}
 WRONG = {"1": "2", "2": "3", "3": "1"}
-REQUIRED = ("item_id", "listener", "variant", "category", "direction", "tier", "curve",
-            "source_id", "speaker_id", "split", "response", "predicted", "correct", "rt_s")
+REQUIRED = (
+    "item_id",
+    "listener",
+    "variant",
+    "category",
+    "direction",
+    "tier",
+    "curve",
+    "source_id",
+    "speaker_id",
+    "split",
+    "response",
+    "predicted",
+    "correct",
+    "rt_s",
+)
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +54,9 @@ def finished(tmp_path_factory):
         _, c = env.annotator(who)
         while c.get("/api/state").json()["phase"] not in ("done", "excluded"):
             tid = c.get("/api/state").json()["trial"]["id"]
-            kind = env.store.conn().execute("SELECT kind FROM trials WHERE id=?", (tid,)).fetchone()[0]
+            kind = (
+                env.store.conn().execute("SELECT kind FROM trials WHERE id=?", (tid,)).fetchone()[0]
+            )
             do_trial(c, env.db, env.clock.advance, lambda t, k=kind, f=choose: f(k, t))
     return env
 
@@ -97,7 +113,9 @@ def test_export_writes_result_rows(finished, tmp_path, capsys):
 
 def test_include_flagged_pools_everyone(finished, tmp_path):
     out = tmp_path / "out"
-    main(["human", "export", "--study", str(finished.study), "--out", str(out), "--include-flagged"])
+    main(
+        ["human", "export", "--study", str(finished.study), "--out", str(out), "--include-flagged"]
+    )
     pooled = [r for r in _read(out / "results.jsonl") if r["listener"] == "human"]
     assert any("a03" in r["annotators"] for r in pooled)
 
@@ -106,14 +124,42 @@ def test_progress_and_invite_commands(finished, capsys):
     assert main(["human", "progress", "--study", str(finished.study)]) == 0
     text = capsys.readouterr().out
     assert "| a04 | excluded |" in text and "catch accuracy 0/2" in text
-    assert main(["human", "progress", "--study", str(finished.study), "--output-format", "json"]) == 0
+    assert (
+        main(["human", "progress", "--study", str(finished.study), "--output-format", "json"]) == 0
+    )
     assert len(json.loads(capsys.readouterr().out)) == 4
-    assert main(["human", "invite", "--study", str(finished.study), "--public-url", "https://x/",
-                 "--replace", "a04"]) == 0
+    assert (
+        main(
+            [
+                "human",
+                "invite",
+                "--study",
+                str(finished.study),
+                "--public-url",
+                "https://x/",
+                "--replace",
+                "a04",
+            ]
+        )
+        == 0
+    )
     line = capsys.readouterr().out.strip()
     assert line.startswith("a04r1\thttps://x/s/")
-    assert main(["human", "invite", "--study", str(finished.study), "--public-url", "https://x",
-                 "--n", "1"]) == 2  # every original slot is already invited
+    assert (
+        main(
+            [
+                "human",
+                "invite",
+                "--study",
+                str(finished.study),
+                "--public-url",
+                "https://x",
+                "--n",
+                "1",
+            ]
+        )
+        == 2
+    )  # every original slot is already invited
     assert "every annotator slot has an invite" in capsys.readouterr().err
 
 
@@ -124,8 +170,9 @@ def test_create_refuses_to_overwrite(finished, capsys):
 
 def test_serve_refuses_without_admin_token(finished, monkeypatch, capsys):
     monkeypatch.delenv("VOCALGRAD_ADMIN_TOKEN", raising=False)
-    code = main(["human", "serve", str(finished.dataset), "--study", str(finished.study),
-                 "--port", "1"])
+    code = main(
+        ["human", "serve", str(finished.dataset), "--study", str(finished.study), "--port", "1"]
+    )
     assert code == 2 and "VOCALGRAD_ADMIN_TOKEN" in capsys.readouterr().err
 
 
@@ -143,8 +190,11 @@ def test_pooled_export_names_items_without_an_unflagged_annotator(tmp_path, caps
     env = Env(tmp_path, n_annotators=3, annotators_per_item=1)
     _answer_all(env, "a01", lambda kind, truth: truth)
     _answer_all(env, "a02", lambda kind, truth: FLIP[truth] if kind == "catch" else truth)
-    raters = dict(env.store.conn().execute("SELECT item_id, annotator_id FROM trials "
-                                           "WHERE kind='test'").fetchall())
+    raters = dict(
+        env.store.conn()
+        .execute("SELECT item_id, annotator_id FROM trials WHERE kind='test'")
+        .fetchall()
+    )
     out = tmp_path / "out"
     assert main(["human", "export", "--study", str(env.study), "--out", str(out)]) == 0
     orphans = {i for i, who in raters.items() if who != "a01"}
@@ -153,8 +203,11 @@ def test_pooled_export_names_items_without_an_unflagged_annotator(tmp_path, caps
     coverage = json.loads((out / "agreement.json").read_text())["pooled_coverage"]
     assert coverage["pool"] == len(raters) and coverage["pooled"] == len(raters) - len(orphans)
     assert coverage["missing"] == {
-        i: "answered only by annotators flagged on catch trials" if raters[i] == "a02"
-        else "no answer (yet) from an annotator who passed the headphone screen" for i in orphans}
+        i: "answered only by annotators flagged on catch trials"
+        if raters[i] == "a02"
+        else "no answer (yet) from an annotator who passed the headphone screen"
+        for i in orphans
+    }
     assert json.loads((out / "manifest.json").read_text())["pooled_coverage"] == coverage
     main(["human", "export", "--study", str(env.study), "--out", str(out), "--include-flagged"])
     missing = json.loads((out / "agreement.json").read_text())["pooled_coverage"]["missing"]
@@ -162,7 +215,8 @@ def test_pooled_export_names_items_without_an_unflagged_annotator(tmp_path, caps
 
 
 def test_create_warns_about_a_public_build(tmp_path, capsys):
-    """Seed 0 is the default: anyone can rebuild the clips, so `create` says so and offers a seed."""
+    """Seed 0 is the default: anyone can rebuild the clips, so `create` says so and offers a
+    seed."""
     public = make_dataset(tmp_path / "public", n_sources=2, tiers=("high",))
     study = write_study(tmp_path / "study.toml")
     assert main(["human", "create", str(public), "--study", str(study)]) == 0
@@ -179,11 +233,35 @@ def test_create_warns_about_a_public_build(tmp_path, capsys):
 
     build = json.loads((public / "build.json").read_text())
     (public / "build.json").write_text(json.dumps(build | {"seed": seed}))  # now a private build
-    assert main(["human", "create", str(public), "--study", str(study), "--db",
-                 str(tmp_path / "private.sqlite")]) == 0
+    assert (
+        main(
+            [
+                "human",
+                "create",
+                str(public),
+                "--study",
+                str(study),
+                "--db",
+                str(tmp_path / "private.sqlite"),
+            ]
+        )
+        == 0
+    )
     assert "warning" not in capsys.readouterr().err
     assert Store(tmp_path / "private.sqlite").meta()["warnings"] == []
     (public / "build.json").unlink()  # no build.json: a downloaded release
-    assert main(["human", "create", str(public), "--study", str(study), "--db",
-                 str(tmp_path / "download.sqlite")]) == 0
+    assert (
+        main(
+            [
+                "human",
+                "create",
+                str(public),
+                "--study",
+                str(study),
+                "--db",
+                str(tmp_path / "download.sqlite"),
+            ]
+        )
+        == 0
+    )
     assert "has no build.json" in capsys.readouterr().err

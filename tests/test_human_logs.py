@@ -22,9 +22,16 @@ def test_tokens_never_reach_the_logs(tmp_path):
             c.cookies.set("vg_session", token)
             assert c.get("/api/state").status_code == 200
             assert c.get(f"/api/state?token={token}").status_code == 200
-        assert httpx.get(f"{base}/api/state", headers={"Authorization": f"Bearer {other}"}).status_code == 200
-        assert httpx.get(f"{base}/admin/api/progress",
-                         headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).status_code == 200
+        assert (
+            httpx.get(f"{base}/api/state", headers={"Authorization": f"Bearer {other}"}).status_code
+            == 200
+        )
+        assert (
+            httpx.get(
+                f"{base}/admin/api/progress", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+            ).status_code
+            == 200
+        )
     finally:
         stop_server(proc)
     log = proc.stdout.read() if proc.stdout else ""

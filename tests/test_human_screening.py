@@ -12,7 +12,7 @@ from vocalgrad.human import screening
 
 def _intervals(audio: np.ndarray, interval: float) -> list[np.ndarray]:
     n, gap = int(interval * screening.SAMPLE_RATE), int(screening.GAP_S * screening.SAMPLE_RATE)
-    return [audio[i * (n + gap): i * (n + gap) + n].astype(float) for i in range(3)]
+    return [audio[i * (n + gap) : i * (n + gap) + n].astype(float) for i in range(3)]
 
 
 def test_huggins_trial_structure():
@@ -72,4 +72,6 @@ def test_wav_bytes_has_only_format_and_data():
     data = screening.wav_bytes(screening.calibration_sound(seconds=0.5), screening.SAMPLE_RATE)
     assert data[:4] == b"RIFF" and data[12:16] == b"fmt " and data[36:40] == b"data"
     audio, sr = sf.read(io.BytesIO(data))
-    assert sr == screening.SAMPLE_RATE and abs(np.sqrt(np.mean(audio**2)) - screening.LEVEL_RMS) < 0.01
+    assert (
+        sr == screening.SAMPLE_RATE and abs(np.sqrt(np.mean(audio**2)) - screening.LEVEL_RMS) < 0.01
+    )

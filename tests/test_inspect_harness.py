@@ -23,7 +23,8 @@ import soundfile as sf
 
 pytest.importorskip(
     "inspect_ai",
-    reason="inspect-ai is not installed: pip install -c constraints/cpu-torch.txt -e '.[inspect]'")
+    reason="inspect-ai is not installed: pip install -c constraints/cpu-torch.txt -e '.[inspect]'",
+)
 
 from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai._util.registry import registry_info  # noqa: E402
@@ -43,8 +44,10 @@ FORMATS = ("gradual", "comparison", "recognition")
 FLIP = {"increase": "decrease", "decrease": "increase"}
 # inspect names a package's tasks "vocalgrad/..." only when the imported vocalgrad is the
 # installed distribution that declares the entry point
-REGISTERED = (any(ep.name == "vocalgrad" for ep in entry_points(group="inspect_ai"))
-              and registry_info(inspect_tasks.gradual).name == "vocalgrad/gradual")
+REGISTERED = (
+    any(ep.name == "vocalgrad" for ep in entry_points(group="inspect_ai"))
+    and registry_info(inspect_tasks.gradual).name == "vocalgrad/gradual"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +55,14 @@ def built(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("inspect")
     out = {}
     for fmt in FORMATS:
-        config = BuildConfig(format=fmt, n_test=2, n_train=0, categories=("volume", "voice_pitch"),
-                             tiers=("high",), include_constant=False)
+        config = BuildConfig(
+            format=fmt,
+            n_test=2,
+            n_train=0,
+            categories=("volume", "voice_pitch"),
+            tiers=("high",),
+            include_constant=False,
+        )
         build(config, root / fmt, workers=1, audit=False)
         out[fmt] = root / fmt
     return out
@@ -99,7 +108,9 @@ class Listener:
             if row["category"] == "voice_pitch":
                 return word_for(row, row["direction"])
             return "I cannot tell." if row["direction"] == "increase" else word_for(row, "increase")
-        label = {"oracle": row["direction"], "anti": FLIP[row["direction"]], "always": "increase"}[self.kind]
+        label = {"oracle": row["direction"], "anti": FLIP[row["direction"]], "always": "increase"}[
+            self.kind
+        ]
         return word_for(row, label)
 
     def __call__(self, messages, tools, tool_choice, config) -> ModelOutput:
@@ -107,17 +118,25 @@ class Listener:
         audio = [p for p in parts if isinstance(p, ContentAudio)]
         text = [p.text for p in parts if isinstance(p, ContentText)]
         assert len(audio) == 1 and len(text) == 1
-        assert isinstance(parts[0], ContentText), "the question comes before the clip, as in `vocalgrad eval`"
+        assert isinstance(parts[0], ContentText), (
+            "the question comes before the clip, as in `vocalgrad eval`"
+        )
         assert audio[0].format == "wav" and audio[0].audio.startswith("data:audio/")
         wav = base64.b64decode(audio[0].audio.split("base64,", 1)[1])
         out = ModelOutput.from_content("mockllm", self.answer(wav, text[0]))
-        out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)  # no tokenizer download
+        out.usage = ModelUsage(
+            input_tokens=1, output_tokens=1, total_tokens=2
+        )  # no tokenizer download
         return out
 
 
 def run(task, listener: Listener, log_dir: Path):
-    (log,) = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=listener),
-                          log_dir=str(log_dir), display="none")
+    (log,) = inspect_eval(
+        task,
+        model=get_model("mockllm/model", custom_outputs=listener),
+        log_dir=str(log_dir),
+        display="none",
+    )
     assert log.status == "success", log.error
     return log, {k: v.value for k, v in log.results.scores[0].metrics.items()}
 
@@ -153,8 +172,11 @@ def test_held_formats_are_asked_in_their_own_words(built, tmp_path, fmt):
 def test_numbers_equal_vocalgrad_score(built, tmp_path):
     """A mixed answerer (right, wrong and unparsable answers over 2 sources): the harness'
     metrics and `vocalgrad score` on the same answers agree to the last digit."""
-    log, m = run(inspect_tasks.gradual(dataset=str(built["gradual"])),
-                 Listener(built["gradual"], "mixed"), tmp_path / "logs")
+    log, m = run(
+        inspect_tasks.gradual(dataset=str(built["gradual"])),
+        Listener(built["gradual"], "mixed"),
+        tmp_path / "logs",
+    )
     run_dir = inspect_tasks.log_to_run(log.location, tmp_path / "run")
     table = next(iter(score_run(run_dir)["groups"].values()))["table"]
     overall = table[0]
@@ -192,7 +214,10 @@ def test_flac_is_converted_once_into_the_cache(built, tmp_path):
     a = inspect_tasks.gradual(dataset=str(built["gradual"]), cache=str(cache))
     stamps = {p: p.stat().st_mtime_ns for p in cache.iterdir()}
     inspect_tasks.gradual(dataset=str(built["gradual"]), cache=str(cache))
-    assert len(stamps) == len(a.dataset) and {p: p.stat().st_mtime_ns for p in cache.iterdir()} == stamps
+    assert (
+        len(stamps) == len(a.dataset)
+        and {p: p.stat().st_mtime_ns for p in cache.iterdir()} == stamps
+    )
 
 
 class _Stub(BaseHTTPRequestHandler):
@@ -210,12 +235,22 @@ class _Stub(BaseHTTPRequestHandler):
             answer, status = self.listener.answer(base64.b64decode(audio[0]["data"]), text[0]), 200
         except AssertionError as err:
             answer, status = str(err), 400
-        reply = json.dumps({
-            "id": "stub", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": answer}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }).encode()
+        reply = json.dumps(
+            {
+                "id": "stub",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": answer},
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            }
+        ).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
@@ -232,15 +267,37 @@ def test_openai_api_provider_against_a_local_server(built, tmp_path):
     handler = type("Handler", (_Stub,), {"listener": listener})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    task = ("vocalgrad/recognition" if REGISTERED
-            else f"{Path(inspect_tasks.__file__)}@recognition")  # package metadata not installed
-    env = {**os.environ, "LOCAL_BASE_URL": f"http://127.0.0.1:{server.server_port}/v1",
-           "LOCAL_API_KEY": "unused", "INSPECT_LOG_DIR": str(tmp_path)}
+    task = (
+        "vocalgrad/recognition" if REGISTERED else f"{Path(inspect_tasks.__file__)}@recognition"
+    )  # package metadata not installed
+    env = {
+        **os.environ,
+        "LOCAL_BASE_URL": f"http://127.0.0.1:{server.server_port}/v1",
+        "LOCAL_API_KEY": "unused",
+        "INSPECT_LOG_DIR": str(tmp_path),
+    }
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "inspect_ai", "eval", task, "-T", f"dataset={built['recognition']}",
-             "--model", "openai-api/local/stub", "--display", "plain", "--max-retries", "0"],
-            env=env, capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                "-m",
+                "inspect_ai",
+                "eval",
+                task,
+                "-T",
+                f"dataset={built['recognition']}",
+                "--model",
+                "openai-api/local/stub",
+                "--display",
+                "plain",
+                "--max-retries",
+                "0",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -251,11 +308,21 @@ def test_openai_api_provider_against_a_local_server(built, tmp_path):
     assert overall["accuracy"] == 1.0 and overall["n"] == len(listener.heard)
 
 
-@pytest.mark.skipif(not REGISTERED, reason="vocalgrad's inspect_ai entry point is not installed "
-                    "(or another copy of vocalgrad shadows it): pip install -e .")
+@pytest.mark.skipif(
+    not REGISTERED,
+    reason="vocalgrad's inspect_ai entry point is not installed "
+    "(or another copy of vocalgrad shadows it): pip install -e .",
+)
 def test_tasks_are_found_by_registry_name(built, tmp_path):
     listener = Listener(built["comparison"], "oracle")
-    (log,) = inspect_eval("vocalgrad/comparison", task_args={"dataset": str(built["comparison"])},
-                          model=get_model("mockllm/model", custom_outputs=listener),
-                          log_dir=str(tmp_path), display="none")
-    assert log.eval.task == "vocalgrad/comparison" and log.results.scores[0].metrics["accuracy"].value == 1.0
+    (log,) = inspect_eval(
+        "vocalgrad/comparison",
+        task_args={"dataset": str(built["comparison"])},
+        model=get_model("mockllm/model", custom_outputs=listener),
+        log_dir=str(tmp_path),
+        display="none",
+    )
+    assert (
+        log.eval.task == "vocalgrad/comparison"
+        and log.results.scores[0].metrics["accuracy"].value == 1.0
+    )

@@ -20,8 +20,11 @@ def test_every_vocalgrad_import_resolves():
     for folder in ("src", "tests", "benchmarks"):
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.ImportFrom) and node.level == 0 and \
-                        (node.module or "").startswith("vocalgrad"):
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and node.level == 0
+                    and (node.module or "").startswith("vocalgrad")
+                ):
                     if importlib.util.find_spec(node.module) is None:
                         missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.module}")
     assert not missing, missing

@@ -92,8 +92,10 @@ class TinyListener(Listener):
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
         with torch.no_grad():
             scores = self.option_logprobs(requests).tolist()
-        return [dict(zip(r.prompt.options, s, strict=True))
-                for r, s in zip(requests, scores, strict=True)]
+        return [
+            dict(zip(r.prompt.options, s, strict=True))
+            for r, s in zip(requests, scores, strict=True)
+        ]
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
         return [max(s, key=s.get) for s in self.score_choices(requests)]
@@ -102,8 +104,14 @@ class TinyListener(Listener):
         x = self._features(requests)
         with torch.no_grad():
             _, (h1, h2) = self.net(x)
-        return [{"course": x[i, :, None].numpy(), "encoder@answer": h1[i].numpy(),
-                 "mid@answer": h2[i].numpy()} for i in range(len(requests))]
+        return [
+            {
+                "course": x[i, :, None].numpy(),
+                "encoder@answer": h1[i].numpy(),
+                "mid@answer": h2[i].numpy(),
+            }
+            for i in range(len(requests))
+        ]
 
     def answer_lens(
         self,
@@ -116,8 +124,12 @@ class TinyListener(Listener):
         for request, st in zip(requests, states, strict=True):
             a, b = (OPTIONS.index(o) for o in (options or request.prompt.options[:2]))
             with torch.no_grad():
-                logp = torch.log_softmax(self.net.head(torch.from_numpy(
-                    np.stack([st["encoder@answer"], st["mid@answer"]]))), -1).numpy()
+                logp = torch.log_softmax(
+                    self.net.head(
+                        torch.from_numpy(np.stack([st["encoder@answer"], st["mid@answer"]]))
+                    ),
+                    -1,
+                ).numpy()
             out.append((logp[:, a] - logp[:, b]).astype(np.float64))
         return out
 
@@ -164,17 +176,28 @@ def ramp_rows(n_sources: int, per_source: int, seed: int = 0) -> list[dict]:
             direction = OPTIONS[k % 2]
             ramp_db = np.linspace(-6, 6, int(0.4 * SR)) * (1 if direction == "increase" else -1)
             audio = level * rng.standard_normal(ramp_db.size) * 10 ** (ramp_db / 20)
-            rows.append({"item_id": f"s{s:02d}-{k}", "category": "volume", "direction": direction,
-                         "source_id": f"src{s}", "speaker_id": f"spk{s}",
-                         "split": "train" if s < n_sources else "test",
-                         "audio": audio.astype(np.float32)})
+            rows.append(
+                {
+                    "item_id": f"s{s:02d}-{k}",
+                    "category": "volume",
+                    "direction": direction,
+                    "source_id": f"src{s}",
+                    "speaker_id": f"spk{s}",
+                    "split": "train" if s < n_sources else "test",
+                    "audio": audio.astype(np.float32),
+                }
+            )
     return rows
 
 
 def _scores(listener: Listener, rows: list[dict]) -> torch.Tensor:
     reqs = [r for row in rows for r in requests_for(row, SR)[0]]
-    return torch.tensor([[s[o] for o in r.prompt.options]
-                         for s, r in zip(listener.score_choices(reqs), reqs, strict=True)])
+    return torch.tensor(
+        [
+            [s[o] for o in r.prompt.options]
+            for s, r in zip(listener.score_choices(reqs), reqs, strict=True)
+        ]
+    )
 
 
 def test_a_family_defined_here_is_loaded_by_spec_and_scores_as_it_trains() -> None:
@@ -197,15 +220,17 @@ def test_the_family_tunes_and_reloads_as_tuned(method: str, tmp_path: Path) -> N
     train = [r for r in rows if r["split"] == "train"]
     listener = load_listener(f"{SCHEME}:a")
     before = _scores(listener, train)
-    config = TuneConfig(method=method, categories=("volume",), lr=0.05, epochs=6,
-                        batch_items=8, micro_batch=4)
+    config = TuneConfig(
+        method=method, categories=("volume",), lr=0.05, epochs=6, batch_items=8, micro_batch=4
+    )
     meta = tune(listener, rows, tmp_path, config, base_spec=f"{SCHEME}:a")
     assert meta["final_loss"] < meta["first_loss"]
     assert meta["head"] == ["head"] and not meta["head_inputs_read_once"]  # no head_inputs here
     assert listener.listener_id.startswith(f"{SCHEME}:a+{method}[volume]@")
     after = _scores(listener, train)
-    targets = torch.cat([torch.tensor([0, 1] if r["direction"] == "increase" else [1, 0])
-                         for r in train])
+    targets = torch.cat(
+        [torch.tensor([0, 1] if r["direction"] == "increase" else [1, 0]) for r in train]
+    )
     loss = torch.nn.functional.cross_entropy
     assert loss(after.reshape(-1, 2), targets) < loss(before.reshape(-1, 2), targets)
     reloaded = load_listener(f"tuned:{tmp_path / 'adapter'}")
@@ -215,9 +240,12 @@ def test_the_family_tunes_and_reloads_as_tuned(method: str, tmp_path: Path) -> N
 
 def test_the_family_is_probed_with_its_lens_and_a_random_twin(tmp_path: Path) -> None:
     summary = probe_rows(
-        ramp_rows(6, 4), load_listener(f"{SCHEME}:a"), tmp_path / "out",
+        ramp_rows(6, 4),
+        load_listener(f"{SCHEME}:a"),
+        tmp_path / "out",
         ProbeConfig(settings=ProbeSettings(seeds=2, n_boot=200, mlp_steps=100), dsp_control=False),
-        sha="synthetic", cache=tmp_path / "cache",
+        sha="synthetic",
+        cache=tmp_path / "cache",
     )
     result = summary["categories"]["volume"]
     stages = {r["stage"]: r for r in result["curves"]}
@@ -234,8 +262,14 @@ def test_undeclared_capabilities_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(CapabilityError, match=f"{SCHEME}-mute:x cannot be tuned"):
         tune(mute, rows, tmp_path / "tune", TuneConfig(method="head", categories=("volume",)))
     with pytest.raises(CapabilityError, match="exposes no hidden states"):
-        probe_rows(rows, mute, tmp_path / "probe", ProbeConfig(dsp_control=False),
-                   sha="synthetic", cache=tmp_path / "cache")
+        probe_rows(
+            rows,
+            mute,
+            tmp_path / "probe",
+            ProbeConfig(dsp_control=False),
+            sha="synthetic",
+            cache=tmp_path / "cache",
+        )
     reqs = requests_for(rows[0], SR)[0]
     for call in (mute.score_choices, mute.hidden_states, mute.answer_lens, mute.option_logprobs):
         with pytest.raises(CapabilityError, match=f"{SCHEME}-mute:x cannot"):

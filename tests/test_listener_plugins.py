@@ -21,7 +21,7 @@ from vocalgrad.stimuli.config import BuildConfig
 pytestmark = [pytest.mark.usefixtures("builtin_cache")]
 
 # A real (if simple) listener: it compares the level of the clip's two halves.
-PLUGIN = '''
+PLUGIN = """
 import numpy as np
 from vocalgrad.listeners.base import Listener
 
@@ -47,7 +47,7 @@ def from_spec(rest, *, dataset=None, **options):
     if rest != "level":
         raise ValueError(f"halves:{rest}: only halves:level exists")
     return HalvesListener(rest, **options)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,9 @@ def plugin(tmp_path_factory) -> Path:
     info = root / "vocalgrad_halves-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vocalgrad-halves\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[vocalgrad.listeners]\nhalves = vocalgrad_halves:from_spec\n")
+    (info / "entry_points.txt").write_text(
+        "[vocalgrad.listeners]\nhalves = vocalgrad_halves:from_spec\n"
+    )
     (info / "RECORD").write_text("")
     sys.path.insert(0, str(root))
     importlib.invalidate_caches()
@@ -69,8 +71,19 @@ def plugin(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def volume(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("plugin-data") / "volume"
-    build(BuildConfig(n_test=2, n_train=0, categories=("volume",), tiers=("high",), curves=("linear",),
-                      include_constant=False), out, workers=1, audit=False)
+    build(
+        BuildConfig(
+            n_test=2,
+            n_train=0,
+            categories=("volume",),
+            tiers=("high",),
+            curves=("linear",),
+            include_constant=False,
+        ),
+        out,
+        workers=1,
+        audit=False,
+    )
     return out
 
 
@@ -78,7 +91,9 @@ def test_third_party_family_is_found_by_spec(plugin):
     from vocalgrad.listeners import load_listener
 
     listener = load_listener("halves:level", margin_db=0.5)
-    assert type(listener).__module__ == "vocalgrad_halves" and listener.listener_id == "halves:level"
+    assert (
+        type(listener).__module__ == "vocalgrad_halves" and listener.listener_id == "halves:level"
+    )
     assert listener.margin_db == 0.5  # options reach the factory
     with pytest.raises(ValueError, match="only halves:level"):
         load_listener("halves:pitch")
@@ -95,8 +110,13 @@ def test_plugin_listener_is_evaluated_and_scored(plugin, volume, tmp_path):
     from vocalgrad.listeners import load_listener
 
     listener = load_listener("halves:level")
-    counts = evaluate(volume, listener, tmp_path / "run", EvalConfig(),
-                      cache=AnswerCache(tmp_path / "answers.sqlite"))
+    counts = evaluate(
+        volume,
+        listener,
+        tmp_path / "run",
+        EvalConfig(),
+        cache=AnswerCache(tmp_path / "answers.sqlite"),
+    )
     assert counts["errors"] == 0 and counts["answered"] > 0
     overall = next(iter(score_run(tmp_path / "run")["groups"].values()))["table"][0]
     assert overall["accuracy"] == 1.0  # a linear volume ramp: the louder half is the later one
@@ -104,10 +124,26 @@ def test_plugin_listener_is_evaluated_and_scored(plugin, volume, tmp_path):
 
 def test_plugin_listener_from_the_cli(plugin, volume, tmp_path):
     src = Path(__file__).resolve().parents[1] / "src"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin), str(src), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", "from vocalgrad.cli import main; raise SystemExit(main())",
-                           "eval", str(volume), "--listener",
-                           "halves:level", "--out", str(tmp_path / "run")],
-                          env=env, capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(plugin), str(src), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from vocalgrad.cli import main; raise SystemExit(main())",
+            "eval",
+            str(volume),
+            "--listener",
+            "halves:level",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "halves:level" in done.stdout

@@ -96,14 +96,20 @@ MANIFESTS = [
     ModelManifest(model_id="vocalgrad_test_oracle", chat_class_path="vocalgrad_lmms_plugin.OracleChat"),
     ModelManifest(model_id="vocalgrad_test_mixed", simple_class_path="vocalgrad_lmms_plugin.MixedSimple"),
 ]
-'''
+'''  # noqa: E501 (plugin source written out verbatim)
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("lmms") / "gradual"
-    config = BuildConfig(n_test=2, n_train=0, categories=("volume", "voice_pitch"), tiers=("high",),
-                         curves=("linear", "jump"), include_constant=False)
+    config = BuildConfig(
+        n_test=2,
+        n_train=0,
+        categories=("volume", "voice_pitch"),
+        tiers=("high",),
+        curves=("linear", "jump"),
+        include_constant=False,
+    )
     build(config, out, workers=1, audit=False)
     return out
 
@@ -115,14 +121,20 @@ def plugin(tmp_path_factory, dataset) -> Path:
     import soundfile as sf
 
     pytest.importorskip(
-        "lmms_eval", reason="lmms-eval is not installed: pip install -c constraints/cpu-torch.txt "
-        "-e '.[lmms]' && pip install --no-deps 'lmms-eval>=0.7,<0.8' (docs/harnesses.md)")
+        "lmms_eval",
+        reason="lmms-eval is not installed: pip install -c constraints/cpu-torch.txt "
+        "-e '.[lmms]' && pip install --no-deps 'lmms-eval>=0.7,<0.8' (docs/harnesses.md)",
+    )
     root = tmp_path_factory.mktemp("plugin")
     (root / "vocalgrad_lmms_plugin.py").write_text(PLUGIN)
     info = root / "vocalgrad_lmms_plugin-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vocalgrad-lmms-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[lmms_eval.models]\nvocalgrad_test = vocalgrad_lmms_plugin:MANIFESTS\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vocalgrad-lmms-plugin\nVersion: 0.1\n"
+    )
+    (info / "entry_points.txt").write_text(
+        "[lmms_eval.models]\nvocalgrad_test = vocalgrad_lmms_plugin:MANIFESTS\n"
+    )
     sys.path.insert(0, str(root))
     importlib.invalidate_caches()
     sys.modules.pop("vocalgrad_lmms_plugin", None)
@@ -133,11 +145,19 @@ def plugin(tmp_path_factory, dataset) -> Path:
     for row in load_rows(dataset):
         audio, sr = sf.read(row["path"], dtype="int16")
         words = {lab: w for w, lab in build_prompt(row["category"]).label_of.items()}
-        mixed = (words[row["direction"]] if row["category"] == "voice_pitch"
-                 else "" if row["direction"] == "increase" else "increase")  # right; empty; biased
-        clips[_key(audio, sr)] = {"item_id": row["item_id"],
-                                  "questions": [question(row, v) for v in ("default", "swapped")],
-                                  "oracle": words[row["direction"]], "mixed": mixed}
+        mixed = (
+            words[row["direction"]]
+            if row["category"] == "voice_pitch"
+            else ""
+            if row["direction"] == "increase"
+            else "increase"
+        )  # right; empty; biased
+        clips[_key(audio, sr)] = {
+            "item_id": row["item_id"],
+            "questions": [question(row, v) for v in ("default", "swapped")],
+            "oracle": words[row["direction"]],
+            "mixed": mixed,
+        }
     (root / "clips.json").write_text(json.dumps(clips))
     yield root
     sys.path.remove(str(root))
@@ -154,7 +174,20 @@ def _key(audio, sr) -> str:
 @pytest.fixture(scope="module")
 def tasks(dataset, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tasks")
-    assert main(["export", "lmms-eval", str(dataset), "--out", str(out), "--variants", "default,swapped"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "lmms-eval",
+                str(dataset),
+                "--out",
+                str(out),
+                "--variants",
+                "default,swapped",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -164,9 +197,15 @@ def evaluate(model: str, plugin: Path, tasks: Path, task: str, monkeypatch) -> d
 
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return simple_evaluate(model=model, model_args=f"clips={plugin / 'clips.json'}", tasks=[task],
-                           task_manager=TaskManager(include_path=str(tasks)), log_samples=True,
-                           bootstrap_iters=0, batch_size=1)
+    return simple_evaluate(
+        model=model,
+        model_args=f"clips={plugin / 'clips.json'}",
+        tasks=[task],
+        task_manager=TaskManager(include_path=str(tasks)),
+        log_samples=True,
+        bootstrap_iters=0,
+        batch_size=1,
+    )
 
 
 def test_export_writes_a_task_per_format_and_variant(tasks, dataset):
@@ -174,9 +213,16 @@ def test_export_writes_a_task_per_format_and_variant(tasks, dataset):
     assert meta["tasks"] == ["vocalgrad_gradual", "vocalgrad_gradual_swapped"]
     yaml = (tasks / "vocalgrad_gradual" / "vocalgrad_gradual.yaml").read_text()
     assert "doc_to_messages: !function vocalgrad.harness.lmms_tasks.doc_to_messages" in yaml
-    assert "doc_to_audio" not in yaml  # lmms-eval's config rejects it: audio goes through doc_to_visual
-    docs = [json.loads(line) for line in (tasks / "vocalgrad_gradual" / "docs.jsonl").read_text().splitlines()]
-    assert len(docs) == len(load_rows(dataset)) and all(Path(d["path"]).suffix == ".wav" for d in docs)
+    assert (
+        "doc_to_audio" not in yaml
+    )  # lmms-eval's config rejects it: audio goes through doc_to_visual
+    docs = [
+        json.loads(line)
+        for line in (tasks / "vocalgrad_gradual" / "docs.jsonl").read_text().splitlines()
+    ]
+    assert len(docs) == len(load_rows(dataset)) and all(
+        Path(d["path"]).suffix == ".wav" for d in docs
+    )
 
 
 def test_export_refuses_what_it_cannot_ask(dataset, tmp_path):
@@ -189,7 +235,9 @@ def test_export_refuses_what_it_cannot_ask(dataset, tmp_path):
 def test_oracle_chat_model_by_entry_point(plugin, tasks, dataset, monkeypatch):
     out = evaluate("vocalgrad_test_oracle", plugin, tasks, "vocalgrad_gradual_swapped", monkeypatch)
     r = out["results"]["vocalgrad_gradual_swapped"]
-    assert r["accuracy,none"] == 1.0 and r["unparsed_rate,none"] == 0.0 and r["empty_rate,none"] == 0.0
+    assert (
+        r["accuracy,none"] == 1.0 and r["unparsed_rate,none"] == 0.0 and r["empty_rate,none"] == 0.0
+    )
     assert r["accuracy_volume,none"] == r["accuracy_voice_pitch,none"] == 1.0
     assert r["dprime,none"] > 2
     assert len(out["samples"]["vocalgrad_gradual_swapped"]) == len(load_rows(dataset))
@@ -201,11 +249,20 @@ def test_numbers_equal_vocalgrad_score(plugin, tasks, dataset, monkeypatch, tmp_
     out = evaluate("vocalgrad_test_mixed", plugin, tasks, "vocalgrad_gradual", monkeypatch)
     r = out["results"]["vocalgrad_gradual"]
     rows = [s["accuracy"] for s in out["samples"]["vocalgrad_gradual"]]
-    run = write_run(tmp_path / "run", dataset, rows, listener="vocalgrad_test_mixed", harness="lmms-eval")
+    run = write_run(
+        tmp_path / "run", dataset, rows, listener="vocalgrad_test_mixed", harness="lmms-eval"
+    )
     table = next(iter(score_run(run)["groups"].values()))["table"]
     overall = table[0]
     assert 0 < overall["unparsed_rate"] < 1 and r["empty_rate,none"] == overall["unparsed_rate"]
-    for metric in ("accuracy", "accuracy_lo", "accuracy_hi", "dprime", "criterion", "unparsed_rate"):
+    for metric in (
+        "accuracy",
+        "accuracy_lo",
+        "accuracy_hi",
+        "dprime",
+        "criterion",
+        "unparsed_rate",
+    ):
         assert _same(r[f"{metric},none"], overall[metric]), metric
     for g in table[1:]:
         for metric in ("accuracy", "dprime", "criterion"):
@@ -213,14 +270,20 @@ def test_numbers_equal_vocalgrad_score(plugin, tasks, dataset, monkeypatch, tmp_
     assert r["accuracy_stderr_clustered,none"] != "N/A"  # lmms-eval's own, over source clusters
 
     results, *samples = write_lm_eval_layout(run, tmp_path / "lm-eval", date="2026-01-01T00-00-00")
-    assert results.name == "results_2026-01-01T00-00-00.json" and results.parent.name == "vocalgrad_test_mixed"
+    assert (
+        results.name == "results_2026-01-01T00-00-00.json"
+        and results.parent.name == "vocalgrad_test_mixed"
+    )
     layout = json.loads(results.read_text())["results"]["vocalgrad_gradual"]
     for metric in ("accuracy", "dprime", "criterion", "unparsed_rate"):
         assert _same(layout[f"{metric},none"], overall[metric])
     (path,) = samples
     assert path.name == "samples_vocalgrad_gradual_2026-01-01T00-00-00.jsonl"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert len(lines) == len(rows) and sum(s["accuracy"] for s in lines) / len(lines) == overall["accuracy"]
+    assert (
+        len(lines) == len(rows)
+        and sum(s["accuracy"] for s in lines) / len(lines) == overall["accuracy"]
+    )
 
 
 def _same(a, b) -> bool:
@@ -231,19 +294,31 @@ def _same(a, b) -> bool:
 def test_lm_eval_layout_of_a_vocalgrad_eval_run(dataset, tmp_path):
     """A native run (always "increase") in lm-eval's layout: its numbers are `vocalgrad score`'s."""
     run = tmp_path / "run"
-    vocalgrad_eval(dataset, ConstantListener("increase"), run, EvalConfig(variants=("default", "swapped")),
-                   cache=AnswerCache(tmp_path / "answers.sqlite"))
+    vocalgrad_eval(
+        dataset,
+        ConstantListener("increase"),
+        run,
+        EvalConfig(variants=("default", "swapped")),
+        cache=AnswerCache(tmp_path / "answers.sqlite"),
+    )
     results, *samples = write_lm_eval_layout(run, tmp_path / "out", date="d")
     doc = json.loads(results.read_text())
     groups = score_run(run)["groups"]
-    assert sorted(doc["results"]) == ["vocalgrad_gradual_choice", "vocalgrad_gradual_swapped_choice"]
-    for key, task in (("default/choice", "vocalgrad_gradual_choice"),
-                      ("swapped/choice", "vocalgrad_gradual_swapped_choice")):
+    assert sorted(doc["results"]) == [
+        "vocalgrad_gradual_choice",
+        "vocalgrad_gradual_swapped_choice",
+    ]
+    for key, task in (
+        ("default/choice", "vocalgrad_gradual_choice"),
+        ("swapped/choice", "vocalgrad_gradual_swapped_choice"),
+    ):
         overall = groups[key]["table"][0]
         assert doc["results"][task]["accuracy,none"] == overall["accuracy"] == 0.5
         assert _same(doc["results"][task]["criterion,none"], overall["criterion"])
         assert doc["n-samples"][task]["effective"] == overall["n"]
-    assert sorted(p.name for p in samples) == ["samples_vocalgrad_gradual_choice_d.jsonl",
-                                               "samples_vocalgrad_gradual_swapped_choice_d.jsonl"]
+    assert sorted(p.name for p in samples) == [
+        "samples_vocalgrad_gradual_choice_d.jsonl",
+        "samples_vocalgrad_gradual_swapped_choice_d.jsonl",
+    ]
     with pytest.raises(ConfigError, match="choose one listener"):
         write_lm_eval_layout(run, tmp_path / "out", listener="someone-else")

@@ -30,15 +30,17 @@ def make_items(n_sources: int = 100, per_source: int = 20) -> list[dict]:
     rows = []
     for s in range(n_sources):
         for j in range(per_source):
-            rows.append({
-                "item_id": f"it-{s:03d}-{j:02d}",
-                "category": CATEGORIES[j % len(CATEGORIES)],
-                "direction": "increase" if j % 2 == 0 else "decrease",
-                "tier": ("low", "mid", "high")[j % 3],
-                "curve": "linear",
-                "source_id": f"src{s:03d}",
-                "speaker_id": f"spk{s // 2:03d}",
-            })
+            rows.append(
+                {
+                    "item_id": f"it-{s:03d}-{j:02d}",
+                    "category": CATEGORIES[j % len(CATEGORIES)],
+                    "direction": "increase" if j % 2 == 0 else "decrease",
+                    "tier": ("low", "mid", "high")[j % 3],
+                    "curve": "linear",
+                    "source_id": f"src{s:03d}",
+                    "speaker_id": f"spk{s // 2:03d}",
+                }
+            )
     return rows
 
 
@@ -118,8 +120,10 @@ def test_cluster_bootstrap_is_wider_when_answers_share_a_source():
     clustered = overall(rows, cluster="source_id")
     speaker = overall(rows, cluster="speaker_id")
     item = overall(rows, cluster=None)
-    width = {k: s["accuracy_hi"] - s["accuracy_lo"] for k, s in
-             (("source", clustered), ("speaker", speaker), ("item", item))}
+    width = {
+        k: s["accuracy_hi"] - s["accuracy_lo"]
+        for k, s in (("source", clustered), ("speaker", speaker), ("item", item))
+    }
     assert clustered["n_clusters"] == 100 and item["n_clusters"] == 2000
     assert item["cluster"] == "item" and speaker["n_clusters"] == 50
     assert width["source"] > 2.5 * width["item"]
@@ -132,8 +136,9 @@ def test_auc_from_llr_matches_sklearn_and_has_a_ci():
     rng = np.random.default_rng(2)
     llr = [rng.normal(0.8 if r["direction"] == "increase" else 0.0) for r in items]
     llr[:50] = [0.0] * 50  # ties
-    rows = [{**r, "llr": v} for r, v in zip(answer(items, ["increase"] * len(items)), llr,
-                                            strict=True)]
+    rows = [
+        {**r, "llr": v} for r, v in zip(answer(items, ["increase"] * len(items)), llr, strict=True)
+    ]
     truth = [r["direction"] == "increase" for r in rows]
     for cluster in ("source_id", None):
         s = overall(rows, cluster=cluster)
@@ -163,9 +168,17 @@ def test_weighted_auc_equals_sklearn_under_weights(n_clusters):
 def test_groups_and_constant_rows():
     items = make_items(n_sources=20, per_source=8)
     rows = answer(items, [r["direction"] for r in items])
-    rows += [{"item_id": f"c{i}", "category": "volume", "direction": "constant",
-              "predicted": ("increase", "constant", None, "increase")[i % 4],
-              "source_id": f"src{i:03d}", "speaker_id": "x"} for i in range(8)]
+    rows += [
+        {
+            "item_id": f"c{i}",
+            "category": "volume",
+            "direction": "constant",
+            "predicted": ("increase", "constant", None, "increase")[i % 4],
+            "source_id": f"src{i:03d}",
+            "speaker_id": "x",
+        }
+        for i in range(8)
+    ]
     table = summarise(rows, by=("category", "tier"), n_boot=200)
     assert table[0]["category"] == "overall" and table[0]["n"] == 160
     assert sum(t["n"] for t in table[1:]) == 160
@@ -189,8 +202,10 @@ def test_degenerate_groups_give_nan_not_errors():
     assert math.isnan(s["dprime_lo"])
     s = overall(answer(items, ["increase"] * len(items)), n_boot=0)
     assert s["accuracy"] == 0.5 and math.isnan(s["accuracy_lo"])
-    no_cluster = [{k: v for k, v in r.items() if k != "source_id"} for r in
-                  answer(items, ["increase"] * len(items))]
+    no_cluster = [
+        {k: v for k, v in r.items() if k != "source_id"}
+        for r in answer(items, ["increase"] * len(items))
+    ]
     assert overall(no_cluster)["n_clusters"] == len(items)  # missing cluster -> own cluster
     assert constant_summary([])[0]["n"] == 0
     assert math.isnan(paired_comparison([], [])["difference"])
@@ -208,8 +223,9 @@ def test_results_are_deterministic_and_group_cis_independent_of_other_groups():
 
 def _listener(items, p_correct, rng):
     flip = {"increase": "decrease", "decrease": "increase"}
-    return answer(items, [r["direction"] if rng.random() < p_correct else flip[r["direction"]]
-                          for r in items])
+    return answer(
+        items, [r["direction"] if rng.random() < p_correct else flip[r["direction"]] for r in items]
+    )
 
 
 def test_paired_comparison_detects_a_real_difference_and_not_a_null_one():
@@ -230,8 +246,9 @@ def test_paired_comparison_detects_a_real_difference_and_not_a_null_one():
     same = paired_comparison(a, a)
     assert same["difference"] == 0 and same["mcnemar_p"] == 1 and same["permutation_p"] == 1
 
-    bad = [{**r, "direction": "constant" if r["direction"] == "increase" else "increase"}
-           for r in b]
+    bad = [
+        {**r, "direction": "constant" if r["direction"] == "increase" else "increase"} for r in b
+    ]
     with pytest.raises(ValueError, match="same dataset"):
         paired_comparison(a, bad)
 
@@ -249,9 +266,12 @@ def test_flip_rate():
     forward = answer(items, ["increase"] * 20)
     flip = {"increase": "decrease", "decrease": "increase"}
     reversed_rows = [
-        {"item_id": f"rev-{r['item_id']}", "reversed_of": r["item_id"],
-         "direction": flip[r["direction"]],
-         "predicted": ("decrease", "increase", None, "decrease")[i % 4]}
+        {
+            "item_id": f"rev-{r['item_id']}",
+            "reversed_of": r["item_id"],
+            "direction": flip[r["direction"]],
+            "predicted": ("decrease", "increase", None, "decrease")[i % 4],
+        }
         for i, r in enumerate(forward)
     ]
     out = flip_rate(forward, reversed_rows)
@@ -277,19 +297,25 @@ def _spread_listener(items: list[dict], rng: np.random.Generator, key: str = "sp
     """Each cluster hears with its own probability, so clusters really differ."""
     hears = {k: rng.uniform(0.3, 0.9) for k in sorted({r[key] for r in items})}
     flip = {"increase": "decrease", "decrease": "increase"}
-    return answer(items, [r["direction"] if rng.random() < hears[r[key]] else flip[r["direction"]]
-                          for r in items])
+    return answer(
+        items,
+        [r["direction"] if rng.random() < hears[r[key]] else flip[r["direction"]] for r in items],
+    )
 
 
 @pytest.mark.parametrize("n_speakers", [1, 2, 3, 5, 9, 10, 12])
 def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
-    """The issue's case: `--cluster speaker_id` on one or two speakers printed 0.375 [0.375, 0.375]."""
+    """The issue's case: `--cluster speaker_id` on one or two speakers printed
+    0.375 [0.375, 0.375]."""
     items = make_items(n_sources=2 * n_speakers, per_source=20)
     rows = _spread_listener(items, np.random.default_rng(100 + n_speakers))
     s = overall(rows, cluster="speaker_id", n_boot=500)
     assert s["n_clusters"] == n_speakers
-    want = "none" if n_speakers == 1 else (
-        "cluster jackknife t" if n_speakers < MIN_SOURCES else "cluster bootstrap")
+    want = (
+        "none"
+        if n_speakers == 1
+        else ("cluster jackknife t" if n_speakers < MIN_SOURCES else "cluster bootstrap")
+    )
     assert s["ci_method"] == want
     for name in ("accuracy", "balanced_accuracy", "dprime", "criterion"):
         lo, hi = s[f"{name}_lo"], s[f"{name}_hi"]
@@ -305,8 +331,10 @@ def test_few_cluster_interval_is_the_t_interval_on_cluster_means():
     items = make_items(n_sources=12, per_source=20)  # 6 speakers of 40 items each
     rows = _spread_listener(items, np.random.default_rng(7))
     s = overall(rows, cluster="speaker_id")
-    means = [np.mean([r["predicted"] == r["direction"] for r in rows if r["speaker_id"] == k])
-             for k in sorted({r["speaker_id"] for r in rows})]
+    means = [
+        np.mean([r["predicted"] == r["direction"] for r in rows if r["speaker_id"] == k])
+        for k in sorted({r["speaker_id"] for r in rows})
+    ]
     half = student_t.ppf(0.975, len(means) - 1) * np.std(means, ddof=1) / math.sqrt(len(means))
     assert s["accuracy"] == pytest.approx(np.mean(means))
     assert s["accuracy_lo"] == pytest.approx(max(0.0, np.mean(means) - half))
@@ -343,14 +371,20 @@ def test_many_clusters_that_agree_exactly_get_the_wilson_interval_too():
     s = overall(answer(items, [r["direction"] for r in items]))
     z2 = norm.ppf(0.975) ** 2
     assert s["ci_method"] == "cluster bootstrap" and s["n_clusters"] == 28
-    assert s["accuracy_lo"] == pytest.approx(28 / (28 + z2)) and s["accuracy_hi"] == pytest.approx(1.0)
+    assert s["accuracy_lo"] == pytest.approx(28 / (28 + z2)) and s["accuracy_hi"] == pytest.approx(
+        1.0
+    )
     half = overall(answer(items, ["increase"] * len(items)))
     assert half["accuracy_lo"] < 0.4 and half["accuracy_hi"] > 0.6
     rng = np.random.default_rng(0)
     lo, hi, method = weighted_ci(lambda w: np.full(len(w), 0.5), 0.5, 28, rng)
     assert method == "cluster bootstrap" and lo < 0.4 and hi > 0.6
-    spread = overall(answer(items, [r["direction"] if i % 3 else "increase" for i, r in enumerate(items)]))
-    assert spread["accuracy_hi"] - spread["accuracy_lo"] < 0.15  # clusters that differ keep the bootstrap
+    spread = overall(
+        answer(items, [r["direction"] if i % 3 else "increase" for i, r in enumerate(items)])
+    )
+    assert (
+        spread["accuracy_hi"] - spread["accuracy_lo"] < 0.15
+    )  # clusters that differ keep the bootstrap
 
 
 def test_paired_ci_with_few_clusters_agrees_with_the_permutation_test():
@@ -373,7 +407,8 @@ def test_paired_ci_with_few_clusters_agrees_with_the_permutation_test():
     a, b = _listener(items, 0.7, rng), _listener(items, 0.7, rng)
     null = paired_comparison(a, b)
     assert null["permutation_p"] > 0.05 and null["difference_lo"] < 0 < null["difference_hi"]
-    same_share = paired_comparison(answer(items, [r["direction"] for r in items]),
-                                   answer(items, ["increase"] * len(items)))
+    same_share = paired_comparison(
+        answer(items, [r["direction"] for r in items]), answer(items, ["increase"] * len(items))
+    )
     assert same_share["difference"] == 0.5 and same_share["permutation_p"] < 0.01
     assert math.isnan(same_share["difference_lo"])  # not [0.5, 0.5]

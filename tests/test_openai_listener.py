@@ -41,8 +41,12 @@ AUDIO_TOKENS = 100  # per clip, reported by the fake server
 TEXT_TOKENS = 20  # per request
 
 
-def _reply(handler: BaseHTTPRequestHandler, status: int, payload: Any,
-           headers: dict[str, str] | None = None) -> None:
+def _reply(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    payload: Any,
+    headers: dict[str, str] | None = None,
+) -> None:
     raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     try:
         handler.send_response(status)
@@ -138,11 +142,18 @@ class FakeServer:
                 self.inflight -= 1
 
     def respond(self, handler: BaseHTTPRequestHandler, raw: bytes, fault: str | None) -> None:
-        if self.require_key and handler.headers.get("Authorization") != f"Bearer {self.require_key}":
+        if (
+            self.require_key
+            and handler.headers.get("Authorization") != f"Bearer {self.require_key}"
+        ):
             return _reply(handler, 401, {"error": {"message": "Incorrect API key provided"}})
         if fault == "429":
-            return _reply(handler, 429, {"error": {"message": "rate limited"}},
-                          {"Retry-After": self.retry_after})
+            return _reply(
+                handler,
+                429,
+                {"error": {"message": "rate limited"}},
+                {"Retry-After": self.retry_after},
+            )
         if fault == "500":
             return _reply(handler, 500, {"error": {"message": "internal"}})
         if fault == "malformed":
@@ -170,8 +181,11 @@ class FakeServer:
         else:
             answer = "no audio"
         n_audio = sum(
-            1 for m in body["messages"] if isinstance(m["content"], list)
-            for p in m["content"] if p["type"] == "input_audio"
+            1
+            for m in body["messages"]
+            if isinstance(m["content"], list)
+            for p in m["content"]
+            if p["type"] == "input_audio"
         )
         choice: dict[str, Any] = {
             "index": 0,
@@ -186,15 +200,26 @@ class FakeServer:
                 {"token": other, "logprob": -4.0},
                 {"token": '"', "logprob": -6.0},
             ][: int(body.get("top_logprobs", 0))]
-            choice["logprobs"] = {"content": [{"token": answer, "logprob": -0.05, "top_logprobs": top}]}
+            choice["logprobs"] = {
+                "content": [{"token": answer, "logprob": -0.05, "top_logprobs": top}]
+            }
         usage = {
             "prompt_tokens": TEXT_TOKENS + AUDIO_TOKENS * n_audio,
             "completion_tokens": 1,
             "total_tokens": TEXT_TOKENS + AUDIO_TOKENS * n_audio + 1,
             "prompt_tokens_details": {"audio_tokens": AUDIO_TOKENS * n_audio},
         }
-        _reply(handler, 200, {"id": "cmpl-1", "object": "chat.completion", "model": REPORTED,
-                              "choices": [choice], "usage": usage})
+        _reply(
+            handler,
+            200,
+            {
+                "id": "cmpl-1",
+                "object": "chat.completion",
+                "model": REPORTED,
+                "choices": [choice],
+                "usage": usage,
+            },
+        )
 
 
 @pytest.fixture
@@ -213,7 +238,9 @@ def server() -> Iterator[FakeServer]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     httpd.handle_error = lambda *a: None  # type: ignore[method-assign]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     try:
@@ -267,7 +294,9 @@ def test_message_structure_few_shot_audio_first_and_text_only(server):
     control = Request("t2", build_prompt("volume", item_id="t2"), {"t2": None})
     with make(server, seed=7, max_tokens=5) as listener:
         assert listener.generate([Request("t1", prompt, audio), control], 16) == [
-            "decrease", "no audio"]
+            "decrease",
+            "no audio",
+        ]
     by_len = sorted(server.bodies, key=lambda b: len(b["messages"]))
     plain, shot = by_len
     assert [m["role"] for m in shot["messages"]] == ["user", "assistant"] * 2 + ["user"]
@@ -275,7 +304,9 @@ def test_message_structure_few_shot_audio_first_and_text_only(server):
     for m in shot["messages"][0::2]:
         assert [p["type"] for p in m["content"]] == ["input_audio", "text"]
         assert m["content"][1]["text"] == prompt.text
-    assert plain["messages"] == [{"role": "user", "content": [{"type": "text", "text": prompt.text}]}]
+    assert plain["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": prompt.text}]}
+    ]
     for body in (plain, shot):
         assert body["seed"] == 7 and body["max_tokens"] == 5 and body["temperature"] == 0
 
@@ -292,7 +323,10 @@ def test_retries_recover_and_honour_retry_after(server, caplog):
     server.slow_s = 1.0
     delays: list[float] = []
     requests = [request(f"r{i}", "increase" if i % 2 else "decrease") for i in range(6)]
-    with caplog.at_level(logging.WARNING), make(server, timeout=0.3, sleep=delays.append) as listener:
+    with (
+        caplog.at_level(logging.WARNING),
+        make(server, timeout=0.3, sleep=delays.append) as listener,
+    ):
         answers = listener.generate(requests)
     assert answers == ["decrease", "increase"] * 3
     assert server.calls == 6 + 5
@@ -362,8 +396,11 @@ def test_no_key_on_loopback_sends_no_auth_header(server, monkeypatch):
 
 def test_usage_and_cost_tally(server):
     few = [({"item_id": "ex1"}, "increase"), ({"item_id": "ex2"}, "decrease")]
-    shot = Request("s", build_prompt("volume", few_shot=few, item_id="s"),
-                   {"ex1": clip("increase"), "ex2": clip("decrease"), "s": clip("increase")})
+    shot = Request(
+        "s",
+        build_prompt("volume", few_shot=few, item_id="s"),
+        {"ex1": clip("increase"), "ex2": clip("decrease"), "s": clip("increase")},
+    )
     plain = [request(f"p{i}", "increase") for i in range(5)]
     prices = {"input_price_per_m": 2.5, "output_price_per_m": 10.0, "audio_input_price_per_m": 40.0}
     with make(server, **prices) as listener:
@@ -388,15 +425,19 @@ def test_usage_and_cost_tally(server):
 
 
 def test_score_choices_from_top_logprobs(server):
-    requests = [request("u", "increase"), request("d", "decrease"),
-                request("t", "increase", variant="ternary")]
+    requests = [
+        request("u", "increase"),
+        request("d", "decrease"),
+        request("t", "increase", variant="ternary"),
+    ]
     with make(server, logprobs=True, top_logprobs=4) as listener:
         assert listener.can_score
         scores = listener.score_choices(requests)
     both = math.log(math.exp(-0.05) + math.exp(-3.0))  # "increase" + " Incr"
     assert scores[0] == pytest.approx({"increase": both, "decrease": -4.0})
-    assert scores[1] == pytest.approx({"decrease": math.log(math.exp(-0.05) + math.exp(-3.0)),
-                                       "increase": -4.0})
+    assert scores[1] == pytest.approx(
+        {"decrease": math.log(math.exp(-0.05) + math.exp(-3.0)), "increase": -4.0}
+    )
     assert scores[2] == pytest.approx({"increase": both, "decrease": -4.0, "constant": -6.0})
     for body in server.bodies:
         assert body["logprobs"] is True and body["top_logprobs"] == 4 and body["max_tokens"] == 1

@@ -19,8 +19,10 @@ from vocalgrad.stimuli.render import prepare_reference, prepare_source, render_c
 
 @pytest.fixture(scope="module")
 def sources(real_speech_paths):
-    return [prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
-            for i, p in enumerate(real_speech_paths)]
+    return [
+        prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
+        for i, p in enumerate(real_speech_paths)
+    ]
 
 
 def _half_levels(audio: np.ndarray, ref: Analysis) -> tuple[float, float]:
@@ -29,7 +31,9 @@ def _half_levels(audio: np.ndarray, ref: Analysis) -> tuple[float, float]:
     power = clip.k_power[: len(ref.active)]
     centres = (np.arange(len(power)) + 0.5) * FRAME_S
     mid = (ref.span.onset_s + ref.span.offset_s) / 2
-    active = ref.active[: len(power)] & (centres >= ref.span.onset_s) & (centres <= ref.span.offset_s)
+    active = (
+        ref.active[: len(power)] & (centres >= ref.span.onset_s) & (centres <= ref.span.offset_s)
+    )
     early, late = active & (centres < mid), active & (centres >= mid)
     return tuple(10 * np.log10(power[m].mean()) for m in (early, late))  # type: ignore[return-value]
 
@@ -60,14 +64,17 @@ def test_references_lead_and_trail_with_the_same_silence(sources):
         assert lead == pytest.approx(trail, abs=1.5 / ref.sr)
         assert MIN_SILENCE_S - 1e-3 <= lead <= MAX_SILENCE_S + 1e-3
         quiet = int(round((lead - EDGE_FADE_S) * ref.sr)) - 1
-        assert not np.any(ref.audio[:quiet]) and not np.any(ref.audio[len(ref.audio) - quiet:])
+        assert not np.any(ref.audio[:quiet]) and not np.any(ref.audio[len(ref.audio) - quiet :])
 
 
 def _pair(source, category: str, start: float, end: float, curve: str = "linear"):
     up = Condition(category, "high", curve, "increase", end - start, start, end)
     down = up.twin()
     ids = item_id(0, "s", up), item_id(0, "s", down)
-    return (render_condition(source, up, 0, ids[0], ids[1]), render_condition(source, down, 0, ids[1], ids[0]))
+    return (
+        render_condition(source, up, 0, ids[0], ids[1]),
+        render_condition(source, down, 0, ids[1], ids[0]),
+    )
 
 
 def test_volume_twins_mirror_each_other_in_level(sources):
@@ -91,7 +98,7 @@ def _pause_cores(ref: Analysis, min_s: float = 0.15) -> np.ndarray:
     mask = np.zeros(len(ref.audio), bool)
     for a, b in zip(edges[0::2] * FRAME_S, edges[1::2] * FRAME_S, strict=True):
         if b - a >= min_s:
-            mask[int((a + (b - a) / 4) * ref.sr):int((b - (b - a) / 4) * ref.sr)] = True
+            mask[int((a + (b - a) / 4) * ref.sr) : int((b - (b - a) / 4) * ref.sr)] = True
     return mask
 
 
@@ -109,8 +116,12 @@ def test_echo_rings_only_within_the_speech(sources):
         assert abs(20 * np.log10(rms[0] / rms[1])) < 1.0, rms
         dry = _pause_cores(s.clean)  # a pause rings in neither twin
         if dry.any():
-            pause = [float(np.sqrt(np.mean(r.audio[dry].astype(np.float64) ** 2))) for r in (up, down)]
-            assert abs(20 * np.log10(pause[0] / pause[1])) < 2.0, pause  # the twins' levels differ by ~1 dB
+            pause = [
+                float(np.sqrt(np.mean(r.audio[dry].astype(np.float64) ** 2))) for r in (up, down)
+            ]
+            assert abs(20 * np.log10(pause[0] / pause[1])) < 2.0, (
+                pause
+            )  # the twins' levels differ by ~1 dB
             paused += 1
     assert paused  # the joined ALSA phrases hold a 0.25 s pause
 

@@ -25,20 +25,44 @@ print(round(res.accuracy, 3), len(res.table()))
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(dist), str(ROOT)], check=True, capture_output=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
     (found,) = dist.glob("vocalgrad-*.whl")
     return found
 
 
 def test_the_wheel_carries_package_data_and_entry_points(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    for data in ("vocalgrad/sources/data/harvard.txt", "vocalgrad/human/static/app.js",
-                 "vocalgrad/human/static/study.html"):
+    for data in (
+        "vocalgrad/sources/data/harvard.txt",
+        "vocalgrad/human/static/app.js",
+        "vocalgrad/human/static/study.html",
+    ):
         assert data in names
-    entry_points = zipfile.ZipFile(wheel).read(
-        next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    assert "[vocalgrad.listeners]" in entry_points and "tuned = vocalgrad.remedies.tuned" in entry_points
+    entry_points = (
+        zipfile.ZipFile(wheel)
+        .read(next(n for n in names if n.endswith(".dist-info/entry_points.txt")))
+        .decode()
+    )
+    assert (
+        "[vocalgrad.listeners]" in entry_points
+        and "tuned = vocalgrad.remedies.tuned" in entry_points
+    )
     assert "vocalgrad = vocalgrad.cli:main" in entry_points
 
 
@@ -48,22 +72,44 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(wheel, tmp
     if uv is None:
         pytest.skip("needs uv, which `make` installs into .venv")
     venv = tmp_path / "venv"
-    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     python = venv / "bin" / "python"
     # offline: every dependency comes from the cache the Makefile's install filled
-    done = subprocess.run([uv, "pip", "install", "--quiet", "--offline", "--python", str(python),
-                           str(wheel)], capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [uv, "pip", "install", "--quiet", "--offline", "--python", str(python), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0 and "network was disabled" in done.stderr:
-        pytest.skip(f"the package cache lacks a dependency (install with `make`): {done.stderr[-300:]}")
+        pytest.skip(
+            f"the package cache lacks a dependency (install with `make`): {done.stderr[-300:]}"
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     script = f"PREFIX = {str(venv)!r}\n" + QUICKSTART
-    run = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                         text=True, timeout=900)
+    run = subprocess.run(
+        [str(python), "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     accuracy, rows = run.stdout.split()
     assert float(accuracy) >= 0.9 and rows == "2"  # the ideal observer; overall and volume
-    cli = subprocess.run([str(venv / "bin" / "vocalgrad"), "list", "listeners"], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [str(venv / "bin" / "vocalgrad"), "list", "listeners"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cli.returncode == 0 and "tuned:..." in cli.stdout

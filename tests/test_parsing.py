@@ -66,8 +66,12 @@ CASES = [
     # echoes of the question do not count as an answer
     ("Does the volume increase or decrease? It decreases.", BINARY, "decrease", "ok"),
     ("Whether it increases or decreases: increase.", BINARY, "increase", "ok"),
-    ("It could increase, decrease, or stay constant; here it stays constant.", TERNARY,
-     "constant", "ok"),
+    (
+        "It could increase, decrease, or stay constant; here it stays constant.",
+        TERNARY,
+        "constant",
+        "ok",
+    ),
     # ternary
     ("constant", TERNARY, "constant", "ok"),
     ("The volume stays the same.", TERNARY, "constant", "ok"),

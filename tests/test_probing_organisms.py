@@ -150,7 +150,10 @@ def test_fallbacks_are_warned_and_recorded(tmp_path: Path) -> None:
             behaviour=partial,
         )
     result = summary["categories"]["volume"]
-    lack = f"volume: the eval results lack 1 of 24 test items (e.g. {missing}); the lens at the last layer"
+    lack = (
+        f"volume: the eval results lack 1 of 24 test items (e.g. {missing}); "
+        "the lens at the last layer"
+    )
     assert any(w.startswith(lack) for w in summary["warnings"])
     assert any("no answer for 24 of 24 test items" in w for w in summary["warnings"])
     assert {str(w.message) for w in caught} >= set(summary["warnings"])

@@ -266,7 +266,10 @@ def test_lens_tie_is_no_answer_scored_as_a_guess() -> None:
     from vocalgrad.probing.lens import behaviour_from_lens, lens_curve
 
     assert behaviour_from_lens(np.array([2.0, -1.0, 0.0, np.nan])) == [
-        "increase", "decrease", None, None
+        "increase",
+        "decrease",
+        None,
+        None,
     ]
     y = np.tile([1.0, 0.0], 10)
     clusters = np.arange(20) // 2

@@ -18,8 +18,15 @@ from vocalgrad.questions.prompts import (
 )
 
 CATEGORIES = (
-    "speaking_speed", "voice_pitch", "volume", "background_noise", "echo", "voice_clarity",
-    "audio_distortion", "audio_roughness", "voice_vibration",
+    "speaking_speed",
+    "voice_pitch",
+    "volume",
+    "background_noise",
+    "echo",
+    "voice_clarity",
+    "audio_distortion",
+    "audio_roughness",
+    "voice_vibration",
 )
 
 
@@ -37,9 +44,14 @@ def test_default_prompt_is_the_published_text_verbatim():
 
 def test_newer_dimensions_are_asked_about_by_name():
     """The published template names each category by its words: the newer dimensions too."""
-    for category, words in (("brightness", "brightness"), ("breathiness", "breathiness"),
-                            ("vocal_tract_length", "apparent size of the speaker (vocal tract length)")):
-        assert question_text(category).startswith(f"Does the {words} increase or decrease over time?")
+    for category, words in (
+        ("brightness", "brightness"),
+        ("breathiness", "breathiness"),
+        ("vocal_tract_length", "apparent size of the speaker (vocal tract length)"),
+    ):
+        assert question_text(category).startswith(
+            f"Does the {words} increase or decrease over time?"
+        )
 
 
 def test_swapped_reverses_both_lines_and_the_options():
@@ -61,8 +73,7 @@ def test_clip_ternary_and_vary_wording():
     )
     assert build_prompt("echo", "ternary").options == ("increase", "decrease", "constant")
     assert question_text("background_noise", "vary") == (
-        "Does the background noise change over time?\n\n"
-        'Answer with only one word: "yes" or "no".'
+        'Does the background noise change over time?\n\nAnswer with only one word: "yes" or "no".'
     )
     assert build_prompt("echo", "vary").options == ("yes", "no")
 
@@ -113,13 +124,25 @@ def _train_rows(n_sources: int = 6) -> list[dict]:
         for direction in ("increase", "decrease", "constant"):
             for tier in ("low", "high"):
                 for category in ("volume", "echo"):
-                    rows.append({
-                        "item_id": f"tr-{category}-{s}-{direction}-{tier}",
-                        "category": category, "direction": direction, "tier": tier,
-                        "source_id": f"src{s}", "split": "train",
-                    })
-    rows.append({"item_id": "te-1", "category": "volume", "direction": "increase",
-                 "source_id": "srcT", "split": "test"})
+                    rows.append(
+                        {
+                            "item_id": f"tr-{category}-{s}-{direction}-{tier}",
+                            "category": category,
+                            "direction": direction,
+                            "tier": tier,
+                            "source_id": f"src{s}",
+                            "split": "train",
+                        }
+                    )
+    rows.append(
+        {
+            "item_id": "te-1",
+            "category": "volume",
+            "direction": "increase",
+            "source_id": "srcT",
+            "split": "test",
+        }
+    )
     return rows
 
 
@@ -136,8 +159,9 @@ def test_few_shot_examples_are_balanced_deterministic_and_from_train():
         assert len({r["source_id"] for r, a in picked if a == label}) == 2
     again = few_shot_examples(list(reversed(rows)), "volume", k_per_label=2, seed=3)
     assert [r["item_id"] for r, _ in again] == [r["item_id"] for r, _ in picked]
-    seeds = {tuple(r["item_id"] for r, _ in few_shot_examples(rows, "volume", seed=s))
-             for s in range(10)}
+    seeds = {
+        tuple(r["item_id"] for r, _ in few_shot_examples(rows, "volume", seed=s)) for s in range(10)
+    }
     assert len(seeds) > 1
 
 
@@ -164,8 +188,10 @@ def test_build_prompt_with_few_shot_turns():
         assert assistant.text == answer and assistant.audio is None
         assert parse_answer(assistant.text, prompt.options).label == answer
     chat = to_chat(prompt)
-    assert chat[-1] == {"role": "user", "content": [
-        {"type": "text", "text": prompt.text}, {"type": "audio", "item_id": "te-1"}]}
+    assert chat[-1] == {
+        "role": "user",
+        "content": [{"type": "text", "text": prompt.text}, {"type": "audio", "item_id": "te-1"}],
+    }
     assert chat[1] == {"role": "assistant", "content": [{"type": "text", "text": shots[0][1]}]}
     with pytest.raises(ConfigError):
         build_prompt("volume", few_shot=[(rows[0], "louder")])
@@ -181,6 +207,9 @@ def test_expected_answer():
 
 
 def test_new_dimensions_say_which_way_increase_runs():
-    assert question_text("distance").startswith("Does the distance of the speaker increase or decrease over time?")
+    assert question_text("distance").startswith(
+        "Does the distance of the speaker increase or decrease over time?"
+    )
     assert question_text("stereo_direction").startswith(
-        "Does the stereo position (from left to right) increase or decrease over time?")
+        "Does the stereo position (from left to right) increase or decrease over time?"
+    )

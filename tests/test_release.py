@@ -41,8 +41,14 @@ COLUMNS = (
 def ours(tmp_path_factory, cache_dir) -> Path:
     os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
     out = tmp_path_factory.mktemp("release") / "ours"
-    config = BuildConfig(n_test=4, n_train=4, categories=("volume", "voice_pitch"), tiers=("high",),
-                         curves=("linear", "jump"), include_constant=False)
+    config = BuildConfig(
+        n_test=4,
+        n_train=4,
+        categories=("volume", "voice_pitch"),
+        tiers=("high",),
+        curves=("linear", "jump"),
+        include_constant=False,
+    )
     build(config, out, workers=2, audit=False)
     return out
 
@@ -61,16 +67,26 @@ def release(ours, tmp_path_factory) -> Path:
             name = f"audio/{r['category']}__{i:05d}.wav"
             audio, sr = sf.read(r["path"], dtype="int16")
             sf.write(root / name, audio, sr, subtype="PCM_16")
-            writer.writerow({
-                "file_name": name, "category": r["category"], "benchmark_clip_id": f"{i:05d}",
-                "attribute": r["category"].replace("_", " "),
-                "prompt": build_prompt(r["category"]).text, "label": r["direction"],
-                "direction": "up" if r["direction"] == "increase" else "down",
-                "curve": r["curve"], "tier": r["tier"], "source_clip_id": r["source_id"],
-                "speaker_id": r["speaker_id"], "sentence_id": r.get("text_id", ""),
-                "duration_sec": r["duration_s"], "onset_sec": r["speech_onset_s"],
-                "offset_sec": r["speech_offset_s"], "split": "test",
-            })
+            writer.writerow(
+                {
+                    "file_name": name,
+                    "category": r["category"],
+                    "benchmark_clip_id": f"{i:05d}",
+                    "attribute": r["category"].replace("_", " "),
+                    "prompt": build_prompt(r["category"]).text,
+                    "label": r["direction"],
+                    "direction": "up" if r["direction"] == "increase" else "down",
+                    "curve": r["curve"],
+                    "tier": r["tier"],
+                    "source_clip_id": r["source_id"],
+                    "speaker_id": r["speaker_id"],
+                    "sentence_id": r.get("text_id", ""),
+                    "duration_sec": r["duration_s"],
+                    "onset_sec": r["speech_onset_s"],
+                    "offset_sec": r["speech_offset_s"],
+                    "split": "test",
+                }
+            )
     return root
 
 
@@ -94,7 +110,9 @@ def test_eval_score_and_report_on_the_release_folder(release, tmp_path, capsys):
     manifest, results = load_results(run)
     assert manifest["dataset_layout"] == "official-release"
     assert manifest["release_prompts"]["differ_from_default"] == 0
-    assert manifest["release_prompts"]["items_with_prompt"] == len(results) == len(load_rows(release))
+    assert (
+        manifest["release_prompts"]["items_with_prompt"] == len(results) == len(load_rows(release))
+    )
     summary = json.loads((run / "summary.json").read_text())
     table = next(iter(summary["groups"].values()))["table"]
     overall = next(g for g in table if g["group"] == "overall")
@@ -107,7 +125,10 @@ def test_eval_score_and_report_on_the_release_folder(release, tmp_path, capsys):
 
 def test_what_needs_sources_says_so_on_the_release(release, tmp_path, capsys):
     """No references: the ideal observer and the source-relative verification cannot run."""
-    assert main(["eval", str(release), "--listener", "baseline:ideal", "--out", str(tmp_path / "i")]) == 2
+    assert (
+        main(["eval", str(release), "--listener", "baseline:ideal", "--out", str(tmp_path / "i")])
+        == 2
+    )
     assert "reference" in capsys.readouterr().err
     assert main(["verify", str(release)]) == 0
     out = capsys.readouterr().out
@@ -117,16 +138,29 @@ def test_what_needs_sources_says_so_on_the_release(release, tmp_path, capsys):
 def test_probe_release_with_train_split_of_our_build(release, ours, tmp_path):
     torch.manual_seed(0)
     model = MeanPoolModel()
-    lis = TorchModuleListener(model, stages={"frames": "frames", "pool.0@answer": "pool"},
-                              readout=lambda out: out, lens_head=model.head,
-                              lens_stages=["pool.0@answer"], preprocess=log_mel, name="meanpool")
+    lis = TorchModuleListener(
+        model,
+        stages={"frames": "frames", "pool.0@answer": "pool"},
+        readout=lambda out: out,
+        lens_head=model.head,
+        lens_stages=["pool.0@answer"],
+        preprocess=log_mel,
+        name="meanpool",
+    )
     config = ProbeConfig(settings=FAST, random_control=False, dsp_control=False)
-    summary = probe_dataset(release, lis, tmp_path / "out", config, cache=tmp_path / "cache", train_from=ours)
+    summary = probe_dataset(
+        release, lis, tmp_path / "out", config, cache=tmp_path / "cache", train_from=ours
+    )
     assert summary["train_dataset"] == str(ours.resolve())
     assert summary["split"].startswith("train -> test")
     assert summary["categories"]["volume"]["n_test"] == len(load_rows(release)) // 2
     html = tmp_path / "report.html"
-    assert main(["eval", str(release), "--listener", "baseline:random", "--out", str(tmp_path / "run")]) == 0
+    assert (
+        main(
+            ["eval", str(release), "--listener", "baseline:random", "--out", str(tmp_path / "run")]
+        )
+        == 0
+    )
     write_report([tmp_path / "run"], html, dataset=release, probe_dirs=[tmp_path / "out"])
     text = html.read_text()
     assert f"train split of {ours.resolve()}" in text
@@ -134,8 +168,13 @@ def test_probe_release_with_train_split_of_our_build(release, ours, tmp_path):
     alignment = (tmp_path / "out" / "alignment.csv").read_text().splitlines()
     assert alignment[0].startswith("stage,category_a,category_b,kind,cosine,null95")
     assert any("between categories" in line for line in alignment) and "direction alignment" in text
-    alone = probe_dataset(release, lis, tmp_path / "cv", replace(config, categories=("volume",)),
-                          cache=tmp_path / "cache")
+    alone = probe_dataset(
+        release,
+        lis,
+        tmp_path / "cv",
+        replace(config, categories=("volume",)),
+        cache=tmp_path / "cache",
+    )
     assert alone["train_dataset"] is None and "fold" in alone["split"].lower()
 
 
@@ -145,7 +184,10 @@ def _hub_cache(release: Path, work: Path, repo: str) -> Path:
 
     stage = work / "stage"
     shutil.copytree(release / "audio", stage / "audio")
-    with (release / "metadata.csv").open(newline="") as f, (stage / "metadata.jsonl").open("w") as out:
+    with (
+        (release / "metadata.csv").open(newline="") as f,
+        (stage / "metadata.jsonl").open("w") as out,
+    ):
         for rec in csv.DictReader(f):
             out.write(json.dumps(rec) + "\n")
     builder = datasets.load_dataset_builder(
@@ -164,27 +206,43 @@ def _hub_cache(release: Path, work: Path, repo: str) -> Path:
 
 def test_hf_release_from_the_local_datasets_cache(release, tmp_path):
     cache = _hub_cache(release, tmp_path, "ynklab/vocalgrad")
-    env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
-           "VOCALGRAD_CACHE": str(tmp_path / "vg")}
+    env = {
+        **os.environ,
+        "HF_DATASETS_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "VOCALGRAD_CACHE": str(tmp_path / "vg"),
+    }
 
     def cli(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vocalgrad.cli", *args], env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "vocalgrad.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     hub_run, local_run = tmp_path / "hub", tmp_path / "local"
     for spec, run in (("hf:ynklab/vocalgrad", hub_run), (str(release), local_run)):
         done = cli("eval", spec, "--listener", "baseline:random", "--out", str(run))
         assert done.returncode == 0, done.stderr
     (_, hub), (_, local) = load_results(hub_run), load_results(local_run)
-    assert {(r["item_id"], r["direction"], r["predicted"]) for r in hub} == \
-        {(r["item_id"], r["direction"], r["predicted"]) for r in local}
+    assert {(r["item_id"], r["direction"], r["predicted"]) for r in hub} == {
+        (r["item_id"], r["direction"], r["predicted"]) for r in local
+    }
     written = [p for p in (tmp_path / "vg" / "datasets").iterdir()]
     assert len(written) == 1 and is_official(written[0])
     again = cli("info", "hf:ynklab/vocalgrad")  # reuses the written folder
     assert again.returncode == 0 and "official release layout" in again.stdout
     assert [p.name for p in (tmp_path / "vg" / "datasets").iterdir()] == [written[0].name]
-    missing = cli("eval", "hf:nobody/nothing", "--listener", "baseline:random", "--out", str(tmp_path / "x"))
-    assert missing.returncode == 2 and "nobody/nothing" in missing.stderr and "Traceback" not in missing.stderr
+    missing = cli(
+        "eval", "hf:nobody/nothing", "--listener", "baseline:random", "--out", str(tmp_path / "x")
+    )
+    assert (
+        missing.returncode == 2
+        and "nobody/nothing" in missing.stderr
+        and "Traceback" not in missing.stderr
+    )
 
 
 def test_hf_save_to_disk_with_embedded_bytes_is_written_out(release, tmp_path):
@@ -192,10 +250,18 @@ def test_hf_save_to_disk_with_embedded_bytes_is_written_out(release, tmp_path):
     import datasets
 
     rows = list(csv.DictReader((release / "metadata.csv").open(newline="")))
-    ds = datasets.Dataset.from_dict({
-        "audio": [{"bytes": (release / r["file_name"]).read_bytes(), "path": Path(r["file_name"]).name} for r in rows],
-        **{c: [r[c] for r in rows] for c in COLUMNS if c != "file_name"},
-    })
+    ds = datasets.Dataset.from_dict(
+        {
+            "audio": [
+                {
+                    "bytes": (release / r["file_name"]).read_bytes(),
+                    "path": Path(r["file_name"]).name,
+                }
+                for r in rows
+            ],
+            **{c: [r[c] for r in rows] for c in COLUMNS if c != "file_name"},
+        }
+    )
     ds.save_to_disk(str(tmp_path / "saved"))
     folder = resolve(f"hf:{tmp_path / 'saved'}", cache_dir=tmp_path / "vg")
     got = {r["item_id"]: r for r in load_rows(folder)}
@@ -212,13 +278,19 @@ def test_hf_save_to_disk_with_embedded_bytes_is_written_out(release, tmp_path):
     victim.unlink()
     assert resolve(f"hf:{tmp_path / 'saved'}", cache_dir=tmp_path / "vg") == folder
     assert not partial.exists() and victim.name in {p.name for p in (folder / "audio").iterdir()}
-    assert len(list((folder / "audio").iterdir())) == len(want) and len(load_rows(folder)) == len(want)
+    assert len(list((folder / "audio").iterdir())) == len(want) and len(load_rows(folder)) == len(
+        want
+    )
 
 
 def test_release_with_missing_columns_is_refused(tmp_path):
-    (tmp_path / "metadata.csv").write_text("file_name,category,label\naudio/a.wav,volume,increase\n")
+    (tmp_path / "metadata.csv").write_text(
+        "file_name,category,label\naudio/a.wav,volume,increase\n"
+    )
     with pytest.raises(DatasetError, match="source_clip_id"):
         load_rows(tmp_path)
-    (tmp_path / "metadata.csv").write_text("file_name,category,label,source_clip_id\naudio/a.wav,volume,louder,s1\n")
+    (tmp_path / "metadata.csv").write_text(
+        "file_name,category,label,source_clip_id\naudio/a.wav,volume,louder,s1\n"
+    )
     with pytest.raises(DatasetError, match=":2:"):
         load_rows(tmp_path)

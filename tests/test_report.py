@@ -24,33 +24,62 @@ from vocalgrad.report.figures import probing_figure
 from vocalgrad.stimuli.plan import design_magnitudes
 
 CATEGORIES = ("voice_pitch", "volume", "voice_clarity")
-TIERS = {"voice_pitch": (1.0, 2.0, 3.0), "volume": (6.0, 12.0, 18.0), "voice_clarity": (5000.0, 2500.0, 1200.0)}
+TIERS = {
+    "voice_pitch": (1.0, 2.0, 3.0),
+    "volume": (6.0, 12.0, 18.0),
+    "voice_clarity": (5000.0, 2500.0, 1200.0),
+}
 THRESHOLDS = {"voice_pitch": 0.8, "volume": 3.0, "voice_clarity": 2500.0}
 FLIP = {"increase": "decrease", "decrease": "increase"}
 N_SOURCES = 6
 
 
-def _row(listener: str, cat: str, tier: str, magnitude: float, direction: str, source: int,
-         correct: bool, control: str = "none") -> dict:
+def _row(
+    listener: str,
+    cat: str,
+    tier: str,
+    magnitude: float,
+    direction: str,
+    source: int,
+    correct: bool,
+    control: str = "none",
+) -> dict:
     predicted = direction if correct else FLIP[direction]
     item = f"{cat}-{tier}-{direction}-{source}"
     return {
-        "key": f"{item}|default|{control}|choice", "item_id": item, "listener": listener,
-        "revision": "test", "variant": "default", "control": control, "mode": "choice",
-        "category": cat, "direction": direction, "tier": tier, "curve": "linear",
-        "magnitude": magnitude, "source_id": f"src{source}", "speaker_id": f"spk{source // 2}",
-        "split": "test", "predicted": predicted, "llr": 1.0 if predicted == "increase" else -1.0,
-        "correct": correct, "error": None,
+        "key": f"{item}|default|{control}|choice",
+        "item_id": item,
+        "listener": listener,
+        "revision": "test",
+        "variant": "default",
+        "control": control,
+        "mode": "choice",
+        "category": cat,
+        "direction": direction,
+        "tier": tier,
+        "curve": "linear",
+        "magnitude": magnitude,
+        "source_id": f"src{source}",
+        "speaker_id": f"spk{source // 2}",
+        "split": "test",
+        "predicted": predicted,
+        "llr": 1.0 if predicted == "increase" else -1.0,
+        "correct": correct,
+        "error": None,
     }
 
 
 def _write_run(folder: Path, listener: str, rows: list[dict]) -> Path:
     folder.mkdir(parents=True)
-    manifest = {"listener": {"listener": listener, "revision": "test", "sample_rate": 16000},
-                "dataset": str(folder.parent / "dataset"), "dataset_sha256": "ab" * 32,
-                "config": {"mode": "choice", "variants": ["default"], "controls": ["reversed"]},
-                "modes": ["choice"], "versions": {"vocalgrad": "0.1.0", "numpy": np.__version__},
-                "command": f"vocalgrad eval dataset --listener {listener}"}
+    manifest = {
+        "listener": {"listener": listener, "revision": "test", "sample_rate": 16000},
+        "dataset": str(folder.parent / "dataset"),
+        "dataset_sha256": "ab" * 32,
+        "config": {"mode": "choice", "variants": ["default"], "controls": ["reversed"]},
+        "modes": ["choice"],
+        "versions": {"vocalgrad": "0.1.0", "numpy": np.__version__},
+        "command": f"vocalgrad eval dataset --listener {listener}",
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
@@ -61,8 +90,10 @@ def _listener_rows(listener: str, observe, seed: int, bias: float = 0.0) -> list
     rng = np.random.default_rng(seed)
     rows = []
     for cat in CATEGORIES:
-        levels = [*zip(("low", "mid", "high"), TIERS[cat], strict=True),
-                  *((f"p{i + 1}", m) for i, m in enumerate(design_magnitudes(cat)))]
+        levels = [
+            *zip(("low", "mid", "high"), TIERS[cat], strict=True),
+            *((f"p{i + 1}", m) for i, m in enumerate(design_magnitudes(cat))),
+        ]
         for tier, magnitude in levels:
             for source in range(N_SOURCES):
                 for direction in ("increase", "decrease"):
@@ -85,20 +116,40 @@ def _dataset(folder: Path) -> Path:
     for cat in CATEGORIES:
         for source in range(N_SOURCES):
             for direction in ("increase", "decrease"):
-                rows.append({"item_id": f"{cat}{source}{direction}", "category": cat, "direction": direction,
-                             "tier": "mid", "split": "test", "source_id": f"src{source}",
-                             "speaker_id": f"spk{source // 2}", "domain": "builtin", "verified": True,
-                             "measured_change": float(rng.normal(1, 0.2)),
-                             "confound_loudness_change_db": float(rng.normal(0, 0.3)),
-                             "confound_level_slope_change_db": float(rng.normal(0, 0.5)),
-                             "confound_duration_change_ratio": float(1 + rng.normal(0, 0.01)),
-                             "confound_f0_change_st": float(rng.normal(0, 0.1)),
-                             "confound_clipping_ratio": 0.0})
+                rows.append(
+                    {
+                        "item_id": f"{cat}{source}{direction}",
+                        "category": cat,
+                        "direction": direction,
+                        "tier": "mid",
+                        "split": "test",
+                        "source_id": f"src{source}",
+                        "speaker_id": f"spk{source // 2}",
+                        "domain": "builtin",
+                        "verified": True,
+                        "measured_change": float(rng.normal(1, 0.2)),
+                        "confound_loudness_change_db": float(rng.normal(0, 0.3)),
+                        "confound_level_slope_change_db": float(rng.normal(0, 0.5)),
+                        "confound_duration_change_ratio": float(1 + rng.normal(0, 0.01)),
+                        "confound_f0_change_st": float(rng.normal(0, 0.1)),
+                        "confound_clipping_ratio": 0.0,
+                    }
+                )
     (folder / "test" / "metadata.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "build.json").write_text(json.dumps({"config": {"source": "builtin", "sample_rate": 16000},
-                                                   "seed": 0, "content_sha256": "cd" * 32}))
-    (folder / "build_report.json").write_text(json.dumps(
-        {"verification_agreement": {"voice_pitch": 0.98, "volume": 1.0, "voice_clarity": 0.85}}))
+    (folder / "build.json").write_text(
+        json.dumps(
+            {
+                "config": {"source": "builtin", "sample_rate": 16000},
+                "seed": 0,
+                "content_sha256": "cd" * 32,
+            }
+        )
+    )
+    (folder / "build_report.json").write_text(
+        json.dumps(
+            {"verification_agreement": {"voice_pitch": 0.98, "volume": 1.0, "voice_clarity": 0.85}}
+        )
+    )
     (folder / "README.md").write_text("# card\n\nLicence: see https://example.org/licence\n")
     return folder
 
@@ -107,23 +158,35 @@ def _probe(folder: Path) -> Path:
     folder.mkdir()
     with (folder / "layers.csv").open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["category", "stage", "layer_index", "probe", "balanced_accuracy", "ci_lo", "ci_hi"])
+        w.writerow(
+            ["category", "stage", "layer_index", "probe", "balanced_accuracy", "ci_lo", "ci_hi"]
+        )
         for cat in CATEGORIES:
             for stage, n in (("encoder", 5), ("decoder", 4)):
                 for i in range(n):
-                    for probe, acc in (("linear", 0.6 + 0.06 * i), ("mlp", 0.62 + 0.06 * i),
-                                       ("shuffled", 0.5), ("random_weights", 0.55), ("lens", 0.5 + 0.03 * i)):
+                    for probe, acc in (
+                        ("linear", 0.6 + 0.06 * i),
+                        ("mlp", 0.62 + 0.06 * i),
+                        ("shuffled", 0.5),
+                        ("random_weights", 0.55),
+                        ("lens", 0.5 + 0.03 * i),
+                    ):
                         w.writerow([cat, stage, i, probe, acc, acc - 0.05, acc + 0.05])
                 w.writerow([cat, stage, 0, "dsp", 0.9, 0.85, 0.95])
     (folder / "diagnosis.csv").write_text(
         "category,verdict,best_stage,best_layer,n_test,n_test_sources\n"
         "voice_pitch,lost in decoder,encoder,4,96,24\nvolume,represented and used,encoder,3,96,24\n"
-        "voice_clarity,never encoded,encoder,0,96,24\n")
+        "voice_clarity,never encoded,encoder,0,96,24\n"
+    )
     (folder / "manifest.json").write_text(json.dumps({"listener": {"listener": "model-a"}}))
     return folder
 
 
-WHISPER_STAGES = ["mel", *(f"encoder.{i}" for i in range(5)), *(f"decoder.{i}@answer" for i in range(5))]
+WHISPER_STAGES = [
+    "mel",
+    *(f"encoder.{i}" for i in range(5)),
+    *(f"decoder.{i}@answer" for i in range(5)),
+]
 LENS_WARNING = "volume: the eval results lack 3 of 16 test items (e.g. x); the lens is used instead"
 
 
@@ -132,28 +195,89 @@ def _pipeline_probe(folder: Path) -> Path:
     layers, their random-weights twins, a DSP reference, lens per decoder layer): it drew twelve
     panels in one row, five of them empty."""
     folder.mkdir()
-    cols = ["category", "stage", "order", "kind", "late", "linear_ba", "linear_lo", "linear_hi",
-            "linear_control_ba", "linear_control_lo", "linear_control_hi", "mlp_ba", "mlp_lo",
-            "mlp_hi", "n_test"]
+    cols = [
+        "category",
+        "stage",
+        "order",
+        "kind",
+        "late",
+        "linear_ba",
+        "linear_lo",
+        "linear_hi",
+        "linear_control_ba",
+        "linear_control_lo",
+        "linear_control_hi",
+        "mlp_ba",
+        "mlp_lo",
+        "mlp_hi",
+        "n_test",
+    ]
     curves, lens = [], []
     for cat in ("voice_pitch", "volume"):
         for k, stage in enumerate(WHISPER_STAGES):
             ba = 0.6 + 0.03 * k
-            curves.append([cat, stage, k, "model", k > 7, ba, ba - 0.1, ba + 0.1, 0.5, 0.4, 0.6,
-                           ba + 0.01, ba - 0.09, ba + 0.11, 16])
-            curves.append([cat, f"random:{stage}", -1, "random", False, 0.55, 0.45, 0.65,
-                           "", "", "", "", "", "", 16])
-        curves.append([cat, "dsp:logmel", -1, "dsp", False, 0.8, 0.7, 0.9, "", "", "", "", "", "", 16])
-        lens += [[cat, i, f"decoder.{i}@answer", 0.5 + 0.02 * i, 0.45, 0.6, 0.5, 0.5, 0] for i in range(5)]
-    for name, header, rows in (("curves.csv", cols, curves), ("lens.csv", [
-            "category", "layer", "stage", "ba", "ba_lo", "ba_hi", "auc", "increase_rate", "ties"], lens)):
+            curves.append(
+                [
+                    cat,
+                    stage,
+                    k,
+                    "model",
+                    k > 7,
+                    ba,
+                    ba - 0.1,
+                    ba + 0.1,
+                    0.5,
+                    0.4,
+                    0.6,
+                    ba + 0.01,
+                    ba - 0.09,
+                    ba + 0.11,
+                    16,
+                ]
+            )
+            curves.append(
+                [
+                    cat,
+                    f"random:{stage}",
+                    -1,
+                    "random",
+                    False,
+                    0.55,
+                    0.45,
+                    0.65,
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    16,
+                ]
+            )
+        curves.append(
+            [cat, "dsp:logmel", -1, "dsp", False, 0.8, 0.7, 0.9, "", "", "", "", "", "", 16]
+        )
+        lens += [
+            [cat, i, f"decoder.{i}@answer", 0.5 + 0.02 * i, 0.45, 0.6, 0.5, 0.5, 0]
+            for i in range(5)
+        ]
+    for name, header, rows in (
+        ("curves.csv", cols, curves),
+        (
+            "lens.csv",
+            ["category", "layer", "stage", "ba", "ba_lo", "ba_hi", "auc", "increase_rate", "ties"],
+            lens,
+        ),
+    ):
         with (folder / name).open("w", newline="") as f:
             csv.writer(f).writerows([header, *rows])
     (folder / "diagnosis.csv").write_text(
         "category,verdict,behaviour_ba,n_test,n_test_sources,evidence\n"
-        "voice_pitch,present but unused,0.5,16,4,x\nvolume,heard and used,0.8,16,4,y\n")
-    (folder / "summary.json").write_text(json.dumps({"listener": "whisper:tiny.en",
-                                                     "warnings": [LENS_WARNING]}))
+        "voice_pitch,present but unused,0.5,16,4,x\nvolume,heard and used,0.8,16,4,y\n"
+    )
+    (folder / "summary.json").write_text(
+        json.dumps({"listener": "whisper:tiny.en", "warnings": [LENS_WARNING]})
+    )
     return folder
 
 
@@ -161,43 +285,73 @@ def _pipeline_probe(folder: Path) -> Path:
 def inputs(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("report")
     good = {c: SimulatedObserver(c, THRESHOLDS[c], beta=0.4, lapse=0.02) for c in CATEGORIES}
-    human = {c: SimulatedObserver(c, THRESHOLDS[c] * (0.6 if c != "voice_clarity" else 1.4), beta=0.3)
-             for c in CATEGORIES}
+    human = {
+        c: SimulatedObserver(c, THRESHOLDS[c] * (0.6 if c != "voice_clarity" else 1.4), beta=0.3)
+        for c in CATEGORIES
+    }
 
     def hears(observers):
         return lambda cat, m, rng: bool(rng.random() < observers[cat].p_correct(m))
 
     model_rows = _listener_rows("model-a", hears(good), 1)
-    model_rows += [{**r, "key": r["key"] + "|rev", "item_id": r["item_id"] + "~r", "control": "reversed",
-                    "reversed_of": r["item_id"], "direction": FLIP[r["direction"]],
-                    "predicted": FLIP[r["predicted"]]} for r in model_rows[:60]]
+    model_rows += [
+        {
+            **r,
+            "key": r["key"] + "|rev",
+            "item_id": r["item_id"] + "~r",
+            "control": "reversed",
+            "reversed_of": r["item_id"],
+            "direction": FLIP[r["direction"]],
+            "predicted": FLIP[r["predicted"]],
+        }
+        for r in model_rows[:60]
+    ]
     runs = [
         _write_run(root / "run-model", "model-a", model_rows),
-        _write_run(root / "run-chance", "baseline:random",
-                   _listener_rows("baseline:random", lambda c, m, rng: bool(rng.random() < 0.5), 2, bias=0.8)),
+        _write_run(
+            root / "run-chance",
+            "baseline:random",
+            _listener_rows(
+                "baseline:random", lambda c, m, rng: bool(rng.random() < 0.5), 2, bias=0.8
+            ),
+        ),
         _write_run(root / "run-human", "human", _listener_rows("human", hears(human), 3)),
     ]
     adaptive_dir = root / "run-adaptive"
-    results = [run_adaptive(c, SimulatedObserver(c, THRESHOLDS[c], seed=9), "quest", max_trials=30)
-               for c in CATEGORIES]
+    results = [
+        run_adaptive(c, SimulatedObserver(c, THRESHOLDS[c], seed=9), "quest", max_trials=30)
+        for c in CATEGORIES
+    ]
     save_adaptive(adaptive_dir, "model-a", results, manifest={"listener": {"listener": "model-a"}})
     runs.append(adaptive_dir)
-    return {"runs": runs, "dataset": _dataset(root / "dataset"), "probe": _probe(root / "probe"),
-            "pipeline_probe": _pipeline_probe(root / "pipeline-probe"), "root": root}
+    return {
+        "runs": runs,
+        "dataset": _dataset(root / "dataset"),
+        "probe": _probe(root / "probe"),
+        "pipeline_probe": _pipeline_probe(root / "pipeline-probe"),
+        "root": root,
+    }
 
 
 @pytest.fixture(scope="module")
 def html_report(inputs) -> Path:
-    return write_report(inputs["runs"], inputs["root"] / "report.html", dataset=inputs["dataset"],
-                        probe_dirs=[inputs["probe"], inputs["pipeline_probe"]], n_boot=200,
-                        fit_boot=100)
+    return write_report(
+        inputs["runs"],
+        inputs["root"] / "report.html",
+        dataset=inputs["dataset"],
+        probe_dirs=[inputs["probe"], inputs["pipeline_probe"]],
+        n_boot=200,
+        fit_boot=100,
+    )
 
 
 def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     text = html_report.read_text()
     for sid in SECTION_IDS:
         assert f'<section id="{sid}">' in text, sid
-    figures = re.findall(r'<figure id="fig-([\w-]+)"><img alt="[^"]*" src="data:image/png;base64,([^"]+)"', text)
+    figures = re.findall(
+        r'<figure id="fig-([\w-]+)"><img alt="[^"]*" src="data:image/png;base64,([^"]+)"', text
+    )
     names = {name for name, _ in figures}
     assert {"model-model-a", "bias", "psychometric", "probing-1", "probing-2"} <= names
     for _, data in figures:
@@ -263,7 +417,9 @@ def test_probe_figure_is_a_grid_of_stage_families_without_empty_panels(inputs):
 
 
 def test_markdown_report_writes_pngs_next_to_it(inputs, tmp_path):
-    out = write_report(inputs["runs"][:3], tmp_path / "report.md", fmt="md", n_boot=100, fit_boot=50)
+    out = write_report(
+        inputs["runs"][:3], tmp_path / "report.md", fmt="md", n_boot=100, fit_boot=50
+    )
     text = out.read_text()
     for sid in SECTION_IDS:
         assert f'<a id="{sid}"></a>' in text
@@ -280,7 +436,9 @@ def test_markdown_report_writes_pngs_next_to_it(inputs, tmp_path):
 
 
 def test_report_without_psychometric_or_probe_data_still_has_all_sections(inputs, tmp_path):
-    rows = [json.loads(line) for line in (inputs["runs"][1] / "results.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (inputs["runs"][1] / "results.jsonl").read_text().splitlines()
+    ]
     tiered = [r for r in rows if not r["tier"].startswith("p")]
     run = _write_run(tmp_path / "run", "baseline:random", tiered)
     text = write_report([run], tmp_path / "r.html", n_boot=50).read_text()
@@ -295,9 +453,21 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
 def test_headless_browser_renders_the_report(html_report, tmp_path):
     shot = tmp_path / "shot.png"
-    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--screenshot={shot}", "--window-size=1200,4000", html_report.as_uri()],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--screenshot={shot}",
+            "--window-size=1200,4000",
+            html_report.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     from matplotlib.image import imread
 
     img = imread(shot)
@@ -324,11 +494,27 @@ def test_headless_browser_shows_probe_panels_at_a_readable_size(html_report, inp
     shown, is at least 250 px wide (the old figure was 5,208 px wide, shrunk to ~17%)."""
     page = tmp_path / "measured.html"
     page.write_text(html_report.read_text().replace("</body>", MEASURE + "</body>"))
-    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                          "--window-size=1200,4000", "--dump-dom", page.as_uri()],
-                         check=True, capture_output=True, text=True, timeout=60).stdout
-    sizes = {f["id"]: f for f in json.loads(html.unescape(re.search(r"<pre id=\"sizes\">(.*?)</pre>",
-                                                                    dom, re.S)[1]))}
+    dom = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,4000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    sizes = {
+        f["id"]: f
+        for f in json.loads(
+            html.unescape(re.search(r"<pre id=\"sizes\">(.*?)</pre>", dom, re.S)[1])
+        )
+    }
     shown = sizes["fig-probing-2"]
     assert shown["natural"] <= 1600 and shown["width"] <= 1200 and shown["height"] <= 900
     scale = shown["width"] / shown["natural"]
@@ -345,10 +531,13 @@ def test_probe_pipeline_output_is_read_in_long_format(tmp_path):
         "linear_control_hi,mlp_ba,mlp_lo,mlp_hi\n"
         "volume,encoder.2,2,model,0.8,0.7,0.9,0.5,0.4,0.6,0.82,0.72,0.92\n"
         "volume,lm.12@audio,5,model,0.6,0.5,0.7,0.5,0.4,0.6,0.61,0.51,0.71\n"
-        "volume,dsp,0,dsp,0.95,0.9,1.0,,,,,,\n")
-    (tmp_path / "lens.csv").write_text("category,layer,stage,ba,ba_lo,ba_hi\n"
-                                       "volume,12,lm.12@audio,0.55,0.45,0.65\n"
-                                       "volume,3,,0.52,0.45,0.6\n")  # lens.csv before stages
+        "volume,dsp,0,dsp,0.95,0.9,1.0,,,,,,\n"
+    )
+    (tmp_path / "lens.csv").write_text(
+        "category,layer,stage,ba,ba_lo,ba_hi\n"
+        "volume,12,lm.12@audio,0.55,0.45,0.65\n"
+        "volume,3,,0.52,0.45,0.6\n"
+    )  # lens.csv before stages
     probe = load_probe(tmp_path)
     got = {(r["stage"], r["layer_index"], r["probe"]): r["balanced_accuracy"] for r in probe.layers}
     assert got[("encoder", 2, "linear")] == 0.8 and got[("encoder", 2, "shuffled")] == 0.5
@@ -368,21 +557,29 @@ def test_unreadable_probe_rows_are_left_out_with_a_warning_in_the_report(inputs,
         f.write("volume,encoder,five,linear,0.7,0.6,0.8\nvolume,encoder,2,linear,high,0.6,0.8\n")
     with pytest.warns(UserWarning, match="2 of 143 probe rows could not be read") as caught:
         probe = load_probe(folder)
-    assert "layers.csv:143 (ValueError" in str(caught[0].message) and "layers.csv:144" in probe.warnings[0]
+    assert (
+        "layers.csv:143 (ValueError" in str(caught[0].message)
+        and "layers.csv:144" in probe.warnings[0]
+    )
     assert len(probe.layers) == 141
     with pytest.warns(UserWarning):
-        text = write_report([inputs["runs"][0]], tmp_path / "r.html", probe_dirs=[folder],
-                            n_boot=20, fit_boot=10).read_text()
+        text = write_report(
+            [inputs["runs"][0]], tmp_path / "r.html", probe_dirs=[folder], n_boot=20, fit_boot=10
+        ).read_text()
     top = text.split('<div class="warnings" id="warnings">')[1]
     assert "model-a: " + probe.warnings[0].split(":")[0] in top and "could not be read" in top
 
 
 def test_enough_sources_raise_no_warning(tmp_path):
     rng = np.random.default_rng(0)
-    rows = [_row("model-a", "volume", "mid", 12.0, d, s, bool(rng.random() < 0.8))
-            for s in range(12) for d in ("increase", "decrease")]
-    text = write_report([_write_run(tmp_path / "run", "model-a", rows)], tmp_path / "r.html",
-                        n_boot=20).read_text()
+    rows = [
+        _row("model-a", "volume", "mid", 12.0, d, s, bool(rng.random() < 0.8))
+        for s in range(12)
+        for d in ("increase", "decrease")
+    ]
+    text = write_report(
+        [_write_run(tmp_path / "run", "model-a", rows)], tmp_path / "r.html", n_boot=20
+    ).read_text()
     assert '<div class="warnings"' not in text and "<td>12</td>" in _section(text, "bias")
 
 
@@ -393,8 +590,11 @@ def test_few_sources_warning_is_one_compact_line():
 
     assert few_sources({"a": 12, "b": 10}) == []
     assert few_sources({"a": 8, "b": 8})[0].startswith(
-        "8 sources per category for every listener (under 10):")
+        "8 sources per category for every listener (under 10):"
+    )
     assert few_sources({"a": 6, "b": 8})[0].startswith("6–8 sources per category for every")
     named = few_sources({f"m{i}": 3 + i for i in range(5)} | {"ok": 12})[0]
     assert named.startswith("Under 10 sources per category for m0 (3), m1 (4), m2 (5) and 2 more:")
-    assert few_sources({"x": 4}, "category", "p: ", "")[0].startswith("p: Under 10 sources for x (4)")
+    assert few_sources({"x": 4}, "category", "p: ", "")[0].startswith(
+        "p: Under 10 sources for x (4)"
+    )

@@ -16,8 +16,14 @@ from vocalgrad.report import build_sections, write_report
 from vocalgrad.report.model import Figure
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 CATS = ("volume", "voice_pitch", "voice_clarity", "echo")
 TIERS = (("low", 1.0), ("mid", 2.0), ("high", 3.0))
 MODELS = {  # listener -> format -> P(correct)
@@ -36,7 +42,8 @@ PRINT_WIDTH = 700  # CSS px across an A4 page inside 12 mm margins (186 mm at 96
 
 needs_browser = pytest.mark.skipif(
     not CHROMIUM.exists(),
-    reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)",
+)
 
 
 def _answers(listener: str, form: str, p: float | None, n_sources: int, seed: int) -> list[dict]:
@@ -99,8 +106,9 @@ def test_demo_sized_report_has_no_source_warning_and_every_figure_file(demo):
     text = demo["html"].read_text()
     assert '<div class="warnings"' not in text  # 12 sources everywhere: nothing to warn about
     names = re.findall(r'<figure id="fig-([\w-]+)">', text)
-    assert {"models", "model-whisper-tiny-en-trimmed", "model-whisper-tiny-en",
-            "bias"} <= set(names)
+    assert {"models", "model-whisper-tiny-en-trimmed", "model-whisper-tiny-en", "bias"} <= set(
+        names
+    )
     out = demo["html"].parent
     for name in names:
         stem = out / f"report-{name}"
@@ -120,8 +128,11 @@ def test_every_axes_of_every_figure_draws_data(demo):
     assert len(figures) >= 4
     for fig in figures:
         for ax in (a for a in fig.figure.axes if a.get_visible()):
-            lines = [ln for ln in ax.lines if len(set(map(float, ln.get_ydata()))) > 1
-                     or list(ln.get_xdata()) != [0, 1]]
+            lines = [
+                ln
+                for ln in ax.lines
+                if len(set(map(float, ln.get_ydata()))) > 1 or list(ln.get_xdata()) != [0, 1]
+            ]
             drawn = len(lines) + len(ax.collections) + len(ax.patches) + len(ax.images)
             assert drawn > 0, f"{fig.name}: empty axes {ax.get_title()!r}"
 
@@ -162,15 +173,18 @@ def test_browser_at_1280px_fits_reads_and_sorts(demo, tmp_path):
         board = "#headline table.sortable"
         acc = lambda: page.evaluate(  # noqa: E731
             f"[...document.querySelector('{board}').tBodies[0].rows]"
-            ".map(r => parseFloat(r.cells[2].textContent))")
+            ".map(r => parseFloat(r.cells[2].textContent))"
+        )
         page.click(f"{board} th:nth-child(3)")
         assert acc() == sorted(acc(), reverse=True)
         page.click(f"{board} th:nth-child(3)")
         assert acc() == sorted(acc())
         assert page.evaluate(f"document.querySelector('{board}').tBodies[1].className") == "refs"
         page.click(f"{board} th:nth-child(1)")
-        names = page.evaluate(f"[...document.querySelector('{board}').tBodies[0].rows]"
-                              ".map(r => r.cells[0].textContent)")
+        names = page.evaluate(
+            f"[...document.querySelector('{board}').tBodies[0].rows]"
+            ".map(r => r.cells[0].textContent)"
+        )
         assert names == sorted(names, reverse=True) and not any("baseline" in n for n in names)
         assert errors == []
         browser.close()
@@ -216,6 +230,12 @@ def test_printed_pdf_is_clean(demo, tmp_path):
     texts = [pg.extract_text() for pg in reader.pages]
     assert all(t.strip() for t in texts)
     whole = re.sub(r"\s+", " ", " ".join(texts))
-    for needle in ("vocalgrad report", "Headline", "whisper:tiny.en+trimmed",
-                   "References (not ranked)", "Bias vs sensitivity", "Provenance"):
+    for needle in (
+        "vocalgrad report",
+        "Headline",
+        "whisper:tiny.en+trimmed",
+        "References (not ranked)",
+        "Bias vs sensitivity",
+        "Provenance",
+    ):
         assert needle in whole, needle

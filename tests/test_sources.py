@@ -180,7 +180,9 @@ def test_vctk_092_layout_mic1_only_and_text_fallback(tmp_path: Path) -> None:
 
 def test_speaker_info_both_id_styles(tmp_path: Path) -> None:
     info = tmp_path / "speaker-info.txt"
-    info.write_text("ID AGE GENDER\n225 23 F English\np226 22 M English Surrey ## comment\nbad line\n")
+    info.write_text(
+        "ID AGE GENDER\n225 23 F English\np226 22 M English Surrey ## comment\nbad line\n"
+    )
     assert parse_speaker_info(info) == {"p225": "F", "p226": "M"}
 
 
@@ -214,7 +216,10 @@ def test_hf_local_save_to_disk(tmp_path: Path) -> None:
     )
     ds = Dataset.from_dict(
         {
-            "audio": [{"bytes": _wav_bytes(0.5), "path": None}, {"bytes": _wav_bytes(0.7), "path": None}],
+            "audio": [
+                {"bytes": _wav_bytes(0.5), "path": None},
+                {"bytes": _wav_bytes(0.7), "path": None},
+            ],
             "speaker_id": ["s1", "s2"],
             "sentence": ["Hello there.", "hello, there"],
             "gender": ["female", "male"],
@@ -243,7 +248,9 @@ def test_hf_local_audiofolder_with_metadata_csv(tmp_path: Path) -> None:
     folder.mkdir()
     for i in range(2):
         (folder / f"{i}.wav").write_bytes(_wav_bytes(0.5 + 0.2 * i))
-    (folder / "metadata.csv").write_text("file_name,speaker_id,text\n0.wav,s1,Hello there.\n1.wav,s2,Good day.\n")
+    (folder / "metadata.csv").write_text(
+        "file_name,speaker_id,text\n0.wav,s1,Hello there.\n1.wav,s2,Good day.\n"
+    )
     sources = resolve_sources(f"hf:{folder}@train", cache_dir=tmp_path / "cache")
     assert [s.speaker_id for s in sources] == ["s1", "s2"] and sources[1].text == "Good day."
 
@@ -270,7 +277,9 @@ def test_select_disjoint_and_gender_balanced() -> None:
     test = [s for s, split in result if split == "test"]
     assert len(test) == 8 and len([s for s, split in result if split == "train"]) == 20
     assert sorted(s.gender for s in test) == ["F"] * 4 + ["M"] * 4
-    per_speaker = {spk: sum(s.speaker_id == spk for s in test) for spk in {s.speaker_id for s in test}}
+    per_speaker = {
+        spk: sum(s.speaker_id == spk for s in test) for spk in {s.speaker_id for s in test}
+    }
     assert set(per_speaker.values()) == {2}
 
 
@@ -353,6 +362,8 @@ def test_builtin_render_f0_and_cache(tmp_path: Path) -> None:
     female, male = np.median(f0["builtin-f2"]), np.median(f0["builtin-m2"])
     assert 165 <= female <= 255 and 85 <= male <= 155 and female > male * 1.4
     mtimes = [os.stat(s.path).st_mtime_ns for s in sources]
-    again = builtin_sources(tmp_path, speakers=["builtin-f2", "builtin-m2"], max_sentences=2, render=True)
+    again = builtin_sources(
+        tmp_path, speakers=["builtin-f2", "builtin-m2"], max_sentences=2, render=True
+    )
     assert again == sources
     assert [os.stat(s.path).st_mtime_ns for s in again] == mtimes

@@ -38,8 +38,10 @@ DIM = dimensions.get("stereo_direction")
 
 @pytest.fixture(scope="module")
 def sources(real_speech_paths):
-    return [prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
-            for i, p in enumerate(real_speech_paths[:3])]
+    return [
+        prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
+        for i, p in enumerate(real_speech_paths[:3])
+    ]
 
 
 def test_level_and_time_differences_move_together(sources):
@@ -49,8 +51,12 @@ def test_level_and_time_differences_move_together(sources):
         for direction, sign in (("increase", 1), ("decrease", -1)):
             lo, hi = DIM.endpoints(DIM.SPEC.tiers["high"], RENDER_SR)
             start, end = (lo, hi) if direction == "increase" else (hi, lo)
-            r = render_condition(source, Condition("stereo_direction", "high", "linear", direction, hi, start, end),
-                                 0, "00000000000000ad")
+            r = render_condition(
+                source,
+                Condition("stereo_direction", "high", "linear", direction, hi, start, end),
+                0,
+                "00000000000000ad",
+            )
             m = r.measured
             assert r.verified and r.audio.shape == (len(source.clean.audio), 2), (direction, m)
             assert sign * (m.end - m.start) > 8, m  # ILD, dB
@@ -62,7 +68,9 @@ def test_a_level_only_pan_is_not_a_direction_change(sources):
     """Turning one ear up and the other down (no time difference) is refused as a move."""
     for source in sources:
         span = source.clean.span
-        ramp = np.clip((np.arange(len(source.clean.audio)) / RENDER_SR - span.onset_s) / span.duration_s, 0, 1)
+        ramp = np.clip(
+            (np.arange(len(source.clean.audio)) / RENDER_SR - span.onset_s) / span.duration_s, 0, 1
+        )
         gains = 10 ** (np.stack([-6 * ramp + 3, 6 * ramp - 3], axis=1) / 20)
         raw = (source.clean.audio[:, None] * gains).astype(np.float32)
         audio = to_file(unlimited(source, "stereo_direction", raw, np.zeros_like, span, 0, "ae")[0])
@@ -71,8 +79,12 @@ def test_a_level_only_pan_is_not_a_direction_change(sources):
 
 
 def test_two_channel_flac_round_trip(tmp_path, sources):
-    clip = render_condition(sources[0], Condition("stereo_direction", "mid", "linear", "increase", 25.0, -25.0, 25.0),
-                            0, "00000000000000af").audio
+    clip = render_condition(
+        sources[0],
+        Condition("stereo_direction", "mid", "linear", "increase", 25.0, -25.0, 25.0),
+        0,
+        "00000000000000af",
+    ).audio
     path = tmp_path / "clip.flac"
     write_flac_atomic(path, clip, RENDER_SR)
     assert sf.info(path).channels == 2
@@ -99,8 +111,15 @@ class MonoSpy(RandomListener):
 
 @pytest.mark.usefixtures("builtin_cache")
 def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path):
-    config = BuildConfig(source="builtin", n_test=3, n_train=0, per_speaker_test=1,
-                         categories=("stereo_direction", "volume"), tiers=("high",), curves=("linear",))
+    config = BuildConfig(
+        source="builtin",
+        n_test=3,
+        n_train=0,
+        per_speaker_test=1,
+        categories=("stereo_direction", "volume"),
+        tiers=("high",),
+        curves=("linear",),
+    )
     data = tmp_path / "ds"
     report = build(config, data, workers=1, audit=False)
     assert report["verification_agreement"]["stereo_direction"] == 1.0
@@ -117,18 +136,36 @@ def test_mono_listener_cannot_be_tested_and_ideal_observer_can(tmp_path):
     assert "cannot be tested" in summary["untestable"]["stereo_direction"]
     assert "stereo_direction:** cannot be tested" in markdown(summary)
 
-    evaluate(data, IdealObserver(data), tmp_path / "ideal", EvalConfig(), cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(
+        data,
+        IdealObserver(data),
+        tmp_path / "ideal",
+        EvalConfig(),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     manifest, results = load_results(tmp_path / "ideal")
     assert manifest["listener_channels"] == 2 and manifest["untestable"] == {}
-    stereo = [r for r in results if r["category"] == "stereo_direction" and r["direction"] != "constant"]
+    stereo = [
+        r for r in results if r["category"] == "stereo_direction" and r["direction"] != "constant"
+    ]
     assert stereo and all(r["correct"] for r in stereo)
 
     # probing a model that hears a downmix on the stereo category, or tuning one on it, is
     # refused before any feature is extracted or any step trained
     with pytest.raises(ConfigError, match="cannot be probed on stereo_direction"):
-        probe_dataset(data, DSPListener(), tmp_path / "probe-stereo", ProbeConfig(categories=("stereo_direction",)))
+        probe_dataset(
+            data,
+            DSPListener(),
+            tmp_path / "probe-stereo",
+            ProbeConfig(categories=("stereo_direction",)),
+        )
     with pytest.raises(ConfigError, match="cannot tune .* on stereo_direction"):
-        finetune(data, "whisper:tiny.en+trimmed", tmp_path / "tuned", TuneConfig(categories=("stereo_direction",)))
+        finetune(
+            data,
+            "whisper:tiny.en+trimmed",
+            tmp_path / "tuned",
+            TuneConfig(categories=("stereo_direction",)),
+        )
 
     headline = build_sections([tmp_path / "mono", tmp_path / "ideal"], n_boot=0, fit_boot=0)[0]
     table = next(b for b in headline.blocks if getattr(b, "folded", ""))  # per category, everyone
@@ -142,8 +179,12 @@ def test_the_audit_sees_where_the_image_sits(sources):
     mono), and every other cue from the downmix."""
     from vocalgrad.stimuli.audit import clip_cues
 
-    held = render_condition(sources[0], Condition("stereo_direction", "none", "none", "constant", 0.0, 30.0, 30.0),
-                            0, "00000000000000b1")
+    held = render_condition(
+        sources[0],
+        Condition("stereo_direction", "none", "none", "constant", 0.0, 30.0, 30.0),
+        0,
+        "00000000000000b1",
+    )
     stereo = clip_cues(held.audio, RENDER_SR)
     mono = clip_cues(held.audio.mean(axis=1), RENDER_SR)
     assert stereo["global_ild_db"] > 1.0 and mono["global_ild_db"] == 0.0
@@ -156,18 +197,35 @@ def test_held_formats_render_two_channels_and_the_ideal_observer_reads_them(tmp_
     """Two stereo parts with the room tone between them (it was mono, and every stereo
     comparison item failed to render, silently); the ideal observer's held evidence starts
     from the source straight ahead."""
-    config = BuildConfig(source="builtin", n_test=3, n_train=0, per_speaker_test=1,
-                         categories=("stereo_direction",), tiers=("high",), format=fmt)
+    config = BuildConfig(
+        source="builtin",
+        n_test=3,
+        n_train=0,
+        per_speaker_test=1,
+        categories=("stereo_direction",),
+        tiers=("high",),
+        format=fmt,
+    )
     data = tmp_path / "ds"
     report = build(config, data, workers=1, audit=False)
-    assert report["render_errors"] == [] and report["verification_agreement"]["stereo_direction"] == 1.0
+    assert (
+        report["render_errors"] == []
+        and report["verification_agreement"]["stereo_direction"] == 1.0
+    )
     rows = load_rows(data)
     assert rows and {r["channels"] for r in rows} == {2}
     audio, _ = sf.read(data / "test" / rows[0]["file_name"])
     assert audio.ndim == 2 and audio.shape[1] == 2
-    again = verify_dataset(data)["per_category"]["stereo_direction"]  # re-read from the files, both ears
+    again = verify_dataset(data)["per_category"][
+        "stereo_direction"
+    ]  # re-read from the files, both ears
     assert again["agreement"] == 1.0 and "refused_inaudible" not in again, again
-    evaluate(data, IdealObserver(data), tmp_path / "ideal", EvalConfig(mode="choice"),
-             cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(
+        data,
+        IdealObserver(data),
+        tmp_path / "ideal",
+        EvalConfig(mode="choice"),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     _, results = load_results(tmp_path / "ideal")
     assert len(results) == len(rows) and np.mean([r["correct"] for r in results]) >= 0.9

@@ -15,8 +15,9 @@ from vocalgrad.audio import load_audio
 from vocalgrad.sources.check import speech_problem
 
 GALICIAN = sorted(glob.glob("/usr/share/ktuberling/sounds/gl/*.ogg"))
-NEEDS_KTUBERLING = ("needs the Galician words of Debian's ktuberling-data: "
-                    "apt-get install ktuberling-data")
+NEEDS_KTUBERLING = (
+    "needs the Galician words of Debian's ktuberling-data: apt-get install ktuberling-data"
+)
 
 
 def test_a_dc_offset_does_not_make_speech_read_as_a_tone():
@@ -48,7 +49,9 @@ def test_ktuberlings_galician_words_pass_the_speech_check_despite_their_dc_offse
 def _telephone(x: np.ndarray, sr: int) -> np.ndarray:
     from scipy.signal import butter, sosfiltfilt
 
-    return sosfiltfilt(butter(8, (300, 3400), btype="bandpass", fs=sr, output="sos"), x).astype(np.float32)
+    return sosfiltfilt(butter(8, (300, 3400), btype="bandpass", fs=sr, output="sos"), x).astype(
+        np.float32
+    )
 
 
 def _heard(audio: np.ndarray, sr: int):
@@ -82,7 +85,9 @@ def test_a_clarity_low_pass_above_the_sources_own_band_is_refused_for_that_sourc
     assert voice_clarity.source_inaudible_reason(8000.0, narrow) is None  # the rate rule's case
 
 
-def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_low_tier(tmp_path, capsys):
+def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_low_tier(
+    tmp_path, capsys
+):
     import soundfile as sf
 
     from vocalgrad.audio import resample
@@ -98,9 +103,32 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
     config = tmp_path / "one.toml"
     config.write_text("[build]\nper_speaker_test = 1\n")
     out = tmp_path / "ds"
-    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
-                 "--config", str(config), "--categories", "voice_clarity", "--tiers", "low,mid",
-                 "--curves", "linear", "--no-constant", "--no-audit"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--out",
+                str(out),
+                "--source",
+                f"folder:{root}",
+                "--n-test",
+                "2",
+                "--n-train",
+                "0",
+                "--config",
+                str(config),
+                "--categories",
+                "voice_clarity",
+                "--tiers",
+                "low,mid",
+                "--curves",
+                "linear",
+                "--no-constant",
+                "--no-audit",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "refused voice_clarity low on folder/a/a.wav (2 clips)" in printed
     import json
@@ -108,15 +136,40 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
     report = json.loads((out / "build_report.json").read_text())
     refused = report["refused_for_source"]
     assert [(r["source_id"], r["tier"], r["clips"]) for r in refused] == [
-        ("folder/a/a.wav", "low", 2), ("folder/b/b.wav", "low", 2)]
+        ("folder/a/a.wav", "low", 2),
+        ("folder/b/b.wav", "low", 2),
+    ]
     assert report["per_category"]["voice_clarity"]["refused_inaudible"] >= 4
     rows = load_rows(out)
     assert rows and {r["tier"] for r in rows} == {"mid"}  # the mid tier is audible and kept
     assert "Conditions refused on one source" in (out / "README.md").read_text()
     # resuming the finished build renders nothing again and keeps the count
-    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
-                 "--config", str(config), "--categories", "voice_clarity", "--tiers", "low,mid",
-                 "--curves", "linear", "--no-constant", "--no-audit"]) == 0
+    assert (
+        main(
+            [
+                "build",
+                "--out",
+                str(out),
+                "--source",
+                f"folder:{root}",
+                "--n-test",
+                "2",
+                "--n-train",
+                "0",
+                "--config",
+                str(config),
+                "--categories",
+                "voice_clarity",
+                "--tiers",
+                "low,mid",
+                "--curves",
+                "linear",
+                "--no-constant",
+                "--no-audit",
+            ]
+        )
+        == 0
+    )
     again = json.loads((out / "build_report.json").read_text())
     assert again["refused_for_source"] == refused
 
@@ -129,11 +182,18 @@ def _benchmark():
     return module
 
 
-def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_nothing(tmp_path, monkeypatch, capsys):
+def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_nothing(
+    tmp_path, monkeypatch, capsys
+):
     bench = _benchmark()
-    monkeypatch.setattr(bench, "CORPORA", {"tuxpaint": ("vocalgrad-no-such-package", tmp_path / "none",
-                                                        bench.tuxpaint_utterances)})
-    monkeypatch.setattr("sys.argv", ["unseen_corpora.py", str(tmp_path / "out"), "--corpus", "tuxpaint"])
+    monkeypatch.setattr(
+        bench,
+        "CORPORA",
+        {"tuxpaint": ("vocalgrad-no-such-package", tmp_path / "none", bench.tuxpaint_utterances)},
+    )
+    monkeypatch.setattr(
+        "sys.argv", ["unseen_corpora.py", str(tmp_path / "out"), "--corpus", "tuxpaint"]
+    )
     bench.main()
     printed = capsys.readouterr().out
     assert "tuxpaint: skipped" in printed and "apt-get install vocalgrad-no-such-package" in printed
@@ -152,7 +212,10 @@ def test_the_benchmark_prepares_telephone_band_speech_from_the_installed_package
     spectrum = np.abs(np.fft.rfft(x)) ** 2
     freqs = np.fft.rfftfreq(len(x), 1 / sr)
     inside = spectrum[(freqs > 500) & (freqs < 3000)].mean()
-    assert spectrum[freqs > 3800].mean() < inside * 1e-3 and spectrum[freqs < 150].mean() < inside * 1e-3
+    assert (
+        spectrum[freqs > 3800].mean() < inside * 1e-3
+        and spectrum[freqs < 150].mean() < inside * 1e-3
+    )
     assert load_audio(sorted((tmp_path / "ktuberling" / "48k").rglob("*.wav"))[0])[1] == 48000
 
 

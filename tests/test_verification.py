@@ -30,8 +30,10 @@ ITEM = "00000000000000cd"
 @pytest.fixture(scope="module")
 def sources(real_speech_paths) -> list[PreparedSource]:
     """ARCTIC and one joined ALSA phrase: two real voices, two recording chains."""
-    return [prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
-            for i, p in enumerate(real_speech_paths[:2])]
+    return [
+        prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
+        for i, p in enumerate(real_speech_paths[:2])
+    ]
 
 
 def condition(category: str, direction: str = "increase", tier: str = "high") -> Condition:
@@ -52,14 +54,29 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
     if kind == "no-op":
         raw = source.clean.audio.copy()
     elif kind == "reversed":
-        flipped = Condition(labelled.category, labelled.tier, labelled.curve, "decrease", labelled.magnitude,
-                            labelled.end, labelled.start)
-        raw = dim.render(source.clean, track_for(flipped, dim.SPEC, span.onset_s, span.offset_s, source.clean), rng)
+        flipped = Condition(
+            labelled.category,
+            labelled.tier,
+            labelled.curve,
+            "decrease",
+            labelled.magnitude,
+            labelled.end,
+            labelled.start,
+        )
+        raw = dim.render(
+            source.clean,
+            track_for(flipped, dim.SPEC, span.onset_s, span.offset_s, source.clean),
+            rng,
+        )
     elif kind == "wrong dimension":
         other_name = "background_noise" if labelled.category == "volume" else "volume"
         other = dimensions.get(other_name)
         wrong = condition(other_name, labelled.direction)
-        raw = other.render(source.clean, track_for(wrong, other.SPEC, span.onset_s, span.offset_s, source.clean), rng)
+        raw = other.render(
+            source.clean,
+            track_for(wrong, other.SPEC, span.onset_s, span.offset_s, source.clean),
+            rng,
+        )
     elif kind == "outside the speech span":
         neutral = NEUTRAL.get(labelled.category, labelled.start)
 
@@ -77,7 +94,13 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
 
 
 # the parameter value that leaves the speech untouched (where it is not the increase's start)
-NEUTRAL = {"speaking_speed": 1.0, "voice_pitch": 0.0, "volume": 0.0, "brightness": 0.0, "vocal_tract_length": 1.0}
+NEUTRAL = {
+    "speaking_speed": 1.0,
+    "voice_pitch": 0.0,
+    "volume": 0.0,
+    "brightness": 0.0,
+    "vocal_tract_length": 1.0,
+}
 MUTATIONS = ("no-op", "reversed", "wrong dimension", "outside the speech span")
 
 
@@ -87,7 +110,10 @@ def test_every_planted_broken_renderer_fails_verification(sources, category):
     assert honest == ["verified"] * len(sources), honest  # the verifier accepts the real renderer
     for source in sources:
         for kind in MUTATIONS:
-            assert mutated_verdict(source, condition(category), kind) != "verified", (category, kind)
+            assert mutated_verdict(source, condition(category), kind) != "verified", (
+                category,
+                kind,
+            )
 
 
 def telephone(source: PreparedSource) -> PreparedSource:
@@ -129,7 +155,7 @@ def test_a_held_decimation_reads_constant_when_the_sentence_gets_louder(sources)
     for source in sources:
         audio = source.clean.audio.copy()
         half = (source.clean.span.onset_s + source.clean.span.offset_s) / 2
-        audio[int(half * RENDER_SR):] *= 10 ** (15 / 20)
+        audio[int(half * RENDER_SR) :] *= 10 ** (15 / 20)
         louder = Analysis(audio / 10 ** (15 / 20), RENDER_SR, span=source.clean.span)
         narrow = telephone(prepare_source(louder, source.tone_seed))
         held = Condition("audio_distortion", "p1", "linear", "constant", 12000.0, 12000.0, 12000.0)

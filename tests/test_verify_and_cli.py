@@ -61,15 +61,26 @@ def test_verify_reads_the_official_release_layout(dataset, tmp_path):
     """metadata.csv + audio folder, labels up/down, no references: blind checks only."""
     official = tmp_path / "official"
     (official / "audio").mkdir(parents=True)
-    rows = [r for r in load_rows(dataset) if r["category"] in ("voice_pitch", "volume") and r["direction"] != "constant"]
+    rows = [
+        r
+        for r in load_rows(dataset)
+        if r["category"] in ("voice_pitch", "volume") and r["direction"] != "constant"
+    ]
     with (official / "metadata.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["file_name", "category", "direction", "source_clip_id"])
+        writer = csv.DictWriter(
+            f, fieldnames=["file_name", "category", "direction", "source_clip_id"]
+        )
         writer.writeheader()
         for i, r in enumerate(rows):
             shutil.copy(r["path"], official / "audio" / f"{i}.flac")
-            writer.writerow({"file_name": f"audio/{i}.flac", "category": r["category"],
-                             "direction": "up" if r["direction"] == "increase" else "down",
-                             "source_clip_id": r["source_id"]})
+            writer.writerow(
+                {
+                    "file_name": f"audio/{i}.flac",
+                    "category": r["category"],
+                    "direction": "up" if r["direction"] == "increase" else "down",
+                    "source_clip_id": r["source_id"],
+                }
+            )
     report = verify_dataset(official)
     assert report["official"]
     assert report["per_category"]["volume"]["blind_agreement"] >= 0.6
@@ -88,15 +99,21 @@ def test_cli_info_verify_and_dimension_table(dataset, capsys):
 
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "vocalgrad.cli", *args], capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "vocalgrad.cli", *args], capture_output=True, text=True
+        )
 
     result = run("build", "--out", str(tmp_path / "x"), "--categories", "loudness")
     assert result.returncode == 2
     assert "unknown category 'loudness'" in result.stderr and "Traceback" not in result.stderr
     result = run("verify", str(tmp_path / "nowhere"))
     assert result.returncode == 2 and "not found" in result.stderr
-    result = run("build", "--out", str(tmp_path / "y"), "--source", "folder:" + str(tmp_path / "missing"))
-    assert result.returncode == 2 and "missing" in result.stderr and "Traceback" not in result.stderr
+    result = run(
+        "build", "--out", str(tmp_path / "y"), "--source", "folder:" + str(tmp_path / "missing")
+    )
+    assert (
+        result.returncode == 2 and "missing" in result.stderr and "Traceback" not in result.stderr
+    )
     result = run("sources", "tape:/dev/null")
     assert result.returncode == 2 and "tape" in result.stderr
 
@@ -108,7 +125,11 @@ def _speaker_folder(tmp_path: Path) -> Path:
         audio, sr = sf.read(path, dtype="float32")
         speaker = root / f"spk{i}"
         speaker.mkdir(parents=True)
-        sf.write(speaker / "take.wav", np.concatenate([audio, audio]) if len(audio) < 3 * sr else audio, sr)
+        sf.write(
+            speaker / "take.wav",
+            np.concatenate([audio, audio]) if len(audio) < 3 * sr else audio,
+            sr,
+        )
     silent = root / "spk8"
     silent.mkdir()
     sf.write(silent / "silence.wav", np.zeros(48000 * 3, np.float32), 48000)
@@ -121,8 +142,15 @@ def _speaker_folder(tmp_path: Path) -> Path:
 @needs_alsa
 def test_folder_source_with_bad_files_skips_them_with_reasons(tmp_path):
     root = _speaker_folder(tmp_path)
-    config = BuildConfig(source=f"folder:{root}", n_test=5, n_train=0, per_speaker_test=1,
-                         categories=("volume",), tiers=("high",), curves=("linear",))
+    config = BuildConfig(
+        source=f"folder:{root}",
+        n_test=5,
+        n_train=0,
+        per_speaker_test=1,
+        categories=("volume",),
+        tiers=("high",),
+        curves=("linear",),
+    )
     out = tmp_path / "ds"
     report = build(config, out, workers=1)
     skipped = {s["source_id"]: s["reason"] for s in report["skipped_sources"]}
@@ -142,8 +170,16 @@ def test_multichannel_and_odd_rate_sources_are_accepted(tmp_path):
         data = np.stack([x, x * 0.8], axis=1) if channels == 2 else x
         (root / f"s{i}").mkdir(parents=True)
         sf.write(root / f"s{i}" / "a.wav", data, rate)
-    config = BuildConfig(source=f"folder:{root}", n_test=3, n_train=0, per_speaker_test=1,
-                         categories=("voice_pitch",), tiers=("high",), curves=("jump",), include_constant=False)
+    config = BuildConfig(
+        source=f"folder:{root}",
+        n_test=3,
+        n_train=0,
+        per_speaker_test=1,
+        categories=("voice_pitch",),
+        tiers=("high",),
+        curves=("jump",),
+        include_constant=False,
+    )
     report = build(config, tmp_path / "ds", workers=1)
     assert report["clips_kept"] == 6 and report["verification_agreement"]["voice_pitch"] == 1.0
 
@@ -163,11 +199,30 @@ def test_vctk_protocol_preset_through_the_cli(tmp_path):
         folder.mkdir(parents=True)
         for k in range(2):
             audio, sr = sf.read(recordings[(2 * n + k) % len(recordings)], dtype="float32")
-            audio = np.tile(audio, int(np.ceil(3.2 * sr / len(audio))))  # >= 3 s as the protocol needs
+            audio = np.tile(
+                audio, int(np.ceil(3.2 * sr / len(audio)))
+            )  # >= 3 s as the protocol needs
             sf.write(folder / f"{spk}_{k + 1:03d}_mic1.flac", audio, sr)
     out = tmp_path / "ds"
-    code = main(["build", "--protocol", "vocalgrad", "--source", f"vctk:{root}", "--out", str(out),
-                 "--n-test", "4", "--n-train", "0", "--categories", "volume", "--workers", "1"])
+    code = main(
+        [
+            "build",
+            "--protocol",
+            "vocalgrad",
+            "--source",
+            f"vctk:{root}",
+            "--out",
+            str(out),
+            "--n-test",
+            "4",
+            "--n-train",
+            "0",
+            "--categories",
+            "volume",
+            "--workers",
+            "1",
+        ]
+    )
     assert code == 0
     rows = load_rows(out)
     assert {r["sample_rate"] for r in rows} == {48000}

@@ -74,8 +74,15 @@ def _option_rows(p: argparse.ArgumentParser) -> list[str]:
         if a.required:
             shown = "required"
         elif default not in (None, False, argparse.SUPPRESS) and a.nargs != 0:
-            shown = "`" + (",".join(map(str, default)) if isinstance(default, (list, tuple))
-                           else str(default)) + "`"
+            shown = (
+                "`"
+                + (
+                    ",".join(map(str, default))
+                    if isinstance(default, (list, tuple))
+                    else str(default)
+                )
+                + "`"
+            )
         text = md(a.help or "")
         if text and text[-1] not in ".)":
             text += "."
@@ -85,8 +92,9 @@ def _option_rows(p: argparse.ArgumentParser) -> list[str]:
     return rows
 
 
-def _command_page(lines: list[str], prog: str, help_: str, p: argparse.ArgumentParser,
-                  depth: int) -> None:
+def _command_page(
+    lines: list[str], prog: str, help_: str, p: argparse.ArgumentParser, depth: int
+) -> None:
     lines += [f"{'#' * depth} `{prog}`", ""]
     if help_:
         lines += [md(help_[0].upper() + help_[1:]) + ".", ""]
@@ -150,8 +158,11 @@ def api_pages() -> None:
     summary = []
     for name in public_modules():
         parts = name.split(".")
-        path = Path("reference", "api", *parts[1:]).with_suffix(".md") if len(parts) > 1 \
+        path = (
+            Path("reference", "api", *parts[1:]).with_suffix(".md")
+            if len(parts) > 1
             else Path("reference", "api", "index.md")
+        )
         with mkdocs_gen_files.open(path, "w") as f:
             f.write(f"# `{name}`\n\n::: {name}\n")
         rel = path.relative_to("reference/api").as_posix()
@@ -175,7 +186,7 @@ def dimensions_page() -> str:
         "same table for any rate. A build asks for the published nine unless `--categories`",
         "names others (marked opt-in).",
         "",
-        "| category | \"increase\" means | unit | low | mid | high | floor |",
+        '| category | "increase" means | unit | low | mid | high | floor |',
         "|---|---|---|---|---|---|---|",
     ]
     details = []
@@ -193,9 +204,15 @@ def dimensions_page() -> str:
             f"{' | '.join(tiers)} | {s.audibility_floor:g} {md(s.measured_unit)} |"
         )
         spec = s.to_dict()
-        details += [f"## {name}", "", f"{md(s.parameter).capitalize()}, in {md(s.unit)}. "
-                    f"An increase: {md(s.increase_means)}.", "",
-                    "| field | value |", "|---|---|"]
+        details += [
+            f"## {name}",
+            "",
+            f"{md(s.parameter).capitalize()}, in {md(s.unit)}. "
+            f"An increase: {md(s.increase_means)}.",
+            "",
+            "| field | value |",
+            "|---|---|",
+        ]
         for field in dataclasses.fields(s):
             value = spec[field.name]
             if isinstance(value, (tuple, list)):
@@ -212,7 +229,7 @@ def dimensions_page() -> str:
 # Fields whose definition carries no comment of its own.
 CONFIG_NOTES = {
     "source": "where the speech comes from: `builtin`, `folder:PATH`, `vctk:PATH` or "
-              "`hf:NAME[@split]` (see the [sources](../tutorials/own-corpus.md))",
+    "`hf:NAME[@split]` (see the [sources](../tutorials/own-corpus.md))",
     "categories": "dimensions to build (default: the published nine)",
     "tiers": "magnitude tiers: `low`, `mid`, `high`",
     "curves": "progress curves p(t): `linear`, `quad_first_flat`, `quad_last_flat`, `jump`",
@@ -224,10 +241,10 @@ CONFIG_NOTES = {
     "sample_rate": "rendering rate, Hz (the listener's rate; 8000 to 96000)",
     "target_lufs": "loudness every source is normalised to",
     "magnitudes": "overrides of a category's tier magnitudes, `{category: {tier: value}}`, "
-                  "in the dimension's unit",
+    "in the dimension's unit",
     "seed": "global seed; every random choice derives from (seed, item id)",
     "speaker_pattern": "regex with a `(?P<speaker>...)` group (optional `text` group) on a "
-                       "folder source's relative paths",
+    "folder source's relative paths",
 }
 
 
@@ -277,14 +294,17 @@ def config_page() -> str:
             default = ", ".join(default)
         note = CONFIG_NOTES.get(name) or comments.get(name)
         if note is None:
-            log.warning("BuildConfig.%s has no description: add one to CONFIG_NOTES in %s",
-                        name, __file__)
+            log.warning(
+                "BuildConfig.%s has no description: add one to CONFIG_NOTES in %s", name, __file__
+            )
             note = ""
         type_ = _type_name(f.annotation)
         lines.append(f"| `{name}` | {md(type_)} | {md(default)} | {note} |")
     lines += ["", "## Presets", ""]
-    for title, table in (("`--protocol`", getattr(module, "PROTOCOLS", {})),
-                         ("`--design`", getattr(module, "DESIGNS", {}))):
+    for title, table in (
+        ("`--protocol`", getattr(module, "PROTOCOLS", {})),
+        ("`--design`", getattr(module, "DESIGNS", {})),
+    ):
         for name, values in table.items():
             shown = ", ".join(f"`{k} = {v!r}`" for k, v in values.items()) or "the defaults"
             lines.append(f"- {title} `{name}`: {md(shown)}")
@@ -314,23 +334,23 @@ def config_page() -> str:
 
 ENVIRONMENT = {
     "VOCALGRAD_CACHE": "Cache folder: synthesised builtin speech, converted Whisper weights, "
-                       "the answer cache, probe features, official-release splits. Default "
-                       "`$XDG_CACHE_HOME/vocalgrad`, else `~/.cache/vocalgrad`. On a Ray "
-                       "cluster, a path every node sees for `build` from the builtin source.",
+    "the answer cache, probe features, official-release splits. Default "
+    "`$XDG_CACHE_HOME/vocalgrad`, else `~/.cache/vocalgrad`. On a Ray "
+    "cluster, a path every node sees for `build` from the builtin source.",
     "XDG_CACHE_HOME": "Parent of the default cache folder when `VOCALGRAD_CACHE` is unset.",
     "RAY_ADDRESS": "Default of `--ray-address`: run `build`, `eval` and `probe` on this Ray "
-                   "cluster (implies `--executor ray`).",
+    "cluster (implies `--executor ray`).",
     "VOCALGRAD_ADMIN_TOKEN": "Admin token of `vocalgrad human serve` (at least 32 characters; "
-                             "`--dev` generates one when it is unset).",
+    "`--dev` generates one when it is unset).",
     "OPENAI_API_KEY": "Key the `openai:` listener sends (Python: `api_key_env=` names another "
-                      "variable). Not needed for a server on loopback.",
+    "variable). Not needed for a server on loopback.",
 }
 LIBRARY_ENVIRONMENT = {
     "HF_HUB_OFFLINE": "`1` keeps `hf:` datasets and models to the local Hugging Face cache "
-                      "(vocalgrad never downloads; this makes the libraries agree).",
+    "(vocalgrad never downloads; this makes the libraries agree).",
     "HF_HOME": "Where the Hugging Face cache lives (`hf:` hub ids are looked up there).",
     "CUDA_VISIBLE_DEVICES": "Which GPUs torch sees; `hf:` and `whisper:` listeners use CUDA "
-                            "when torch finds one.",
+    "when torch finds one.",
 }
 
 
@@ -349,9 +369,11 @@ def environment_names() -> dict[str, list[str]]:
                     name = _const(node.slice)
                 elif isinstance(node, ast.Call) and node.args:
                     func = node.func
-                    if (isinstance(func, ast.Attribute) and func.attr in ("get", "pop")
-                            and _is_environ(func.value)) or \
-                            (isinstance(func, ast.Attribute) and func.attr == "getenv"):
+                    if (
+                        isinstance(func, ast.Attribute)
+                        and func.attr in ("get", "pop")
+                        and _is_environ(func.value)
+                    ) or (isinstance(func, ast.Attribute) and func.attr == "getenv"):
                         name = _const(node.args[0])
                 elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                     target = node.targets[0]
@@ -385,23 +407,35 @@ def environment_page() -> str:
     for name in sorted(found):
         note = ENVIRONMENT.get(name)
         if note is None:
-            log.warning("environment variable %s is read in %s but not described in %s",
-                        name, ", ".join(found[name]), __file__)
+            log.warning(
+                "environment variable %s is read in %s but not described in %s",
+                name,
+                ", ".join(found[name]),
+                __file__,
+            )
             note = ""
         lines.append(f"| `{name}` | {', '.join(f'`{w}`' for w in found[name])} | {note} |")
     for name in sorted(set(ENVIRONMENT) - set(found)):
         log.warning("environment variable %s is described in %s but no longer read", name, __file__)
-    lines += ["", "Honoured by the libraries vocalgrad uses:", "",
-              "| variable | what |", "|---|---|"]
+    lines += [
+        "",
+        "Honoured by the libraries vocalgrad uses:",
+        "",
+        "| variable | what |",
+        "|---|---|",
+    ]
     lines += [f"| `{k}` | {v} |" for k, v in LIBRARY_ENVIRONMENT.items()]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------------- write
 
-for page, make in (("reference/cli.md", cli_page), ("reference/dimensions.md", dimensions_page),
-                   ("reference/config.md", config_page),
-                   ("reference/environment.md", environment_page)):
+for page, make in (
+    ("reference/cli.md", cli_page),
+    ("reference/dimensions.md", dimensions_page),
+    ("reference/config.md", config_page),
+    ("reference/environment.md", environment_page),
+):
     with mkdocs_gen_files.open(page, "w") as f:
         f.write(make())
     mkdocs_gen_files.set_edit_path(page, "scripts/gen_ref.py")

@@ -14,7 +14,7 @@ from vocalgrad._version import __version__
 _API = (
     "Dataset", "Run", "audit", "build", "evaluate", "finetune", "load_dataset", "open_run",
     "probe", "report", "score", "verify",
-)
+)  # fmt: skip
 __all__ = ["__version__", *_API]
 
 

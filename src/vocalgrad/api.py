@@ -50,8 +50,21 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike
-TABLE_COLUMNS = ("n", "n_clusters", "accuracy", "accuracy_lo", "accuracy_hi", "dprime", "dprime_lo",
-                 "dprime_hi", "criterion", "criterion_lo", "criterion_hi", "unparsed_rate", "ci_method")
+TABLE_COLUMNS = (
+    "n",
+    "n_clusters",
+    "accuracy",
+    "accuracy_lo",
+    "accuracy_hi",
+    "dprime",
+    "dprime_lo",
+    "dprime_hi",
+    "criterion",
+    "criterion_lo",
+    "criterion_hi",
+    "unparsed_rate",
+    "ci_method",
+)
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,8 @@ class Run:
 
     @property
     def tuning(self) -> dict | None:
-        """For a `finetune` run: what was tuned, how long, and the loss (``adapter/tuning.json``)."""
+        """For a `finetune` run: what was tuned, how long, and the loss
+        (``adapter/tuning.json``)."""
         meta = self.path / "adapter" / "tuning.json"
         return json.loads(meta.read_text()) if meta.is_file() else None
 
@@ -149,8 +163,12 @@ class Run:
         first = groups[sorted(groups)[0]]["table"][0]
         return float(first["accuracy"])
 
-    def table(self, by: Sequence[str] = ("category",), cluster: str | None = "source_id",
-              n_boot: int = N_BOOT) -> pd.DataFrame:
+    def table(
+        self,
+        by: Sequence[str] = ("category",),
+        cluster: str | None = "source_id",
+        n_boot: int = N_BOOT,
+    ) -> pd.DataFrame:
         """One row per (prompt variant and mode, group): n, sources, accuracy and its 95% CI,
         d′ and criterion c with CIs, the unparsed rate and how the CI was made.
 
@@ -165,13 +183,17 @@ class Run:
         """
         import pandas as pd
 
-        summary = self.summary if (tuple(by), cluster, n_boot) == (("category",), "source_id", N_BOOT) \
+        summary = (
+            self.summary
+            if (tuple(by), cluster, n_boot) == (("category",), "source_id", N_BOOT)
             else score(self, by=by, cluster=cluster, n_boot=n_boot, write=False)
+        )
         records = []
         for key, group in summary["groups"].items():
             for g in group["table"]:
-                records.append({"run": key, "group": g["group"],
-                                **{k: g.get(k) for k in TABLE_COLUMNS}})
+                records.append(
+                    {"run": key, "group": g["group"], **{k: g.get(k) for k in TABLE_COLUMNS}}
+                )
         frame = pd.DataFrame.from_records(records, columns=["run", "group", *TABLE_COLUMNS])
         return frame.rename(columns={"n_clusters": "sources"})
 
@@ -198,9 +220,18 @@ def open_run(path: PathLike) -> Run:
     return run
 
 
-def build(out: PathLike, source: str | None = None, *, config: PathLike | None = None,
-          protocol: str | None = None, overwrite: bool = False, audit: bool = True,
-          workers: int | None = None, executor: TaskPool | None = None, **options: Any) -> Dataset:
+def build(
+    out: PathLike,
+    source: str | None = None,
+    *,
+    config: PathLike | None = None,
+    protocol: str | None = None,
+    overwrite: bool = False,
+    audit: bool = True,
+    workers: int | None = None,
+    executor: TaskPool | None = None,
+    **options: Any,
+) -> Dataset:
     """Render, verify, audit and write a benchmark into `out` (resuming an unfinished build).
 
     Parameters
@@ -240,8 +271,14 @@ def build(out: PathLike, source: str | None = None, *, config: PathLike | None =
             options[key] = tuple(v.strip() for v in options[key].split(",") if v.strip())
     settings = load_config(config, protocol=protocol, source=source, **options)
     pool = executor or TaskPool(workers or os.cpu_count() or 1)
-    report = build_dataset(settings, out, workers=min(pool.workers, os.cpu_count() or 1),
-                           overwrite=overwrite, audit=audit, executor=pool)
+    report = build_dataset(
+        settings,
+        out,
+        workers=min(pool.workers, os.cpu_count() or 1),
+        overwrite=overwrite,
+        audit=audit,
+        executor=pool,
+    )
     return Dataset(Path(out).absolute(), report=report)
 
 
@@ -257,15 +294,29 @@ def default_run_folder(listener: Listener | str) -> Path:
     """Where a run goes when no folder is named: ``runs/<listener>``."""
     from vocalgrad.evaluation.evaluate import listener_slug
 
-    return Path("runs") / listener_slug(listener if isinstance(listener, str) else listener.listener_id)
+    return Path("runs") / listener_slug(
+        listener if isinstance(listener, str) else listener.listener_id
+    )
 
 
-def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLike | None = None, *,
-             mode: str = "auto", variants: Sequence[str] = ("default",), controls: Sequence[str] = (),
-             split: str = "test", categories: Sequence[str] = (), limit: int | None = None,
-             batch_size: int = 16, few_shot: int = 0, audio_first: bool = False,
-             retry_errors: bool = True, executor: Any = None,
-             listener_options: dict | None = None) -> Run:
+def evaluate(
+    dataset: Dataset | PathLike,
+    listener: Listener | str,
+    out: PathLike | None = None,
+    *,
+    mode: str = "auto",
+    variants: Sequence[str] = ("default",),
+    controls: Sequence[str] = (),
+    split: str = "test",
+    categories: Sequence[str] = (),
+    limit: int | None = None,
+    batch_size: int = 16,
+    few_shot: int = 0,
+    audio_first: bool = False,
+    retry_errors: bool = True,
+    executor: Any = None,
+    listener_options: dict | None = None,
+) -> Run:
     """Ask a listener every item of a dataset; resumable (a rerun answers only what is missing).
 
     Parameters
@@ -304,19 +355,33 @@ def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLik
     data = load_dataset(dataset).path
     who = _listener(listener, data, dict(listener_options or {}))
     folder = Path(out) if out is not None else default_run_folder(listener)
-    config = EvalConfig(mode=mode, variants=tuple(variants), controls=tuple(controls), split=split,
-                        categories=tuple(categories or ()), limit=limit, batch_size=batch_size,
-                        few_shot=few_shot, audio_first=audio_first)
-    counts = run_questions(data, who, folder, config, executor=executor or Executor(),
-                           retry_errors=retry_errors)
+    config = EvalConfig(
+        mode=mode,
+        variants=tuple(variants),
+        controls=tuple(controls),
+        split=split,
+        categories=tuple(categories or ()),
+        limit=limit,
+        batch_size=batch_size,
+        few_shot=few_shot,
+        audio_first=audio_first,
+    )
+    counts = run_questions(
+        data, who, folder, config, executor=executor or Executor(), retry_errors=retry_errors
+    )
     run = Run(folder.absolute(), counts=counts)
     if counts["failed"] < counts["total"]:  # a run with no answer has nothing to score
         write_summary(folder, run.summary)
     return run
 
 
-def score(run: Run | PathLike, by: Sequence[str] = ("category",), cluster: str | None = "source_id",
-          n_boot: int = N_BOOT, write: bool = True) -> RunSummary:
+def score(
+    run: Run | PathLike,
+    by: Sequence[str] = ("category",),
+    cluster: str | None = "source_id",
+    n_boot: int = N_BOOT,
+    write: bool = True,
+) -> RunSummary:
     """Accuracy, d′, criterion c and AUC with source-clustered 95% CIs, controls and alarms.
 
     Parameters
@@ -395,36 +460,70 @@ def verify(dataset: Dataset | PathLike, limit: int | None = None) -> dict:
     return verify_dataset(load_dataset(dataset).path, limit=limit)
 
 
-def probe(dataset: Dataset | PathLike, listener: Listener | str, out: PathLike | None = None, *,
-          categories: Sequence[str] = (), pooling: str = "segments16", seeds: int = 3,
-          n_boot: int = N_BOOT, mlp: bool = True, random_control: bool = True,
-          dsp_control: bool = True, batch_size: int = 8, threads: int | None = None,
-          results: Run | PathLike | None = None, train_from: PathLike | None = None,
-          cache: PathLike | None = None, executor: Any = None,
-          listener_options: dict | None = None) -> dict:
+def probe(
+    dataset: Dataset | PathLike,
+    listener: Listener | str,
+    out: PathLike | None = None,
+    *,
+    categories: Sequence[str] = (),
+    pooling: str = "segments16",
+    seeds: int = 3,
+    n_boot: int = N_BOOT,
+    mlp: bool = True,
+    random_control: bool = True,
+    dsp_control: bool = True,
+    batch_size: int = 8,
+    threads: int | None = None,
+    results: Run | PathLike | None = None,
+    train_from: PathLike | None = None,
+    cache: PathLike | None = None,
+    executor: Any = None,
+    listener_options: dict | None = None,
+) -> dict:
     """Layer-wise linear (and MLP) probes with controls, the lens readout and a diagnosis of
     where the direction is lost. Returns the summary also written to ``OUT/summary.json``."""
     from vocalgrad.executors import Executor
     from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
     from vocalgrad.probing.probes import ProbeSettings
 
-    config = ProbeConfig(categories=tuple(categories), pooling=pooling,
-                         settings=ProbeSettings(seeds=seeds, mlp=mlp, n_boot=n_boot),
-                         random_control=random_control, dsp_control=dsp_control,
-                         batch_size=batch_size, threads=threads)
-    folder = Path(out) if out is not None else Path("runs") / "probe" / default_run_folder(listener).name
+    config = ProbeConfig(
+        categories=tuple(categories),
+        pooling=pooling,
+        settings=ProbeSettings(seeds=seeds, mlp=mlp, n_boot=n_boot),
+        random_control=random_control,
+        dsp_control=dsp_control,
+        batch_size=batch_size,
+        threads=threads,
+    )
+    folder = (
+        Path(out) if out is not None else Path("runs") / "probe" / default_run_folder(listener).name
+    )
     data = load_dataset(dataset).path
     if listener_options:
         listener = _listener(listener, data, dict(listener_options))
-    return probe_dataset(data, listener, folder, config,
-                         results=None if results is None else str(results), cache=cache,
-                         train_from=None if train_from is None else str(train_from),
-                         executor=executor or Executor())
+    return probe_dataset(
+        data,
+        listener,
+        folder,
+        config,
+        results=None if results is None else str(results),
+        cache=cache,
+        train_from=None if train_from is None else str(train_from),
+        executor=executor or Executor(),
+    )
 
 
-def finetune(dataset: Dataset | PathLike, listener: str, out: PathLike | None = None, *,
-             categories: Sequence[str], method: str = "lora", batch_size: int = 16,
-             on_step: Callable[[int, float], None] | None = None, **settings: Any) -> Run:
+def finetune(
+    dataset: Dataset | PathLike,
+    listener: str,
+    out: PathLike | None = None,
+    *,
+    categories: Sequence[str],
+    method: str = "lora",
+    batch_size: int = 16,
+    on_step: Callable[[int, float], None] | None = None,
+    **settings: Any,
+) -> Run:
     """Tune a listener on the train split of `categories` (``head``, ``lora`` or ``full``), then
     evaluate it on every category's test split. The adapter is in ``OUT/adapter`` (the listener
     spec ``tuned:OUT/adapter``); `settings` are `TuneConfig` fields (lr, epochs, ...)."""
@@ -434,18 +533,32 @@ def finetune(dataset: Dataset | PathLike, listener: str, out: PathLike | None = 
     config = TuneConfig(method=method, categories=tuple(categories), **settings)
     name = f"{default_run_folder(listener).name}-{method}-{'_'.join(config.categories)}"
     folder = Path(out) if out is not None else Path("runs") / "finetune" / name
-    result = tune(load_dataset(dataset).path, listener, folder, config, batch_size=batch_size,
-                  on_step=on_step)
+    result = tune(
+        load_dataset(dataset).path, listener, folder, config, batch_size=batch_size, on_step=on_step
+    )
     return Run(folder.absolute(), counts=result["counts"])
 
 
-def report(runs: Iterable[Run | PathLike], out: PathLike = "report.html", *,
-           dataset: Dataset | PathLike | None = None, probes: Iterable[PathLike] = (),
-           output_format: str = "html", n_boot: int = N_BOOT, command: str = "") -> Path:
+def report(
+    runs: Iterable[Run | PathLike],
+    out: PathLike = "report.html",
+    *,
+    dataset: Dataset | PathLike | None = None,
+    probes: Iterable[PathLike] = (),
+    output_format: str = "html",
+    n_boot: int = N_BOOT,
+    command: str = "",
+) -> Path:
     """One self-contained report (HTML, or markdown with figures beside it) of runs, probes
     and the dataset card. Returns the report's path."""
     from vocalgrad.report import write_report
 
-    return write_report([Path(r) for r in runs], out, dataset=None if dataset is None else Path(dataset),
-                        probe_dirs=[Path(p) for p in probes], fmt=output_format, n_boot=n_boot,
-                        command=command)
+    return write_report(
+        [Path(r) for r in runs],
+        out,
+        dataset=None if dataset is None else Path(dataset),
+        probe_dirs=[Path(p) for p in probes],
+        fmt=output_format,
+        n_boot=n_boot,
+        command=command,
+    )

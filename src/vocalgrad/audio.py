@@ -43,12 +43,20 @@ def load_audio(path: str | os.PathLike, mono: bool = True) -> tuple[np.ndarray, 
     try:
         data, sr = sf.read(path, dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError) as err:
-        raise AudioError(f"{path}: cannot decode audio ({err}); re-export it as WAV or FLAC") from err
+        raise AudioError(
+            f"{path}: cannot decode audio ({err}); re-export it as WAV or FLAC"
+        ) from err
     if data.size == 0:
         raise AudioError(f"{path}: file holds no samples")
     if sr < MIN_SAMPLE_RATE:
-        raise AudioError(f"{path}: sample rate {sr} Hz is below {MIN_SAMPLE_RATE} Hz; use a wideband recording")
-    audio = data.mean(axis=1) if mono and data.shape[1] > 1 else (data if data.shape[1] > 1 else data[:, 0])
+        raise AudioError(
+            f"{path}: sample rate {sr} Hz is below {MIN_SAMPLE_RATE} Hz; use a wideband recording"
+        )
+    audio = (
+        data.mean(axis=1)
+        if mono and data.shape[1] > 1
+        else (data if data.shape[1] > 1 else data[:, 0])
+    )
     if not np.all(np.isfinite(audio)):
         raise AudioError(f"{path}: contains NaN or infinite samples")
     return np.ascontiguousarray(audio, dtype=np.float32), int(sr)
@@ -100,7 +108,9 @@ def weighted_loudness_lufs(weighted: np.ndarray, sr: int) -> float:
     """Integrated loudness of an already K-weighted signal (`k_weight`): the gating half of
     `loudness_lufs`, so a clip filtered once gives both its loudness and its frame energies."""
     if len(weighted) < int(BLOCK_S * sr) + 1:
-        weighted = np.pad(weighted, [(0, int(BLOCK_S * sr) + 1 - len(weighted))] + [(0, 0)] * (weighted.ndim - 1))
+        weighted = np.pad(
+            weighted, [(0, int(BLOCK_S * sr) + 1 - len(weighted))] + [(0, 0)] * (weighted.ndim - 1)
+        )
     n_blocks = int(np.round((len(weighted) / sr - BLOCK_S) / (BLOCK_S * BLOCK_STEP))) + 1
     j = np.arange(n_blocks)
     lower = (BLOCK_S * (j * BLOCK_STEP) * sr).astype(int)
@@ -115,7 +125,9 @@ def weighted_loudness_lufs(weighted: np.ndarray, sr: int) -> float:
             return float("-inf")
         relative = -0.691 + 10.0 * np.log10(z[above_absolute].mean()) - 10.0
         gated = (level > relative) & (level > -70.0)
-        return float(-0.691 + 10.0 * np.log10(np.nan_to_num(z[gated].mean()) if gated.any() else 0.0))
+        return float(
+            -0.691 + 10.0 * np.log10(np.nan_to_num(z[gated].mean()) if gated.any() else 0.0)
+        )
 
 
 def k_weighted_frame_power(audio: np.ndarray, sr: int, frame_s: float = FRAME_S) -> np.ndarray:
@@ -204,11 +216,18 @@ def speech_span(
     onset = runs[0][0] * FRAME_S
     offset = min(runs[-1][1] * FRAME_S, total_s)
     if offset - onset < min_span_s:
-        return SpeechSpan(onset, offset, False, f"speech span {offset - onset:.2f} s is shorter than {min_span_s} s")
+        return SpeechSpan(
+            onset,
+            offset,
+            False,
+            f"speech span {offset - onset:.2f} s is shorter than {min_span_s} s",
+        )
     if not dynamic_ok:
         spectral_flatness = _flatness(audio)
         if spectral_flatness > 0.3:
-            return SpeechSpan(onset, offset, False, "no level contrast and noise-like spectrum: not speech")
+            return SpeechSpan(
+                onset, offset, False, "no level contrast and noise-like spectrum: not speech"
+            )
     return SpeechSpan(onset, offset, True)
 
 

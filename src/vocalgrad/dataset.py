@@ -36,7 +36,9 @@ from vocalgrad.records import DatasetRow
 log = logging.getLogger("vocalgrad")
 
 SPLITS = ("test", "train")
-REBUILD_HINT = "the dataset is damaged: rebuild it (vocalgrad build --overwrite) or restore the file"
+REBUILD_HINT = (
+    "the dataset is damaged: rebuild it (vocalgrad build --overwrite) or restore the file"
+)
 REFERENCES = "references"
 REQUIRED_FIELDS = (
     "file_name", "item_id", "category", "direction", "tier", "curve", "magnitude", "unit",
@@ -90,8 +92,10 @@ def read_jsonl(path: Path, *, torn: str = "error", hint: str = "") -> Iterator[d
                 continue
             raise DatasetError(problem + (f"; {hint}" if hint else "")) from None
         if not isinstance(row, dict):
-            raise DatasetError(f"{path}:{i}: a row must be a JSON object, not {type(row).__name__}"
-                               + (f"; {hint}" if hint else ""))
+            raise DatasetError(
+                f"{path}:{i}: a row must be a JSON object, not {type(row).__name__}"
+                + (f"; {hint}" if hint else "")
+            )
         yield row
 
 
@@ -144,8 +148,10 @@ def repair_tail(path: Path) -> str | None:
         f.truncate(cut)
         f.flush()
         os.fsync(f.fileno())
-    return (f"{path}: cut a torn last line ({len(tail)} bytes, left by an interrupted write) "
-            f"and kept it in {quarantine}")
+    return (
+        f"{path}: cut a torn last line ({len(tail)} bytes, left by an interrupted write) "
+        f"and kept it in {quarantine}"
+    )
 
 
 def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetRow]:
@@ -163,7 +169,9 @@ def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetR
         for row in read_jsonl(meta, hint=REBUILD_HINT):
             missing = [k for k in REQUIRED_FIELDS if k not in row]
             if missing:
-                raise DatasetError(f"{meta}: row {row.get('item_id', '?')} lacks {', '.join(missing)}")
+                raise DatasetError(
+                    f"{meta}: row {row.get('item_id', '?')} lacks {', '.join(missing)}"
+                )
             row["path"] = str(root / split / row["file_name"])
             rows.append(row)
     if not found:
@@ -179,7 +187,12 @@ def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetR
 # --- the official release (Hugging Face audio layout) -------------------------------------
 
 OFFICIAL_METADATA = "metadata.csv"
-OFFICIAL_DIRECTIONS = {"up": "increase", "down": "decrease", "increase": "increase", "decrease": "decrease"}
+OFFICIAL_DIRECTIONS = {
+    "up": "increase",
+    "down": "decrease",
+    "increase": "increase",
+    "decrease": "decrease",
+}
 OFFICIAL_REQUIRED = ("file_name", "category", "source_clip_id")
 
 
@@ -207,28 +220,35 @@ def official_rows(root: str | Path) -> list[dict]:
                 f"label or direction; missing: {', '.join(missing) or 'label/direction'}"
             )
         for line, rec in enumerate(reader, start=2):
-            direction = OFFICIAL_DIRECTIONS.get((rec.get("label") or rec.get("direction") or "").strip().lower())
+            direction = OFFICIAL_DIRECTIONS.get(
+                (rec.get("label") or rec.get("direction") or "").strip().lower()
+            )
             if direction is None or not rec["file_name"] or not rec["category"]:
-                raise DatasetError(f"{meta}:{line}: needs file_name, category and an increase/decrease (up/down) label")
-            rows.append({
-                **{k: v for k, v in rec.items() if k not in ("label", "direction")},
-                "item_id": Path(rec["file_name"]).stem,
-                "direction": direction,
-                "tier": rec.get("tier") or None,
-                "curve": rec.get("curve") or None,
-                "magnitude": None,
-                "unit": None,
-                "source_id": rec["source_clip_id"],
-                "speaker_id": rec.get("speaker_id") or rec["source_clip_id"],
-                "split": rec.get("split") or "test",
-                "sample_rate": None,
-                "duration_s": _number(rec.get("duration_sec")),
-                "speech_onset_s": _number(rec.get("onset_sec")),
-                "speech_offset_s": _number(rec.get("offset_sec")),
-                "verified": None,
-                "official_prompt": rec.get("prompt") or None,
-                "path": str(root / rec["file_name"]),
-            })
+                raise DatasetError(
+                    f"{meta}:{line}: needs file_name, category and "
+                    "an increase/decrease (up/down) label"
+                )
+            rows.append(
+                {
+                    **{k: v for k, v in rec.items() if k not in ("label", "direction")},
+                    "item_id": Path(rec["file_name"]).stem,
+                    "direction": direction,
+                    "tier": rec.get("tier") or None,
+                    "curve": rec.get("curve") or None,
+                    "magnitude": None,
+                    "unit": None,
+                    "source_id": rec["source_clip_id"],
+                    "speaker_id": rec.get("speaker_id") or rec["source_clip_id"],
+                    "split": rec.get("split") or "test",
+                    "sample_rate": None,
+                    "duration_s": _number(rec.get("duration_sec")),
+                    "speech_onset_s": _number(rec.get("onset_sec")),
+                    "speech_offset_s": _number(rec.get("offset_sec")),
+                    "verified": None,
+                    "official_prompt": rec.get("prompt") or None,
+                    "path": str(root / rec["file_name"]),
+                }
+            )
     if not rows:
         raise DatasetError(f"{meta}: no rows")
     return rows
@@ -269,7 +289,9 @@ def resolve(spec: str | Path, cache_dir: Path | None = None) -> Path:
         return Path(name).expanduser()
     from vocalgrad.sources import default_cache_dir
 
-    return materialise_hf(name, split or "test", Path(cache_dir or default_cache_dir()) / "datasets")
+    return materialise_hf(
+        name, split or "test", Path(cache_dir or default_cache_dir()) / "datasets"
+    )
 
 
 def materialise_hf(name: str, split: str, cache_root: Path) -> Path:
@@ -284,7 +306,9 @@ def materialise_hf(name: str, split: str, cache_root: Path) -> Path:
     if "audio" not in ds.column_names:
         raise DatasetError(f"hf:{name}@{split}: no 'audio' column (columns: {ds.column_names})")
     ds = ds.cast_column("audio", datasets.Audio(decode=False))
-    key = hashlib.sha256(f"{name}|{split}|{getattr(ds, '_fingerprint', '')}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{name}|{split}|{getattr(ds, '_fingerprint', '')}".encode()).hexdigest()[
+        :16
+    ]
     final = cache_root / f"{Path(name).name or 'dataset'}-{split}-{key}"
     if (final / OFFICIAL_METADATA).is_file():
         return final
@@ -299,7 +323,9 @@ def materialise_hf(name: str, split: str, cache_root: Path) -> Path:
         target = work / file_name
         if not target.is_file():
             if not (audio.get("bytes") or (audio.get("path") and Path(audio["path"]).is_file())):
-                raise DatasetError(f"hf:{name}@{split}: row {index} has neither audio bytes nor a readable path")
+                raise DatasetError(
+                    f"hf:{name}@{split}: row {index} has neither audio bytes nor a readable path"
+                )
             with atomic_path(target) as tmp:
                 if audio.get("bytes"):
                     tmp.write_bytes(audio["bytes"])

@@ -116,4 +116,3 @@ class APIBatchError(APIError, PartialBatchError):
 
 class BusyError(VocalgradError):
     """Another process is writing the same run or build folder."""
-

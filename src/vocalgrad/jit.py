@@ -17,7 +17,9 @@ def warm_up(sr: int = 16000) -> None:
 
     rng = np.random.default_rng(0)
     y = (0.1 * rng.standard_normal(sr)).astype(np.float32)
-    mel = np.log(librosa.feature.melspectrogram(y=y, sr=sr, n_fft=512, hop_length=160, n_mels=40) + 1e-8)
+    mel = np.log(
+        librosa.feature.melspectrogram(y=y, sr=sr, n_fft=512, hop_length=160, n_mels=40) + 1e-8
+    )
     librosa.sequence.dtw(X=mel, Y=mel, backtrack=True)
     mfcc = librosa.feature.mfcc(y=y, sr=sr, n_mfcc=13, hop_length=160)
     librosa.sequence.dtw(X=mfcc, Y=mfcc, metric="cosine")

@@ -47,7 +47,11 @@ _PROPORTIONS = ("accuracy", "balanced_accuracy", "auc")  # see `jackknife_t_ci(p
 # and the report and the probe diagnosis flag every number resting on them as indicative.
 MIN_SOURCES = 10
 BOOTSTRAP, JACKKNIFE, SIGN_FLIP, NO_CI = (
-    "cluster bootstrap", "cluster jackknife t", "sign-flip inversion", "none")
+    "cluster bootstrap",
+    "cluster jackknife t",
+    "sign-flip inversion",
+    "none",
+)
 NO_CI_TEXT = "too few sources for a CI"
 
 
@@ -58,9 +62,13 @@ def ci_method_for(n_clusters: int) -> str:
     return JACKKNIFE if n_clusters >= 2 else NO_CI
 
 
-def jackknife_t_ci(point: np.ndarray, replicates: np.ndarray, level: float = 0.95,
-                   proportion: bool = False,
-                   extra_variance: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def jackknife_t_ci(
+    point: np.ndarray,
+    replicates: np.ndarray,
+    level: float = 0.95,
+    proportion: bool = False,
+    extra_variance: np.ndarray | float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Delete-one-cluster jackknife t-interval, G - 1 df, per row of `replicates` (..., G).
 
     `point` is the full-sample estimate (...); `extra_variance` adds an independent source of
@@ -148,8 +156,9 @@ def cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
     """Integer cluster index per row; None (or a missing value) makes each row its own cluster."""
     if cluster is None:
         return np.arange(len(rows))
-    keys = [f"row:{i}" if r.get(cluster) is None else f"value:{r[cluster]}"
-            for i, r in enumerate(rows)]
+    keys = [
+        f"row:{i}" if r.get(cluster) is None else f"value:{r[cluster]}" for i, r in enumerate(rows)
+    ]
     _, ids = np.unique(np.array(keys, dtype=object), return_inverse=True)
     return ids.reshape(-1)
 
@@ -168,8 +177,9 @@ def resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> n
     return np.bincount(idx.ravel(), minlength=n_rep * n_clusters).reshape(n_rep, n_clusters)
 
 
-def resample_chunks(rng: np.random.Generator, n_boot: int, n_clusters: int,
-                    width: int | None = None) -> Iterator[np.ndarray]:
+def resample_chunks(
+    rng: np.random.Generator, n_boot: int, n_clusters: int, width: int | None = None
+) -> Iterator[np.ndarray]:
     """`resample_weights` for `n_boot` resamples in chunks, so that a statistic needing
     `width` float64 cells per resample (default: one per cluster) stays within a fixed
     memory budget; the draws are those of successive calls with the chunk sizes."""
@@ -225,9 +235,15 @@ class ClusterWeightedAUC:
         return _div(np.sum(p * (np.cumsum(q, axis=1) - 0.5 * q), axis=1), den)
 
 
-def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_clusters: int,
-                rng: np.random.Generator, n_boot: int = 2000, proportion: bool = True,
-                level: float = 0.95) -> tuple[float, float, str]:
+def weighted_ci(
+    statistic: Callable[[np.ndarray], np.ndarray],
+    point: float,
+    n_clusters: int,
+    rng: np.random.Generator,
+    n_boot: int = 2000,
+    proportion: bool = True,
+    level: float = 0.95,
+) -> tuple[float, float, str]:
     """(lo, hi, method) of any statistic of cluster weights, under this module's rule:
     `statistic` maps a weight matrix (R, G) to R values (all ones gives `point`). For callers
     with their own statistic (the shortcut audit's cue classifiers), so every CI in the
@@ -240,7 +256,9 @@ def weighted_ci(statistic: Callable[[np.ndarray], np.ndarray], point: float, n_c
             lo, hi = _unless_collapsed(lo, hi, point, n_clusters, level)
         return lo, hi, method
     if method == JACKKNIFE:
-        lo, hi = jackknife_t_ci(np.asarray(point), statistic(leave_one_out_weights(n_clusters)), level, proportion)
+        lo, hi = jackknife_t_ci(
+            np.asarray(point), statistic(leave_one_out_weights(n_clusters)), level, proportion
+        )
         return float(lo), float(hi), method
     return float("nan"), float("nan"), method
 
@@ -253,7 +271,9 @@ def _percentile_ci(samples: np.ndarray, level: float = 0.95) -> tuple[float, flo
     return float(lo), float(hi)
 
 
-def _unless_collapsed(lo: float, hi: float, point: float, n_clusters: int, level: float = 0.95) -> tuple[float, float]:
+def _unless_collapsed(
+    lo: float, hi: float, point: float, n_clusters: int, level: float = 0.95
+) -> tuple[float, float]:
     """A proportion's bootstrap interval, or where it has zero width (every cluster agrees
     exactly, so every resample gives the point) the Wilson interval on the clusters."""
     if np.isfinite(point) and np.isfinite(lo) and hi - lo <= 1e-12:
@@ -365,13 +385,25 @@ def summarise(
     rows = [r for r in rows if r.get("direction") in LABELS]
     by = tuple(by)
     meta = {"cluster": cluster or "item", "n_boot": n_boot}
-    out = [{**dict.fromkeys(by, "overall"), "group": "overall",
-            **_group_summary(rows, cluster, n_boot, group_rng(seed, "overall")), **meta}]
+    out = [
+        {
+            **dict.fromkeys(by, "overall"),
+            "group": "overall",
+            **_group_summary(rows, cluster, n_boot, group_rng(seed, "overall")),
+            **meta,
+        }
+    ]
     if by:
         for key, members in _groups(rows, by):
             label = "|".join(key)
-            out.append({**dict(zip(by, key, strict=True)), "group": label,
-                        **_group_summary(members, cluster, n_boot, group_rng(seed, label)), **meta})
+            out.append(
+                {
+                    **dict(zip(by, key, strict=True)),
+                    "group": label,
+                    **_group_summary(members, cluster, n_boot, group_rng(seed, label)),
+                    **meta,
+                }
+            )
     return out
 
 
@@ -425,8 +457,11 @@ def paired_comparison(
     """
     nan = float("nan")
     b_by_id = {r["item_id"]: r for r in rows_b}
-    pairs = [(a, b_by_id[a["item_id"]]) for a in rows_a
-             if a["item_id"] in b_by_id and a.get("direction") in LABELS]
+    pairs = [
+        (a, b_by_id[a["item_id"]])
+        for a in rows_a
+        if a["item_id"] in b_by_id and a.get("direction") in LABELS
+    ]
     for a, b in pairs:
         if a["direction"] != b.get("direction"):
             raise ValueError(
@@ -435,11 +470,29 @@ def paired_comparison(
             )
     out: dict = {"n": len(pairs), "cluster": cluster or "item", "n_boot": n_boot}
     if not pairs:
-        return out | dict.fromkeys(
-            ("accuracy_a", "accuracy_b", "difference", "difference_lo", "difference_hi",
-             "mcnemar_p", "permutation_p", "permutation_min_p"), nan) | {
-            "n_only_a_correct": 0, "n_only_b_correct": 0, "n_clusters": 0, "ci_method": NO_CI,
-            "permutation_exact": False}
+        return (
+            out
+            | dict.fromkeys(
+                (
+                    "accuracy_a",
+                    "accuracy_b",
+                    "difference",
+                    "difference_lo",
+                    "difference_hi",
+                    "mcnemar_p",
+                    "permutation_p",
+                    "permutation_min_p",
+                ),
+                nan,
+            )
+            | {
+                "n_only_a_correct": 0,
+                "n_only_b_correct": 0,
+                "n_clusters": 0,
+                "ci_method": NO_CI,
+                "permutation_exact": False,
+            }
+        )
     ca = np.array([a.get("predicted") == a["direction"] for a, _ in pairs], dtype=float)
     cb = np.array([b.get("predicted") == b["direction"] for _, b in pairs], dtype=float)
     cid = cluster_ids([a for a, _ in pairs], cluster)
@@ -494,8 +547,9 @@ def paired_comparison(
     }
 
 
-def _sign_flip_interval(diff: np.ndarray, size: np.ndarray,
-                        level: float = 0.95) -> tuple[float, float]:
+def _sign_flip_interval(
+    diff: np.ndarray, size: np.ndarray, level: float = 0.95
+) -> tuple[float, float]:
     """The shifts delta of the accuracy difference that the exact sign-flip test keeps.
 
     Inverts the permutation test of `paired_comparison` (per-cluster totals of a - b minus
@@ -528,8 +582,11 @@ def flip_rate(rows_forward: Iterable[Mapping], rows_reversed: Iterable[Mapping])
     pairs (an unparsed answer is not a flip), `flip_rate_answered` by pairs answered both ways.
     """
     forward = {r["item_id"]: r for r in rows_forward}
-    pairs = [(forward[r["reversed_of"]].get("predicted"), r.get("predicted"))
-             for r in rows_reversed if r.get("reversed_of") in forward]
+    pairs = [
+        (forward[r["reversed_of"]].get("predicted"), r.get("predicted"))
+        for r in rows_reversed
+        if r.get("reversed_of") in forward
+    ]
     answered = [(f, b) for f, b in pairs if f in LABELS and b in LABELS]
     flipped = sum(f != b for f, b in answered)
     return {

@@ -25,10 +25,15 @@ ADMIN_TOKEN = "test-admin-token-0123456789-abcdefghijklmnop"
 PUBLIC_URL = "https://study.example/lab"
 
 
-def make_dataset(root: Path, seconds: float = 0.4, n_sources: int = 4,
-                 categories: tuple[str, ...] = ("volume", "voice_pitch"),
-                 tiers: tuple[str, ...] = ("low", "high"), curves: tuple[str, ...] = ("linear", "jump"),
-                 n_train: int = 2) -> Path:
+def make_dataset(
+    root: Path,
+    seconds: float = 0.4,
+    n_sources: int = 4,
+    categories: tuple[str, ...] = ("volume", "voice_pitch"),
+    tiers: tuple[str, ...] = ("low", "high"),
+    curves: tuple[str, ...] = ("linear", "jump"),
+    n_train: int = 2,
+) -> Path:
     """A dataset folder with the real schema: every condition for every source, opaque names."""
     rng = np.random.default_rng(7)
     rows: dict[str, list[dict]] = {"test": [], "train": []}
@@ -43,21 +48,37 @@ def make_dataset(root: Path, seconds: float = 0.4, n_sources: int = 4,
                     for curve in curves:
                         for direction in ("increase", "decrease"):
                             item = rng.bytes(8).hex()
-                            p = t / seconds if curve == "linear" else (t >= seconds / 2).astype(float)
+                            p = (
+                                t / seconds
+                                if curve == "linear"
+                                else (t >= seconds / 2).astype(float)
+                            )
                             p = p if direction == "increase" else 1 - p
                             gain = 10 ** ((p - 0.5) * mags[tier] / 20)
                             f0 = 150 + 20 * s
                             audio = 0.1 * gain * np.sin(2 * np.pi * f0 * t)
                             name = f"{item}.flac"
                             sf.write(root / split / name, audio.astype(np.float32), SR)
-                            rows[split].append({
-                                "file_name": name, "item_id": item, "category": cat,
-                                "direction": direction, "tier": tier, "curve": curve,
-                                "magnitude": mags[tier], "unit": "dB", "source_id": source,
-                                "speaker_id": f"spk{s % 2}", "split": split, "sample_rate": SR,
-                                "duration_s": seconds, "speech_onset_s": 0.0,
-                                "speech_offset_s": seconds, "verified": True,
-                            })
+                            rows[split].append(
+                                {
+                                    "file_name": name,
+                                    "item_id": item,
+                                    "category": cat,
+                                    "direction": direction,
+                                    "tier": tier,
+                                    "curve": curve,
+                                    "magnitude": mags[tier],
+                                    "unit": "dB",
+                                    "source_id": source,
+                                    "speaker_id": f"spk{s % 2}",
+                                    "split": split,
+                                    "sample_rate": SR,
+                                    "duration_s": seconds,
+                                    "speech_onset_s": 0.0,
+                                    "speech_offset_s": seconds,
+                                    "verified": True,
+                                }
+                            )
     h = hashlib.sha256()
     for split, rs in rows.items():
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rs)
@@ -69,8 +90,16 @@ def make_dataset(root: Path, seconds: float = 0.4, n_sources: int = 4,
 
 def write_study(path: Path, **settings: Any) -> Path:
     """A study TOML file; values are written with json.dumps (valid TOML for these types)."""
-    base = {"name": "e2e", "n_annotators": 3, "annotators_per_item": 2, "n_practice": 2,
-            "n_catch": 2, "screening_trials": 2, "screening_pass": 2, "screening_interval_s": 0.2}
+    base = {
+        "name": "e2e",
+        "n_annotators": 3,
+        "annotators_per_item": 2,
+        "n_practice": 2,
+        "n_catch": 2,
+        "screening_trials": 2,
+        "screening_pass": 2,
+        "screening_interval_s": 0.2,
+    }
     base.update(settings)
     lines = ["[study]"] + [f"{k} = {json.dumps(v)}" for k, v in base.items()]
     path.write_text("\n".join(lines) + "\n")
@@ -83,16 +112,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(dataset: Path, study: Path, extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
+def start_server(
+    dataset: Path, study: Path, extra: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, str]:
     """`vocalgrad human serve` in a subprocess on a free loopback port; waits for /healthz."""
     import httpx
 
     port = free_port()
     env = {**os.environ, "VOCALGRAD_ADMIN_TOKEN": ADMIN_TOKEN}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vocalgrad.cli", "human", "serve", str(dataset),
-         "--study", str(study), "--host", "127.0.0.1", "--port", str(port), *extra],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "vocalgrad.cli",
+            "human",
+            "serve",
+            str(dataset),
+            "--study",
+            str(study),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *extra,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -122,13 +169,22 @@ def trial_truth(db: Path, trial_id: str) -> tuple[str, float]:
     import sqlite3
 
     with sqlite3.connect(db) as c:
-        truth, dur = c.execute("SELECT truth, duration_s FROM trials WHERE id=?", (trial_id,)).fetchone()
+        truth, dur = c.execute(
+            "SELECT truth, duration_s FROM trials WHERE id=?", (trial_id,)
+        ).fetchone()
     return truth, dur
 
 
-def do_trial(client: Any, db: Path, wait: Callable[[float], None], choose: Callable[[str], str] | None = None,
-             submission: str | None = None) -> dict:
-    """Fetch, play to the end, answer (the truth unless `choose` says otherwise). Returns the state."""
+def do_trial(
+    client: Any,
+    db: Path,
+    wait: Callable[[float], None],
+    choose: Callable[[str], str] | None = None,
+    submission: str | None = None,
+) -> dict:
+    """Fetch, play to the end, answer (the truth unless `choose` says otherwise).
+
+    Returns the state."""
     state = client.get("/api/state").json()
     t = state["trial"]
     truth, dur = trial_truth(db, t["id"])
@@ -141,8 +197,14 @@ def do_trial(client: Any, db: Path, wait: Callable[[float], None], choose: Calla
     body = {"answer": answer, "rt_s": 0.5, "submission_id": submission or os.urandom(8).hex()}
     r = client.post(f"/api/trials/{t['id']}/answer", json=body)
     assert r.status_code == 200, r.text
-    return {"state": state, "trial": t, "answer": answer, "truth": truth, "body": body,
-            "response": r.json()}
+    return {
+        "state": state,
+        "trial": t,
+        "answer": answer,
+        "truth": truth,
+        "body": body,
+        "response": r.json(),
+    }
 
 
 class Clock:
@@ -172,8 +234,11 @@ class Env:
         self.clock = Clock()
         # the fake clock makes a whole session take milliseconds: far above any person's
         # request rate, so the limit is raised here (tests of the limit set their own)
-        self.app_options: dict[str, Any] = {"public_url": PUBLIC_URL, "rate_per_s": 1e4,
-                                            "rate_burst": 1e4}
+        self.app_options: dict[str, Any] = {
+            "public_url": PUBLIC_URL,
+            "rate_per_s": 1e4,
+            "rate_burst": 1e4,
+        }
         self.store, self.app = None, None
         self.restart()
 
@@ -183,8 +248,9 @@ class Env:
         from vocalgrad.human.store import Store
 
         self.store = Store(self.db)
-        self.app = create_app(self.store, self.dataset, ADMIN_TOKEN, clock=self.clock,
-                              **self.app_options)
+        self.app = create_app(
+            self.store, self.dataset, ADMIN_TOKEN, clock=self.clock, **self.app_options
+        )
 
     def client(self, token: str | None = None) -> Any:
         from fastapi.testclient import TestClient

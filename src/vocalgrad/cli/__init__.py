@@ -16,10 +16,12 @@ from vocalgrad.errors import VocalgradError
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="vocalgrad", description=__doc__,
+        prog="vocalgrad",
+        description=__doc__,
         epilog="exit status: 0 done (every item answered), 1 nothing answered or an OS error "
         "(permission, full disk), 2 bad input or usage, 3 some items unanswered (rerun to ask "
-        "them again), 130 interrupted (rerun to resume)")
+        "them again), 130 interrupted (rerun to resume)",
+    )
     p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
@@ -91,8 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         command = shlex.join(["vocalgrad", *(sys.argv[1:] if argv is None else argv)])
-        print(f"vocalgrad: interrupted; finished work is kept: rerun `{command}` to resume",
-              file=sys.stderr, flush=True)
+        print(
+            f"vocalgrad: interrupted; finished work is kept: rerun `{command}` to resume",
+            file=sys.stderr,
+            flush=True,
+        )
         if argv is None:  # the console command, not a caller in this process
             _leave_now()
         return EXIT_INTERRUPTED

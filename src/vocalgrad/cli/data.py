@@ -24,38 +24,63 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
     b.add_argument("--config", help="TOML file with a [build] table")
     b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
-    b.add_argument("--categories", type=csv_list,
-                   help="comma-separated; default: the published nine (newer dimensions such as "
-                        "brightness are opt-in)")
+    b.add_argument(
+        "--categories",
+        type=csv_list,
+        help="comma-separated; default: the published nine (newer dimensions such as "
+        "brightness are opt-in)",
+    )
     b.add_argument("--tiers", type=csv_list)
     b.add_argument("--curves", type=csv_list)
     b.add_argument("--n-test", type=whole(1))
     b.add_argument("--n-train", type=whole(0))
     b.add_argument("--sample-rate", type=whole(8000))
     b.add_argument("--seed", type=whole(0))
-    b.add_argument("--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources")
+    b.add_argument(
+        "--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources"
+    )
     b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
-    b.add_argument("--design", choices=("tiers", "psychometric"), help="published tiers (default) or a magnitude sweep")
-    b.add_argument("--levels", type=whole(2), help="magnitudes per dimension for --design psychometric")
-    b.add_argument("--question-format", choices=FORMATS,
-                   help="a change within one clip (gradual, default), two held parts to compare "
-                        "(comparison), or one held clip to name (recognition)")
+    b.add_argument(
+        "--design",
+        choices=("tiers", "psychometric"),
+        help="published tiers (default) or a magnitude sweep",
+    )
+    b.add_argument(
+        "--levels", type=whole(2), help="magnitudes per dimension for --design psychometric"
+    )
+    b.add_argument(
+        "--question-format",
+        choices=FORMATS,
+        help="a change within one clip (gradual, default), two held parts to compare "
+        "(comparison), or one held clip to name (recognition)",
+    )
     add_deprecated_alias(b, "--format", "--question-format", "question_format", choices=FORMATS)
-    add_executor_options(b, "local processes (default: all cores), or Ray tasks in flight "
-                         "(default: the cluster's CPUs)")
+    add_executor_options(
+        b,
+        "local processes (default: all cores), or Ray tasks in flight "
+        "(default: the cluster's CPUs)",
+    )
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
     b.add_argument("--no-audit", action="store_true", help="skip the shortcut audit at the end")
     b.set_defaults(func=cmd_build)
 
-    v = sub.add_parser("verify", help="re-measure a dataset and report label agreement and confounds")
-    v.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
+    v = sub.add_parser(
+        "verify", help="re-measure a dataset and report label agreement and confounds"
+    )
+    v.add_argument(
+        "dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]"
+    )
     v.add_argument("--limit", type=whole(1))
     v.add_argument("--json", help="also write the full report here")
     v.set_defaults(func=cmd_verify)
 
-    a = sub.add_parser("audit", help="check that no label is recoverable from cues other than the change over time")
+    a = sub.add_parser(
+        "audit", help="check that no label is recoverable from cues other than the change over time"
+    )
     a.add_argument("dataset")
-    a.add_argument("--json", help="also write the full report here (always written to DATASET/audit.json)")
+    a.add_argument(
+        "--json", help="also write the full report here (always written to DATASET/audit.json)"
+    )
     a.add_argument("--workers", type=whole(1), default=1, help="processes measuring clip cues")
     a.set_defaults(func=cmd_audit)
 
@@ -75,37 +100,69 @@ def cmd_build(args: argparse.Namespace) -> int:
     from vocalgrad.api import build
 
     options = {
-        "categories": args.categories, "tiers": args.tiers, "curves": args.curves,
-        "n_test": args.n_test, "n_train": args.n_train, "sample_rate": args.sample_rate,
-        "seed": args.seed, "speaker_pattern": args.speaker_pattern,
-        "include_constant": False if args.no_constant else None, "design": args.design,
-        "levels": args.levels, "format": args.question_format,
+        "categories": args.categories,
+        "tiers": args.tiers,
+        "curves": args.curves,
+        "n_test": args.n_test,
+        "n_train": args.n_train,
+        "sample_rate": args.sample_rate,
+        "seed": args.seed,
+        "speaker_pattern": args.speaker_pattern,
+        "include_constant": False if args.no_constant else None,
+        "design": args.design,
+        "levels": args.levels,
+        "format": args.question_format,
     }
     with executor_from_args(args) as executor:
-        report = build(args.out, args.source, config=args.config, protocol=args.protocol,
-                       overwrite=args.overwrite, audit=not args.no_audit, executor=executor,
-                       **{k: v for k, v in options.items() if v is not None}).report
-    print(f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
-          f"({report['clips_dropped']} dropped after verification, "
-          f"{len(report['refused_conditions'])} refused conditions, "
-          f"{len(report['skipped_sources'])} skipped sources)")
+        report = build(
+            args.out,
+            args.source,
+            config=args.config,
+            protocol=args.protocol,
+            overwrite=args.overwrite,
+            audit=not args.no_audit,
+            executor=executor,
+            **{k: v for k, v in options.items() if v is not None},
+        ).report
+    print(
+        f"wrote {report['clips_kept']} clips to {args.out} in {report['seconds']:.1f} s "
+        f"({report['clips_dropped']} dropped after verification, "
+        f"{len(report['refused_conditions'])} refused conditions, "
+        f"{len(report['skipped_sources'])} skipped sources)"
+    )
     for r in report["refused_conditions"]:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
     for r in report.get("refused_for_source", []):
-        print(f"  refused {r['category']} {r['tier']} on {r['source_id']} ({r['clips']} clips): {r['reason']}")
+        print(
+            f"  refused {r['category']} {r['tier']} on {r['source_id']} ({r['clips']} clips): "
+            f"{r['reason']}"
+        )
     for s in report["skipped_sources"]:
         print(f"  skipped {s['source_id']}: {s['reason']}")
     if report.get("source_shortfall"):
-        print(f"  fewer sources than asked ({report['sources_selected']}): {report['source_shortfall']}")
+        print(
+            f"  fewer sources than asked ({report['sources_selected']}): "
+            f"{report['source_shortfall']}"
+        )
     for note in report.get("source_conversions", []):
         print(f"  {note}")
     failed: dict[str, list[str]] = {}
     for e in report["render_errors"]:
         failed.setdefault(e["category"], []).append(e["failed"])
     for category, messages in failed.items():
-        print(f"  could not render {len(messages)} {category} clip(s), left out with their twins: {messages[0]}")
-    print("verification agreement: " + ", ".join(f"{k} {v:.1%}" for k, v in report["verification_agreement"].items()))
-    refused = {k: v["refused_inaudible"] for k, v in report["per_category"].items() if v["refused_inaudible"]}
+        print(
+            f"  could not render {len(messages)} {category} clip(s), left out with their twins: "
+            f"{messages[0]}"
+        )
+    print(
+        "verification agreement: "
+        + ", ".join(f"{k} {v:.1%}" for k, v in report["verification_agreement"].items())
+    )
+    refused = {
+        k: v["refused_inaudible"]
+        for k, v in report["per_category"].items()
+        if v["refused_inaudible"]
+    }
     if refused:
         print("refused as inaudible: " + ", ".join(f"{k} {v}" for k, v in refused.items()))
     if "shortcut_audit" in report:
@@ -136,9 +193,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for category in failing:
         print(f"FAIL {category}: {'; '.join(report['per_category'][category]['reasons'])}")
     if failing:
-        print(f"shortcut audit failed for {len(failing)} of {len(report['per_category'])} categories")
+        print(
+            f"shortcut audit failed for {len(failing)} of {len(report['per_category'])} categories"
+        )
         return 1
-    print("shortcut audit passed: no label is recoverable from cues other than the change over time")
+    print(
+        "shortcut audit passed: no label is recoverable from cues other than the change over time"
+    )
     return 0
 
 
@@ -149,8 +210,10 @@ def cmd_sources(args: argparse.Namespace) -> int:
     speakers = Counter(s.speaker_id for s in sources)
     genders = Counter(s.gender or "?" for s in sources)
     texts = {s.text_id for s in sources}
-    print(f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
-          f"gender: {dict(genders)}")
+    print(
+        f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
+        f"gender: {dict(genders)}"
+    )
     for s in sources[: args.show]:
         print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
     return 0
@@ -169,11 +232,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"{len(rows)} clips in {args.dataset}")
     print("| split | category | increase | decrease | constant |\n|---|---|---|---|---|")
     for split, category in sorted({(s, c) for s, c, _ in by}):
-        print(f"| {split} | {category} | {by[(split, category, 'increase')]} | "
-              f"{by[(split, category, 'decrease')]} | {by[(split, category, 'constant')]} |")
+        print(
+            f"| {split} | {category} | {by[(split, category, 'increase')]} | "
+            f"{by[(split, category, 'decrease')]} | {by[(split, category, 'constant')]} |"
+        )
     manifest = Path(args.dataset) / "build.json"
     seed = f", seed {json.loads(manifest.read_text())['seed']}" if manifest.is_file() else ""
-    layout = " (official release layout: no references, magnitudes or train split)" if is_official(args.dataset) else ""
+    layout = (
+        " (official release layout: no references, magnitudes or train split)"
+        if is_official(args.dataset)
+        else ""
+    )
     print(f"content sha256 {content_sha256(args.dataset)}{seed}{layout}")
     return 0
 

@@ -20,45 +20,80 @@ from vocalgrad.errors import ConfigError
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("eval", help="ask a listener every item of a dataset (resumable)")
-    e.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
-    add_listener_options(e, "baseline:ideal | whisper:tiny.en | hf:PATH | openai:MODEL | tuned:DIR | ...")
+    e.add_argument(
+        "dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]"
+    )
+    add_listener_options(
+        e, "baseline:ideal | whisper:tiny.en | hf:PATH | openai:MODEL | tuned:DIR | ..."
+    )
     e.add_argument("--out", help="run folder (default runs/<listener>)")
     e.add_argument("--mode", default="auto", choices=("auto", "choice", "generate", "both"))
-    e.add_argument("--variants", type=csv_list, default=("default",), help="prompt variants, e.g. default,clip,ternary")
+    e.add_argument(
+        "--variants",
+        type=csv_list,
+        default=("default",),
+        help="prompt variants, e.g. default,clip,ternary",
+    )
     e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
     e.add_argument("--split", default="test")
     e.add_argument("--categories", type=csv_list)
-    e.add_argument("--limit", type=whole(1), help="ask only this many items (balanced over categories)")
+    e.add_argument(
+        "--limit", type=whole(1), help="ask only this many items (balanced over categories)"
+    )
     e.add_argument("--batch-size", type=whole(1), default=16)
-    e.add_argument("--few-shot", type=whole(0), default=0, help="examples per label from the train split")
-    e.add_argument("--retry-errors", action=argparse.BooleanOptionalAction, default=True,
-                   help="ask again the items whose last answer was an error (default: yes)")
+    e.add_argument(
+        "--few-shot", type=whole(0), default=0, help="examples per label from the train split"
+    )
+    e.add_argument(
+        "--retry-errors",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="ask again the items whose last answer was an error (default: yes)",
+    )
     e.add_argument("--audio-first", action="store_true")
     add_deprecated_alias(e, "--base-url", "-O base_url=URL", "base_url")
-    e.add_argument("--timeout", type=positive_seconds,
-                   help="for openai: listeners, seconds one request may wait for the server (default 60)")
-    e.add_argument("--max-retries", type=whole(0),
-                   help="for openai: listeners, retries of a failed request (default 5)")
-    e.add_argument("--adaptive", choices=("quest", "staircase"),
-                   help="estimate a threshold per category with few trials, rendering clips on demand")
-    e.add_argument("--max-trials", type=whole(1), default=40, help="trials per category for --adaptive")
-    add_executor_options(e, "listener copies answering batches: 1 locally (default); on Ray, "
-                         "actors (default: one per cluster CPU, or per GPU for model listeners)")
-    e.add_argument("--gpus-per-actor", type=float,
-                   help="on Ray: GPUs each listener actor reserves (default: 1 for model listeners "
-                   "when the cluster has GPUs, else 0)")
+    e.add_argument(
+        "--timeout",
+        type=positive_seconds,
+        help="for openai: listeners, seconds one request may wait for the server (default 60)",
+    )
+    e.add_argument(
+        "--max-retries",
+        type=whole(0),
+        help="for openai: listeners, retries of a failed request (default 5)",
+    )
+    e.add_argument(
+        "--adaptive",
+        choices=("quest", "staircase"),
+        help="estimate a threshold per category with few trials, rendering clips on demand",
+    )
+    e.add_argument(
+        "--max-trials", type=whole(1), default=40, help="trials per category for --adaptive"
+    )
+    add_executor_options(
+        e,
+        "listener copies answering batches: 1 locally (default); on Ray, "
+        "actors (default: one per cluster CPU, or per GPU for model listeners)",
+    )
+    e.add_argument(
+        "--gpus-per-actor",
+        type=float,
+        help="on Ray: GPUs each listener actor reserves (default: 1 for model listeners "
+        "when the cluster has GPUs, else 0)",
+    )
     e.set_defaults(func=cmd_eval)
 
     sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")
     sc.add_argument("runs", nargs="+")
     sc.add_argument("--by", type=csv_list, default=("category",))
     sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
-    sc.add_argument("--n-boot", type=whole(0), default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
+    sc.add_argument(
+        "--n-boot", type=whole(0), default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
+    )
     sc.add_argument("--output-format", default="md", choices=("md", "csv"))
     add_deprecated_alias(sc, "--format", "--output-format", "output_format", choices=("md", "csv"))
     sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
     sc.set_defaults(func=cmd_score)
-
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -73,7 +108,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--{name.replace('_', '-')} applies to openai: listeners only")
             options[name] = getattr(args, name)
     if args.adaptive and (args.executor == "ray" or args.ray_address):
-        raise ConfigError("--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address")
+        raise ConfigError(
+            "--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address"
+        )
     with executor_from_args(args) as executor:
         listener = executor.listener(ListenerSpec(args.listener, args.dataset, options))
         return _eval(args, listener, executor)
@@ -87,23 +124,45 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
     if args.adaptive:
         from vocalgrad.evaluation.evaluate_adaptive import describe, evaluate_adaptive
 
-        results = evaluate_adaptive(args.dataset, listener, out, args.categories or (),
-                                    method=args.adaptive, max_trials=args.max_trials)
+        results = evaluate_adaptive(
+            args.dataset,
+            listener,
+            out,
+            args.categories or (),
+            method=args.adaptive,
+            max_trials=args.max_trials,
+        )
         print(f"{listener.listener_id}: adaptive ({args.adaptive}) thresholds -> {out}")
         for result in results:
             print("  " + describe(result))
         return 0
-    run = evaluate(args.dataset, listener, out, mode=args.mode, variants=args.variants,
-                   controls=args.controls, split=args.split, categories=args.categories or (),
-                   limit=args.limit, batch_size=args.batch_size, few_shot=args.few_shot,
-                   audio_first=args.audio_first, retry_errors=args.retry_errors, executor=executor)
+    run = evaluate(
+        args.dataset,
+        listener,
+        out,
+        mode=args.mode,
+        variants=args.variants,
+        controls=args.controls,
+        split=args.split,
+        categories=args.categories or (),
+        limit=args.limit,
+        batch_size=args.batch_size,
+        few_shot=args.few_shot,
+        audio_first=args.audio_first,
+        retry_errors=args.retry_errors,
+        executor=executor,
+    )
     counts = run.counts
-    print(f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already done, "
-          f"{counts['retried']} asked again after an error, {counts['errors']} errors) "
-          f"in {counts['seconds']:.1f} s -> {out}")
+    print(
+        f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already "
+        f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
+        f"{counts['seconds']:.1f} s -> {out}"
+    )
     if counts["failed"]:
-        print(f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "
-              f"{out / 'results.jsonl'}); fix the cause and rerun the same command to ask them again")
+        print(
+            f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "
+            f"{out / 'results.jsonl'}); fix the cause and rerun the same command to ask them again"
+        )
     if counts["failed"] < counts["total"]:
         print(markdown(run.summary))
     return run_status(counts)
@@ -127,8 +186,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     )
 
     for run in args.runs:
-        summary = score(run, by=args.by, cluster=None if args.cluster == "item" else args.cluster,
-                        n_boot=args.n_boot, write=False)
+        summary = score(
+            run,
+            by=args.by,
+            cluster=None if args.cluster == "item" else args.cluster,
+            n_boot=args.n_boot,
+            write=False,
+        )
         print(to_csv(summary) if args.output_format == "csv" else markdown(summary), flush=True)
         write_summary(run, summary)  # after printing: a read-only run still shows its table
     if args.compare:

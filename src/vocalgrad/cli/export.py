@@ -1,8 +1,8 @@
 """`vocalgrad export ...`: hand a dataset or a run to the harnesses researchers use.
 
-    vocalgrad export lmms-eval DATASET --out DIR   lmms-eval tasks (run with --include_path DIR)
-    vocalgrad export lm-eval RUN --out DIR         a run's scores in lm-evaluation-harness' layout
-    vocalgrad export inspect-run LOG --out RUN     an inspect-ai log as a run (for score, report)
+vocalgrad export lmms-eval DATASET --out DIR   lmms-eval tasks (run with --include_path DIR)
+vocalgrad export lm-eval RUN --out DIR         a run's scores in lm-evaluation-harness' layout
+vocalgrad export inspect-run LOG --out RUN     an inspect-ai log as a run (for score, report)
 """
 
 from __future__ import annotations
@@ -15,8 +15,14 @@ from vocalgrad.cli.options import csv_list
 def cmd_lmms_eval(args: argparse.Namespace) -> int:
     from vocalgrad.harness.export import export_lmms_eval
 
-    done = export_lmms_eval(args.dataset, args.out, variants=args.variants or (),
-                            categories=args.categories or (), tiers=args.tiers or (), split=args.split)
+    done = export_lmms_eval(
+        args.dataset,
+        args.out,
+        variants=args.variants or (),
+        categories=args.categories or (),
+        tiers=args.tiers or (),
+        split=args.split,
+    )
     print(f"wrote {len(done.tasks)} lmms-eval task(s) to {args.out}: {', '.join(done.tasks)}")
     for category, why in done.skipped.items():
         print(f"  not exported: {category}: {why}")
@@ -41,25 +47,39 @@ def cmd_inspect_run(args: argparse.Namespace) -> int:
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     """The `export` command group."""
-    export = subparsers.add_parser("export", help="hand a dataset or a run to lmms-eval, lm-eval or inspect-ai")
+    export = subparsers.add_parser(
+        "export", help="hand a dataset or a run to lmms-eval, lm-eval or inspect-ai"
+    )
     sub = export.add_subparsers(dest="target", required=True)
 
     lmms = sub.add_parser("lmms-eval", help="write lmms-eval tasks for a dataset")
-    lmms.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
-    lmms.add_argument("--out", required=True, help="task folder to pass to lmms-eval --include_path")
-    lmms.add_argument("--variants", type=csv_list, help="prompt variants (default: every one that asks a direction)")
+    lmms.add_argument(
+        "dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]"
+    )
+    lmms.add_argument(
+        "--out", required=True, help="task folder to pass to lmms-eval --include_path"
+    )
+    lmms.add_argument(
+        "--variants",
+        type=csv_list,
+        help="prompt variants (default: every one that asks a direction)",
+    )
     lmms.add_argument("--categories", type=csv_list)
     lmms.add_argument("--tiers", type=csv_list)
     lmms.add_argument("--split", default="test")
     lmms.set_defaults(func=cmd_lmms_eval)
 
-    lm = sub.add_parser("lm-eval", help="write a run's scores as lm-evaluation-harness results and samples")
+    lm = sub.add_parser(
+        "lm-eval", help="write a run's scores as lm-evaluation-harness results and samples"
+    )
     lm.add_argument("run", help="a run folder (vocalgrad eval, human export or export inspect-run)")
     lm.add_argument("--out", required=True)
     lm.add_argument("--listener", help="which listener, when the run holds several")
     lm.set_defaults(func=cmd_lm_eval)
 
-    ins = sub.add_parser("inspect-run", help="turn an inspect-ai log of a vocalgrad task into a run folder")
+    ins = sub.add_parser(
+        "inspect-run", help="turn an inspect-ai log of a vocalgrad task into a run folder"
+    )
     ins.add_argument("log", help="an inspect .eval or .json log")
     ins.add_argument("--out", required=True, help="run folder to write")
     ins.set_defaults(func=cmd_inspect_run)

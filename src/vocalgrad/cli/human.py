@@ -44,14 +44,24 @@ def cmd_create(args: argparse.Namespace) -> int:
     rows = load_rows(args.dataset)
     plan = make_plan(rows, config)
     warning = public_build_warning(args.dataset)
-    create_study(db, config, plan, rows, Path(args.dataset), content_sha256(args.dataset),
-                 warnings=[warning] if warning else [])
+    create_study(
+        db,
+        config,
+        plan,
+        rows,
+        Path(args.dataset),
+        content_sha256(args.dataset),
+        warnings=[warning] if warning else [],
+    )
     if warning:
         print(f"vocalgrad: warning: {warning}", file=sys.stderr)
     sizes = {c: len(ids) for c, ids in plan.pool.items()}
     per = {a: sum(s.kind == "test" for s in slots) for a, slots in plan.trials.items()}
-    print(f"created {db}: {sum(sizes.values())} items ({', '.join(f'{c} {n}' for c, n in sizes.items())}), "
-          f"{len(per)} annotator slots, {min(per.values())}-{max(per.values())} test trials each")
+    print(
+        f"created {db}: {sum(sizes.values())} items "
+        f"({', '.join(f'{c} {n}' for c, n in sizes.items())}), "
+        f"{len(per)} annotator slots, {min(per.values())}-{max(per.values())} test trials each"
+    )
     for note in plan.notes:
         print(f"  note: {note}")
     return 0
@@ -75,14 +85,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cmd_create(args)
     token = os.environ.get(ADMIN_ENV) or None
     secure = args.secure_cookies if args.secure_cookies is not None else not _is_loopback(args.host)
-    app = create_app(Store(db), args.dataset, admin_token=token, production=not args.dev,
-                     cookie_secure=secure, public_url=args.public_url, rate_per_s=args.rate_limit,
-                     rate_burst=args.rate_burst)
+    app = create_app(
+        Store(db),
+        args.dataset,
+        admin_token=token,
+        production=not args.dev,
+        cookie_secure=secure,
+        public_url=args.public_url,
+        rate_per_s=args.rate_limit,
+        rate_burst=args.rate_burst,
+    )
     if args.dev and token is None:
         print(f"dev mode: admin token {app.state.admin_token}")
     print(f"serving {db} on http://{args.host}:{args.port}/ (invite with `vocalgrad human invite`)")
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                log_config=log_config(), proxy_headers=args.proxy_headers)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        log_config=log_config(),
+        proxy_headers=args.proxy_headers,
+    )
     return 0
 
 
@@ -116,9 +139,15 @@ def cmd_progress(args: argparse.Namespace) -> int:
     print("| annotator | status | answered | catch | note |\n|---|---|---|---|---|")
     for p in rows:
         catch = "-" if p["catch_accuracy"] is None else f"{p['catch_accuracy']:.0%}"
-        note = "; ".join(x for x in (p["reason"], p["flag_reason"],
-                                     "not invited" if not p["invited"] else None) if x)
-        print(f"| {p['annotator']} | {p['status']} | {p['answered']}/{p['total']} | {catch} | {note} |")
+        note = "; ".join(
+            x
+            for x in (p["reason"], p["flag_reason"], "not invited" if not p["invited"] else None)
+            if x
+        )
+        print(
+            f"| {p['annotator']} | {p['status']} | {p['answered']}/{p['total']} | "
+            f"{catch} | {note} |"
+        )
     return 0
 
 
@@ -129,16 +158,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     summary = export(Store(_db(args)), args.out, include_flagged=args.include_flagged)
     pooled = summary["report"]["pooled_accuracy"]
     agree = summary["report"]["agreement"]["overall"]
-    print(f"wrote {summary['rows']} rows to {Path(args.out) / 'results.jsonl'}; pooled accuracy "
-          f"{pooled['accuracy']:.1%} over {pooled['n']} items, Fleiss kappa "
-          f"{agree['fleiss_kappa']:.3f}, Krippendorff alpha {agree['krippendorff_alpha']:.3f}")
+    print(
+        f"wrote {summary['rows']} rows to {Path(args.out) / 'results.jsonl'}; pooled accuracy "
+        f"{pooled['accuracy']:.1%} over {pooled['n']} items, Fleiss kappa "
+        f"{agree['fleiss_kappa']:.3f}, Krippendorff alpha {agree['krippendorff_alpha']:.3f}"
+    )
     coverage = summary["report"]["pooled_coverage"]
     if coverage["missing"]:
         reasons = Counter(coverage["missing"].values())
-        print(f"vocalgrad: warning: {len(coverage['missing'])} of {coverage['pool']} study items have "
-              f"no pooled answer ({'; '.join(f'{n} {why}' for why, n in reasons.items())}); "
-              f"listed under pooled_coverage.missing in agreement.json and manifest.json",
-              file=sys.stderr)
+        print(
+            f"vocalgrad: warning: {len(coverage['missing'])} of {coverage['pool']} study items "
+            f"have no pooled answer ({'; '.join(f'{n} {why}' for why, n in reasons.items())}); "
+            "listed under pooled_coverage.missing in agreement.json and manifest.json",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -161,19 +194,41 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     common(s)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--dev", action="store_true",
-                   help=f"allow a generated admin token when ${ADMIN_ENV} is unset")
-    s.add_argument("--secure-cookies", action=argparse.BooleanOptionalAction, default=None,
-                   help="mark the session cookie Secure (default: unless serving on loopback)")
-    s.add_argument("--proxy-headers", action="store_true", help="trust X-Forwarded-* (behind a proxy)")
-    s.add_argument("--public-url", help="public URL of the server, for links made by the admin API "
-                                        "(never taken from a request's Host header)")
+    s.add_argument(
+        "--dev",
+        action="store_true",
+        help=f"allow a generated admin token when ${ADMIN_ENV} is unset",
+    )
+    s.add_argument(
+        "--secure-cookies",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mark the session cookie Secure (default: unless serving on loopback)",
+    )
+    s.add_argument(
+        "--proxy-headers", action="store_true", help="trust X-Forwarded-* (behind a proxy)"
+    )
+    s.add_argument(
+        "--public-url",
+        help="public URL of the server, for links made by the admin API "
+        "(never taken from a request's Host header)",
+    )
     add_deprecated_alias(s, "--base-url", "--public-url", "public_url")
-    s.add_argument("--rate-limit", type=float, default=RATE_PER_S,
-                   help="requests per second per token (token bucket; 429 with Retry-After)")
-    s.add_argument("--rate-burst", type=float, default=RATE_BURST,
-                   help="requests a token may send at once before the rate applies")
-    s.add_argument("--log-level", default="warning", help="uvicorn's; tokens are redacted at every level")
+    s.add_argument(
+        "--rate-limit",
+        type=float,
+        default=RATE_PER_S,
+        help="requests per second per token (token bucket; 429 with Retry-After)",
+    )
+    s.add_argument(
+        "--rate-burst",
+        type=float,
+        default=RATE_BURST,
+        help="requests a token may send at once before the rate applies",
+    )
+    s.add_argument(
+        "--log-level", default="warning", help="uvicorn's; tokens are redacted at every level"
+    )
     s.set_defaults(func=cmd_serve)
 
     i = sub.add_parser("invite", help="print one login link per annotator (tokens stored hashed)")
@@ -189,15 +244,16 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p = sub.add_parser("progress", help="per-annotator status, answers, catch accuracy")
     common(p)
     p.add_argument("--output-format", default="md", choices=("md", "json"))
-    add_deprecated_alias(p, "--json", "--output-format json", "output_format", nargs=0,
-                         const="json")
+    add_deprecated_alias(
+        p, "--json", "--output-format json", "output_format", nargs=0, const="json"
+    )
     p.set_defaults(func=cmd_progress)
 
     e = sub.add_parser("export", help="write results in the evaluation format plus agreement")
     common(e)
     e.add_argument("--out", required=True, help="folder for results.jsonl, manifest.json, ...")
-    e.add_argument("--include-flagged", action="store_true",
-                   help="pool annotators flagged on catch trials too")
+    e.add_argument(
+        "--include-flagged", action="store_true", help="pool annotators flagged on catch trials too"
+    )
     e.set_defaults(func=cmd_export)
     return h
-

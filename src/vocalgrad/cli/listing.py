@@ -13,7 +13,9 @@ WHAT = ("listeners", "dimensions", "formats", "prompts")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list listener families, dimensions, question formats or prompts")
+    p = sub.add_parser(
+        "list", help="list listener families, dimensions, question formats or prompts"
+    )
     p.add_argument("what", choices=WHAT)
     p.set_defaults(func=cmd_list)
 
@@ -29,8 +31,14 @@ def _listeners() -> list[str]:
 
     lines = [f"{scheme}:...\t{where}" for scheme, where in families().items()]
     grammar = (vocalgrad.listeners.__doc__ or "").split("\n\n")[1]
-    return [*lines, "", "Specs:", grammar, "",
-            "Options of a family's listener: -O KEY=VALUE on `eval` and `probe`."]
+    return [
+        *lines,
+        "",
+        "Specs:",
+        grammar,
+        "",
+        "Options of a family's listener: -O KEY=VALUE on `eval` and `probe`.",
+    ]
 
 
 def _dimensions() -> list[str]:
@@ -49,4 +57,9 @@ def _prompts() -> list[str]:
     return [f"{name}\t{variant.description}" for name, variant in VARIANTS.items()]
 
 
-_LINES = {"listeners": _listeners, "dimensions": _dimensions, "formats": _formats, "prompts": _prompts}
+_LINES = {
+    "listeners": _listeners,
+    "dimensions": _dimensions,
+    "formats": _formats,
+    "prompts": _prompts,
+}

@@ -50,17 +50,28 @@ def executor_from_args(args: argparse.Namespace):
     """The executor the run's options ask for (local processes unless Ray is named)."""
     from vocalgrad.executors import make_executor
 
-    return make_executor(args.executor, workers=args.workers, address=args.ray_address,
-                         gpus_per_actor=getattr(args, "gpus_per_actor", None))
+    return make_executor(
+        args.executor,
+        workers=args.workers,
+        address=args.ray_address,
+        gpus_per_actor=getattr(args, "gpus_per_actor", None),
+    )
 
 
 def add_executor_options(p: argparse.ArgumentParser, workers_help: str) -> None:
     """`--executor`, `--ray-address` and `--workers`, shared by build, eval and probe."""
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="local processes (default) or a Ray cluster (pip install 'vocalgrad[ray]')")
-    p.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
-                   help="HOST:PORT or ray://HOST:PORT of a running Ray cluster (implies --executor ray; "
-                   "default $RAY_ADDRESS)")
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local processes (default) or a Ray cluster (pip install 'vocalgrad[ray]')",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=os.environ.get("RAY_ADDRESS"),
+        help="HOST:PORT or ray://HOST:PORT of a running Ray cluster (implies --executor ray; "
+        "default $RAY_ADDRESS)",
+    )
     p.add_argument("--workers", type=whole(1), help=workers_help)
 
 
@@ -72,15 +83,22 @@ class _DeprecatedAlias(argparse.Action):
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        print(f"vocalgrad: warning: {option_string} is deprecated and goes in the next release; "
-              f"use {self.new}", file=sys.stderr)
+        print(
+            f"vocalgrad: warning: {option_string} is deprecated and goes in the next release; "
+            f"use {self.new}",
+            file=sys.stderr,
+        )
         flag = True if self.const is None else self.const
         setattr(namespace, self.dest, flag if self.nargs == 0 else values)
 
 
-def add_deprecated_alias(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs) -> None:
+def add_deprecated_alias(
+    p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs
+) -> None:
     """Accept `old` as a hidden alias of the option `new` (same `dest`)."""
-    p.add_argument(old, dest=dest, action=_DeprecatedAlias, new=new, help=argparse.SUPPRESS, **kwargs)
+    p.add_argument(
+        old, dest=dest, action=_DeprecatedAlias, new=new, help=argparse.SUPPRESS, **kwargs
+    )
 
 
 def _option_value(text: str) -> object:
@@ -109,17 +127,33 @@ def key_value(text: str) -> tuple[str, object]:
 def add_listener_options(p: argparse.ArgumentParser, spec_help: str) -> None:
     """`--listener SPEC` and repeatable `-O KEY=VALUE` options for the listener it names."""
     p.add_argument("--listener", required=True, help=spec_help + " (`vocalgrad list listeners`)")
-    p.add_argument("-O", "--listener-option", dest="listener_options", type=key_value, action="append",
-                   default=[], metavar="KEY=VALUE",
-                   help="an option of the listener, repeatable: e.g. -O device=cuda -O dtype=bfloat16 "
-                        "(hf:), -O context=trimmed (whisper:), -O base_url=URL -O logprobs=true "
-                        "-O timeout=30 (openai:)")
+    p.add_argument(
+        "-O",
+        "--listener-option",
+        dest="listener_options",
+        type=key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the listener, repeatable: e.g. -O device=cuda -O dtype=bfloat16 "
+        "(hf:), -O context=trimmed (whisper:), -O base_url=URL -O logprobs=true "
+        "-O timeout=30 (openai:)",
+    )
 
 
 # The optional extra that brings each heavy module (pyproject.toml's optional-dependencies).
-EXTRAS = {"torch": "models", "transformers": "models", "safetensors": "models", "tokenizers": "models",
-          "ctranslate2": "models", "peft": "tune", "ray": "ray", "httpx": "api", "fastapi": "human",
-          "uvicorn": "human"}
+EXTRAS = {
+    "torch": "models",
+    "transformers": "models",
+    "safetensors": "models",
+    "tokenizers": "models",
+    "ctranslate2": "models",
+    "peft": "tune",
+    "ray": "ray",
+    "httpx": "api",
+    "fastapi": "human",
+    "uvicorn": "human",
+}
 
 
 def missing_extra(err: ModuleNotFoundError) -> str | None:
@@ -127,5 +161,7 @@ def missing_extra(err: ModuleNotFoundError) -> str | None:
     module = (err.name or "").split(".")[0]
     if module not in EXTRAS:
         return None
-    return (f"this command needs {module}, which the core install leaves out: "
-            f"pip install 'vocalgrad[{EXTRAS[module]}]'")
+    return (
+        f"this command needs {module}, which the core install leaves out: "
+        f"pip install 'vocalgrad[{EXTRAS[module]}]'"
+    )

@@ -18,13 +18,29 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from vocalgrad.api import default_run_folder, probe
     from vocalgrad.probing.report import markdown
 
-    out = Path(args.out) if args.out else Path("runs") / "probe" / default_run_folder(args.listener).name
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("runs") / "probe" / default_run_folder(args.listener).name
+    )
     with executor_from_args(args) as executor:
         summary = probe(
-            args.dataset, args.listener, out, categories=args.categories or (), pooling=args.pooling,
-            seeds=args.seeds, n_boot=args.n_boot, mlp=not args.no_mlp, random_control=not args.no_random,
-            dsp_control=not args.no_dsp, batch_size=args.batch_size, threads=args.threads,
-            results=args.results, train_from=args.train_from, cache=args.cache, executor=executor,
+            args.dataset,
+            args.listener,
+            out,
+            categories=args.categories or (),
+            pooling=args.pooling,
+            seeds=args.seeds,
+            n_boot=args.n_boot,
+            mlp=not args.no_mlp,
+            random_control=not args.no_random,
+            dsp_control=not args.no_dsp,
+            batch_size=args.batch_size,
+            threads=args.threads,
+            results=args.results,
+            train_from=args.train_from,
+            cache=args.cache,
+            executor=executor,
             listener_options=dict(args.listener_options),
         )
     print(markdown(summary).split("\n## ")[0])
@@ -37,7 +53,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p = subparsers.add_parser(
         "probe", help="layer-wise probes, controls, lens readout and diagnosis"
     )
-    p.add_argument("dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]")
+    p.add_argument(
+        "dataset", help="a dataset folder (ours or the official release layout) or hf:NAME[@SPLIT]"
+    )
     p.add_argument(
         "--train-from",
         help="take the probes' train split from this build (for the official release, which has "
@@ -46,10 +64,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     add_listener_options(p, "whisper:tiny.en | hf:PATH (anything with hidden states)")
     p.add_argument("--results", help="a `vocalgrad eval` run folder: the model's actual answers")
     p.add_argument("--out", help="output folder (default runs/probe/<listener>)")
-    p.add_argument("--categories", type=csv_list, help="comma-separated (default: all in the dataset)")
+    p.add_argument(
+        "--categories", type=csv_list, help="comma-separated (default: all in the dataset)"
+    )
     p.add_argument("--pooling", default="segments16", choices=("segments16", "halves", "mean"))
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
+    p.add_argument(
+        "--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
+    )
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument(
         "--threads",
@@ -62,6 +84,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument("--no-mlp", action="store_true", help="skip the nonlinear probe")
     p.add_argument("--no-random", action="store_true", help="skip the random-weights control")
     p.add_argument("--no-dsp", action="store_true", help="skip the log-mel DSP reference")
-    add_executor_options(p, "on Ray: listener actors extracting features (default: one per cluster CPU)")
+    add_executor_options(
+        p, "on Ray: listener actors extracting features (default: one per cluster CPU)"
+    )
     p.set_defaults(func=cmd_probe)
     return p

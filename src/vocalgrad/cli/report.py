@@ -18,15 +18,23 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_deprecated_alias(r, "--format", "--output-format", "output_format", choices=("html", "md"))
     r.add_argument("--dataset", help="dataset folder for the card section (default: from the runs)")
     r.add_argument("--probe", action="append", default=[], help="probe output folder (repeatable)")
-    r.add_argument("--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})")
+    r.add_argument(
+        "--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
+    )
     r.set_defaults(func=cmd_report)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from vocalgrad.api import report
 
-    out = report(args.results, args.out, dataset=args.dataset, probes=args.probe,
-                 output_format=args.output_format, n_boot=args.n_boot,
-                 command=shlex.join(["vocalgrad", *sys.argv[1:]]))
+    out = report(
+        args.results,
+        args.out,
+        dataset=args.dataset,
+        probes=args.probe,
+        output_format=args.output_format,
+        n_boot=args.n_boot,
+        command=shlex.join(["vocalgrad", *sys.argv[1:]]),
+    )
     print(f"report: {out}")
     return 0

@@ -19,18 +19,34 @@ from vocalgrad.errors import ConfigError
 # the published benchmark's nine, in its order: what a build asks for by default (the
 # others are opt-in with --categories until their human data exist)
 PUBLISHED_CATEGORIES = (
-    "speaking_speed", "voice_pitch", "volume", "background_noise", "echo", "voice_clarity",
-    "audio_distortion", "audio_roughness", "voice_vibration",
+    "speaking_speed",
+    "voice_pitch",
+    "volume",
+    "background_noise",
+    "echo",
+    "voice_clarity",
+    "audio_distortion",
+    "audio_roughness",
+    "voice_vibration",
 )
 # the order of listings and the card: the published nine, then the rest as they were added;
 # a dimension missing here (a new file) follows in name order
-_ORDER = (*PUBLISHED_CATEGORIES, "brightness", "vocal_tract_length", "breathiness", "distance",
-          "stereo_direction")
+_ORDER = (
+    *PUBLISHED_CATEGORIES,
+    "brightness",
+    "vocal_tract_length",
+    "breathiness",
+    "distance",
+    "stereo_direction",
+)
 
 
 def _package_modules() -> list[ModuleType]:
-    names = [m.name for m in pkgutil.iter_modules(__path__)
-             if not m.name.startswith("_") and m.name != "base"]
+    names = [
+        m.name
+        for m in pkgutil.iter_modules(__path__)
+        if not m.name.startswith("_") and m.name != "base"
+    ]
     return [importlib.import_module(f"{__name__}.{name}") for name in names]
 
 
@@ -103,6 +119,16 @@ def get(name: str) -> Bound:
 
 
 __all__ = [
-    "CATEGORIES", "DIMENSIONS", "PUBLISHED_CATEGORIES", "Bound", "Dimension", "DimensionSpec",
-    "Measured", "Question", "bind", "get", "register", "unregister",
+    "CATEGORIES",
+    "DIMENSIONS",
+    "PUBLISHED_CATEGORIES",
+    "Bound",
+    "Dimension",
+    "DimensionSpec",
+    "Measured",
+    "Question",
+    "bind",
+    "get",
+    "register",
+    "unregister",
 ]

@@ -20,12 +20,15 @@ MASK_OFFSET_DB = 20.0  # speech masks an error this far below it in the same ban
 # What audio_distortion and audio_roughness share: both are verified as an error a process
 # adds to the speech, read as an error-to-mask ratio (`error_to_mask_db`).
 ERROR_TO_MASK_SPEC = {
-    "measured": "error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: gain-matched "
-                "residual over the source's in-band level 20 dB down plus its floor (0 dB = masked)",
+    "measured": "error-to-mask ratio, 10 log10(1 + mean E/M) over mel bands and speech frames: "
+    "gain-matched residual over the source's in-band level 20 dB down plus its floor "
+    "(0 dB = masked)",
     "measured_unit": "dB",
     "audibility_floor": 3.0,
-    "floor_basis": ("an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
-                    "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"),
+    "floor_basis": (
+        "an error is audible once its noise-to-mask ratio exceeds 0 dB (the NMR criterion of "
+        "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"
+    ),
 }
 
 
@@ -43,7 +46,9 @@ def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:
     sxx = np.convolve((x * x).sum(axis=1), kernel, "same")
     ok = sxx > sxx.max() * 10 ** (-GAIN_ACTIVE_DB / 10)
     centres = (np.arange(len(sxx)) + 0.5) * hop
-    frame_gain = np.interp(centres, centres[ok], sxy[ok] / sxx[ok]) if ok.any() else np.ones_like(sxx)
+    frame_gain = (
+        np.interp(centres, centres[ok], sxy[ok] / sxx[ok]) if ok.any() else np.ones_like(sxx)
+    )
     gain = np.interp(np.arange(len(clip.audio)), centres, frame_gain)
     source = np.zeros(len(clip.audio))
     source[:n] = ref.audio[:n]
@@ -58,7 +63,33 @@ def db(x: float) -> float:
     return float(10 * np.log10(x)) if x > 0 else float("nan")
 
 
-def windows(ref: Analysis, n_frames: int, active_only: bool = False) -> tuple[np.ndarray, np.ndarray]:
+# Cues that follow the level course at each end: where a detector finds the speech, the edge
+# levels, spectra and zeros, the peak, the FLAC size and the median F0 (which weighs the loud
+# part). A dimension that moves the level counts them as its target.
+LEVEL_COURSE_CUES = (
+    "edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
+    "global_file_bytes", "global_f0_hz",
+)  # fmt: skip
+
+
+def band_sums(
+    clip: Analysis, ref: Analysis
+) -> tuple[int, list[tuple[np.ndarray, np.ndarray, int]]]:
+    """The number of frames clip and source share and, per head and tail window over the
+    source's speech frames, the clip's and the source's summed mel-band power and the
+    window's frame count."""
+    c, r = clip.mel_power, ref.mel_power
+    n = min(c.shape[1], r.shape[1])
+    sums = [
+        (c[:, :n][:, w].sum(axis=1), r[:, :n][:, w].sum(axis=1), max(int(w.sum()), 1))
+        for w in windows(ref, n, active_only=True)
+    ]
+    return n, sums
+
+
+def windows(
+    ref: Analysis, n_frames: int, active_only: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Head and tail frame masks (first and last 20% of the speech span), optionally
     limited to the source's speech-active frames."""
     head, tail = ref.head_tail_frames(n_frames)
@@ -70,7 +101,9 @@ def windows(ref: Analysis, n_frames: int, active_only: bool = False) -> tuple[np
     return head, tail
 
 
-def error_to_mask_db(clip: Analysis, ref: Analysis, floor_below_speech_db: float | None = None) -> tuple[float, float]:
+def error_to_mask_db(
+    clip: Analysis, ref: Analysis, floor_below_speech_db: float | None = None
+) -> tuple[float, float]:
     """Error-to-mask ratio over the head and tail: 10 log10(1 + E/M) per speech frame, E/M
     averaged over mel bands, median over the window's frames; 0 dB means the error hides
     under its mask everywhere.
@@ -99,7 +132,9 @@ def error_to_mask_db(clip: Analysis, ref: Analysis, floor_below_speech_db: float
     return out[0], out[1]
 
 
-def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tier=None) -> np.ndarray:
+def psola(
+    ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tier=None
+) -> np.ndarray:
     """Resynthesise the source by Praat overlap-add with the given tiers (None = unchanged).
 
     The Manipulation (pitch-mark analysis) is computed once per source and reused; both
@@ -126,7 +161,8 @@ def psola(ref: Analysis, rng: np.random.Generator, pitch_tier=None, duration_tie
 
 
 STFT_WINDOW_S = 0.032  # ~32 ms Hann frames (512 at 16 kHz), 75% overlap: resolves 100 Hz harmonics
-LIFTER_S = 0.0018  # cepstral envelope keeps quefrencies under 1.8 ms: below any voice's period (F0 < 550 Hz)
+# cepstral envelope keeps quefrencies under 1.8 ms: below any voice's period (F0 < 550 Hz)
+LIFTER_S = 0.0018
 
 
 def stft_frames(ref: Analysis) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -167,6 +203,6 @@ def log_envelope(ref: Analysis) -> np.ndarray:
         log_mag = np.log(np.abs(spec) + 1e-9)
         cepstrum = np.fft.irfft(log_mag, axis=0)
         keep = int(round(LIFTER_S * ref.sr))
-        cepstrum[keep + 1: cepstrum.shape[0] - keep] = 0.0
+        cepstrum[keep + 1 : cepstrum.shape[0] - keep] = 0.0
         ref.cache["log_envelope"] = np.fft.rfft(cepstrum, axis=0).real[: spec.shape[0]]
     return ref.cache["log_envelope"]

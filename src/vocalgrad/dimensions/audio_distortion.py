@@ -16,9 +16,13 @@ SPEC = DimensionSpec(
     increase_means="more distorted: the effective rate falls",
     tiers={"low": 18000.0, "mid": 12000.0, "high": 6000.0},
     scale="log",
-    **{**ERROR_TO_MASK_SPEC, "measured": ERROR_TO_MASK_SPEC["measured"] + "; each band's floor at least the frame's "
-       "speech power 60 dB down"},
-    constant_tolerance=8.0,  # the speech content moves a held error level by several dB (tiers: ~15 dB)
+    **{
+        **ERROR_TO_MASK_SPEC,
+        "measured": ERROR_TO_MASK_SPEC["measured"] + "; each band's floor at least the frame's "
+        "speech power 60 dB down",
+    },
+    # the speech content moves a held error level by several dB (tiers: ~15 dB)
+    constant_tolerance=8.0,
     psychometric_range=(3000.0, 15500.0),
     # the held samples' aliases make speech less periodic, so a pitch tracker drops voiced frames
     # where the distortion is strong and the median F0 weighs the cleaner part (62% of pairs)

@@ -27,8 +27,14 @@ SPEC = DimensionSpec(
     # The quantisation error is broadband noise on the speech: like added noise, it lifts
     # each frame's spectral centroid and the bits FLAC needs where the quantiser is coarse
     # (60% of twins each on the demo build)
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_centroid_hz",
-                 "global_file_bytes"),
+    target_cues=(
+        "edge_silence",
+        "edge_level",
+        "edge_spectrum",
+        "edge_zeros",
+        "global_centroid_hz",
+        "global_file_bytes",
+    ),
 )
 CLEAN_BITS = 16.0
 

@@ -20,14 +20,22 @@ SPEC = DimensionSpec(
     measured="level of what the clip adds to the gain-matched source, above its floor, re speech",
     measured_unit="dB",
     audibility_floor=3.0,
-    floor_basis=("noise-level JND ~1 dB (Miller 1947); 3 dB (the noise heard over the source's own "
-                 "floor doubles) so that noise under the room tone is refused"),
+    floor_basis=(
+        "noise-level JND ~1 dB (Miller 1947); 3 dB (the noise heard over the source's own "
+        "floor doubles) so that noise under the room tone is refused"
+    ),
     psychometric_range=(0.003, 0.2),
     constant_tolerance=3.0,
     # white noise lifts each frame's spectral centroid, and FLAC needs more bits per second the
     # more noise there is: the median centroid and the file size read where the noise is loud
-    target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence", "global_centroid_hz",
-                 "global_file_bytes"),
+    target_cues=(
+        "edge_level",
+        "edge_spectrum",
+        "edge_zeros",
+        "edge_silence",
+        "global_centroid_hz",
+        "global_file_bytes",
+    ),
     # The noise fades in and out over NOISE_FADE_S at the speech's edges, and beyond them the
     # file is the source's in every clip. Running on into the silences, the noise met the
     # source's asymmetric edges (nothing before the first onset, the last syllable's decay

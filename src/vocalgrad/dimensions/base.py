@@ -46,8 +46,8 @@ class DimensionSpec:
     # direction (else a quadratic increase is lower on average than its decrease twin, and
     # mean F0, loudness or duration give the label away): "none", "mean" (arithmetic mean
     # over the speech span is the midpoint; geometric on a log scale), "energy" (the same,
-    # weighted by the source's momentary loudness: see render.track_for), "harmonic" (mean of 1/value is 1: speed, so
-    # every clip keeps the source's duration).
+    # weighted by the source's momentary loudness: see render.track_for), "harmonic" (mean of
+    # 1/value is 1: speed, so every clip keeps the source's duration).
     centre: str = "none"
     neutral_value: float | None = None  # the parameter outside the speech span, if held neutral
     loudness_neutral: bool = True  # compensate loudness the processing changes as a side effect
@@ -77,7 +77,11 @@ class DimensionSpec:
     def constant_limit(self) -> float:
         """Largest |change| (measured_unit) a constant clip may show: `constant_tolerance`,
         else the audibility floor."""
-        return self.constant_tolerance if self.constant_tolerance is not None else self.audibility_floor
+        return (
+            self.constant_tolerance
+            if self.constant_tolerance is not None
+            else self.audibility_floor
+        )
 
     def to_dict(self) -> dict:
         """The spec as plain data (JSON-ready)."""
@@ -138,7 +142,10 @@ class Corroborated(Measured):
         change = self.end - self.start
         if not (np.isfinite(change) and np.isfinite(self.corroboration)):
             return float("nan")
-        agrees = np.sign(self.corroboration) == np.sign(change) and abs(self.corroboration) >= self.corroboration_floor
+        agrees = (
+            np.sign(self.corroboration) == np.sign(change)
+            and abs(self.corroboration) >= self.corroboration_floor
+        )
         return float(change) if agrees else 0.0
 
 
@@ -189,8 +196,15 @@ def _no_blind_change(clip: Analysis) -> float | None:
 
 
 REQUIRED = ("SPEC", "endpoints", "inaudible_reason", "render", "measure")
-OPTIONAL = ("QUESTION", "output_time", "source_time", "source_inaudible_reason", "blind_change", "evidence",
-            "held_evidence")
+OPTIONAL = (
+    "QUESTION",
+    "output_time",
+    "source_time",
+    "source_inaudible_reason",
+    "blind_change",
+    "evidence",
+    "held_evidence",
+)
 
 
 @dataclass(frozen=True)
@@ -293,15 +307,20 @@ def bind(module: ModuleType | object) -> Bound:
     members = dict(vars(module))
     missing = [name for name in REQUIRED if name not in members]
     if missing:
-        raise TypeError(f"dimension {module!r} lacks {', '.join(missing)} "
-                        "(see vocalgrad.dimensions.base.Dimension)")
+        raise TypeError(
+            f"dimension {module!r} lacks {', '.join(missing)} "
+            "(see vocalgrad.dimensions.base.Dimension)"
+        )
     spec = members["SPEC"]
     if not isinstance(spec, DimensionSpec):
-        raise TypeError(f"dimension {module!r}: SPEC must be a DimensionSpec, "
-                        f"not {type(spec).__name__}")
+        raise TypeError(
+            f"dimension {module!r}: SPEC must be a DimensionSpec, not {type(spec).__name__}"
+        )
     declared = {name: members[name] for name in (*REQUIRED, *OPTIONAL) if name in members}
     warp = [name for name in ("output_time", "source_time") if name in declared]
     if spec.warps_time != bool(warp) or len(warp) == 1:
-        raise TypeError(f"dimension {spec.name!r}: SPEC.warps_time={spec.warps_time} needs both "
-                        "output_time and source_time declared, or neither")
+        raise TypeError(
+            f"dimension {spec.name!r}: SPEC.warps_time={spec.warps_time} needs both "
+            "output_time and source_time declared, or neither"
+        )
     return Bound(module=module, **declared)

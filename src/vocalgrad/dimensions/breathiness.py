@@ -32,18 +32,22 @@ from vocalgrad.signal.evidence import uncorrelated_energy_change
 
 SPEC = DimensionSpec(
     name="breathiness",
-    parameter="aspiration noise RMS / voice RMS in voiced frames (noise shaped by the voice's envelope)",
+    parameter="aspiration noise RMS / voice RMS in voiced frames "
+    "(noise shaped by the voice's envelope)",
     unit="ratio",
     increase_means="the voice gets breathier: more aspiration noise in the voiced speech",
     tiers={"low": 0.3, "mid": 0.5, "high": 0.75},
     scale="linear",
     measured="aperiodic energy added re the voice: noise-to-harmonics ratio of the clip minus the "
-             "source's (Praat cross-correlation HNR, frames voiced and periodic in the source), above -25 dB",
+    "source's (Praat cross-correlation HNR, frames voiced and periodic in the source), "
+    "above -25 dB",
     measured_unit="dB",
     audibility_floor=6.0,
-    floor_basis=("aspiration-noise level DLs 11-21 dB for vowels with little noise, a few dB for noisier "
-                 "ones (Kreiman & Gerratt 2005; Shrivastav & Sapienza 2006): 6 dB (four times the "
-                 "added aperiodic energy) between the start and end"),
+    floor_basis=(
+        "aspiration-noise level DLs 11-21 dB for vowels with little noise, a few dB for noisier "
+        "ones (Kreiman & Gerratt 2005; Shrivastav & Sapienza 2006): 6 dB (four times the "
+        "added aperiodic energy) between the start and end"
+    ),
     psychometric_range=(0.03, 1.0),
     # a held level reads lower where the voice's own aperiodicity (creak at a phrase end)
     # masks it: the content moves it by up to ~6 dB (tiers move it by 10-20 dB)
@@ -64,7 +68,9 @@ HNR_FLOOR_HZ = 75.0
 PERIODIC_HNR_DB = 3.0  # source frames this periodic or more can show added noise; creak cannot
 SILENT_HNR = -200.0  # Praat's value where a frame is silent
 NOISE_ONLY_HNR = 0.0  # a clip frame drowned in noise (periodicity lost) reads as 0 dB
-MASKED_DB = -25.0  # added aperiodic energy this far under the voice reads as none (a modal voice's own)
+MASKED_DB = (
+    -25.0
+)  # added aperiodic energy this far under the voice reads as none (a modal voice's own)
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -83,7 +89,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     voice_power = np.sum(np.abs(spec) ** 2, axis=0)
     noise_power = np.maximum(np.sum(np.abs(noise) ** 2, axis=0), 1e-30)
     hop_s = (times[1] - times[0]) if len(times) > 1 else 1.0
-    gate = uniform_filter1d((f0_at(ref, times) > 0).astype(float), max(1, int(round(GATE_SMOOTHING_S / hop_s))))
+    gate = uniform_filter1d(
+        (f0_at(ref, times) > 0).astype(float), max(1, int(round(GATE_SMOOTHING_S / hop_s)))
+    )
     ratio = track(np.clip(times, 0, ref.duration_s)) * gate
     return inverse_stft(spec + noise * (ratio * np.sqrt(voice_power / noise_power))[None, :], ref)
 
@@ -105,7 +113,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     h, t = head_tail(added, *ref.head_tail_at(times))
     # a window with no periodic voice (an utterance ending on a consonant) has nowhere to
     # hear aspiration: it reads as masked
-    return Measured(*(db(max(x, 0.0) + 10 ** (MASKED_DB / 10)) if np.isfinite(x) else MASKED_DB for x in (h, t)))
+    return Measured(
+        *(db(max(x, 0.0) + 10 ** (MASKED_DB / 10)) if np.isfinite(x) else MASKED_DB for x in (h, t))
+    )
 
 
 def noise_ratio(hnr_db: np.ndarray) -> np.ndarray:
@@ -130,10 +140,19 @@ def harmonicity(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
             # comparison part's, as the dataset stores it) moved Praat's centred frames by half
             # a step, no frame matched the source's, and a part 21.6 dB breathier read as masked
             lo = np.floor(max(0.0, lo - HNR_MARGIN_S) / HNR_STEP_S + 1e-9) * HNR_STEP_S
-            hi = lo + np.floor((min(a.duration_s, hi + HNR_MARGIN_S) - lo) / HNR_STEP_S + 1e-9) * HNR_STEP_S
+            hi = (
+                lo
+                + np.floor((min(a.duration_s, hi + HNR_MARGIN_S) - lo) / HNR_STEP_S + 1e-9)
+                * HNR_STEP_S
+            )
             pitch = a.sound.extract_part(lo, hi, preserve_times=True).to_pitch_cc(
-                time_step=HNR_STEP_S, pitch_floor=HNR_FLOOR_HZ, pitch_ceiling=F0_CEILING_HZ,
-                max_number_of_candidates=F0_CANDIDATES, silence_threshold=0.1, voicing_threshold=0.0)
+                time_step=HNR_STEP_S,
+                pitch_floor=HNR_FLOOR_HZ,
+                pitch_ceiling=F0_CEILING_HZ,
+                max_number_of_candidates=F0_CANDIDATES,
+                silence_threshold=0.1,
+                voicing_threshold=0.0,
+            )
             best = pitch.selected_array
             r = np.clip(best["strength"], 1e-6, 1 - 1e-6)
             times.append(np.asarray(pitch.xs()))

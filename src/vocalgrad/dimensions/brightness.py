@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import db, inverse_stft, stft_frames, windows
+from vocalgrad.dimensions._shared import band_sums, db, inverse_stft, stft_frames
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, mel_centres
 from vocalgrad.signal.evidence import spectral_tilt_change
@@ -27,13 +27,15 @@ SPEC = DimensionSpec(
     increase_means="the voice gets brighter: more high-frequency energy relative to low",
     tiers={"low": 1.0, "mid": 2.0, "high": 3.0},
     scale="linear",
-    measured="slope of the clip/source mel-band level against log2 frequency (bands where the source "
-             "has energy, speech frames)",
+    measured="slope of the clip/source mel-band level against log2 frequency "
+    "(bands where the source has energy, speech frames)",
     measured_unit="dB/octave",
     audibility_floor=0.75,
-    floor_basis=("spectral-shape (profile) discrimination ~1-2 dB for a level change of part of a spectrum "
-                 "(Green 1988); H1-H2 JND ~3 dB (Kreiman & Gerratt 2010): 0.75 dB/octave moves the 1-6 kHz "
-                 "band ~2 dB re the 150-1000 Hz band"),
+    floor_basis=(
+        "spectral-shape (profile) discrimination ~1-2 dB for a level change of part of a spectrum "
+        "(Green 1988); H1-H2 JND ~3 dB (Kreiman & Gerratt 2010): 0.75 dB/octave moves the 1-6 kHz "
+        "band ~2 dB re the 150-1000 Hz band"
+    ),
     psychometric_range=(0.1, 4.0),
     # loudness-weighted: speech is louder early (declination), so with a plain time-average a
     # clip dark at the start is darker overall (spectral centroid) than its twin (84% of pairs)
@@ -72,19 +74,23 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     band's log2 centre frequency, over the head and tail speech frames. Overall gain (level
     roving, loudness compensation) moves every band alike and leaves the slope; noise or
     reverb fill the bands only where the source is weak, which the usable-band rule skips."""
-    c, r = clip.mel_power, ref.mel_power
-    n = min(c.shape[1], r.shape[1])
+    n, sums = band_sums(clip, ref)
     centres = mel_centres(ref.sr)
-    sums = [(c[:, :n][:, w].sum(axis=1), r[:, :n][:, w].sum(axis=1), max(int(w.sum()), 1))
-            for w in windows(ref, n, active_only=True)]
-    usable = np.logical_and.reduce([rw > ref.band_floor * k * 10 ** (USABLE_DB / 10) for _, rw, k in sums])
+    usable = np.logical_and.reduce(
+        [rw > ref.band_floor * k * 10 ** (USABLE_DB / 10) for _, rw, k in sums]
+    )
     usable &= (centres >= FIT_BAND_HZ[0]) & (centres <= FIT_BAND_HZ[1])
     if usable.sum() < 4:
         return Measured(float("nan"), float("nan"))
     x = np.log2(centres[usable])
     out = []
     for cw, rw, _ in sums:
-        level = np.array([db(a / b) if a > 0 else -KEPT_RANGE_DB for a, b in zip(cw[usable], rw[usable], strict=True)])
+        level = np.array(
+            [
+                db(a / b) if a > 0 else -KEPT_RANGE_DB
+                for a, b in zip(cw[usable], rw[usable], strict=True)
+            ]
+        )
         level = np.clip(level - np.median(level), -KEPT_RANGE_DB, KEPT_RANGE_DB)
         out.append(float(np.polyfit(x, level, 1)[0]))
     return Measured(*out)

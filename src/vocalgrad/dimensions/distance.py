@@ -22,34 +22,37 @@ from scipy.signal import butter, fftconvolve, get_window, istft, lfilter, sosfil
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions import echo, voice_clarity
-from vocalgrad.dimensions._shared import db, windows
+from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
 from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Question, Track, held_value
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.evidence import level_fall
 
 SPEC = DimensionSpec(
     name="distance",
-    parameter="source distance in a room (critical distance 1 m; the source starts or ends at 0.25 m)",
+    parameter="source distance in a room "
+    "(critical distance 1 m; the source starts or ends at 0.25 m)",
     unit="m",
     increase_means="the voice moves away (gets farther)",
     # far end of the path from 0.25 m: level and DRR change by 9.5, 15.6, 21.6 dB, so that
     # even the low tier moves both by more than the DRR JND between the head and tail windows
     tiers={"low": 0.75, "mid": 1.5, "high": 3.0},
     scale="log",
-    measured="reverberant-to-direct ratio (dB), counted only where the direct-sound attenuation re the "
-             "source moves the same way by at least as much as the floor",
+    measured="reverberant-to-direct ratio (dB), counted only where the direct-sound attenuation "
+    "re the source moves the same way by at least as much as the floor",
     measured_unit="dB",
     audibility_floor=5.0,
-    floor_basis=("both cues clear their JND: DRR 5-6 dB (Zahorik 2002, J. Acoust. Soc. Am. 112:2110), "
-                 "level ~1 dB (Jesteadt, Wier & Green 1977)"),
+    floor_basis=(
+        "both cues clear their JND: DRR 5-6 dB (Zahorik 2002, J. Acoust. Soc. Am. 112:2110), "
+        "level ~1 dB (Jesteadt, Wier & Green 1977)"
+    ),
     psychometric_range=(0.3, 4.0),
-    centre="energy",  # geometric, loudness-weighted: the heard level and DRR on average do not tell the direction
+    # geometric, loudness-weighted: the heard level and DRR on average do not tell the direction
+    centre="energy",
     loudness_neutral=False,  # level is part of the target
     # the level, the reverb ringing after the last word and where a detector finds the
     # speech all follow the distance at each end, as for volume; and as for volume, the peak and
     # the FLAC size are statistics of the level course and the median F0 weighs the loud part
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
-                 "global_file_bytes", "global_f0_hz"),
+    target_cues=LEVEL_COURSE_CUES,
     constant_tolerance=4.0,
 )
 NEAR_M = 0.25
@@ -80,7 +83,11 @@ def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
 
 
 def inaudible_reason(magnitude: float, sr: int) -> str | None:
-    return None if magnitude > NEAR_M else f"a source that never gets farther than {NEAR_M} m does not move"
+    return (
+        None
+        if magnitude > NEAR_M
+        else f"a source that never gets farther than {NEAR_M} m does not move"
+    )
 
 
 def room_response(sr: int) -> np.ndarray:
@@ -102,12 +109,20 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     sr = ref.sr
     n = len(ref.audio) + int(round(TAIL_S * sr))
     if "distance_stft" not in ref.cache:
-        ref.cache["distance_stft"] = stft(ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even")
-        ref.cache["distance_reverb"] = fftconvolve(ref.audio.astype(np.float64), room_response(sr))[:n]
+        ref.cache["distance_stft"] = stft(
+            ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even"
+        )
+        ref.cache["distance_reverb"] = fftconvolve(ref.audio.astype(np.float64), room_response(sr))[
+            :n
+        ]
     freqs, times, spec = ref.cache["distance_stft"]
     r = track(np.clip(times, 0, ref.duration_s))
-    gain_db = 20 * np.log10(CRITICAL_M / r)[None, :] - AIR_DB_PER_M_HZ2 * freqs[:, None] ** 2 * r[None, :]
-    _, direct = istft(spec * 10 ** (gain_db / 20), fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=True)
+    gain_db = (
+        20 * np.log10(CRITICAL_M / r)[None, :] - AIR_DB_PER_M_HZ2 * freqs[:, None] ** 2 * r[None, :]
+    )
+    _, direct = istft(
+        spec * 10 ** (gain_db / 20), fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=True
+    )
     out = np.array(ref.cache["distance_reverb"])
     m = min(len(direct), len(ref.audio))
     out[:m] += direct[:m]
@@ -141,9 +156,16 @@ def measure(clip: Analysis, ref: Analysis) -> DistanceMeasured:
         gain = direct_gain(x[lo:hi], y[lo:hi], ref.sr)
         residual = ((y[lo:hi] - gain * x[lo:hi]) ** 2).sum() - clip.floor_power * (hi - lo)
         attenuation.append(-db(gain**2) if gain > 0 else float("nan"))
-        ratio.append(db(max(residual, 0.0) / (gain**2 * expected[idx].sum()) + echo.INAUDIBLE_RATIO))
-    return DistanceMeasured(ratio[0], ratio[1], attenuation[1] - attenuation[0], SPEC.audibility_floor,
-                            high_band_change=voice_clarity.measure(clip, ref).change)
+        ratio.append(
+            db(max(residual, 0.0) / (gain**2 * expected[idx].sum()) + echo.INAUDIBLE_RATIO)
+        )
+    return DistanceMeasured(
+        ratio[0],
+        ratio[1],
+        attenuation[1] - attenuation[0],
+        SPEC.audibility_floor,
+        high_band_change=voice_clarity.measure(clip, ref).change,
+    )
 
 
 def direct_gain(x: np.ndarray, y: np.ndarray, sr: int) -> float:
@@ -163,7 +185,9 @@ def _welch_segments(v: np.ndarray, nperseg: int) -> np.ndarray:
     step = nperseg // 2
     starts = np.arange(0, len(v) - nperseg + 1, step)
     segments = v[starts[:, None] + np.arange(nperseg)]
-    return np.fft.rfft((segments - segments.mean(axis=1, keepdims=True)) * get_window("hann", nperseg), axis=1)
+    return np.fft.rfft(
+        (segments - segments.mean(axis=1, keepdims=True)) * get_window("hann", nperseg), axis=1
+    )
 
 
 # How the dimension is asked about, and what its ideal observer answers from (the

@@ -19,10 +19,11 @@ SPEC = DimensionSpec(
     tiers={"low": 0.28, "mid": 0.40, "high": 0.52},
     scale="linear",
     measured="reverberant energy (gain-matched residual, above the floor) re the source energy "
-             "passed through a generic 0.6 s decay",
+    "passed through a generic 0.6 s decay",
     measured_unit="dB",
     audibility_floor=3.0,
-    floor_basis="direct-to-reverberant ratio JND 2-3 dB near 0-10 dB DRR (Larsen, Iyer, Lutfi & Hartmann 2008)",
+    floor_basis="direct-to-reverberant ratio JND 2-3 dB near 0-10 dB DRR "
+    "(Larsen, Iyer, Lutfi & Hartmann 2008)",
     constant_tolerance=7.0,  # the speech content moves it (tiers change it by ~25 dB)
     psychometric_range=(0.03, 0.7),
     # the tail after the last word is the reverb itself, in every edge cue
@@ -36,8 +37,16 @@ SPEC = DimensionSpec(
     # over the exactly normalised loudness, i.e. the crest factor reverb flattens (+0.14 to
     # +0.26 dB for increase at the high tier, 62-65% of twins; with them the 32 + 32 builtin
     # build read 0.52 [0.51, 0.54] and the recordings 0.62 [0.54, 0.70]).
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_f0_hz",
-                 "global_file_bytes", "global_centroid_hz", "global_peak_dbfs"),
+    target_cues=(
+        "edge_silence",
+        "edge_level",
+        "edge_spectrum",
+        "edge_zeros",
+        "global_f0_hz",
+        "global_file_bytes",
+        "global_centroid_hz",
+        "global_peak_dbfs",
+    ),
     # The reverberation ends with the speech (`WET_FADE_S`): the file's silences are the
     # source's in every clip, so no twin rings on longer than the other.
     source_edges=True,
@@ -113,8 +122,11 @@ def _outside_pauses(ref: Analysis) -> np.ndarray:
         if (stop - start) * FRAME_S >= PAUSE_S:
             keep[start:stop] = 0.0
     fade = max(1, int(round(PAUSE_FADE_S / FRAME_S)))
-    keep = np.convolve(np.pad(keep, fade, mode="edge"), np.hanning(2 * fade + 1) / np.hanning(2 * fade + 1).sum(),
-                       "same")[fade:-fade]
+    keep = np.convolve(
+        np.pad(keep, fade, mode="edge"),
+        np.hanning(2 * fade + 1) / np.hanning(2 * fade + 1).sum(),
+        "same",
+    )[fade:-fade]
     keep = np.minimum(keep, 1.0)
     return np.interp(np.arange(len(ref.audio)) / ref.sr, centres, keep)
 

@@ -21,9 +21,11 @@ SPEC = DimensionSpec(
     measured="local speaking rate relative to the source, from DTW alignment",
     measured_unit="x",
     audibility_floor=0.15,
-    floor_basis=("speech tempo JND ~5% (Quene 2007, J. Phonetics 35); 0.15 between the start and end "
-                 "rates because DTW alignment of short utterances with little silence reads up to ~0.14 "
-                 "from stretched edges alone (measured with a planted silence-only renderer)"),
+    floor_basis=(
+        "speech tempo JND ~5% (Quene 2007, J. Phonetics 35); 0.15 between the start and end "
+        "rates because DTW alignment of short utterances with little silence reads up to ~0.14 "
+        "from stretched edges alone (measured with a planted silence-only renderer)"
+    ),
     psychometric_range=(0.02, 0.50),
     centre="harmonic",  # every clip keeps the source's speech duration
     neutral_value=1.0,  # silences before and after the speech are not stretched
@@ -34,9 +36,15 @@ SPEC = DimensionSpec(
     # centroid's median (68%) and, once the clip is set to the source's integrated loudness,
     # moves its peak (or, without that step, its loudness): they read where the speech is slow.
     # The file's silences are the source's, sample for sample (`source_edges`); a detector on
-    # the clip finds a slowed first or last phoneme a few ms later (twins within 20 ms: 84% at the start, 71% at the end)
-    target_cues=("global_f0_hz", "global_centroid_hz", "global_loudness_lufs", "global_peak_dbfs",
-                 "edge_silence"),
+    # the clip finds a slowed first or last phoneme a few ms later (twins within 20 ms: 84% at
+    # the start, 71% at the end)
+    target_cues=(
+        "global_f0_hz",
+        "global_centroid_hz",
+        "global_loudness_lufs",
+        "global_peak_dbfs",
+        "edge_silence",
+    ),
 )
 
 
@@ -53,7 +61,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Relative duration 1/rate along source time, resynthesised by overlap-add (PSOLA)."""
     times = np.arange(0.0, ref.duration_s, FRAME_S)
-    return psola(ref, rng, duration_tier=praat_tier("DurationTier", times, 1.0 / track(times), ref.duration_s))
+    return psola(
+        ref,
+        rng,
+        duration_tier=praat_tier("DurationTier", times, 1.0 / track(times), ref.duration_s),
+    )
 
 
 def output_time(track: Track, times_s: np.ndarray) -> np.ndarray:

@@ -30,12 +30,15 @@ SPEC = DimensionSpec(
     increase_means="the voice moves to the right",
     tiers={"low": 10.0, "mid": 25.0, "high": 45.0},  # the path runs from -tier to +tier
     scale="linear",
-    measured="interaural level difference above 1.5 kHz, right re left (dB, speech frames), counted only where the "
-             "interaural time difference (GCC-PHAT lag) moves the same way by at least 20 us",
+    measured="interaural level difference above 1.5 kHz, right re left (dB, speech frames), "
+    "counted only where the interaural time difference (GCC-PHAT lag) moves the same way by at "
+    "least 20 us",
     measured_unit="dB",
     audibility_floor=1.0,
-    floor_basis=("ILD JND ~0.5-1 dB (Mills 1960; Yost & Dye 1988); ITD JND ~10-20 us (Klumpp & Eady "
-                 "1956); minimum audible angle ~1-2 deg ahead (Mills 1958)"),
+    floor_basis=(
+        "ILD JND ~0.5-1 dB (Mills 1960; Yost & Dye 1988); ITD JND ~10-20 us (Klumpp & Eady "
+        "1956); minimum audible angle ~1-2 deg ahead (Mills 1958)"
+    ),
     psychometric_range=(1.0, 60.0),
     centre="energy",  # the loudness-weighted azimuth is ahead whatever the curve x direction
     loudness_neutral=False,  # power-normalised: the sum of the ears does not move
@@ -75,12 +78,20 @@ def ear_response(freqs: np.ndarray, azimuth_deg: np.ndarray, side: int) -> np.nd
     """(freqs x frames) complex64 response of the ear on `side` (-1 left, +1 right): Brown &
     Duda's head shadow (1 + j alpha w/2) / (1 + j w/2), written out in real arithmetic, times
     the delay's phase, in single precision (the phase reaches ~40 rad: an error under 1e-5 rad)."""
-    theta = np.deg2rad(90.0 - side * np.asarray(azimuth_deg, np.float64))  # angle between source and ear axis
-    alpha = ((1 + ALPHA_MIN / 2) + (1 - ALPHA_MIN / 2) * np.cos(theta / np.deg2rad(THETA_MIN_DEG) * np.pi))
-    half_w = (np.pi * np.asarray(freqs, np.float64) * HEAD_RADIUS_M / SPEED_OF_SOUND).astype(np.float32)[:, None]
+    theta = np.deg2rad(
+        90.0 - side * np.asarray(azimuth_deg, np.float64)
+    )  # angle between source and ear axis
+    alpha = (1 + ALPHA_MIN / 2) + (1 - ALPHA_MIN / 2) * np.cos(
+        theta / np.deg2rad(THETA_MIN_DEG) * np.pi
+    )
+    half_w = (np.pi * np.asarray(freqs, np.float64) * HEAD_RADIUS_M / SPEED_OF_SOUND).astype(
+        np.float32
+    )[:, None]
     alpha = alpha.astype(np.float32)[None, :]
     a_c = HEAD_RADIUS_M / SPEED_OF_SOUND
-    delay = np.where(theta < np.pi / 2, -a_c * np.cos(theta), a_c * (theta - np.pi / 2)).astype(np.float32)
+    delay = np.where(theta < np.pi / 2, -a_c * np.cos(theta), a_c * (theta - np.pi / 2)).astype(
+        np.float32
+    )
     phase = np.float32(2 * np.pi) * np.asarray(freqs, np.float32)[:, None] * delay[None, :]
     denominator = 1 + half_w**2
     real = (1 + alpha * half_w**2) / denominator
@@ -92,14 +103,18 @@ def ear_response(freqs: np.ndarray, azimuth_deg: np.ndarray, side: int) -> np.nd
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     sr = ref.sr
     if "stereo_stft" not in ref.cache:
-        ref.cache["stereo_stft"] = stft(ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even")
+        ref.cache["stereo_stft"] = stft(
+            ref.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even"
+        )
     freqs, times, spec = ref.cache["stereo_stft"]
     azimuth = track(np.clip(times, 0, ref.duration_s))
     left, right = ear_response(freqs, azimuth, -1), ear_response(freqs, azimuth, 1)
     norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
     ears = []
     for response in (left, right):
-        _, out = istft(spec * response * norm, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=True)
+        _, out = istft(
+            spec * response * norm, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=True
+        )
         out = out[: len(ref.audio)]
         ears.append(np.pad(out, (0, len(ref.audio) - len(out))))
     return np.stack(ears, axis=1).astype(np.float32)
@@ -107,8 +122,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 def measure(clip: Analysis, ref: Analysis) -> StereoMeasured:
     """Over the source's speech frames in the head and tail windows: ILD = right over left
-    energy above 1.5 kHz (where the head casts its shadow), and ITD = the lag of the GCC-PHAT peak between the ears (200 Hz - 4 kHz, 1/8
-    sample resolution). A one-channel clip has neither."""
+    energy above 1.5 kHz (where the head casts its shadow), and ITD = the lag of the GCC-PHAT
+    peak between the ears (200 Hz - 4 kHz, 1/8 sample resolution).
+    A one-channel clip has neither."""
     ears = clip.channels
     if ears.shape[1] < 2:
         return StereoMeasured(0.0, 0.0, 0.0, ITD_FLOOR_S)
@@ -139,7 +155,9 @@ def interaural_delay(ears: np.ndarray, sr: int, oversample: int = 8) -> float:
     freqs = np.fft.rfftfreq(n, 1 / sr)
     band = (freqs >= ITD_BAND_HZ[0]) & (freqs <= ITD_BAND_HZ[1])
     cross = np.where(band, cross / np.maximum(np.abs(cross), 1e-20), 0.0)
-    cc = np.fft.irfft(cross, n * oversample)  # cc[k]: left delayed by k / (sr * oversample) re right
+    cc = np.fft.irfft(
+        cross, n * oversample
+    )  # cc[k]: left delayed by k / (sr * oversample) re right
     max_lag = int(MAX_ITD_S * sr * oversample)
     lags = np.concatenate([np.arange(0, max_lag + 1), np.arange(-max_lag, 0)])
     values = np.concatenate([cc[: max_lag + 1], cc[-max_lag:]])

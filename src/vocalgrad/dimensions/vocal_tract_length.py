@@ -33,12 +33,14 @@ SPEC = DimensionSpec(
     increase_means="the vocal tract gets longer: the formants go down and the voice sounds larger",
     tiers={"low": 0.06, "mid": 0.10, "high": 0.14},
     scale="log",
-    measured="vocal-tract length re the source, 100 ln L, L from the log-frequency shift that best aligns "
-             "the clip's LPC envelope (400-3500 Hz) with the source's over voiced frames",
+    measured="vocal-tract length re the source, 100 ln L, L from the log-frequency shift that "
+    "best aligns the clip's LPC envelope (400-3500 Hz) with the source's over voiced frames",
     measured_unit="%",
     audibility_floor=4.0,
-    floor_basis=("vocal-tract length (resonance scale) JND ~5% (Smith et al. 2005; Ives, Smith & Patterson "
-                 "2005), formant-frequency DL 3-5% (Flanagan 1955): 4%"),
+    floor_basis=(
+        "vocal-tract length (resonance scale) JND ~5% (Smith et al. 2005; Ives, Smith & Patterson "
+        "2005), formant-frequency DL 3-5% (Flanagan 1955): 4%"
+    ),
     psychometric_range=(0.005, 0.2),
     centre="mean",
     constant_tolerance=4.0,
@@ -55,7 +57,10 @@ MAX_GAIN = np.log(10.0)  # the warp gain is kept within +-20 dB: an envelope val
 LPC_FRAME_S = 0.025
 STEPS_PER_OCTAVE = 96  # the envelope grid: 1/96 octave (0.7%) per step
 MAX_SHIFT = 36  # trial shifts up to +-3/8 octave (+-30%), beyond any tier
-GRID_HZ = (400.0 * 2 ** (-MAX_SHIFT / STEPS_PER_OCTAVE), 3500.0 * 2 ** (MAX_SHIFT / STEPS_PER_OCTAVE))
+GRID_HZ = (
+    400.0 * 2 ** (-MAX_SHIFT / STEPS_PER_OCTAVE),
+    3500.0 * 2 ** (MAX_SHIFT / STEPS_PER_OCTAVE),
+)
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -99,7 +104,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
             continue
         curve = _shift_correlation(env_clip[:n][frames], env_ref[:n][frames]).sum(axis=0)
         i = int(np.clip(np.argmax(curve), 1, len(curve) - 2))
-        a, b, c = curve[i - 1: i + 2]
+        a, b, c = curve[i - 1 : i + 2]
         peak = i - MAX_SHIFT + (0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0)
         out.append(float(100 * np.log(2) * peak / STEPS_PER_OCTAVE))
     return Measured(*out)
@@ -109,11 +114,15 @@ def _shift_correlation(clip: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """(frames, shifts) Pearson correlation of the clip's inner envelope with the source's
     envelope shifted by -MAX_SHIFT..MAX_SHIFT grid steps."""
     width = ref.shape[1] - 2 * MAX_SHIFT
-    inner = clip[:, MAX_SHIFT: MAX_SHIFT + width]
+    inner = clip[:, MAX_SHIFT : MAX_SHIFT + width]
     inner = inner - inner.mean(axis=1, keepdims=True)
     inner /= np.maximum(np.linalg.norm(inner, axis=1, keepdims=True), 1e-9)
-    segments = np.lib.stride_tricks.sliding_window_view(ref, width, axis=1)  # (frames, shifts, width)
-    dot = np.matmul(segments, inner[:, :, None])[:, :, 0]  # inner has zero mean: the segments' means drop out
+    segments = np.lib.stride_tricks.sliding_window_view(
+        ref, width, axis=1
+    )  # (frames, shifts, width)
+    dot = np.matmul(segments, inner[:, :, None])[
+        :, :, 0
+    ]  # inner has zero mean: the segments' means drop out
     total = np.cumsum(np.pad(ref, ((0, 0), (1, 0))), axis=1)
     squares = np.cumsum(np.pad(ref**2, ((0, 0), (1, 0))), axis=1)
     sums, sq = total[:, width:] - total[:, :-width], squares[:, width:] - squares[:, :-width]
@@ -128,16 +137,21 @@ def lpc_envelopes(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
     if "lpc_envelopes" not in a.cache:
         frame, hop = int(round(LPC_FRAME_S * a.sr)), int(round(FRAME_S * a.sr))
         audio = np.append(a.audio[0], a.audio[1:] - 0.97 * a.audio[:-1]).astype(np.float64)
-        frames = librosa.util.frame(np.pad(audio, (0, max(0, frame - len(audio)))), frame_length=frame,
-                                    hop_length=hop).T
+        frames = librosa.util.frame(
+            np.pad(audio, (0, max(0, frame - len(audio)))), frame_length=frame, hop_length=hop
+        ).T
         times = (np.arange(len(frames)) * hop + frame / 2) / a.sr
         head, tail = a.head_tail_at(times)
         frames = frames[head | tail] * np.hanning(frame)
-        frames += 1e-9 * np.random.default_rng(0).standard_normal(frames.shape)  # silent frames stay solvable
+        frames += 1e-9 * np.random.default_rng(0).standard_normal(
+            frames.shape
+        )  # silent frames stay solvable
         coeffs = librosa.lpc(frames, order=int(a.sr / 1000) + 2, axis=-1)
         grid = 2.0 ** np.arange(np.log2(GRID_HZ[0]), np.log2(GRID_HZ[1]), 1 / STEPS_PER_OCTAVE)
         phase = 2 * np.pi * np.outer(np.arange(coeffs.shape[1]), grid / a.sr)
-        coeffs = np.ascontiguousarray(coeffs)  # librosa returns a strided view: BLAS needs it packed
+        coeffs = np.ascontiguousarray(
+            coeffs
+        )  # librosa returns a strided view: BLAS needs it packed
         response = np.hypot(coeffs @ np.cos(phase), coeffs @ np.sin(phase))  # |A(e^jw)| on the grid
         envelope = -20 * np.log10(np.maximum(response, 1e-9))
         a.cache["lpc_envelopes"] = (times[head | tail], envelope)

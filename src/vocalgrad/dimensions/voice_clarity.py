@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import istft, stft
 
-from vocalgrad.dimensions._shared import db, windows
+from vocalgrad.dimensions._shared import band_sums, db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, mel_centres
 from vocalgrad.signal.evidence import high_band_kept_change
@@ -18,11 +18,13 @@ SPEC = DimensionSpec(
     tiers={"low": 5000.0, "mid": 2500.0, "high": 1200.0},
     scale="log",
     measured="level above 1 kHz relative to the source (mel bands where the source has energy), "
-             "re the 150-1000 Hz band",
+    "re the 150-1000 Hz band",
     measured_unit="dB",
     audibility_floor=2.0,
-    floor_basis=("spectral-shape (profile) discrimination ~1-2 dB for a level change of part of a "
-                 "spectrum (Green 1988; Moore, Oldfield & Dooley 1989)"),
+    floor_basis=(
+        "spectral-shape (profile) discrimination ~1-2 dB for a level change of part of a "
+        "spectrum (Green 1988; Moore, Oldfield & Dooley 1989)"
+    ),
     psychometric_range=(600.0, 7000.0),
     constant_tolerance=2.0,
     # the low-pass acts on the whole recording, its background in the silences included,
@@ -51,7 +53,10 @@ def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
 
 def inaudible_reason(magnitude: float, sr: int) -> str | None:
     if magnitude >= sr / 2 - TRANSITION_HZ / 2:
-        return f"a {magnitude:.0f} Hz low-pass changes nothing audible at {sr} Hz (Nyquist {sr // 2} Hz)"
+        return (
+            f"a {magnitude:.0f} Hz low-pass changes nothing audible at {sr} Hz "
+            f"(Nyquist {sr // 2} Hz)"
+        )
     if magnitude < MIN_CUTOFF_HZ:
         return f"a cutoff under {MIN_CUTOFF_HZ:.0f} Hz leaves no intelligible speech"
     return None
@@ -81,12 +86,16 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
         return f"the source has no usable band above {SPLIT_HZ:.0f} Hz for a low-pass to take away"
     x = (centres[high] - (magnitude - TRANSITION_HZ / 2)) / TRANSITION_HZ
     mask = 0.5 + 0.5 * np.cos(np.pi * np.clip(x, 0.0, 1.0))
-    lost = max(0.0, float(-np.mean(np.maximum(20 * np.log10(np.maximum(mask, 1e-12)), -KEPT_RANGE_DB))))
+    lost = max(
+        0.0, float(-np.mean(np.maximum(20 * np.log10(np.maximum(mask, 1e-12)), -KEPT_RANGE_DB)))
+    )
     if lost >= SPEC.audibility_floor:
         return None
-    return (f"a {magnitude:.0f} Hz low-pass takes {lost:.1f} dB from this source's band above "
-            f"{SPLIT_HZ:.0f} Hz (floor {SPEC.audibility_floor:.1f} dB): its speech has little above "
-            f"{float(centres[high].max()):.0f} Hz")
+    return (
+        f"a {magnitude:.0f} Hz low-pass takes {lost:.1f} dB from this source's band above "
+        f"{SPLIT_HZ:.0f} Hz (floor {SPEC.audibility_floor:.1f} dB): its speech has little above "
+        f"{float(centres[high].max()):.0f} Hz"
+    )
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
@@ -108,11 +117,8 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     for the 150-1000 Hz band (so overall gain cancels), over the head and tail speech
     frames. Bands where the source has nothing (telephone speech above 4 kHz) do not count:
     a low-pass there changes nothing a listener could hear, and reads as no change."""
-    c, r = clip.mel_power, ref.mel_power
-    n = min(c.shape[1], r.shape[1])
+    n, sums = band_sums(clip, ref)
     centres = mel_centres(ref.sr)
-    sums = [(c[:, :n][:, w].sum(axis=1), r[:, :n][:, w].sum(axis=1), max(int(w.sum()), 1))
-            for w in windows(ref, n, active_only=True)]
     usable = _usable(ref, n)
     low = usable & (centres >= LOW_BAND_HZ[0]) & (centres < LOW_BAND_HZ[1])
     high = usable & (centres >= SPLIT_HZ)
@@ -130,8 +136,12 @@ def _usable(ref: Analysis, n: int) -> np.ndarray:
     """The same bands in both windows: those where the source stands well clear of its floor
     in each, so the head and tail compare like with like whatever is being said."""
     r, floor = ref.mel_power, ref.band_floor
-    return np.logical_and.reduce([r[:, :n][:, w].sum(axis=1) > floor * max(int(w.sum()), 1) * 10 ** (USABLE_DB / 10)
-                                  for w in windows(ref, n, active_only=True)])
+    return np.logical_and.reduce(
+        [
+            r[:, :n][:, w].sum(axis=1) > floor * max(int(w.sum()), 1) * 10 ** (USABLE_DB / 10)
+            for w in windows(ref, n, active_only=True)
+        ]
+    )
 
 
 def _usable_bands(ref: Analysis) -> np.ndarray | None:
@@ -146,7 +156,9 @@ def _stft(ref: Analysis, boundary: str = "zeros") -> tuple[np.ndarray, np.ndarra
     """The source's STFT, computed once per source and reused by every clip rendered from it."""
     key = f"clarity_stft_{boundary}"
     if key not in ref.cache:
-        ref.cache[key] = stft(ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=boundary)
+        ref.cache[key] = stft(
+            ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=boundary
+        )
     return ref.cache[key]
 
 

@@ -26,8 +26,10 @@ SPEC = DimensionSpec(
     measured="F0 relative to the source (voiced frames)",
     measured_unit="semitones",
     audibility_floor=0.5,
-    floor_basis=("F0 DL for steady vowels 0.3-0.5% (Flanagan & Saslow 1958) and 1.5-3 semitones for "
-                 "intonation movements ('t Hart 1981): 0.5 semitone between the two"),
+    floor_basis=(
+        "F0 DL for steady vowels 0.3-0.5% (Flanagan & Saslow 1958) and 1.5-3 semitones for "
+        "intonation movements ('t Hart 1981): 0.5 semitone between the two"
+    ),
     psychometric_range=(0.1, 4.0),
     centre="energy",
     source_edges=True,
@@ -61,7 +63,11 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     t = times[voiced]
     shifted = f0[voiced] * 2.0 ** (track(t) / 12.0)
     out = psola(ref, rng, pitch_tier=praat_tier("PitchTier", t, shifted, ref.duration_s))
-    return out[: len(ref.audio)] if len(out) >= len(ref.audio) else np.pad(out, (0, len(ref.audio) - len(out)))
+    return (
+        out[: len(ref.audio)]
+        if len(out) >= len(ref.audio)
+        else np.pad(out, (0, len(ref.audio) - len(out)))
+    )
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:

@@ -18,11 +18,14 @@ SPEC = DimensionSpec(
     increase_means="stronger tremolo (more vibration)",
     tiers={"low": 0.60, "mid": 0.75, "high": 0.90},
     scale="linear",
-    measured="4-12 Hz modulation of the clip/source envelope ratio (amplitude, dB; 0.8 dB = inaudible)",
+    measured="4-12 Hz modulation of the clip/source envelope ratio "
+    "(amplitude, dB; 0.8 dB = inaudible)",
     measured_unit="dB",
     audibility_floor=1.0,
-    floor_basis=("AM detection threshold ~-25 dB (m ~ 0.06, ~0.5 dB) at 4-16 Hz on broadband carriers "
-                 "(Viemeister 1979); speech's own modulation masks more, so 1 dB"),
+    floor_basis=(
+        "AM detection threshold ~-25 dB (m ~ 0.06, ~0.5 dB) at 4-16 Hz on broadband carriers "
+        "(Viemeister 1979); speech's own modulation masks more, so 1 dB"
+    ),
     psychometric_range=(0.05, 0.95),
     # a held depth's head and tail read up to ~1 dB apart (speech's own modulation), about the
     # depth-discrimination JND (~2 dB in 20 log m, Wakefield & Viemeister 1990: 1-1.5 dB of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import db, windows
+from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
 from vocalgrad.signal.evidence import level_change
@@ -20,7 +20,8 @@ SPEC = DimensionSpec(
     measured="K-weighted frame level relative to the source (speech-active frames)",
     measured_unit="dB",
     audibility_floor=1.0,
-    floor_basis="intensity JND for broadband sounds 0.5-1.5 dB (Jesteadt, Wier & Green 1977; Miller 1947)",
+    floor_basis="intensity JND for broadband sounds 0.5-1.5 dB "
+    "(Jesteadt, Wier & Green 1977; Miller 1947)",
     psychometric_range=(0.5, 24.0),
     centre="mean",
     loudness_neutral=False,  # loudness is the target
@@ -35,8 +36,7 @@ SPEC = DimensionSpec(
     # speech-to-floor ratio over time, the level course again (lower for increase in 62% of
     # 32 + 32 twins, median -2.4 Hz; with the roves paired it took the telephone build's
     # audit to 0.53 [0.50, 0.55])
-    target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_peak_dbfs",
-                 "global_file_bytes", "global_f0_hz", "global_centroid_hz"),
+    target_cues=(*LEVEL_COURSE_CUES, "global_centroid_hz"),
 )
 
 
@@ -64,7 +64,6 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     for window in windows(ref, n, active_only=True):
         out.append(db(c[:n][window].sum() / r[:n][window].sum()) if window.any() else float("nan"))
     return Measured(*out)
-
 
 
 def blind_change(clip: Analysis) -> float:

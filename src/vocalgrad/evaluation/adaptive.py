@@ -111,9 +111,16 @@ class _Axis:
 class Staircase:
     """n-down-1-up staircase on log magnitude, starting from the strongest (easiest) change."""
 
-    def __init__(self, category: str, n_down: int = 3, n_reversals: int = 12,
-                 discard_reversals: int = 4, max_trials: int = 80, step: float | None = None,
-                 magnitude_range: tuple[float, float] | None = None) -> None:
+    def __init__(
+        self,
+        category: str,
+        n_down: int = 3,
+        n_reversals: int = 12,
+        discard_reversals: int = 4,
+        max_trials: int = 80,
+        step: float | None = None,
+        magnitude_range: tuple[float, float] | None = None,
+    ) -> None:
         self.axis = _Axis(category, magnitude_range)
         self.n_down, self.n_reversals, self.discard = n_down, n_reversals, discard_reversals
         self.max_trials = max_trials
@@ -155,17 +162,24 @@ class Staircase:
 
     def estimate(self) -> float | None:
         """Geometric mean of the reversal magnitudes after the first `discard` (None if none)."""
-        used = self.reversals[self.discard:] or self.reversals[-2:]
+        used = self.reversals[self.discard :] or self.reversals[-2:]
         return self.axis.magnitude(float(np.mean(used))) if used else None
 
 
 class QuestPlus:
     """Bayesian adaptive placement over a (alpha, beta, lapse) grid, minimum expected entropy."""
 
-    def __init__(self, category: str, max_trials: int = 40, function: str = "normal",
-                 n_stimuli: int = 25, n_alpha: int = 41, n_beta: int = 10,
-                 lapses: tuple[float, ...] = (0.0, 0.02, 0.04, LAPSE_MAX),
-                 magnitude_range: tuple[float, float] | None = None) -> None:
+    def __init__(
+        self,
+        category: str,
+        max_trials: int = 40,
+        function: str = "normal",
+        n_stimuli: int = 25,
+        n_alpha: int = 41,
+        n_beta: int = 10,
+        lapses: tuple[float, ...] = (0.0, 0.02, 0.04, LAPSE_MAX),
+        magnitude_range: tuple[float, float] | None = None,
+    ) -> None:
         self.axis = ax = _Axis(category, magnitude_range)
         self.max_trials, self.dist, self.n = max_trials, FUNCTIONS[function], 0
         self.stimuli = np.linspace(ax.lo, ax.hi, n_stimuli)
@@ -224,8 +238,9 @@ def balanced_directions(n: int, rng: np.random.Generator) -> list[str]:
     return out[:n]
 
 
-def run_adaptive(category: str, ask: Ask, method: str = "quest", seed: int = 0,
-                 n_boot: int = 200, **options) -> AdaptiveResult:
+def run_adaptive(
+    category: str, ask: Ask, method: str = "quest", seed: int = 0, n_boot: int = 200, **options
+) -> AdaptiveResult:
     """Run one adaptive procedure to its end through `ask`; `options` go to the procedure
     (`max_trials`, `n_down`, `function`, `magnitude_range`...)."""
     if method == "quest":
@@ -251,29 +266,47 @@ def run_adaptive(category: str, ask: Ask, method: str = "quest", seed: int = 0,
         trials.append(Trial(len(trials), magnitude, direction, correct, no_answer))
         proc.update(magnitude, correct)
     spec = dimensions.get(category).SPEC
-    counts = {"n_ties": sum(t.no_answer == TIE for t in trials),
-              "n_unparsed": sum(t.no_answer == UNPARSED for t in trials)}
+    counts = {
+        "n_ties": sum(t.no_answer == TIE for t in trials),
+        "n_unparsed": sum(t.no_answer == UNPARSED for t in trials),
+    }
     if isinstance(proc, QuestPlus):
         return _quest_result(proc, category, spec.unit, trials, counts)
     ax = proc.axis
     # The staircase's trials, fitted by maximum likelihood, give the 75% point on the same
     # footing as the full sweep (the reversal mean estimates the staircase's own target).
-    fit = fit_psychometric([t.magnitude for t in trials], [t.correct for t in trials], category,
-                           n_boot=n_boot, seed=seed, listener="staircase",
-                           bounds=(ax.magnitude(ax.lo), ax.magnitude(ax.hi)))
+    fit = fit_psychometric(
+        [t.magnitude for t in trials],
+        [t.correct for t in trials],
+        category,
+        n_boot=n_boot,
+        seed=seed,
+        listener="staircase",
+        bounds=(ax.magnitude(ax.lo), ax.magnitude(ax.hi)),
+    )
     estimate = proc.estimate()
     status = fit.status
     if estimate is not None and ax.x(estimate) > ax.hi - proc.step / 2:
         status = NONE  # the staircase sat at the strongest change: never reliably heard
-    return AdaptiveResult(category, "staircase", spec.unit, status,
-                          fit.threshold if status == OK else None,
-                          fit.ci if status == OK else (None, None), len(trials), trials,
-                          procedure_estimate=estimate, procedure_target=proc.target, fit=fit,
-                          **counts)
+    return AdaptiveResult(
+        category,
+        "staircase",
+        spec.unit,
+        status,
+        fit.threshold if status == OK else None,
+        fit.ci if status == OK else (None, None),
+        len(trials),
+        trials,
+        procedure_estimate=estimate,
+        procedure_target=proc.target,
+        fit=fit,
+        **counts,
+    )
 
 
-def _quest_result(proc: QuestPlus, category: str, unit: str, trials: list[Trial],
-                  counts: dict[str, int]) -> AdaptiveResult:
+def _quest_result(
+    proc: QuestPlus, category: str, unit: str, trials: list[Trial], counts: dict[str, int]
+) -> AdaptiveResult:
     median, lo, hi, p_below, p_above = proc.threshold()
     ax = proc.axis
     if p_above > 0.5:
@@ -283,12 +316,24 @@ def _quest_result(proc: QuestPlus, category: str, unit: str, trials: list[Trial]
     else:
         status = OK
     if status != OK:
-        return AdaptiveResult(category, "quest", unit, status, None, (None, None), len(trials), trials,
-                              **counts)
-    bounds = sorted(ax.magnitude(float(np.clip(v, ax.lo - ax.span, ax.hi + ax.span))) for v in (lo, hi))
-    return AdaptiveResult(category, "quest", unit, status, ax.magnitude(median),
-                          (bounds[0], bounds[1]), len(trials), trials,
-                          procedure_estimate=ax.magnitude(median), **counts)
+        return AdaptiveResult(
+            category, "quest", unit, status, None, (None, None), len(trials), trials, **counts
+        )
+    bounds = sorted(
+        ax.magnitude(float(np.clip(v, ax.lo - ax.span, ax.hi + ax.span))) for v in (lo, hi)
+    )
+    return AdaptiveResult(
+        category,
+        "quest",
+        unit,
+        status,
+        ax.magnitude(median),
+        (bounds[0], bounds[1]),
+        len(trials),
+        trials,
+        procedure_estimate=ax.magnitude(median),
+        **counts,
+    )
 
 
 class SimulatedObserver:
@@ -299,9 +344,16 @@ class SimulatedObserver:
     scoring model whose options tie on an inaudible change: it hears with probability
     2 * p_correct - 1, so with ties guessed its P(correct) is still `p_correct`."""
 
-    def __init__(self, category: str, threshold: float | None, beta: float = 0.4,
-                 lapse: float = 0.02, function: str = "normal", seed: int = 0,
-                 ties: bool = False) -> None:
+    def __init__(
+        self,
+        category: str,
+        threshold: float | None,
+        beta: float = 0.4,
+        lapse: float = 0.02,
+        function: str = "normal",
+        seed: int = 0,
+        ties: bool = False,
+    ) -> None:
         self.sign = polarity(category)
         self.dist = FUNCTIONS[function]
         self.beta, self.lapse, self.ties = beta, lapse, ties
@@ -319,15 +371,18 @@ class SimulatedObserver:
         x = self.sign * np.log(np.asarray(magnitude, dtype=float))
         return _p(x, self.alpha, self.beta, self.lapse, self.dist)
 
-    def __call__(self, category: str, magnitude: float, direction: str,
-                 trial_index: int) -> bool | str:
+    def __call__(
+        self, category: str, magnitude: float, direction: str, trial_index: int
+    ) -> bool | str:
         p = float(self.p_correct(magnitude))
         if self.ties:
             return True if self.rng.random() < 2 * p - 1 else TIE
         return bool(self.rng.random() < p)
 
 
-def trial_rows(result: AdaptiveResult, listener: str, source_ids: list[str] | None = None) -> list[dict]:
+def trial_rows(
+    result: AdaptiveResult, listener: str, source_ids: list[str] | None = None
+) -> list[dict]:
     """The trials as results.jsonl-style rows (tier "adaptive"), so the same tools read them.
 
     A trial without an answer has `predicted` None and `parse_status` "tie" or "unparsed", as in
@@ -335,30 +390,53 @@ def trial_rows(result: AdaptiveResult, listener: str, source_ids: list[str] | No
     rows = []
     for t in result.trials:
         source = source_ids[t.index % len(source_ids)] if source_ids else None
-        rows.append({
-            "key": f"adaptive|{result.method}|{result.category}|{t.index}",
-            "item_id": f"adaptive-{result.category}-{t.index}", "listener": listener,
-            "variant": "default", "control": "none", "mode": result.method,
-            "category": result.category, "direction": t.direction, "tier": "adaptive",
-            "curve": "linear", "magnitude": t.magnitude, "source_id": source,
-            "speaker_id": None, "llr": None, "correct": t.correct,
-            "predicted": None if t.no_answer else t.direction if t.correct else _FLIP[t.direction],
-            "parse_status": t.no_answer or "ok", "guessed": t.no_answer is not None,
-            "error": None,
-        })
+        rows.append(
+            {
+                "key": f"adaptive|{result.method}|{result.category}|{t.index}",
+                "item_id": f"adaptive-{result.category}-{t.index}",
+                "listener": listener,
+                "variant": "default",
+                "control": "none",
+                "mode": result.method,
+                "category": result.category,
+                "direction": t.direction,
+                "tier": "adaptive",
+                "curve": "linear",
+                "magnitude": t.magnitude,
+                "source_id": source,
+                "speaker_id": None,
+                "llr": None,
+                "correct": t.correct,
+                "predicted": None
+                if t.no_answer
+                else t.direction
+                if t.correct
+                else _FLIP[t.direction],
+                "parse_status": t.no_answer or "ok",
+                "guessed": t.no_answer is not None,
+                "error": None,
+            }
+        )
     return rows
 
 
-def save_adaptive(run_dir: str | Path, listener: str, results: list[AdaptiveResult],
-                  manifest: dict | None = None) -> Path:
+def save_adaptive(
+    run_dir: str | Path, listener: str, results: list[AdaptiveResult], manifest: dict | None = None
+) -> Path:
     """Write `adaptive.json` (what `vocalgrad report` reads) and the trials as results rows."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    payload = {"listener": listener, "manifest": manifest or {}, "no_answer": NO_ANSWER_RULE,
-               "results": [r.to_dict() for r in results]}
+    payload = {
+        "listener": listener,
+        "manifest": manifest or {},
+        "no_answer": NO_ANSWER_RULE,
+        "results": [r.to_dict() for r in results],
+    }
     path = run_dir / "adaptive.json"
     path.write_text(json.dumps(clean(payload), indent=2) + "\n")
-    write_jsonl(run_dir / "results.jsonl", [row for r in results for row in trial_rows(r, listener)])
+    write_jsonl(
+        run_dir / "results.jsonl", [row for r in results for row in trial_rows(r, listener)]
+    )
     if manifest is not None and not (run_dir / "manifest.json").is_file():
         (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
     return path

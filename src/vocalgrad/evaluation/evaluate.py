@@ -84,7 +84,9 @@ class EvalConfig:
             raise ConfigError(f"mode {self.mode!r}: use choice, generate, both or auto")
         unknown = set(self.controls) - set(CONTROLS)
         if unknown:
-            raise ConfigError(f"unknown control(s) {sorted(unknown)}; choose from {', '.join(CONTROLS)}")
+            raise ConfigError(
+                f"unknown control(s) {sorted(unknown)}; choose from {', '.join(CONTROLS)}"
+            )
         for name, low in (("batch_size", 1), ("max_new_tokens", 1), ("few_shot", 0), ("limit", 1)):
             value = getattr(self, name)
             if value is None and name == "limit":
@@ -124,12 +126,21 @@ class AnswerCache:
 
     def put_many(self, items: list[tuple[str, dict]]) -> None:
         with self.db:
-            self.db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?)", [(k, json.dumps(v)) for k, v in items])
+            self.db.executemany(
+                "INSERT OR REPLACE INTO answers VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in items],
+            )
 
 
-def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: EvalConfig,
-             cache: AnswerCache | None = None, executor: Executor | None = None,
-             retry_errors: bool = True) -> dict:
+def evaluate(
+    dataset: str | Path,
+    listener: Listener,
+    out: str | Path,
+    config: EvalConfig,
+    cache: AnswerCache | None = None,
+    executor: Executor | None = None,
+    retry_errors: bool = True,
+) -> dict:
     """Answer every selected item; returns counts. Resumes from `out/results.jsonl`.
 
     Items whose last answer was an error are asked again unless `retry_errors` is False.
@@ -138,39 +149,68 @@ def evaluate(dataset: str | Path, listener: Listener, out: str | Path, config: E
     folder is locked meanwhile: a second writer fails at once instead of duplicating rows."""
     dataset, out = Path(dataset), Path(out)
     rows = load_rows(dataset)
-    items = [r for r in rows if r["split"] == config.split and (not config.categories or r["category"] in config.categories)]
+    items = [
+        r
+        for r in rows
+        if r["split"] == config.split
+        and (not config.categories or r["category"] in config.categories)
+    ]
     if not items:
-        raise ConfigError(f"{dataset}: no {config.split} items" + (f" in {config.categories}" if config.categories else ""))
+        raise ConfigError(
+            f"{dataset}: no {config.split} items"
+            + (f" in {config.categories}" if config.categories else "")
+        )
     untestable = untestable_categories(items, listener)
     items = [r for r in items if r["category"] not in untestable]
     if not items:
-        raise ConfigError(f"{listener.listener_id} cannot be tested on {', '.join(untestable)}: "
-                          + "; ".join(untestable.values()))
+        raise ConfigError(
+            f"{listener.listener_id} cannot be tested on {', '.join(untestable)}: "
+            + "; ".join(untestable.values())
+        )
     if config.limit is not None:
         items = _balanced_head(items, config.limit)
     train = [r for r in rows if r["split"] == "train"]
     if config.few_shot and not train:
-        raise ConfigError(f"{dataset}: --few-shot needs a train split and the dataset has none; "
-                          "build with --n-train > 0 or drop --few-shot")
+        raise ConfigError(
+            f"{dataset}: --few-shot needs a train split and the dataset has none; "
+            "build with --n-train > 0 or drop --few-shot"
+        )
     mode = _mode(config.mode, listener)
     manifest = {**_manifest(dataset, listener, config, mode, items), "untestable": untestable}
     if out.exists() and not out.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
     out.mkdir(parents=True, exist_ok=True)
     with exclusive(out, "run folder"):
-        return _evaluate(out, listener, config, manifest, items, mode, train, cache, executor, retry_errors)
+        return _evaluate(
+            out, listener, config, manifest, items, mode, train, cache, executor, retry_errors
+        )
 
 
-def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict, items: list[dict],
-              mode: tuple[str, ...], train: list[dict], cache: AnswerCache | None,
-              executor: Executor | None, retry_errors: bool) -> dict:
+def _evaluate(
+    out: Path,
+    listener: Listener,
+    config: EvalConfig,
+    manifest: dict,
+    items: list[dict],
+    mode: tuple[str, ...],
+    train: list[dict],
+    cache: AnswerCache | None,
+    executor: Executor | None,
+    retry_errors: bool,
+) -> dict:
     _check_manifest(out, manifest)
     results = out / "results.jsonl"
     note = repair_tail(results)
     if note:
         log.warning("%s; its item is asked again", note)
-    failed = {r["key"]: r.get("error") is not None
-              for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)} if results.is_file() else {}
+    failed = (
+        {
+            r["key"]: r.get("error") is not None
+            for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)
+        }
+        if results.is_file()
+        else {}
+    )
     done = {k for k, bad in failed.items() if not (bad and retry_errors)}
     every = list(_tasks(items, config, mode))
     tasks = [t for t in every if t.key not in done]
@@ -187,8 +227,16 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
             held[i] = _prepare(batch, listener, config, train)
             yield _missing(held[i], cache), config.max_new_tokens
 
-    with naming(results), results.open("a") as log_file, tqdm(total=len(tasks), unit="item", desc=listener.listener_id,
-                                             disable=not sys.stderr.isatty()) as bar:
+    with (
+        naming(results),
+        results.open("a") as log_file,
+        tqdm(
+            total=len(tasks),
+            unit="item",
+            desc=listener.listener_id,
+            disable=not sys.stderr.isatty(),
+        ) as bar,
+    ):
         for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
@@ -203,9 +251,15 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
             log_file.flush()
             os.fsync(log_file.fileno())
             bar.update(len(keyed))
-    return {"answered": len(tasks), "skipped_done": len(every) - len(tasks), "retried": retried,
-            "errors": errors, "total": len(every), "failed": sum(failed.get(t.key, False) for t in every),
-            "seconds": round(time.time() - started, 2)}
+    return {
+        "answered": len(tasks),
+        "skipped_done": len(every) - len(tasks),
+        "retried": retried,
+        "errors": errors,
+        "total": len(every),
+        "failed": sum(failed.get(t.key, False) for t in every),
+        "seconds": round(time.time() - started, 2),
+    }
 
 
 def untestable_categories(items: Sequence[dict], listener: Listener) -> dict[str, str]:
@@ -215,8 +269,10 @@ def untestable_categories(items: Sequence[dict], listener: Listener) -> dict[str
     for category in sorted({r["category"] for r in items}):
         needed = dimensions.get(category).SPEC.channels
         if needed > listener.channels:
-            out[category] = (f"cannot be tested: {listener.listener_id} hears {listener.channels} channel(s), "
-                             f"{category} needs {needed}")
+            out[category] = (
+                f"cannot be tested: {listener.listener_id} hears {listener.channels} channel(s), "
+                f"{category} needs {needed}"
+            )
     return out
 
 
@@ -224,7 +280,9 @@ def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
     if requested == "auto":
         return ("choice",) if listener.can_score else ("generate",)
     if requested in ("choice", "both") and not listener.can_score:
-        raise ConfigError(f"{listener.listener_id} cannot score choices by likelihood; use --mode generate")
+        raise ConfigError(
+            f"{listener.listener_id} cannot score choices by likelihood; use --mode generate"
+        )
     return ("choice", "generate") if requested == "both" else (requested,)
 
 
@@ -234,6 +292,7 @@ def _balanced_head(items: list[dict], limit: int) -> list[dict]:
     10 items of a category come from 10 sources where it has them. Within a source, items go
     in a hashed order of their cell (category, magnitude, direction), so limited runs on the
     gradual, comparison and recognition builds of one source set ask about the same cells."""
+
     def order(r: dict) -> tuple[str, str]:
         cell = f"{r['source_id']}|{r['category']}|{r.get('magnitude')}|{r.get('direction')}"
         return hashlib.sha256(cell.encode()).hexdigest(), r["item_id"]
@@ -241,8 +300,10 @@ def _balanced_head(items: list[dict], limit: int) -> list[dict]:
     by_cat: dict[str, dict[str, list[dict]]] = {}
     for r in sorted(items, key=order):
         by_cat.setdefault(r["category"], {}).setdefault(r["source_id"], []).append(r)
-    queues = {cat: [r for group in zip_longest(*by_src.values()) for r in group if r is not None]
-              for cat, by_src in by_cat.items()}
+    queues = {
+        cat: [r for group in zip_longest(*by_src.values()) for r in group if r is not None]
+        for cat, by_src in by_cat.items()
+    }
     out: list[dict] = []
     while len(out) < limit and any(queues.values()):
         for cat in sorted(queues):
@@ -257,7 +318,8 @@ def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Ite
         for variant in config.variants:
             for control in controls:
                 if control == "reversed" and row_format(row) == "recognition":
-                    continue  # played backwards, a held clip keeps its value: the label would not flip
+                    # played backwards, a held clip keeps its value: the label would not flip
+                    continue
                 for mode in modes:
                     yield Task(row, variant, control, mode, run_key(row, variant, control, mode))
 
@@ -278,8 +340,9 @@ class Prepared(NamedTuple):
     keys: list[str]
 
 
-def _prepare(batch: list[Task], listener: Listener, config: EvalConfig,
-             train: list[dict]) -> list[Prepared]:
+def _prepare(
+    batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict]
+) -> list[Prepared]:
     """Each task of a batch, prepared on the driver."""
     audio_memo: dict[str, np.ndarray] = {}
     prepared = []
@@ -305,7 +368,9 @@ def _missing(keyed: list[Prepared], cache: AnswerCache) -> dict[str, list[tuple[
     return todo
 
 
-def _ask(listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]], int]) -> dict[str, dict]:
+def _ask(
+    listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]], int]
+) -> dict[str, dict]:
     """Cache key -> answer for one batch: the only step that needs the model (so the one an
     executor may run elsewhere)."""
     todo_by_mode, max_new_tokens = question
@@ -315,33 +380,53 @@ def _ask(listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]
             if mode == "choice":
                 answers = [{"logprobs": lp} for lp in listener.score_choices([r for r, _ in todo])]
             else:
-                answers = [{"response": text} for text in listener.generate([r for r, _ in todo], max_new_tokens)]
+                answers = [
+                    {"response": text}
+                    for text in listener.generate([r for r, _ in todo], max_new_tokens)
+                ]
         except PartialBatchError as err:  # some requests failed: keep the answers that arrived
             key = "logprobs" if mode == "choice" else "response"
-            answers = [{"error": str(err.failures.get(i, err))} if a is None else {key: a}
-                       for i, a in enumerate(err.answers)]
+            answers = [
+                {"error": str(err.failures.get(i, err))} if a is None else {key: a}
+                for i, a in enumerate(err.answers)
+            ]
         except VocalgradError as err:  # the whole batch failed: record it per item, go on
             answers = [{"error": str(err)} for _ in todo]
         fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
     return fresh
 
 
-def _requests(task: Task, listener: Listener, config: EvalConfig, train: list[dict],
-              memo: dict[str, np.ndarray]) -> list[Request]:
+def _requests(
+    task: Task,
+    listener: Listener,
+    config: EvalConfig,
+    train: list[dict],
+    memo: dict[str, np.ndarray],
+) -> list[Request]:
     """One request per option order (choice mode with both orders), else one."""
     row = task.row
     variants = [task.variant]
     if task.mode == "choice" and config.both_orders and task.variant in ORDER_PAIRS:
         variants.append(ORDER_PAIRS[task.variant])
-    examples = few_shot_examples(train, row["category"], config.few_shot, config.seed, task.variant) if config.few_shot else []
+    examples = (
+        few_shot_examples(train, row["category"], config.few_shot, config.seed, task.variant)
+        if config.few_shot
+        else []
+    )
     target = _control_audio(task.control, _audio(row, listener, memo))
     item_id = row["item_id"] + (REVERSED_SUFFIX if task.control == "reversed" else "")
     audio: dict[str, np.ndarray | None] = {item_id: target}
     for ex, _ in examples:
         audio[ex["item_id"]] = _audio(ex, listener, memo)
     return [
-        Request(item_id, build_prompt(row["category"], v, config.audio_first, examples, item_id, row_format(row)),
-                audio, row["source_id"])
+        Request(
+            item_id,
+            build_prompt(
+                row["category"], v, config.audio_first, examples, item_id, row_format(row)
+            ),
+            audio,
+            row["source_id"],
+        )
         for v in variants
     ]
 
@@ -377,8 +462,9 @@ def _cache_key(listener: Listener, task: Task, request: Request, config: EvalCon
     return h.hexdigest()
 
 
-def _result_row(task: Task, listener: Listener, answers: list[dict], error: str | None,
-                seconds: float) -> ResultRow:
+def _result_row(
+    task: Task, listener: Listener, answers: list[dict], error: str | None, seconds: float
+) -> ResultRow:
     row = task.row
     truth = FLIP[row["direction"]] if task.control == "reversed" else row["direction"]
     if task.control in ("silence", "text_only"):
@@ -392,7 +478,19 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         "control": task.control,
         "mode": task.mode,
         "direction": truth,
-        **{k: row.get(k) for k in ("category", "tier", "curve", "magnitude", "source_id", "speaker_id", "split", "domain")},
+        **{
+            k: row.get(k)
+            for k in (
+                "category",
+                "tier",
+                "curve",
+                "magnitude",
+                "source_id",
+                "speaker_id",
+                "split",
+                "domain",
+            )
+        },
         "format": row_format(row),
         "response": None,
         "parse_status": None,
@@ -413,7 +511,9 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         result.update(response=text, parse_status=parsed.status, predicted=parsed.label)
     else:
         # option words -> labels (the same map in both option orders): "loud" scores increase
-        logprobs = [{prompt.label_of.get(o, o): v for o, v in a["logprobs"].items()} for a in answers]
+        logprobs = [
+            {prompt.label_of.get(o, o): v for o, v in a["logprobs"].items()} for a in answers
+        ]
         options = sorted(set().union(*logprobs))
         mean = {o: float(np.mean([lp[o] for lp in logprobs if o in lp])) for o in options}
         best = max(mean.values())
@@ -429,12 +529,20 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
     return result
 
 
-def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple[str, ...],
-              items: Sequence[dict]) -> dict:
+def _manifest(
+    dataset: Path,
+    listener: Listener,
+    config: EvalConfig,
+    mode: tuple[str, ...],
+    items: Sequence[dict],
+) -> dict:
     official = is_official(dataset)
     formats = {row_format(r) for r in items}
     if len(formats) > 1:
-        raise ConfigError(f"{dataset}: items of several formats ({', '.join(sorted(formats))}); evaluate one format per run")
+        raise ConfigError(
+            f"{dataset}: items of several formats ({', '.join(sorted(formats))}); "
+            "evaluate one format per run"
+        )
     fmt = formats.pop()
     return {
         "listener": listener.manifest(),
@@ -448,7 +556,9 @@ def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple
         "format": fmt,
         "prompts": {v: build_prompt(_asked(items, v), v, fmt=fmt).text for v in config.variants},
         "versions": versions(),
-        "command": shlex.join(["vocalgrad", *sys.argv[1:]]) if sys.argv and "vocalgrad" in sys.argv[0] else None,
+        "command": shlex.join(["vocalgrad", *sys.argv[1:]])
+        if sys.argv and "vocalgrad" in sys.argv[0]
+        else None,
     }
 
 
@@ -456,9 +566,17 @@ def release_prompt_check(items: Sequence[dict]) -> dict:
     """How many of the release's own prompts equal the question we ask (the published
     default, verbatim): the release's answers are comparable with ours only where they do."""
     with_prompt = [r for r in items if r.get("official_prompt")]
-    differ = [r["item_id"] for r in with_prompt
-              if " ".join(r["official_prompt"].split()) != " ".join(build_prompt(r["category"]).text.split())]
-    return {"items_with_prompt": len(with_prompt), "differ_from_default": len(differ), "examples": differ[:5]}
+    differ = [
+        r["item_id"]
+        for r in with_prompt
+        if " ".join(r["official_prompt"].split())
+        != " ".join(build_prompt(r["category"]).text.split())
+    ]
+    return {
+        "items_with_prompt": len(with_prompt),
+        "differ_from_default": len(differ),
+        "examples": differ[:5],
+    }
 
 
 def _check_manifest(out: Path, manifest: dict) -> None:
@@ -468,7 +586,9 @@ def _check_manifest(out: Path, manifest: dict) -> None:
     if path.is_file():
         saved = read_json(path, DAMAGED_RUN)
         if {k: saved.get(k) for k in identity} != json.loads(json.dumps(identity)):
-            raise ConfigError(f"{out} holds a run with another listener, dataset or config; choose another --out")
+            raise ConfigError(
+                f"{out} holds a run with another listener, dataset or config; choose another --out"
+            )
         return
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
@@ -480,17 +600,24 @@ def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
         run = run.parent
     if not (run / "results.jsonl").is_file():
         raise ConfigError(f"{run}: no results.jsonl; is this a `vocalgrad eval` output folder?")
-    manifest = read_json(run / "manifest.json", DAMAGED_RUN) if (run / "manifest.json").is_file() else {}
+    manifest = (
+        read_json(run / "manifest.json", DAMAGED_RUN) if (run / "manifest.json").is_file() else {}
+    )
     rows = {}
     for r in read_jsonl(run / "results.jsonl", torn="skip", hint=RERUN_HINT):
         # rows from other producers (e.g. the listening test) may omit run-only fields
         r.setdefault("control", "none")
         r.setdefault("mode", "generate")
         r.setdefault("error", None)
-        rows[r.get("key") or f"{r['item_id']}|{r['listener']}|{r['variant']}|{r['control']}|{r['mode']}"] = r
+        rows[
+            r.get("key")
+            or f"{r['item_id']}|{r['listener']}|{r['variant']}|{r['control']}|{r['mode']}"
+        ] = r
     if not rows:
-        raise DatasetError(f"{run / 'results.jsonl'}: no answers yet; run `vocalgrad eval` into "
-                           f"{run} first (it resumes where it stopped)")
+        raise DatasetError(
+            f"{run / 'results.jsonl'}: no answers yet; run `vocalgrad eval` into "
+            f"{run} first (it resumes where it stopped)"
+        )
     return manifest, list(rows.values())
 
 
@@ -498,8 +625,10 @@ def _asked(items: Sequence[Mapping], variant: str) -> str:
     """The category whose question a manifest shows for a variant: the first item's that the
     variant asks about."""
     supported = get_variant(variant).categories()
-    return next((r["category"] for r in items if supported is None or r["category"] in supported),
-                items[0]["category"])
+    return next(
+        (r["category"] for r in items if supported is None or r["category"] in supported),
+        items[0]["category"],
+    )
 
 
 def listener_slug(spec: str) -> str:

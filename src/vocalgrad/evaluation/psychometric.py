@@ -17,8 +17,8 @@ and a sentence, so they are not independent). With fewer sources the CI follows 
 jackknife t-interval on the log-magnitude threshold, and none from a single source.
 
 A listener that never leaves chance (a likelihood-ratio test against the flat 0.5 model is
-not significant at the 1% level) or whose fitted threshold lies beyond the strongest tested change gets
-"no threshold within range", never a number.
+not significant at the 1% level) or whose fitted threshold lies beyond the strongest tested change
+gets "no threshold within range", never a number.
 """
 
 from __future__ import annotations
@@ -58,11 +58,15 @@ class _Link:
 
 
 FUNCTIONS = {
-    "normal": _Link(special.ndtr, lambda z: np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi),
-                    special.ndtri),
+    "normal": _Link(
+        special.ndtr, lambda z: np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi), special.ndtri
+    ),
     # Gumbel (minimum) CDF on log magnitude = Weibull CDF on magnitude
-    "weibull": _Link(lambda z: -np.expm1(-np.exp(z)), lambda z: np.exp(z - np.exp(z)),
-                     lambda q: np.log(-np.log1p(-q))),
+    "weibull": _Link(
+        lambda z: -np.expm1(-np.exp(z)),
+        lambda z: np.exp(z - np.exp(z)),
+        lambda q: np.log(-np.log1p(-q)),
+    ),
 }
 MIN_LEVELS = 3
 MIN_TRIALS = 12
@@ -77,7 +81,9 @@ def polarity(category: str, sr: int = 16000) -> int:
     """+1 if a larger magnitude is a larger change, -1 if smaller (cutoff Hz, bits)."""
     dim = dimensions.get(category)
     lo, hi = dim.SPEC.psychometric_range
-    grows = change_size(category, *dim.endpoints(hi, sr)) > change_size(category, *dim.endpoints(lo, sr))
+    grows = change_size(category, *dim.endpoints(hi, sr)) > change_size(
+        category, *dim.endpoints(lo, sr)
+    )
     return 1 if grows else -1
 
 
@@ -132,7 +138,11 @@ class PsychometricFit:
         weak = min(self.tested, key=lambda m: self.polarity * math.log(m))
         if self.status == OK and self.threshold is not None:
             lo, hi = self.ci
-            ci = f" [{_g(lo, digits)}, {_g(hi, digits)}]" if lo is not None and hi is not None else ""
+            ci = (
+                f" [{_g(lo, digits)}, {_g(hi, digits)}]"
+                if lo is not None and hi is not None
+                else ""
+            )
             return f"{_g(self.threshold, digits)} {self.unit}{ci}"
         if self.status == BELOW:
             sign = "<" if self.polarity > 0 else ">"
@@ -180,8 +190,11 @@ class _Problem:
         lo, hi = float(x.min()), float(x.max())
         span = max(hi - lo, 1e-3)
         self.lo, self.hi, self.span = lo, hi, span
-        self.bounds = [(lo - span, hi + span), (math.log(span / 200), math.log(span * 4)),
-                       (0.0, LAPSE_MAX)]
+        self.bounds = [
+            (lo - span, hi + span),
+            (math.log(span / 200), math.log(span * 4)),
+            (0.0, LAPSE_MAX),
+        ]
         a = np.linspace(lo - 0.25 * span, hi + 0.5 * span, 25)
         b = np.log(span * np.array([0.02, 0.08, 0.25, 0.8]))
         lam = np.array([0.0, 0.03]) if lapse is None else np.array([lapse])
@@ -205,15 +218,22 @@ class _Problem:
         value = -float(np.sum(k * np.log(p) + (n - k) * np.log1p(-p)))
         dl_dp = -(k / p - (n - k) / (1 - p))
         amp = (1 - GUESS - lapse) * pdf
-        grad = np.array([np.sum(dl_dp * amp * (-1 / beta)), np.sum(dl_dp * amp * (-z)),
-                         np.sum(dl_dp * -cdf)])
+        grad = np.array(
+            [np.sum(dl_dp * amp * (-1 / beta)), np.sum(dl_dp * amp * (-z)), np.sum(dl_dp * -cdf)]
+        )
         return value, grad if self.fixed_lapse is None else grad[:2]
 
     def fit(self, k: np.ndarray, n: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, float]:
         """MLE (alpha, beta, lapse) from a start point; returns params and NLL."""
         free = 3 if self.fixed_lapse is None else 2
-        res = optimize.minimize(self.nll, start[:free], args=(k, n), jac=True, method="L-BFGS-B",
-                                bounds=self.bounds[:free])
+        res = optimize.minimize(
+            self.nll,
+            start[:free],
+            args=(k, n),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=self.bounds[:free],
+        )
         theta = res.x
         lapse = float(theta[2]) if free == 3 else float(self.fixed_lapse)
         return np.array([theta[0], math.exp(theta[1]), lapse]), float(res.fun)
@@ -243,12 +263,14 @@ def fit_psychometric(
         raise ValueError(f"function {function!r}: choose from {', '.join(FUNCTIONS)}")
     # One BLAS thread: L-BFGS-B's tiny dense updates run 10x slower on a busy thread pool.
     with threadpool_limits(1):
-        return _fit(magnitudes, correct, category, clusters, listener, function, lapse, n_boot,
-                    seed, bounds)
+        return _fit(
+            magnitudes, correct, category, clusters, listener, function, lapse, n_boot, seed, bounds
+        )
 
 
-def _fit(magnitudes, correct, category, clusters, listener, function, lapse, n_boot,
-         seed, bounds) -> PsychometricFit:
+def _fit(
+    magnitudes, correct, category, clusters, listener, function, lapse, n_boot, seed, bounds
+) -> PsychometricFit:
     m = np.asarray(magnitudes, dtype=float)
     c = np.asarray(correct, dtype=float)
     if m.shape != c.shape:
@@ -274,13 +296,29 @@ def _fit(magnitudes, correct, category, clusters, listener, function, lapse, n_b
         tested = (float(values.min()), float(values.max()))
     else:
         tested = spec.psychometric_range
-    base = dict(listener=listener, category=category, unit=spec.unit, polarity=sgn,
-                function=function, tested=tested, n=int(len(m)), n_sources=n_clusters,
-                levels=levels)
+    base = dict(
+        listener=listener,
+        category=category,
+        unit=spec.unit,
+        polarity=sgn,
+        function=function,
+        tested=tested,
+        n=int(len(m)),
+        n_sources=n_clusters,
+        levels=levels,
+    )
     nan = float("nan")
     if len(values) < MIN_LEVELS or len(m) < MIN_TRIALS:
-        return PsychometricFit(status=INSUFFICIENT, threshold=None, ci=(None, None), alpha=nan,
-                               beta=nan, lapse=nan, p_value=nan, **base)
+        return PsychometricFit(
+            status=INSUFFICIENT,
+            threshold=None,
+            ci=(None, None),
+            alpha=nan,
+            beta=nan,
+            lapse=nan,
+            p_value=nan,
+            **base,
+        )
 
     x = sgn * np.log(values)
     prob = _Problem(x, dist, lapse)
@@ -317,9 +355,18 @@ def _fit(magnitudes, correct, category, clusters, listener, function, lapse, n_b
                 method = NO_CI
         if xs is not None:
             ci = tuple(sorted((float(np.exp(sgn * xs[0])), float(np.exp(sgn * xs[1])))))
-    return PsychometricFit(status=status, threshold=threshold, ci=ci, alpha=float(theta[0]),
-                           beta=float(theta[1]), lapse=float(theta[2]), p_value=p_value,
-                           n_boot=used, ci_method=method, **base)
+    return PsychometricFit(
+        status=status,
+        threshold=threshold,
+        ci=ci,
+        alpha=float(theta[0]),
+        beta=float(theta[1]),
+        lapse=float(theta[2]),
+        p_value=p_value,
+        n_boot=used,
+        ci_method=method,
+        **base,
+    )
 
 
 def _refit(prob: _Problem, kb: np.ndarray, nb: np.ndarray) -> np.ndarray:
@@ -338,22 +385,40 @@ def _refit(prob: _Problem, kb: np.ndarray, nb: np.ndarray) -> np.ndarray:
 
 def _level(magnitude: float, n: int, k: int) -> Level:
     ci = stats.binomtest(k, n).proportion_ci(method="wilson") if n else None
-    return Level(float(magnitude), n, k, k / n if n else float("nan"),
-                 float(ci.low) if ci else float("nan"), float(ci.high) if ci else float("nan"))
+    return Level(
+        float(magnitude),
+        n,
+        k,
+        k / n if n else float("nan"),
+        float(ci.low) if ci else float("nan"),
+        float(ci.high) if ci else float("nan"),
+    )
 
 
 def trial_rows(rows: Iterable[Mapping]) -> list[Mapping]:
     """Rows a fit can use: changing clips, no control, no error, a magnitude and a verdict."""
-    return [r for r in rows
-            if r.get("control", "none") == "none" and r.get("error") is None
-            and r.get("direction") in LABELS
-            and r.get("magnitude") is not None and r.get("correct") is not None
-            and r.get("category") in dimensions.DIMENSIONS]
+    return [
+        r
+        for r in rows
+        if r.get("control", "none") == "none"
+        and r.get("error") is None
+        and r.get("direction") in LABELS
+        and r.get("magnitude") is not None
+        and r.get("correct") is not None
+        and r.get("category") in dimensions.DIMENSIONS
+    ]
 
 
-def fit_rows(rows: Iterable[Mapping], *, function: str = "normal", lapse: float | None = None,
-             n_boot: int = 400, seed: int = 0, cluster: str = "source_id",
-             min_levels: int = MIN_LEVELS) -> list[PsychometricFit]:
+def fit_rows(
+    rows: Iterable[Mapping],
+    *,
+    function: str = "normal",
+    lapse: float | None = None,
+    n_boot: int = 400,
+    seed: int = 0,
+    cluster: str = "source_id",
+    min_levels: int = MIN_LEVELS,
+) -> list[PsychometricFit]:
     """One fit per (listener, category) of result rows (results.jsonl), sorted by both.
 
     Pairs with fewer than `min_levels` distinct magnitudes are skipped (a tiered run has 3).
@@ -365,10 +430,19 @@ def fit_rows(rows: Iterable[Mapping], *, function: str = "normal", lapse: float 
     for (listener, category), members in sorted(groups.items()):
         if len({float(r["magnitude"]) for r in members}) < min_levels:
             continue
-        fits.append(fit_psychometric(
-            [float(r["magnitude"]) for r in members], [bool(r["correct"]) for r in members],
-            category, [_cluster(r, cluster, i) for i, r in enumerate(members)], listener=listener,
-            function=function, lapse=lapse, n_boot=n_boot, seed=seed))
+        fits.append(
+            fit_psychometric(
+                [float(r["magnitude"]) for r in members],
+                [bool(r["correct"]) for r in members],
+                category,
+                [_cluster(r, cluster, i) for i, r in enumerate(members)],
+                listener=listener,
+                function=function,
+                lapse=lapse,
+                n_boot=n_boot,
+                seed=seed,
+            )
+        )
     return fits
 
 

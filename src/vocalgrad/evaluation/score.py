@@ -28,17 +28,32 @@ from vocalgrad.stats import (
 COLUMNS = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
 
 
-def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str | None = "source_id",
-              n_boot: int = 2000, seed: int = 0) -> RunSummary:
+def score_run(
+    run: str | Path,
+    by: tuple[str, ...] = ("category",),
+    cluster: str | None = "source_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> RunSummary:
     """Everything `vocalgrad score` prints, as one record (also written as summary.json)."""
     manifest, rows = load_results(run)
     # categories the listener was never asked (a mono listener and a two-channel dimension)
-    out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": [],
-                 "untestable": manifest.get("untestable", {})}
+    out: dict = {
+        "run": str(run),
+        "config": manifest,
+        "groups": {},
+        "controls": {},
+        "alarms": [],
+        "untestable": manifest.get("untestable", {}),
+    }
     listeners = sorted({r["listener"] for r in rows})
-    for (listener, variant, mode) in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
+    for listener, variant, mode in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
         mine = selected(rows, listener=listener)
-        main = [r for r in selected(mine, variant=variant, mode=mode, control="none") if r["error"] is None]
+        main = [
+            r
+            for r in selected(mine, variant=variant, mode=mode, control="none")
+            if r["error"] is None
+        ]
         changing = [r for r in main if r["direction"] in LABELS]
         key = f"{variant}/{mode}" if len(listeners) == 1 else f"{listener}|{variant}/{mode}"
         out["groups"][key] = {
@@ -49,17 +64,30 @@ def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str
         alarm = same_answer_alarm(changing)
         if alarm:
             out["alarms"].append(f"{key}: {alarm}")
-        reversed_rows = [r for r in selected(mine, variant=variant, mode=mode, control="reversed") if r["error"] is None]
+        reversed_rows = [
+            r
+            for r in selected(mine, variant=variant, mode=mode, control="reversed")
+            if r["error"] is None
+        ]
         controls: dict = {}
         if reversed_rows:
-            controls["reversed"] = flip_rate(changing, [r for r in reversed_rows if r["direction"] != "constant"])
+            controls["reversed"] = flip_rate(
+                changing, [r for r in reversed_rows if r["direction"] != "constant"]
+            )
         for control in ("silence", "text_only"):
-            ctl = [r for r in selected(mine, variant=variant, mode=mode, control=control) if r["error"] is None]
+            ctl = [
+                r
+                for r in selected(mine, variant=variant, mode=mode, control=control)
+                if r["error"] is None
+            ]
             if ctl:
                 controls[control] = _answer_rates(ctl)
         out["controls"][key] = controls
     out["results"] = _harness_results(out, by)
-    out["n-samples"] = {k: sum(g["n"] for g in v["table"] if g["group"] != "overall") for k, v in out["groups"].items()}
+    out["n-samples"] = {
+        k: sum(g["n"] for g in v["table"] if g["group"] != "overall")
+        for k, v in out["groups"].items()
+    }
     return out
 
 
@@ -118,24 +146,32 @@ def ci_note(cluster: str, n_boot: int) -> str:
     if n_boot <= 0:
         return "No CIs (n_boot = 0)."
     m = MIN_SOURCES
-    return (f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
-            f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}; where the clusters agree exactly "
-            "(any number of them), a Wilson interval on G for accuracy (none for d′); with 1 cluster: "
-            + NO_CI_TEXT + ".")
+    return (
+        f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
+        f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}; where the clusters agree "
+        "exactly (any number of them), a Wilson interval on G for accuracy (none for d′); with 1 "
+        "cluster: " + NO_CI_TEXT + "."
+    )
 
 
 def markdown(summary: dict) -> str:
     lines = []
     listener = summary["config"].get("listener", {}).get("listener", "?")
     for key, group in summary["groups"].items():
-        lines += [f"### {listener} — {key}", "",
-                  "| group | n | clusters | accuracy [95% CI] | bal. acc. | increase rate | unparsed | d′ [95% CI] | c | AUC |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"### {listener} — {key}",
+            "",
+            "| group | n | clusters | accuracy [95% CI] | bal. acc. | increase rate | unparsed | "
+            "d′ [95% CI] | c | AUC |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for g in group["table"]:
             lines.append(
-                f"| {g['group']} | {g['n']} | {g.get('n_clusters', '–')} | {_with_ci(g, 'accuracy')} "
-                f"| {_fmt(g.get('balanced_accuracy'))} | {_fmt(g.get('increase_rate'))} | {_fmt(g.get('unparsed_rate'))} "
-                f"| {_with_ci(g, 'dprime', 2)} | {_fmt(g.get('criterion'), 2)} | {_fmt(g.get('auc'))} |"
+                f"| {g['group']} | {g['n']} | {g.get('n_clusters', '–')} | "
+                f"{_with_ci(g, 'accuracy')} | {_fmt(g.get('balanced_accuracy'))} | "
+                f"{_fmt(g.get('increase_rate'))} | {_fmt(g.get('unparsed_rate'))} | "
+                f"{_with_ci(g, 'dprime', 2)} | {_fmt(g.get('criterion'), 2)} | "
+                f"{_fmt(g.get('auc'))} |"
             )
         if group["table"]:
             first = group["table"][0]
@@ -143,19 +179,32 @@ def markdown(summary: dict) -> str:
         constant = group["constant"]
         if constant and constant[0].get("n"):
             c = constant[0]
-            lines.append(f"\nConstant clips (nothing changes, n={c['n']}): says increase {_fmt(c.get('increase_rate'))}, "
-                         f"decrease {_fmt(c.get('decrease_rate'))}, constant {_fmt(c.get('constant_rate'))}.")
+            lines.append(
+                f"\nConstant clips (nothing changes, n={c['n']}): says increase "
+                f"{_fmt(c.get('increase_rate'))}, "
+                f"decrease {_fmt(c.get('decrease_rate'))}, constant {_fmt(c.get('constant_rate'))}."
+            )
         for name, ctl in summary["controls"].get(key, {}).items():
             if name == "reversed":
-                lines.append(f"Time-reversed clips: answer flips for {_fmt(ctl['flip_rate'])} of {ctl['n_pairs']} pairs "
-                             "(a listener that hears must flip).")
+                lines.append(
+                    f"Time-reversed clips: answer flips for {_fmt(ctl['flip_rate'])} of "
+                    f"{ctl['n_pairs']} pairs (a listener that hears must flip)."
+                )
             else:
-                lines.append(f"{name.replace('_', ' ').capitalize()} control (n={ctl['n']}): says increase "
-                             f"{_fmt(ctl['increase_rate'])}, decrease {_fmt(ctl['decrease_rate'])}.")
+                lines.append(
+                    f"{name.replace('_', ' ').capitalize()} control (n={ctl['n']}): says increase "
+                    f"{_fmt(ctl['increase_rate'])}, decrease {_fmt(ctl['decrease_rate'])}."
+                )
         if group["errors"]:
-            lines.append(f"{group['errors']} item(s) failed with errors (listed in results.jsonl, not scored).")
+            lines.append(
+                f"{group['errors']} item(s) failed with errors "
+                "(listed in results.jsonl, not scored)."
+            )
         lines.append("")
-    lines += [f"**{category}:** {why} (not scored)." for category, why in summary.get("untestable", {}).items()]
+    lines += [
+        f"**{category}:** {why} (not scored)."
+        for category, why in summary.get("untestable", {}).items()
+    ]
     lines += [f"**Alarm:** {a}" for a in summary["alarms"]]
     return "\n".join(lines)
 
@@ -163,8 +212,17 @@ def markdown(summary: dict) -> str:
 def to_csv(summary: dict) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)
-    header = ["listener", "prompt", "group", "n", *[f"{m}{s}" for m in COLUMNS for s in ("", "_lo", "_hi")],
-              "increase_rate", "unparsed_rate", "n_clusters", "ci_method"]
+    header = [
+        "listener",
+        "prompt",
+        "group",
+        "n",
+        *[f"{m}{s}" for m in COLUMNS for s in ("", "_lo", "_hi")],
+        "increase_rate",
+        "unparsed_rate",
+        "n_clusters",
+        "ci_method",
+    ]
     writer.writerow(header)
     listener = summary["config"].get("listener", {}).get("listener", "?")
     for key, group in summary["groups"].items():
@@ -173,12 +231,20 @@ def to_csv(summary: dict) -> str:
     return buf.getvalue()
 
 
-def compare_runs(run_a: str | Path, run_b: str | Path, cluster: str = "source_id", seed: int = 0) -> dict:
+def compare_runs(
+    run_a: str | Path, run_b: str | Path, cluster: str = "source_id", seed: int = 0
+) -> dict:
     """Paired comparison on the items both runs answered (main condition, first prompt/mode)."""
     _, a = load_results(run_a)
     _, b = load_results(run_b)
-    pick = lambda rows: [r for r in rows if r["control"] == "none" and r["error"] is None  # noqa: E731
-                         and r["direction"] in LABELS]
+
+    def pick(rows: list[dict]) -> list[dict]:
+        return [
+            r
+            for r in rows
+            if r["control"] == "none" and r["error"] is None and r["direction"] in LABELS
+        ]
+
     return paired_comparison(pick(a), pick(b), cluster=cluster, seed=seed)
 
 
@@ -189,11 +255,16 @@ def comparison_text(result: dict) -> str:
     lo, hi = result["difference_lo"], result["difference_hi"]
     ci = f"[{lo:+.3f}, {hi:+.3f}]" if _finite(lo) and _finite(hi) else f"({NO_CI_TEXT})"
     exact = "exact" if result["permutation_exact"] else "sampled"
-    return (f"paired difference (first - second): {result['difference']:+.3f} {ci} over {result['n']} items "
-            f"in {result['n_clusters']} {result['cluster']} clusters (CI: {result['ci_method']}), "
-            f"McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = {result['permutation_p']:.3g} "
-            f"({exact}; smallest attainable p = {result['permutation_min_p']:.3g})")
+    return (
+        f"paired difference (first - second): {result['difference']:+.3f} {ci} over {result['n']} "
+        f"items in {result['n_clusters']} {result['cluster']} clusters (CI: "
+        f"{result['ci_method']}), McNemar p = {result['mcnemar_p']:.3g}, cluster permutation p = "
+        f"{result['permutation_p']:.3g} ({exact}; smallest attainable p = "
+        f"{result['permutation_min_p']:.3g})"
+    )
 
 
 def write_summary(run: str | Path, summary: dict) -> Path:
-    return atomic_write_text(Path(run) / "summary.json", json.dumps(summary, indent=2, default=float) + "\n")
+    return atomic_write_text(
+        Path(run) / "summary.json", json.dumps(summary, indent=2, default=float) + "\n"
+    )

@@ -42,9 +42,14 @@ def direction_variants(fmt: str) -> tuple[str, ...]:
     return tuple(name for name, v in VARIANTS.items() if set(LABELS) <= set(v.options))
 
 
-def export_lmms_eval(dataset: str | Path, out: str | Path, variants: Sequence[str] = (),
-                     categories: Sequence[str] = (), tiers: Sequence[str] = (),
-                     split: str = "test") -> Exported:
+def export_lmms_eval(
+    dataset: str | Path,
+    out: str | Path,
+    variants: Sequence[str] = (),
+    categories: Sequence[str] = (),
+    tiers: Sequence[str] = (),
+    split: str = "test",
+) -> Exported:
     """Write one lmms-eval task per (format, variant) the dataset can be asked in."""
     out, root = Path(out).resolve(), resolve(dataset)
     rows = load_rows(root, splits=(split,))
@@ -53,15 +58,22 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, variants: Sequence[st
     mono: list[str] = []
     for category in sorted(wanted):
         if dimensions.get(category).SPEC.channels > 1:
-            result.skipped[category] = ("needs two channels; lmms-eval's audio adapters take mono "
-                                        "(ask it with `vocalgrad eval` or inspect)")
+            result.skipped[category] = (
+                "needs two channels; lmms-eval's audio adapters take mono "
+                "(ask it with `vocalgrad eval` or inspect)"
+            )
         else:
             mono.append(category)
     formats = sorted({row_format(r) for r in rows if r["category"] in mono})
     if not formats:
-        raise ConfigError(f"{dataset}: nothing to export in the {split} split"
-                          + (f" ({'; '.join(f'{k}: {v}' for k, v in result.skipped.items())})"
-                             if result.skipped else ""))
+        raise ConfigError(
+            f"{dataset}: nothing to export in the {split} split"
+            + (
+                f" ({'; '.join(f'{k}: {v}' for k, v in result.skipped.items())})"
+                if result.skipped
+                else ""
+            )
+        )
     for fmt in formats:
         for variant in variants or direction_variants(fmt):
             if fmt != "gradual" and variant not in HELD_VARIANTS:
@@ -75,12 +87,23 @@ def export_lmms_eval(dataset: str | Path, out: str | Path, variants: Sequence[st
                 items = select_items(root, selection)
             except ConfigError:
                 continue  # none of this format among the chosen categories and tiers
-            result.tasks.append(_write_task(out, f"vocalgrad_{selection.name}", items, selection, root))
+            result.tasks.append(
+                _write_task(out, f"vocalgrad_{selection.name}", items, selection, root)
+            )
     if not result.tasks:
         raise ConfigError(f"{dataset}: no items match the chosen variants, categories and tiers")
-    (out / "vocalgrad_export.json").write_text(json.dumps(
-        {"dataset": str(root.resolve()), "split": split, "tasks": result.tasks,
-         "skipped_categories": result.skipped}, indent=2) + "\n")
+    (out / "vocalgrad_export.json").write_text(
+        json.dumps(
+            {
+                "dataset": str(root.resolve()),
+                "split": split,
+                "tasks": result.tasks,
+                "skipped_categories": result.skipped,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return result
 
 
@@ -97,8 +120,9 @@ def _write_task(out: Path, name: str, items: list[dict], selection: Selection, r
     return name
 
 
-def task_yaml(name: str, docs: Path, categories: Sequence[str], selection: Selection,
-              root: Path) -> str:
+def task_yaml(
+    name: str, docs: Path, categories: Sequence[str], selection: Selection, root: Path
+) -> str:
     """The task's YAML; `!function` tags need a loader that knows them, so it is written as text."""
     metrics = [*SUMMARY_METRICS, "empty_rate"]
     aggregation = {m: m for m in metrics}
@@ -106,7 +130,8 @@ def task_yaml(name: str, docs: Path, categories: Sequence[str], selection: Selec
         for metric in PER_CATEGORY:
             aggregation[f"{metric}_{category}"] = metric
     lines = [
-        f"# vocalgrad {selection.fmt} items, prompt variant {selection.variant!r}, from {root.resolve()}",
+        f"# vocalgrad {selection.fmt} items, prompt variant {selection.variant!r}, from "
+        f"{root.resolve()}",
         f"task: {name}",
         "dataset_path: json",
         "dataset_kwargs:",
@@ -114,8 +139,16 @@ def task_yaml(name: str, docs: Path, categories: Sequence[str], selection: Selec
         f"    test: {json.dumps(str(docs))}",
         "test_split: test",
         "output_type: generate_until",
-        *(f"{key}: !function {FUNCTIONS}.{key}" for key in
-          ("doc_to_visual", "doc_to_text", "doc_to_messages", "doc_to_target", "process_results")),
+        *(
+            f"{key}: !function {FUNCTIONS}.{key}"
+            for key in (
+                "doc_to_visual",
+                "doc_to_text",
+                "doc_to_messages",
+                "doc_to_target",
+                "process_results",
+            )
+        ),
         "generation_kwargs:",
         f"  max_new_tokens: {MAX_NEW_TOKENS}",
         "  temperature: 0",
@@ -126,9 +159,16 @@ def task_yaml(name: str, docs: Path, categories: Sequence[str], selection: Selec
     ]
     for metric, function in aggregation.items():
         base = metric if metric in SUMMARY_METRICS or metric == "empty_rate" else function
-        lines += [f"  - metric: {metric}",
-                  f"    aggregation: !function {FUNCTIONS}.{function}",
-                  f"    higher_is_better: {'false' if base in LOWER_IS_BETTER else 'true'}"]
-    lines += ["metadata:", "  version: 1", f"  format: {selection.fmt}",
-              f"  variant: {selection.variant}", ""]
+        lines += [
+            f"  - metric: {metric}",
+            f"    aggregation: !function {FUNCTIONS}.{function}",
+            f"    higher_is_better: {'false' if base in LOWER_IS_BETTER else 'true'}",
+        ]
+    lines += [
+        "metadata:",
+        "  version: 1",
+        f"  format: {selection.fmt}",
+        f"  variant: {selection.variant}",
+        "",
+    ]
     return "\n".join(lines)

@@ -68,18 +68,26 @@ def vocalgrad_summary() -> Metric:
     return compute
 
 
-@scorer(metrics=[accuracy(), stderr(cluster="source_id"),
-                 grouped(accuracy(), "category", all=False, name_template="accuracy_{group_name}"),
-                 vocalgrad_summary()])
+@scorer(
+    metrics=[
+        accuracy(),
+        stderr(cluster="source_id"),
+        grouped(accuracy(), "category", all=False, name_template="accuracy_{group_name}"),
+        vocalgrad_summary(),
+    ]
+)
 def vocalgrad_answer():
     """Correct when our parser reads the right label; unparsed answers count as wrong (and
     show in `unparsed_rate`), as in `vocalgrad score`."""
 
     async def score(state: TaskState, target: Target) -> Score:
         row = answer_row(state.metadata, state.output.completion, listener=str(state.model))
-        return Score(value=CORRECT if row["correct"] else INCORRECT, answer=row["response"],
-                     explanation=f"parse: {row['parse_status']}, read as {row['predicted']}",
-                     metadata=row)
+        return Score(
+            value=CORRECT if row["correct"] else INCORRECT,
+            answer=row["response"],
+            explanation=f"parse: {row['parse_status']}, read as {row['predicted']}",
+            metadata=row,
+        )
 
     return score
 
@@ -94,27 +102,42 @@ def samples(dataset: str | Path, selection: Selection, cache: Path | None = None
         audio = ContentAudio(audio=str(wav_copy(row["path"], cache)), format="wav")
         text = ContentText(text=question(row, selection.variant))
         parts: list[Content] = [audio, text] if selection.audio_first else [text, audio]
-        out.append(Sample(input=[ChatMessageUser(content=parts)], target=row["direction"],
-                          id=row["item_id"], metadata=item_metadata(row, selection.variant)))
+        out.append(
+            Sample(
+                input=[ChatMessageUser(content=parts)],
+                target=row["direction"],
+                id=row["item_id"],
+                metadata=item_metadata(row, selection.variant),
+            )
+        )
     return out
 
 
-def vocalgrad_task(fmt: str, dataset: str, category: str | Sequence[str] | None = None,
-                   variant: str = "default", tiers: str | Sequence[str] | None = None,
-                   split: str = "test", audio_first: bool = False,
-                   cache: str | None = None) -> Task:
+def vocalgrad_task(
+    fmt: str,
+    dataset: str,
+    category: str | Sequence[str] | None = None,
+    variant: str = "default",
+    tiers: str | Sequence[str] | None = None,
+    split: str = "test",
+    audio_first: bool = False,
+    cache: str | None = None,
+) -> Task:
     selection = Selection(fmt, variant, as_tuple(category), as_tuple(tiers), split, audio_first)
     items = samples(dataset, selection, Path(cache) if cache else None)
-    return Task(dataset=MemoryDataset(items, name=f"vocalgrad_{selection.name}"),
-                solver=generate(), scorer=vocalgrad_answer(),
-                config=GenerateConfig(max_tokens=MAX_TOKENS, temperature=0.0),
-                metadata={"dataset": str(dataset), "format": fmt, "variant": variant})
+    return Task(
+        dataset=MemoryDataset(items, name=f"vocalgrad_{selection.name}"),
+        solver=generate(),
+        scorer=vocalgrad_answer(),
+        config=GenerateConfig(max_tokens=MAX_TOKENS, temperature=0.0),
+        metadata={"dataset": str(dataset), "format": fmt, "variant": variant},
+    )
 
 
 @task
 def gradual(dataset: str, category: str | None = None, variant: str = "default",
             tiers: str | None = None, split: str = "test", audio_first: bool = False,
-            cache: str | None = None) -> Task:
+            cache: str | None = None) -> Task:  # fmt: skip
     """A change within one clip: "Does the <attribute> increase or decrease over time?"."""
     return vocalgrad_task("gradual", dataset, category, variant, tiers, split, audio_first, cache)
 
@@ -122,17 +145,22 @@ def gradual(dataset: str, category: str | None = None, variant: str = "default",
 @task
 def comparison(dataset: str, category: str | None = None, variant: str = "default",
                tiers: str | None = None, split: str = "test", audio_first: bool = False,
-               cache: str | None = None) -> Task:
-    """Two held parts: "Is the <attribute> higher or lower in the second part than in the first?"."""
-    return vocalgrad_task("comparison", dataset, category, variant, tiers, split, audio_first, cache)
+               cache: str | None = None) -> Task:  # fmt: skip
+    """Two held parts:
+    "Is the <attribute> higher or lower in the second part than in the first?"."""
+    return vocalgrad_task(
+        "comparison", dataset, category, variant, tiers, split, audio_first, cache
+    )
 
 
 @task
 def recognition(dataset: str, category: str | None = None, variant: str = "default",
                 tiers: str | None = None, split: str = "test", audio_first: bool = False,
-                cache: str | None = None) -> Task:
+                cache: str | None = None) -> Task:  # fmt: skip
     """One held clip named as one of two categories ("Is the voice loud or quiet?")."""
-    return vocalgrad_task("recognition", dataset, category, variant, tiers, split, audio_first, cache)
+    return vocalgrad_task(
+        "recognition", dataset, category, variant, tiers, split, audio_first, cache
+    )
 
 
 def log_rows(log_path: str | Path) -> list[dict]:
@@ -158,5 +186,10 @@ def log_to_run(log_path: str | Path, out: str | Path) -> Path:
     from inspect_ai.log import read_eval_log
 
     header = read_eval_log(str(log_path), header_only=True)
-    return write_run(out, header.eval.task_args.get("dataset") or header.eval.metadata["dataset"],
-                     log_rows(log_path), listener=header.eval.model, harness="inspect_ai")
+    return write_run(
+        out,
+        header.eval.task_args.get("dataset") or header.eval.metadata["dataset"],
+        log_rows(log_path),
+        listener=header.eval.model,
+        harness="inspect_ai",
+    )

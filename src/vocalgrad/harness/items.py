@@ -34,7 +34,7 @@ from vocalgrad.stats import summarise
 
 # Fields a sample carries to the scorer: enough to rebuild the row `vocalgrad score` reads.
 ITEM_FIELDS = ("item_id", "category", "direction", "tier", "curve", "magnitude", "source_id",
-               "speaker_id", "split", "domain")
+               "speaker_id", "split", "domain")  # fmt: skip
 N_BOOT = 2000  # `vocalgrad score`'s default, so the CIs match too
 SEED = 0
 
@@ -54,8 +54,10 @@ class Selection:
         if self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose from {', '.join(FORMATS)}")
         if set(get_variant(self.variant).options) & set(LABELS) != set(LABELS):
-            raise ConfigError(f"variant {self.variant!r} asks no direction; the harness tasks score "
-                              "increase/decrease answers (use `vocalgrad eval` for it)")
+            raise ConfigError(
+                f"variant {self.variant!r} asks no direction; the harness tasks score "
+                "increase/decrease answers (use `vocalgrad eval` for it)"
+            )
 
     @property
     def name(self) -> str:
@@ -75,15 +77,21 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
     """The changing clips of one format, in file order, each checked to have the question asked."""
     rows = load_rows(resolve(dataset), splits=(selection.split,))
     formats = sorted({row_format(r) for r in rows})
-    chosen = [r for r in rows if row_format(r) == selection.fmt and r["direction"] in LABELS
-              and (not selection.categories or r["category"] in selection.categories)
-              and (not selection.tiers or r.get("tier") in selection.tiers)]
+    chosen = [
+        r
+        for r in rows
+        if row_format(r) == selection.fmt
+        and r["direction"] in LABELS
+        and (not selection.categories or r["category"] in selection.categories)
+        and (not selection.tiers or r.get("tier") in selection.tiers)
+    ]
     if not chosen:
         raise ConfigError(
             f"{dataset}: no {selection.fmt} increase/decrease items in the {selection.split} split"
             + (f" for categories {','.join(selection.categories)}" if selection.categories else "")
             + (f" and tiers {','.join(selection.tiers)}" if selection.tiers else "")
-            + f" (the dataset holds: {', '.join(formats) or 'nothing'})")
+            + f" (the dataset holds: {', '.join(formats) or 'nothing'})"
+        )
     for category in sorted({r["category"] for r in chosen}):
         build_prompt(category, selection.variant, fmt=selection.fmt)  # a clear error if unasked
     return chosen
@@ -98,30 +106,52 @@ def item_metadata(row: Mapping, variant: str) -> dict:
     return {**{k: row.get(k) for k in ITEM_FIELDS}, "format": row_format(row), "variant": variant}
 
 
-def answer_row(item: Mapping, response: str | None, listener: str,
-               error: str | None = None) -> dict:
+def answer_row(
+    item: Mapping, response: str | None, listener: str, error: str | None = None
+) -> dict:
     """One `results.jsonl` row of a generated answer: our parser, our labels, our schema."""
     variant = item["variant"]
-    row = {**{k: item.get(k) for k in ITEM_FIELDS}, "format": item["format"], "variant": variant,
-           "control": "none", "mode": "generate", "listener": listener, "revision": None,
-           "key": run_key(item, variant, "none", "generate"), "response": response,
-           "parse_status": None, "predicted": None, "llr": None, "logprobs": None, "error": error}
+    row = {
+        **{k: item.get(k) for k in ITEM_FIELDS},
+        "format": item["format"],
+        "variant": variant,
+        "control": "none",
+        "mode": "generate",
+        "listener": listener,
+        "revision": None,
+        "key": run_key(item, variant, "none", "generate"),
+        "response": response,
+        "parse_status": None,
+        "predicted": None,
+        "llr": None,
+        "logprobs": None,
+        "error": error,
+    }
     if error is None:
         prompt = build_prompt(item["category"], variant, fmt=item["format"])
         parsed = parse_labelled(response, prompt.label_of)
-        row |= {"parse_status": parsed.status, "predicted": parsed.label,
-                "correct": parsed.label == item["direction"]}
+        row |= {
+            "parse_status": parsed.status,
+            "predicted": parsed.label,
+            "correct": parsed.label == item["direction"],
+        }
     return row
 
 
 def summary(rows: Sequence[Mapping], n_boot: int = N_BOOT) -> list[dict]:
     """`vocalgrad score`'s table for answered rows: overall first, then one per category."""
-    return summarise([r for r in rows if r.get("error") is None], by=("category",),
-                     cluster="source_id", n_boot=n_boot, seed=SEED)
+    return summarise(
+        [r for r in rows if r.get("error") is None],
+        by=("category",),
+        cluster="source_id",
+        n_boot=n_boot,
+        seed=SEED,
+    )
 
 
-def write_run(out: str | Path, dataset: str | Path, rows: Sequence[Mapping], listener: str,
-              harness: str) -> Path:
+def write_run(
+    out: str | Path, dataset: str | Path, rows: Sequence[Mapping], listener: str, harness: str
+) -> Path:
     """A `vocalgrad eval` run folder holding a harness' answers, for `vocalgrad score` and
     `vocalgrad report`."""
     out, path = Path(out), resolve(dataset)
@@ -129,12 +159,16 @@ def write_run(out: str | Path, dataset: str | Path, rows: Sequence[Mapping], lis
     formats = sorted({r["format"] for r in rows})
     variants = sorted({r["variant"] for r in rows})
     manifest = {
-        "listener": {"listener": listener, "harness": harness}, "dataset": str(path.resolve()),
-        "dataset_sha256": content_sha256(path), "modes": ["generate"], "format": formats[0] if formats else None,
+        "listener": {"listener": listener, "harness": harness},
+        "dataset": str(path.resolve()),
+        "dataset_sha256": content_sha256(path),
+        "modes": ["generate"],
+        "format": formats[0] if formats else None,
         "config": {"variants": variants, "controls": [], "mode": "generate"},
         # each variant's question as asked of its first row
         "prompts": {v: question(next(r for r in rows if r["variant"] == v), v) for v in variants},
-        "versions": versions(), "command": shlex.join(sys.argv),
+        "versions": versions(),
+        "command": shlex.join(sys.argv),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     with (out / "results.jsonl").open("w") as f:

@@ -27,9 +27,16 @@ from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.records import LABELS, row_format
 
 FILTER = "none"
-HIGHER_IS_BETTER = {"accuracy": True, "accuracy_lo": True, "accuracy_hi": True,
-                    "balanced_accuracy": True, "dprime": True, "criterion": False,
-                    "unparsed_rate": False, "increase_rate": False}
+HIGHER_IS_BETTER = {
+    "accuracy": True,
+    "accuracy_lo": True,
+    "accuracy_hi": True,
+    "balanced_accuracy": True,
+    "dprime": True,
+    "criterion": False,
+    "unparsed_rate": False,
+    "increase_rate": False,
+}
 
 
 def task_name(fmt: str, variant: str, mode: str) -> str:
@@ -41,8 +48,9 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_lm_eval_layout(run: str | Path, out: str | Path, listener: str | None = None,
-                         date: str | None = None) -> list[Path]:
+def write_lm_eval_layout(
+    run: str | Path, out: str | Path, listener: str | None = None, date: str | None = None
+) -> list[Path]:
     """Write `results_<date>.json` and one `samples_<task>_<date>.jsonl` per task of a run
     folder (from `vocalgrad eval`, the human export or a harness); returns the files. A run
     holding several listeners (the human export) needs `listener` to say which one."""
@@ -76,13 +84,24 @@ def write_lm_eval_layout(run: str | Path, out: str | Path, listener: str | None 
         entry[f"n_clusters,{FILTER}"] = overall["n_clusters"]
         entry[f"ci_method,{FILTER}"] = overall["ci_method"]
         results[task] = entry
-        members = [r for r in rows if r["variant"] == variant and r["mode"] == mode
-                   and r["control"] == "none" and r.get("error") is None
-                   and r["direction"] in LABELS]
+        members = [
+            r
+            for r in rows
+            if r["variant"] == variant
+            and r["mode"] == mode
+            and r["control"] == "none"
+            and r.get("error") is None
+            and r["direction"] in LABELS
+        ]
         n_samples[task] = {"original": len(members), "effective": len(members)}
-        configs[task] = {"task": task, "output_type": "generate_until" if mode == "generate" else "multiple_choice",
-                         "metric_list": [{"metric": m, "higher_is_better": h} for m, h in HIGHER_IS_BETTER.items()],
-                         "metadata": {"version": 1, "format": fmt, "variant": variant, "mode": mode}}
+        configs[task] = {
+            "task": task,
+            "output_type": "generate_until" if mode == "generate" else "multiple_choice",
+            "metric_list": [
+                {"metric": m, "higher_is_better": h} for m, h in HIGHER_IS_BETTER.items()
+            ],
+            "metadata": {"version": 1, "format": fmt, "variant": variant, "mode": mode},
+        }
         path = folder / f"samples_{task}_{date}.jsonl"
         with path.open("w") as f:
             for doc_id, r in enumerate(members):
@@ -96,14 +115,23 @@ def write_lm_eval_layout(run: str | Path, out: str | Path, listener: str | None 
         "n-shot": dict.fromkeys(results, 0),
         "higher_is_better": {task: HIGHER_IS_BETTER for task in results},
         "n-samples": n_samples,
-        "config": {"model": listener, "model_args": None, "batch_size": None, "limit": None,
-                   "bootstrap_iters": N_BOOT},
+        "config": {
+            "model": listener,
+            "model_args": None,
+            "batch_size": None,
+            "limit": None,
+            "bootstrap_iters": N_BOOT,
+        },
         "model_name": listener,
         "model_name_sanitized": sanitized,
         "date": date,
-        "vocalgrad": {"run": str(Path(run).resolve()), "dataset": manifest.get("dataset"),
-                      "dataset_sha256": manifest.get("dataset_sha256"), "alarms": scored["alarms"],
-                      "untestable": scored["untestable"]},
+        "vocalgrad": {
+            "run": str(Path(run).resolve()),
+            "dataset": manifest.get("dataset"),
+            "dataset_sha256": manifest.get("dataset_sha256"),
+            "alarms": scored["alarms"],
+            "untestable": scored["untestable"],
+        },
     }
     path = folder / f"results_{date}.json"
     path.write_text(json.dumps(clean(doc), indent=2, sort_keys=False) + "\n")
@@ -112,16 +140,36 @@ def write_lm_eval_layout(run: str | Path, out: str | Path, listener: str | None 
 
 def _sample(doc_id: int, row: dict, fmt: str) -> dict:
     prompt = build_prompt(row["category"], row["variant"], fmt=row.get("format") or fmt)
-    target = {label: word for word, label in prompt.label_of.items()}.get(row["direction"], row["direction"])
+    target = {label: word for word, label in prompt.label_of.items()}.get(
+        row["direction"], row["direction"]
+    )
     response = row.get("response") if row.get("response") is not None else row.get("predicted")
-    doc = {k: row.get(k) for k in ("item_id", "category", "direction", "tier", "curve", "magnitude",
-                                   "source_id", "speaker_id")}
+    doc = {
+        k: row.get(k)
+        for k in (
+            "item_id",
+            "category",
+            "direction",
+            "tier",
+            "curve",
+            "magnitude",
+            "source_id",
+            "speaker_id",
+        )
+    }
     return {
-        "doc_id": doc_id, "doc": doc, "target": target,
+        "doc_id": doc_id,
+        "doc": doc,
+        "target": target,
         "arguments": {"gen_args_0": {"arg_0": prompt.text, "arg_1": {"max_gen_toks": 16}}},
-        "resps": [[response]], "filtered_resps": [response], "filter": FILTER,
-        "metrics": ["accuracy"], "accuracy": float(row.get("predicted") == row["direction"]),
-        "predicted": row.get("predicted"), "parse_status": row.get("parse_status"),
+        "resps": [[response]],
+        "filtered_resps": [response],
+        "filter": FILTER,
+        "metrics": ["accuracy"],
+        "accuracy": float(row.get("predicted") == row["direction"]),
+        "predicted": row.get("predicted"),
+        "parse_status": row.get("parse_status"),
         "doc_hash": _sha(json.dumps(doc, sort_keys=True, default=str)),
-        "prompt_hash": _sha(prompt.text), "target_hash": _sha(target),
+        "prompt_hash": _sha(prompt.text),
+        "target_hash": _sha(target),
     }

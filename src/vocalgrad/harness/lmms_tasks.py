@@ -23,9 +23,14 @@ from vocalgrad.questions.prompts import build_prompt
 LISTENER = "lmms-eval"
 # metric -> the `summarise` column it reports (overall); per category "<metric>_<category>"
 SUMMARY_METRICS = {
-    "accuracy": "accuracy", "accuracy_lo": "accuracy_lo", "accuracy_hi": "accuracy_hi",
-    "balanced_accuracy": "balanced_accuracy", "dprime": "dprime", "criterion": "criterion",
-    "unparsed_rate": "unparsed_rate", "increase_rate": "increase_rate",
+    "accuracy": "accuracy",
+    "accuracy_lo": "accuracy_lo",
+    "accuracy_hi": "accuracy_hi",
+    "balanced_accuracy": "balanced_accuracy",
+    "dprime": "dprime",
+    "criterion": "criterion",
+    "unparsed_rate": "unparsed_rate",
+    "increase_rate": "increase_rate",
 }
 PER_CATEGORY = ("accuracy", "dprime", "criterion")
 
@@ -39,16 +44,24 @@ def doc_to_visual(doc: Mapping) -> list[dict]:
 def doc_to_text(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = None) -> str:
     """The question `vocalgrad eval` asks (pre/post prompts only when a model's kwargs add them)."""
     kwargs = lmms_eval_specific_kwargs or {}
-    return f"{kwargs.get('pre_prompt', '')}{question(doc, doc['variant'])}{kwargs.get('post_prompt', '')}"
+    return (
+        f"{kwargs.get('pre_prompt', '')}{question(doc, doc['variant'])}"
+        f"{kwargs.get('post_prompt', '')}"
+    )
 
 
 def doc_to_messages(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = None) -> list[dict]:
     """One user turn for chat models, text then audio as `vocalgrad eval` sends it; the audio
     part is the clip's WAV path (chat adapters load paths themselves)."""
-    return [{"role": "user", "content": [
-        {"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)},
-        {"type": "audio", "url": doc["path"]},
-    ]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": doc_to_text(doc, lmms_eval_specific_kwargs)},
+                {"type": "audio", "url": doc["path"]},
+            ],
+        }
+    ]
 
 
 def doc_to_target(doc: Mapping) -> str:
@@ -119,4 +132,6 @@ def increase_rate(items: Sequence[Mapping]) -> float:
 def empty_rate(items: Sequence[Mapping]) -> float:
     """Empty answers: what some adapters return for a failed generation. Where it is not 0,
     the accuracy counts failures as wrong answers and should not be reported as is."""
-    return sum(r.get("parse_status") == "empty" for r in items) / len(items) if items else float("nan")
+    return (
+        sum(r.get("parse_status") == "empty" for r in items) / len(items) if items else float("nan")
+    )

@@ -54,8 +54,9 @@ def krippendorff_alpha_nominal(units: Iterable[Sequence[Hashable]]) -> float:
     return float(1.0 - observed / expected)
 
 
-def label_counts(rows: Iterable[Mapping], labels: Sequence[str] = LABELS
-                 ) -> tuple[np.ndarray, list[list[str]]]:
+def label_counts(
+    rows: Iterable[Mapping], labels: Sequence[str] = LABELS
+) -> tuple[np.ndarray, list[list[str]]]:
     """Fleiss count matrix and Krippendorff units from per-annotator rows (None -> missing)."""
     by_item: dict[str, list[str]] = defaultdict(list)
     for r in rows:
@@ -69,8 +70,11 @@ def label_counts(rows: Iterable[Mapping], labels: Sequence[str] = LABELS
 def agreement(rows: Sequence[Mapping]) -> dict:
     counts, units = label_counts(rows)
     multi = sum(1 for u in units if len(u) >= 2)
-    return {"fleiss_kappa": fleiss_kappa(counts), "krippendorff_alpha": krippendorff_alpha_nominal(units),
-            "n_items": multi}
+    return {
+        "fleiss_kappa": fleiss_kappa(counts),
+        "krippendorff_alpha": krippendorff_alpha_nominal(units),
+        "n_items": multi,
+    }
 
 
 def rt_summary(values: Iterable[float | None]) -> dict:
@@ -78,8 +82,13 @@ def rt_summary(values: Iterable[float | None]) -> dict:
     if v.size == 0:
         return {"n": 0, "median_s": NAN, "q25_s": NAN, "q75_s": NAN, "mean_s": NAN}
     q25, med, q75 = np.percentile(v, [25, 50, 75])
-    return {"n": int(v.size), "median_s": float(med), "q25_s": float(q25), "q75_s": float(q75),
-            "mean_s": float(v.mean())}
+    return {
+        "n": int(v.size),
+        "median_s": float(med),
+        "q25_s": float(q25),
+        "q75_s": float(q75),
+        "mean_s": float(v.mean()),
+    }
 
 
 def accuracy(rows: Sequence[Mapping]) -> dict:

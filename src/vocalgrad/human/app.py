@@ -51,9 +51,11 @@ SCREENING_QUESTION = (
     "Which of the three noises contains a faint tone?\n\n"
     "Listen with headphones; over loudspeakers the tone cannot be heard."
 )
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; media-src 'self' blob:; "
-       "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
-       "form-action 'none'")
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; media-src 'self' blob:; "
+    "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "form-action 'none'"
+)
 TrialId = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_-]{24}$")]
 AudioKey = Annotated[str, PathParam(pattern=r"^[A-Za-z0-9_-]{32}$")]
 MAX_GAIN_DB = 0.4  # per-annotator gain: well under the ~1 dB just-noticeable level difference
@@ -136,8 +138,9 @@ class TokenBuckets:
 def _throttle(request: Request, key: str) -> None:
     wait = request.app.state.limiter.take(key)
     if wait > 0:
-        raise HTTPException(429, "too many requests; slow down",
-                            headers={"Retry-After": str(math.ceil(wait))})
+        raise HTTPException(
+            429, "too many requests; slow down", headers={"Retry-After": str(math.ceil(wait))}
+        )
 
 
 class RedactTokens(logging.Filter):
@@ -153,8 +156,9 @@ class RedactTokens(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):  # uvicorn's access formatter unpacks the args
             record.msg = self.redact(str(record.msg))
-            record.args = tuple(a if isinstance(a, (int, float)) else self.redact(str(a))
-                                for a in record.args)
+            record.args = tuple(
+                a if isinstance(a, (int, float)) else self.redact(str(a)) for a in record.args
+            )
         else:
             record.msg, record.args = self.redact(record.getMessage()), None
         return True
@@ -230,22 +234,30 @@ def create_app(
     if admin_token is None and not production:
         admin_token = secrets.token_urlsafe(32)
     if not admin_token or len(admin_token) < 32:
-        raise StudyError("set VOCALGRAD_ADMIN_TOKEN to a random string of at least 32 characters "
-                         "(python -c 'import secrets; print(secrets.token_urlsafe(32))'), "
-                         "or use --dev for a local try-out with a generated token")
+        raise StudyError(
+            "set VOCALGRAD_ADMIN_TOKEN to a random string of at least 32 characters "
+            "(python -c 'import secrets; print(secrets.token_urlsafe(32))'), "
+            "or use --dev for a local try-out with a generated token"
+        )
     admin_hash = hash_token(admin_token)
     root = Path(dataset).resolve()
     meta = store.meta()
     if content_sha256(root) != meta["dataset_sha256"]:
-        raise StudyError(f"{root} is not the dataset this study was created from "
-                         f"(content hash differs from {meta['dataset_sha256'][:12]}...)")
+        raise StudyError(
+            f"{root} is not the dataset this study was created from "
+            f"(content hash differs from {meta['dataset_sha256'][:12]}...)"
+        )
     config = store.config()
     items = store.items()
     audio_secret = store.audio_secret()
     links = base_url(public_url) if public_url else None
 
-    app = FastAPI(title="vocalgrad listening test", docs_url=None, redoc_url=None,
-                  openapi_url=None if production else "/openapi.json")
+    app = FastAPI(
+        title="vocalgrad listening test",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None if production else "/openapi.json",
+    )
     app.state.admin_token = admin_token
     app.state.admin_hash = admin_hash
     app.state.store = store
@@ -283,10 +295,21 @@ def create_app(
         else:
             item = items[t["item_id"]]
             prompt = build_prompt(item["category"], config.variant, fmt=row_format(item))
-            question, opts, labels = prompt.text, list(prompt.options), list(prompt.label_of.values())
+            question, opts, labels = (
+                prompt.text,
+                list(prompt.options),
+                list(prompt.label_of.values()),
+            )
         # the buttons show the format's words ("loud", "higher") and answer with their labels
-        return {"id": t["id"], "audio": f"/api/audio/{t['audio_key']}", "question": question,
-                "options": opts, "labels": labels, "plays": t["plays"], "answerable": t["plays"] > 0}
+        return {
+            "id": t["id"],
+            "audio": f"/api/audio/{t['audio_key']}",
+            "question": question,
+            "options": opts,
+            "labels": labels,
+            "plays": t["plays"],
+            "answerable": t["plays"] > 0,
+        }
 
     def state(a: dict) -> dict:
         a = store.annotator(a["id"])
@@ -320,14 +343,27 @@ def create_app(
     def login(request: Request, token: str) -> Response:
         found = store.annotator_by_token(token) if TOKEN_RE.fullmatch(token) else None
         if found is None:
-            return HTMLResponse("<!doctype html><title>Invalid link</title>"
-                                "<p>This link is not valid. Ask for a new one.</p>", 404)
+            return HTMLResponse(
+                "<!doctype html><title>Invalid link</title>"
+                "<p>This link is not valid. Ask for a new one.</p>",
+                404,
+            )
         if _expired(request, found):
-            return HTMLResponse("<!doctype html><title>Expired link</title>"
-                                "<p>This link has expired. Ask for a new one.</p>", 410)
+            return HTMLResponse(
+                "<!doctype html><title>Expired link</title>"
+                "<p>This link has expired. Ask for a new one.</p>",
+                410,
+            )
         response = RedirectResponse("/study", 303)
-        response.set_cookie(COOKIE, token, max_age=60 * 60 * 24 * 30, httponly=True,
-                            samesite="strict", secure=cookie_secure, path="/")
+        response.set_cookie(
+            COOKIE,
+            token,
+            max_age=60 * 60 * 24 * 30,
+            httponly=True,
+            samesite="strict",
+            secure=cookie_secure,
+            path="/",
+        )
         return response
 
     @app.get("/study")
@@ -377,7 +413,9 @@ def create_app(
 
     @app.post("/api/trials/{trial_id}/answer")
     def answer(a: Annotator, trial_id: TrialId, body: AnswerIn) -> dict:
-        result = store.answer(a["id"], trial_id, body.answer, body.rt_s, body.submission_id, clock())
+        result = store.answer(
+            a["id"], trial_id, body.answer, body.rt_s, body.submission_id, clock()
+        )
         feedback = None
         if result.kind == "practice":
             feedback = {"correct": result.correct, "answer": result.truth}
@@ -390,8 +428,11 @@ def create_app(
     @app.post("/admin/api/invite", dependencies=[Depends(require_admin)])
     def invite(body: InviteIn) -> dict:
         if links is None:
-            raise HTTPException(409, "serve with --public-url https://your-host to make links here "
-                                     "(or use `vocalgrad human invite --public-url ...`)")
+            raise HTTPException(
+                409,
+                "serve with --public-url https://your-host to make links here "
+                "(or use `vocalgrad human invite --public-url ...`)",
+            )
         target = store.replace(body.replace) if body.replace else body.annotator
         who, token = store.invite(target, clock())
         return {"annotator": who, "link": f"{links}/s/{token}"}

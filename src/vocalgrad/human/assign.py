@@ -62,7 +62,9 @@ def study_categories(rows: Sequence[Mapping], config: StudyConfig) -> list[str]:
     return list(config.categories)
 
 
-def select_pool(rows: Sequence[Mapping], config: StudyConfig) -> tuple[dict[str, list[Mapping]], list[str]]:
+def select_pool(
+    rows: Sequence[Mapping], config: StudyConfig
+) -> tuple[dict[str, list[Mapping]], list[str]]:
     """Per category, `items_per_cell` clips of each direction in each (tier, curve) cell.
 
     Greedy, category-interleaved: each pick prefers the source used least in other categories,
@@ -70,7 +72,9 @@ def select_pool(rows: Sequence[Mapping], config: StudyConfig) -> tuple[dict[str,
     """
     categories = study_categories(rows, config)
     eligible = _eligible(rows, config.split, categories)
-    cells: dict[tuple[str, str, str], dict[str, list[Mapping]]] = defaultdict(lambda: defaultdict(list))
+    cells: dict[tuple[str, str, str], dict[str, list[Mapping]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for r in sorted(eligible, key=lambda r: str(r["item_id"])):
         cells[(r["category"], r["tier"], r["curve"])][r["direction"]].append(r)
     notes: list[str] = []
@@ -96,8 +100,11 @@ def select_pool(rows: Sequence[Mapping], config: StudyConfig) -> tuple[dict[str,
                 for cat in categories:
                     if wanted.get((cat, tier, curve), 0) <= rep:
                         continue
-                    options = [r for r in cells[(cat, tier, curve)][direction]
-                               if str(r["item_id"]) not in taken]
+                    options = [
+                        r
+                        for r in cells[(cat, tier, curve)][direction]
+                        if str(r["item_id"]) not in taken
+                    ]
 
                     def cost(r: Mapping, cat: str = cat) -> tuple[int, int, float]:
                         use = used_by[r["source_id"]]
@@ -129,7 +136,9 @@ def deal(pool: Mapping[str, Sequence[Mapping]], config: StudyConfig) -> dict[str
     out: dict[str, list[str]] = {a: [] for a in ids}
     offset = 0
     for cat in pool:
-        cells: dict[tuple[str, str], dict[str, list[Mapping]]] = defaultdict(lambda: defaultdict(list))
+        cells: dict[tuple[str, str], dict[str, list[Mapping]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         for r in pool[cat]:
             cells[(r["tier"], r["curve"])][r["direction"]].append(r)
         for key in sorted(cells):
@@ -143,7 +152,9 @@ def deal(pool: Mapping[str, Sequence[Mapping]], config: StudyConfig) -> dict[str
 
 
 def _pick_balanced(
-    candidates: Mapping[str, Mapping[str, list[Mapping]]], n: int, rng: np.random.Generator,
+    candidates: Mapping[str, Mapping[str, list[Mapping]]],
+    n: int,
+    rng: np.random.Generator,
     exclude: set[str],
 ) -> list[str]:
     """n item ids cycling through categories and alternating directions, seeded."""
@@ -160,8 +171,9 @@ def _pick_balanced(
         direction = LABELS[(start + i + shift) % 2]
         options = [r for r in candidates[cat][direction] if str(r["item_id"]) not in exclude]
         if not options:
-            options = [r for d in LABELS for r in candidates[cat][d]
-                       if str(r["item_id"]) not in exclude]
+            options = [
+                r for d in LABELS for r in candidates[cat][d] if str(r["item_id"]) not in exclude
+            ]
         if not options:
             continue
         choice = str(options[int(rng.integers(len(options)))]["item_id"])
@@ -170,27 +182,37 @@ def _pick_balanced(
     return picks
 
 
-def _strongest(rows: Sequence[Mapping], split: str | None, categories: Sequence[str],
-               avoid: set[str]) -> dict[str, dict[str, list[Mapping]]]:
+def _strongest(
+    rows: Sequence[Mapping], split: str | None, categories: Sequence[str], avoid: set[str]
+) -> dict[str, dict[str, list[Mapping]]]:
     """Per category and direction, the clips of the largest tier (and magnitude) available."""
     out: dict[str, dict[str, list[Mapping]]] = {}
     for cat in categories:
-        rs = [r for r in rows if r["category"] == cat and r["direction"] in LABELS
-              and (split is None or r["split"] == split) and r.get("verified", True) is not False
-              and str(r["item_id"]) not in avoid]
+        rs = [
+            r
+            for r in rows
+            if r["category"] == cat
+            and r["direction"] in LABELS
+            and (split is None or r["split"] == split)
+            and r.get("verified", True) is not False
+            and str(r["item_id"]) not in avoid
+        ]
         if not rs:
             continue
         top = max(TIER_ORDER.get(r["tier"], 0) for r in rs)
         rs = [r for r in rs if TIER_ORDER.get(r["tier"], 0) == top]
         mag = max(abs(float(r.get("magnitude") or 0.0)) for r in rs)
         rs = [r for r in rs if abs(float(r.get("magnitude") or 0.0)) >= mag - 1e-9] or rs
-        out[cat] = {d: sorted((r for r in rs if r["direction"] == d), key=lambda r: str(r["item_id"]))
-                    for d in LABELS}
+        out[cat] = {
+            d: sorted((r for r in rs if r["direction"] == d), key=lambda r: str(r["item_id"]))
+            for d in LABELS
+        }
     return out
 
 
 def _split_practice_catch(
-    spare: Mapping[str, Mapping[str, list[Mapping]]], seed: int,
+    spare: Mapping[str, Mapping[str, list[Mapping]]],
+    seed: int,
 ) -> tuple[dict[str, dict[str, list[Mapping]]], dict[str, dict[str, list[Mapping]]]]:
     """Study-wide disjoint practice and catch clips from one set (a build without a train split).
 
@@ -208,25 +230,35 @@ def _split_practice_catch(
             rs = list(by_dir[d])
             order = _rng(seed, f"practice:{cat}:{d}").permutation(len(rs))
             half = len(rs) // 2
-            practice[cat][d] = sorted((rs[i] for i in order[:half]), key=lambda r: str(r["item_id"]))
+            practice[cat][d] = sorted(
+                (rs[i] for i in order[:half]), key=lambda r: str(r["item_id"])
+            )
             catch[cat][d] = sorted((rs[i] for i in order[half:]), key=lambda r: str(r["item_id"]))
     return practice, catch
 
 
 def plan_annotator(
-    annotator: str, items: Sequence[str], rows: Sequence[Mapping], pool_ids: set[str],
-    config: StudyConfig, categories: Sequence[str],
+    annotator: str,
+    items: Sequence[str],
+    rows: Sequence[Mapping],
+    pool_ids: set[str],
+    config: StudyConfig,
+    categories: Sequence[str],
 ) -> list[Slot]:
     """Screening, then practice (train clips if any), then test and catch trials shuffled."""
     rng = _rng(config.seed, f"annotator:{annotator}")
-    slots = [Slot("screening", seed=int(rng.integers(2**31))) for _ in range(config.screening_trials)]
+    slots = [
+        Slot("screening", seed=int(rng.integers(2**31))) for _ in range(config.screening_trials)
+    ]
     spare = _strongest(rows, config.split, categories, avoid=set(pool_ids))
     if any(r["split"] == "train" for r in rows):
         practice_src, catch_src = _strongest(rows, "train", categories, avoid=set()), spare
     else:
         practice_src, catch_src = _split_practice_catch(spare, config.seed)
     used: set[str] = set(items)
-    slots += [Slot("practice", i) for i in _pick_balanced(practice_src, config.n_practice, rng, used)]
+    slots += [
+        Slot("practice", i) for i in _pick_balanced(practice_src, config.n_practice, rng, used)
+    ]
     if not catch_src:  # every strong clip is in the pool: use ones this annotator does not hear
         catch_src = _strongest(rows, config.split, categories, avoid=set(items))
     catches = _pick_balanced(catch_src, config.n_catch, rng, used)
@@ -239,9 +271,13 @@ def make_plan(rows: Sequence[Mapping], config: StudyConfig) -> Plan:
     """The whole study: pool, dealing, and every annotator's ordered trials."""
     pool, notes = select_pool(rows, config)
     if not any(pool.values()):
-        raise StudyError(f"no {config.split} clips with both directions in any cell; nothing to ask")
+        raise StudyError(
+            f"no {config.split} clips with both directions in any cell; nothing to ask"
+        )
     dealt = deal(pool, config)
     pool_ids = {str(r["item_id"]) for rs in pool.values() for r in rs}
     cats = list(pool)
-    trials = {a: plan_annotator(a, items, rows, pool_ids, config, cats) for a, items in dealt.items()}
+    trials = {
+        a: plan_annotator(a, items, rows, pool_ids, config, cats) for a, items in dealt.items()
+    }
     return Plan({c: [str(r["item_id"]) for r in rs] for c, rs in pool.items()}, trials, notes)

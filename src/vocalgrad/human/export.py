@@ -25,8 +25,17 @@ from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text
 from vocalgrad.records import LABELS, row_format
 
-ITEM_KEYS = ("category", "direction", "tier", "curve", "magnitude", "unit", "source_id",
-             "speaker_id", "split")
+ITEM_KEYS = (
+    "category",
+    "direction",
+    "tier",
+    "curve",
+    "magnitude",
+    "unit",
+    "source_id",
+    "speaker_id",
+    "split",
+)
 
 
 def _versions() -> dict[str, str]:
@@ -42,14 +51,20 @@ def _versions() -> dict[str, str]:
 def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
     predicted = t["answer"] if t["answer"] in LABELS else None
     return {
-        "item_id": t["item_id"], "listener": f"human:{t['annotator_id']}",
-        "annotator": t["annotator_id"], "variant": variant, "kind": t["kind"],
+        "item_id": t["item_id"],
+        "listener": f"human:{t['annotator_id']}",
+        "annotator": t["annotator_id"],
+        "variant": variant,
+        "kind": t["kind"],
         **{k: item.get(k) for k in ITEM_KEYS},
         "prompt": question_text(item["category"], variant, row_format(item)),
         "format": row_format(item),
-        "response": t["answer"], "predicted": predicted,
-        "correct": predicted == item["direction"], "rt_s": t["rt_s"],
-        "server_rt_s": t["server_rt_s"], "plays": t["plays"],
+        "response": t["answer"],
+        "predicted": predicted,
+        "correct": predicted == item["direction"],
+        "rt_s": t["rt_s"],
+        "server_rt_s": t["server_rt_s"],
+        "plays": t["plays"],
         "flagged": bool(t["annotator_flagged"]),
     }
 
@@ -66,23 +81,34 @@ def _pooled(rows: Sequence[Mapping]) -> list[dict]:
         predicted = top[0][0] if top and (len(top) == 1 or top[0][1] > top[1][1]) else None
         first = members[0]
         rts = [r["rt_s"] for r in members if r["rt_s"] is not None]
-        out.append({
-            **{k: first[k] for k in ("item_id", "variant", "kind", "prompt", "format", *ITEM_KEYS)},
-            "listener": "human", "annotator": None,
-            "response": ",".join(f"{d}:{votes[d]}" for d in LABELS),
-            "predicted": predicted, "correct": predicted == first["direction"],
-            "rt_s": float(np.median(rts)) if rts else None,
-            "plays": sum(r["plays"] for r in members), "n_annotators": len(members),
-            "annotators": sorted(r["annotator"] for r in members),
-        })
+        out.append(
+            {
+                **{
+                    k: first[k]
+                    for k in ("item_id", "variant", "kind", "prompt", "format", *ITEM_KEYS)
+                },
+                "listener": "human",
+                "annotator": None,
+                "response": ",".join(f"{d}:{votes[d]}" for d in LABELS),
+                "predicted": predicted,
+                "correct": predicted == first["direction"],
+                "rt_s": float(np.median(rts)) if rts else None,
+                "plays": sum(r["plays"] for r in members),
+                "n_annotators": len(members),
+                "annotators": sorted(r["annotator"] for r in members),
+            }
+        )
     return out
 
 
 def annotator_rows(store: Store, kinds: Sequence[str] = ("test",)) -> list[dict]:
     """Per-annotator rows of the given trial kinds, from annotators who were not excluded."""
     items, variant = store.items(), store.config().variant
-    return [_annotator_row(t, items[t["item_id"]], variant) for t in store.answered_trials()
-            if t["kind"] in kinds and t["annotator_status"] != "excluded"]
+    return [
+        _annotator_row(t, items[t["item_id"]], variant)
+        for t in store.answered_trials()
+        if t["kind"] in kinds and t["annotator_status"] != "excluded"
+    ]
 
 
 def result_rows(store: Store, include_flagged: bool = False) -> list[dict]:
@@ -92,14 +118,22 @@ def result_rows(store: Store, include_flagged: bool = False) -> list[dict]:
     return rows + pooled
 
 
-def uncovered_items(store: Store, rows: Sequence[Mapping], pooled: Sequence[Mapping]) -> dict[str, str]:
+def uncovered_items(
+    store: Store, rows: Sequence[Mapping], pooled: Sequence[Mapping]
+) -> dict[str, str]:
     """Pool items without a pooled row, each with why: a pooled score over fewer items than
     the study asked must say which ones are missing, not cover fewer in silence."""
     covered = {r["item_id"] for r in pooled}
     answered = {r["item_id"] for r in rows}
-    return {i: ("answered only by annotators flagged on catch trials" if i in answered
-                else "no answer (yet) from an annotator who passed the headphone screen")
-            for i in store.meta()["pool"] if i not in covered}
+    return {
+        i: (
+            "answered only by annotators flagged on catch trials"
+            if i in answered
+            else "no answer (yet) from an annotator who passed the headphone screen"
+        )
+        for i in store.meta()["pool"]
+        if i not in covered
+    }
 
 
 def agreement_report(store: Store, include_flagged: bool = False) -> dict:
@@ -112,24 +146,38 @@ def agreement_report(store: Store, include_flagged: bool = False) -> dict:
     per: dict[str, dict] = {}
     for a in sorted({r["annotator"] for r in rows} | {r["annotator"] for r in catch}):
         mine = [r for r in rows if r["annotator"] == a]
-        per[a] = {**ag.accuracy(mine), "catch": ag.accuracy([r for r in catch if r["annotator"] == a]),
-                  "rt": ag.rt_summary(r["rt_s"] for r in mine),
-                  "plays_mean": float(np.mean([r["plays"] for r in mine])) if mine else None,
-                  "status": progress[a]["status"], "flagged": progress[a]["flagged"],
-                  "flag_reason": progress[a]["flag_reason"]}
+        per[a] = {
+            **ag.accuracy(mine),
+            "catch": ag.accuracy([r for r in catch if r["annotator"] == a]),
+            "rt": ag.rt_summary(r["rt_s"] for r in mine),
+            "plays_mean": float(np.mean([r["plays"] for r in mine])) if mine else None,
+            "status": progress[a]["status"],
+            "flagged": progress[a]["flagged"],
+            "flag_reason": progress[a]["flag_reason"],
+        }
     categories = sorted({r["category"] for r in pool_rows})
     return {
-        "agreement": {"overall": ag.agreement(pool_rows),
-                      "by_category": {c: ag.agreement([r for r in pool_rows if r["category"] == c])
-                                      for c in categories}},
+        "agreement": {
+            "overall": ag.agreement(pool_rows),
+            "by_category": {
+                c: ag.agreement([r for r in pool_rows if r["category"] == c]) for c in categories
+            },
+        },
         "pooled_accuracy": ag.accuracy(pooled),
-        "pooled_coverage": {"pool": len(store.meta()["pool"]), "pooled": len(pooled),
-                            "missing": missing},
+        "pooled_coverage": {
+            "pool": len(store.meta()["pool"]),
+            "pooled": len(pooled),
+            "missing": missing,
+        },
         "per_annotator": per,
         "catch": ag.accuracy(catch),
-        "rt": {"overall": ag.rt_summary(r["rt_s"] for r in pool_rows),
-               "by_category": {c: ag.rt_summary(r["rt_s"] for r in pool_rows if r["category"] == c)
-                               for c in categories}},
+        "rt": {
+            "overall": ag.rt_summary(r["rt_s"] for r in pool_rows),
+            "by_category": {
+                c: ag.rt_summary(r["rt_s"] for r in pool_rows if r["category"] == c)
+                for c in categories
+            },
+        },
         "excluded": {a: p["reason"] for a, p in progress.items() if p["status"] == "excluded"},
         "flagged": {a: p["flag_reason"] for a, p in progress.items() if p["flagged"]},
         "included_flagged_in_pool": include_flagged,
@@ -152,13 +200,24 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
     out.mkdir(parents=True, exist_ok=True)
     rows = result_rows(store, include_flagged)
     items = store.items()
-    audit = [{"annotator": t["annotator_id"], "kind": t["kind"], "seq": t["seq"],
-              "item_id": t["item_id"], "answer": t["answer"], "truth": t["truth"],
-              "correct": t["answer"] == t["truth"], "rt_s": t["rt_s"], "plays": t["plays"],
-              "fetches": t["fetches"], "play_rejects": t["play_rejects"],
-              "answered_at": t["answered_at"],
-              "category": items[t["item_id"]]["category"] if t["item_id"] else None}
-             for t in store.answered_trials()]
+    audit = [
+        {
+            "annotator": t["annotator_id"],
+            "kind": t["kind"],
+            "seq": t["seq"],
+            "item_id": t["item_id"],
+            "answer": t["answer"],
+            "truth": t["truth"],
+            "correct": t["answer"] == t["truth"],
+            "rt_s": t["rt_s"],
+            "plays": t["plays"],
+            "fetches": t["fetches"],
+            "play_rejects": t["play_rejects"],
+            "answered_at": t["answered_at"],
+            "category": items[t["item_id"]]["category"] if t["item_id"] else None,
+        }
+        for t in store.answered_trials()
+    ]
     report = agreement_report(store, include_flagged)
     meta, config = store.meta(), store.config()
     fmt = next((i.get("format") for i in store.items().values() if i.get("format")), "gradual")
@@ -166,22 +225,32 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
         "listener": "human",
         "listeners": sorted({r["listener"] for r in rows}),
         "kind": "human listening test",
-        "dataset": meta["dataset"], "dataset_sha256": meta["dataset_sha256"],
-        "study": config.to_dict(), "variant": config.variant,
+        "dataset": meta["dataset"],
+        "dataset_sha256": meta["dataset_sha256"],
+        "study": config.to_dict(),
+        "variant": config.variant,
         "format": fmt,
         "prompts": {c: question_text(c, config.variant, fmt) for c in meta["categories"]},
         "pooling": "majority vote over annotators who passed screening"
-                   + ("" if include_flagged else " and were not flagged on catch trials")
-                   + "; ties are unparsed (predicted null, counted wrong)",
-        "annotators": store.progress(), "notes": meta.get("notes", []),
+        + ("" if include_flagged else " and were not flagged on catch trials")
+        + "; ties are unparsed (predicted null, counted wrong)",
+        "annotators": store.progress(),
+        "notes": meta.get("notes", []),
         "warnings": meta.get("warnings", []),
-        "versions": _versions(), "created_at": meta["created_at"], "exported_at": time.time(),
+        "versions": _versions(),
+        "created_at": meta["created_at"],
+        "exported_at": time.time(),
         "pooled_coverage": report["pooled_coverage"],
-        "n_rows": len(rows), "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
+        "n_rows": len(rows),
+        "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
     for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
         lines = (json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
         atomic_write_text(out / name, "".join(lines))
-    (out / "agreement.json").write_text(json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n")
-    (out / "manifest.json").write_text(json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n")
+    (out / "agreement.json").write_text(
+        json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
+    )
+    (out / "manifest.json").write_text(
+        json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
+    )
     return {"rows": len(rows), "out": str(out), "report": report}

@@ -32,12 +32,13 @@ def _ramp(n: int, sr: int) -> np.ndarray:
     env = np.ones(n)
     if k > 0:
         r = 0.5 - 0.5 * np.cos(np.pi * np.arange(k) / k)
-        env[:k], env[n - k:] = r, r[::-1]
+        env[:k], env[n - k :] = r, r[::-1]
     return env
 
 
-def huggins_interval(rng: np.random.Generator, n: int, sr: int, centre: float,
-                     half_width: float) -> np.ndarray:
+def huggins_interval(
+    rng: np.random.Generator, n: int, sr: int, centre: float, half_width: float
+) -> np.ndarray:
     """(n, 2) noise whose right ear has the band centre +- half_width Hz phase-inverted."""
     left = rng.standard_normal(n)
     spec = np.fft.rfft(left)
@@ -53,7 +54,9 @@ def huggins_target(seed: int) -> int:
     return int(np.random.default_rng(seed).integers(3)) + 1
 
 
-def huggins_trial(seed: int, interval_s: float = 1.0, sr: int = SAMPLE_RATE) -> tuple[np.ndarray, int]:
+def huggins_trial(
+    seed: int, interval_s: float = 1.0, sr: int = SAMPLE_RATE
+) -> tuple[np.ndarray, int]:
     """Three intervals separated by silence and the 1-based number of the one with the tone."""
     rng = np.random.default_rng(seed)
     target = int(rng.integers(3)) + 1

@@ -124,24 +124,36 @@ class Store:
     def audio_secret(self) -> bytes:
         """The key of the per-annotator audio perturbation: made once, kept here, never served."""
         with self.tx() as c:
-            c.execute("INSERT OR IGNORE INTO meta VALUES('audio_secret', ?)",
-                      (json.dumps(secrets.token_hex(32)),))
+            c.execute(
+                "INSERT OR IGNORE INTO meta VALUES('audio_secret', ?)",
+                (json.dumps(secrets.token_hex(32)),),
+            )
             value = c.execute("SELECT value FROM meta WHERE key='audio_secret'").fetchone()[0]
         return bytes.fromhex(json.loads(value))
 
     def items(self) -> dict[str, dict]:
-        return {r["item_id"]: json.loads(r["row_json"])
-                for r in self.conn().execute("SELECT item_id, row_json FROM items")}
+        return {
+            r["item_id"]: json.loads(r["row_json"])
+            for r in self.conn().execute("SELECT item_id, row_json FROM items")
+        }
 
     def item_file(self, item_id: str) -> tuple[str, str]:
-        r = self.conn().execute("SELECT split, file_name FROM items WHERE item_id=?", (item_id,)).fetchone()
+        r = (
+            self.conn()
+            .execute("SELECT split, file_name FROM items WHERE item_id=?", (item_id,))
+            .fetchone()
+        )
         if r is None:
             raise NotFound("unknown item")
         return r["split"], r["file_name"]
 
     # -- tokens ----------------------------------------------------------------------------
     def annotator_by_token(self, token: str) -> dict | None:
-        r = self.conn().execute("SELECT * FROM annotators WHERE token_hash=?", (hash_token(token),)).fetchone()
+        r = (
+            self.conn()
+            .execute("SELECT * FROM annotators WHERE token_hash=?", (hash_token(token),))
+            .fetchone()
+        )
         return dict(r) if r else None
 
     def invite(self, annotator: str | None = None, now: float | None = None) -> tuple[str, str]:
@@ -149,16 +161,22 @@ class Store:
         token = new_token()
         with self.tx() as c:
             if annotator is None:
-                r = c.execute("SELECT id FROM annotators WHERE token_hash IS NULL AND status='new' "
-                              "ORDER BY id LIMIT 1").fetchone()
+                r = c.execute(
+                    "SELECT id FROM annotators WHERE token_hash IS NULL AND status='new' "
+                    "ORDER BY id LIMIT 1"
+                ).fetchone()
                 if r is None:
-                    raise StudyError("every annotator slot has an invite; re-issue one with "
-                                     "--annotator ID or add a slot with --replace ID")
+                    raise StudyError(
+                        "every annotator slot has an invite; re-issue one with "
+                        "--annotator ID or add a slot with --replace ID"
+                    )
                 annotator = r["id"]
             elif c.execute("SELECT 1 FROM annotators WHERE id=?", (annotator,)).fetchone() is None:
                 raise StudyError(f"no annotator {annotator!r} in this study")
-            c.execute("UPDATE annotators SET token_hash=?, invited_at=? WHERE id=?",
-                      (hash_token(token), now or time.time(), annotator))
+            c.execute(
+                "UPDATE annotators SET token_hash=?, invited_at=? WHERE id=?",
+                (hash_token(token), now or time.time(), annotator),
+            )
         return annotator, token
 
     def replace(self, annotator: str) -> str:
@@ -169,9 +187,13 @@ class Store:
         c = self.conn()
         if c.execute("SELECT 1 FROM annotators WHERE id=?", (annotator,)).fetchone() is None:
             raise StudyError(f"no annotator {annotator!r} in this study")
-        items = [r["item_id"] for r in c.execute(
-            "SELECT item_id FROM trials WHERE annotator_id=? AND kind='test' ORDER BY item_id",
-            (annotator,))]
+        items = [
+            r["item_id"]
+            for r in c.execute(
+                "SELECT item_id FROM trials WHERE annotator_id=? AND kind='test' ORDER BY item_id",
+                (annotator,),
+            )
+        ]
         taken = {r["id"] for r in c.execute("SELECT id FROM annotators")}
         new_id = next(f"{annotator}r{i}" for i in range(1, 1000) if f"{annotator}r{i}" not in taken)
         rows = list(self.items().values())
@@ -185,7 +207,10 @@ class Store:
 
     @staticmethod
     def _durations(c: sqlite3.Connection) -> dict[str, float]:
-        return {r["item_id"]: r["duration_s"] for r in c.execute("SELECT item_id, duration_s FROM items")}
+        return {
+            r["item_id"]: r["duration_s"]
+            for r in c.execute("SELECT item_id, duration_s FROM items")
+        }
 
     # -- annotator flow --------------------------------------------------------------------
     def annotator(self, annotator: str) -> dict:
@@ -195,9 +220,14 @@ class Store:
         return dict(r)
 
     def next_trial(self, annotator: str) -> dict | None:
-        r = self.conn().execute(
-            "SELECT * FROM trials WHERE annotator_id=? AND answer IS NULL ORDER BY seq LIMIT 1",
-            (annotator,)).fetchone()
+        r = (
+            self.conn()
+            .execute(
+                "SELECT * FROM trials WHERE annotator_id=? AND answer IS NULL ORDER BY seq LIMIT 1",
+                (annotator,),
+            )
+            .fetchone()
+        )
         return dict(r) if r else None
 
     def counts(self, annotator: str) -> dict[str, tuple[int, int]]:
@@ -205,38 +235,54 @@ class Store:
         out = {}
         for r in self.conn().execute(
             "SELECT kind, COUNT(answer) AS done, COUNT(*) AS total FROM trials "
-            "WHERE annotator_id=? GROUP BY kind", (annotator,)):
+            "WHERE annotator_id=? GROUP BY kind",
+            (annotator,),
+        ):
             out[r["kind"]] = (r["done"], r["total"])
         return out
 
     def begin(self, annotator: str, now: float) -> None:
         with self.tx() as c:
-            c.execute("UPDATE annotators SET began_at=COALESCE(began_at, ?), "
-                      "status=CASE status WHEN 'new' THEN 'active' ELSE status END WHERE id=?",
-                      (now, annotator))
+            c.execute(
+                "UPDATE annotators SET began_at=COALESCE(began_at, ?), "
+                "status=CASE status WHEN 'new' THEN 'active' ELSE status END WHERE id=?",
+                (now, annotator),
+            )
 
     def set_volume(self, annotator: str, now: float) -> None:
         with self.tx() as c:
             r = c.execute("SELECT began_at FROM annotators WHERE id=?", (annotator,)).fetchone()
             if r is None or r["began_at"] is None:
                 raise Conflict("read the instructions and press Start first")
-            c.execute("UPDATE annotators SET volume_at=COALESCE(volume_at, ?) WHERE id=?", (now, annotator))
+            c.execute(
+                "UPDATE annotators SET volume_at=COALESCE(volume_at, ?) WHERE id=?",
+                (now, annotator),
+            )
 
     def trial_for_audio(self, annotator: str, key: str, now: float) -> dict:
         """The annotator's current trial behind an audio key; counts the fetch."""
         with self.tx() as c:
-            r = c.execute("SELECT * FROM trials WHERE audio_key=? AND annotator_id=?",
-                          (key, annotator)).fetchone()
-            current = c.execute("SELECT id FROM trials WHERE annotator_id=? AND answer IS NULL "
-                                "ORDER BY seq LIMIT 1", (annotator,)).fetchone()
+            r = c.execute(
+                "SELECT * FROM trials WHERE audio_key=? AND annotator_id=?", (key, annotator)
+            ).fetchone()
+            current = c.execute(
+                "SELECT id FROM trials WHERE annotator_id=? AND answer IS NULL "
+                "ORDER BY seq LIMIT 1",
+                (annotator,),
+            ).fetchone()
             if r is None or current is None or current["id"] != r["id"]:
                 raise NotFound("no such audio")
-            c.execute("UPDATE trials SET fetched_at=COALESCE(fetched_at, ?), fetches=fetches+1 "
-                      "WHERE id=?", (now, r["id"]))
+            c.execute(
+                "UPDATE trials SET fetched_at=COALESCE(fetched_at, ?), fetches=fetches+1 "
+                "WHERE id=?",
+                (now, r["id"]),
+            )
         return dict(r)
 
     def _own_open_trial(self, c: sqlite3.Connection, annotator: str, trial_id: str) -> sqlite3.Row:
-        r = c.execute("SELECT * FROM trials WHERE id=? AND annotator_id=?", (trial_id, annotator)).fetchone()
+        r = c.execute(
+            "SELECT * FROM trials WHERE id=? AND annotator_id=?", (trial_id, annotator)
+        ).fetchone()
         if r is None:
             raise NotFound("no such trial")
         a = c.execute("SELECT status FROM annotators WHERE id=?", (annotator,)).fetchone()
@@ -244,8 +290,9 @@ class Store:
             raise Forbidden("this session has ended")
         return r
 
-    def record_play(self, annotator: str, trial_id: str, event: str, played_s: float,
-                    now: float) -> dict:
+    def record_play(
+        self, annotator: str, trial_id: str, event: str, played_s: float, now: float
+    ) -> dict:
         """Count a full play only if the audio was served and the clip's length has elapsed."""
         reject: str | None = None
         with self.tx() as c:
@@ -265,17 +312,31 @@ class Store:
                 elif now - r["play_started_at"] < min_listen_s(dur):
                     reject = "playback ended sooner than the clip lasts"
                 if reject:
-                    c.execute("UPDATE trials SET play_rejects=play_rejects+1 WHERE id=?", (trial_id,))
+                    c.execute(
+                        "UPDATE trials SET play_rejects=play_rejects+1 WHERE id=?", (trial_id,)
+                    )
                 else:
-                    c.execute("UPDATE trials SET plays=plays+1, last_ended_at=?, play_started_at=NULL "
-                              "WHERE id=?", (now, trial_id))
-            plays = c.execute("SELECT plays FROM trials WHERE id=?", (trial_id,)).fetchone()["plays"]
+                    c.execute(
+                        "UPDATE trials SET plays=plays+1, last_ended_at=?, play_started_at=NULL "
+                        "WHERE id=?",
+                        (now, trial_id),
+                    )
+            plays = c.execute("SELECT plays FROM trials WHERE id=?", (trial_id,)).fetchone()[
+                "plays"
+            ]
         if reject:
             raise Conflict(f"play not counted: {reject}; play the clip to the end")
         return {"plays": plays, "answerable": plays > 0}
 
-    def answer(self, annotator: str, trial_id: str, answer: str, rt_s: float,
-               submission_id: str, now: float) -> AnswerResult:
+    def answer(
+        self,
+        annotator: str,
+        trial_id: str,
+        answer: str,
+        rt_s: float,
+        submission_id: str,
+        now: float,
+    ) -> AnswerResult:
         """Store an answer once; the same answer again is a no-op, a different one a conflict."""
         with self.tx() as c:
             r = self._own_open_trial(c, annotator, trial_id)
@@ -283,8 +344,11 @@ class Store:
                 if r["answer"] != answer:
                     raise Conflict("this trial was already answered differently")
                 return AnswerResult(True, r["answer"] == r["truth"], r["truth"], r["kind"])
-            nxt = c.execute("SELECT id FROM trials WHERE annotator_id=? AND answer IS NULL "
-                            "ORDER BY seq LIMIT 1", (annotator,)).fetchone()
+            nxt = c.execute(
+                "SELECT id FROM trials WHERE annotator_id=? AND answer IS NULL "
+                "ORDER BY seq LIMIT 1",
+                (annotator,),
+            ).fetchone()
             if nxt is None or nxt["id"] != trial_id:
                 raise Conflict("answer the trials in order")
             allowed = SCREENING_ANSWERS if r["kind"] == "screening" else DIRECTION_ANSWERS
@@ -293,38 +357,57 @@ class Store:
             if r["plays"] < 1:
                 raise Conflict("play the clip to the end before answering")
             server_rt = now - r["last_ended_at"] if r["last_ended_at"] else None
-            c.execute("UPDATE trials SET answer=?, rt_s=?, server_rt_s=?, answered_at=?, "
-                      "submission_id=? WHERE id=?",
-                      (answer, rt_s, server_rt, now, submission_id, trial_id))
+            c.execute(
+                "UPDATE trials SET answer=?, rt_s=?, server_rt_s=?, answered_at=?, "
+                "submission_id=? WHERE id=?",
+                (answer, rt_s, server_rt, now, submission_id, trial_id),
+            )
             if r["kind"] == "screening":
                 self._check_screening(c, annotator, now)
-            if c.execute("SELECT 1 FROM trials WHERE annotator_id=? AND answer IS NULL",
-                         (annotator,)).fetchone() is None:
+            if (
+                c.execute(
+                    "SELECT 1 FROM trials WHERE annotator_id=? AND answer IS NULL", (annotator,)
+                ).fetchone()
+                is None
+            ):
                 self._finish(c, annotator, now)
         return AnswerResult(False, answer == r["truth"], r["truth"], r["kind"])
 
     def _check_screening(self, c: sqlite3.Connection, annotator: str, now: float) -> None:
-        r = c.execute("SELECT COUNT(*) AS n, COUNT(answer) AS done, SUM(answer=truth) AS ok "
-                      "FROM trials WHERE annotator_id=? AND kind='screening'", (annotator,)).fetchone()
+        r = c.execute(
+            "SELECT COUNT(*) AS n, COUNT(answer) AS done, SUM(answer=truth) AS ok "
+            "FROM trials WHERE annotator_id=? AND kind='screening'",
+            (annotator,),
+        ).fetchone()
         if r["done"] < r["n"]:
             return
         need = self.config().screening_pass
         if (r["ok"] or 0) < need:
-            c.execute("UPDATE annotators SET status='excluded', finished_at=?, reason=? WHERE id=?",
-                      (now, f"headphone screening failed: {r['ok'] or 0}/{r['n']} correct, "
-                            f"{need} needed", annotator))
+            c.execute(
+                "UPDATE annotators SET status='excluded', finished_at=?, reason=? WHERE id=?",
+                (
+                    now,
+                    f"headphone screening failed: {r['ok'] or 0}/{r['n']} correct, {need} needed",
+                    annotator,
+                ),
+            )
 
     def _finish(self, c: sqlite3.Connection, annotator: str, now: float) -> None:
-        r = c.execute("SELECT COUNT(*) AS n, SUM(answer=truth) AS ok FROM trials "
-                      "WHERE annotator_id=? AND kind='catch'", (annotator,)).fetchone()
+        r = c.execute(
+            "SELECT COUNT(*) AS n, SUM(answer=truth) AS ok FROM trials "
+            "WHERE annotator_id=? AND kind='catch'",
+            (annotator,),
+        ).fetchone()
         threshold = self.config().catch_threshold
         flagged, why = 0, None
         if r["n"] and (r["ok"] or 0) / r["n"] < threshold:
             flagged = 1
             why = f"catch accuracy {(r['ok'] or 0)}/{r['n']} below {threshold:.0%}"
-        c.execute("UPDATE annotators SET status=CASE status WHEN 'excluded' THEN status ELSE 'done' "
-                  "END, finished_at=?, flagged=?, flag_reason=? WHERE id=?",
-                  (now, flagged, why, annotator))
+        c.execute(
+            "UPDATE annotators SET status=CASE status WHEN 'excluded' THEN status ELSE 'done' "
+            "END, finished_at=?, flagged=?, flag_reason=? WHERE id=?",
+            (now, flagged, why, annotator),
+        )
 
     # -- admin -----------------------------------------------------------------------------
     def progress(self) -> list[dict]:
@@ -332,30 +415,48 @@ class Store:
         out = []
         for a in self.conn().execute("SELECT * FROM annotators ORDER BY id"):
             counts = self.counts(a["id"])
-            catch = self.conn().execute(
-                "SELECT COUNT(answer) AS n, SUM(answer=truth) AS ok FROM trials "
-                "WHERE annotator_id=? AND kind='catch'", (a["id"],)).fetchone()
-            out.append({
-                "annotator": a["id"], "status": a["status"], "invited": a["token_hash"] is not None,
-                "reason": a["reason"], "flagged": bool(a["flagged"]), "flag_reason": a["flag_reason"],
-                "replaces": a["replaces"],
-                "answered": sum(d for d, _ in counts.values()),
-                "total": sum(t for _, t in counts.values()),
-                "by_kind": {k: {"answered": d, "total": t} for k, (d, t) in counts.items()},
-                "catch_accuracy": (catch["ok"] or 0) / catch["n"] if catch["n"] else None,
-            })
+            catch = (
+                self.conn()
+                .execute(
+                    "SELECT COUNT(answer) AS n, SUM(answer=truth) AS ok FROM trials "
+                    "WHERE annotator_id=? AND kind='catch'",
+                    (a["id"],),
+                )
+                .fetchone()
+            )
+            out.append(
+                {
+                    "annotator": a["id"],
+                    "status": a["status"],
+                    "invited": a["token_hash"] is not None,
+                    "reason": a["reason"],
+                    "flagged": bool(a["flagged"]),
+                    "flag_reason": a["flag_reason"],
+                    "replaces": a["replaces"],
+                    "answered": sum(d for d, _ in counts.values()),
+                    "total": sum(t for _, t in counts.values()),
+                    "by_kind": {k: {"answered": d, "total": t} for k, (d, t) in counts.items()},
+                    "catch_accuracy": (catch["ok"] or 0) / catch["n"] if catch["n"] else None,
+                }
+            )
         return out
 
     def answered_trials(self) -> list[dict]:
         rows = self.conn().execute(
             "SELECT t.*, a.status AS annotator_status, a.flagged AS annotator_flagged "
             "FROM trials t JOIN annotators a ON a.id=t.annotator_id "
-            "WHERE t.answer IS NOT NULL ORDER BY t.annotator_id, t.seq")
+            "WHERE t.answer IS NOT NULL ORDER BY t.annotator_id, t.seq"
+        )
         return [dict(r) for r in rows]
 
 
-def _insert_trials(c: sqlite3.Connection, annotator: str, slots: Sequence, config: StudyConfig,
-                   durations: Mapping[str, float]) -> None:
+def _insert_trials(
+    c: sqlite3.Connection,
+    annotator: str,
+    slots: Sequence,
+    config: StudyConfig,
+    durations: Mapping[str, float],
+) -> None:
     items = {r["item_id"]: json.loads(r["row_json"]) for r in c.execute("SELECT * FROM items")}
     for seq, slot in enumerate(slots):
         if slot.kind == "screening":
@@ -363,14 +464,32 @@ def _insert_trials(c: sqlite3.Connection, annotator: str, slots: Sequence, confi
             dur = screening.duration_s(config.screening_interval_s)
         else:
             truth, dur = items[slot.item_id]["direction"], durations[slot.item_id]
-        c.execute("INSERT INTO trials(id, annotator_id, seq, kind, item_id, seed, truth, duration_s, "
-                  "audio_key) VALUES(?,?,?,?,?,?,?,?,?)",
-                  (secrets.token_urlsafe(18), annotator, seq, slot.kind, slot.item_id, slot.seed,
-                   truth, dur, secrets.token_urlsafe(24)))
+        c.execute(
+            "INSERT INTO trials(id, annotator_id, seq, kind, item_id, seed, truth, duration_s, "
+            "audio_key) VALUES(?,?,?,?,?,?,?,?,?)",
+            (
+                secrets.token_urlsafe(18),
+                annotator,
+                seq,
+                slot.kind,
+                slot.item_id,
+                slot.seed,
+                truth,
+                dur,
+                secrets.token_urlsafe(24),
+            ),
+        )
 
 
-def create_study(db: str | Path, config: StudyConfig, plan: Plan, rows: Sequence[Mapping],
-                 dataset: Path, dataset_hash: str, warnings: Sequence[str] = ()) -> Store:
+def create_study(
+    db: str | Path,
+    config: StudyConfig,
+    plan: Plan,
+    rows: Sequence[Mapping],
+    dataset: Path,
+    dataset_hash: str,
+    warnings: Sequence[str] = (),
+) -> Store:
     """Write a new study database; refuses to overwrite one (answers would be lost).
 
     `warnings` (e.g. that the dataset is a public build) are kept and exported with results.
@@ -386,18 +505,30 @@ def create_study(db: str | Path, config: StudyConfig, plan: Plan, rows: Sequence
         c.executescript(SCHEMA)
         c.execute("BEGIN")
         meta = {
-            "schema": SCHEMA_VERSION, "config": config.to_dict(), "dataset": str(dataset.resolve()),
-            "dataset_sha256": dataset_hash, "created_at": time.time(),
+            "schema": SCHEMA_VERSION,
+            "config": config.to_dict(),
+            "dataset": str(dataset.resolve()),
+            "dataset_sha256": dataset_hash,
+            "created_at": time.time(),
             "pool": [i for ids in plan.pool.values() for i in ids],
-            "categories": list(plan.pool), "notes": plan.notes, "warnings": list(warnings),
+            "categories": list(plan.pool),
+            "notes": plan.notes,
+            "warnings": list(warnings),
         }
-        c.executemany("INSERT INTO meta VALUES(?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+        c.executemany(
+            "INSERT INTO meta VALUES(?, ?)", [(k, json.dumps(v)) for k, v in meta.items()]
+        )
         for r in rows:
             row = {k: v for k, v in r.items() if k != "path"}
-            dur = float(sf.info(r["path"]).duration) if str(r["item_id"]) in needed else float(
-                r.get("duration_s") or 0.0)
-            c.execute("INSERT INTO items VALUES(?,?,?,?,?)",
-                      (str(r["item_id"]), r["split"], r["file_name"], dur, json.dumps(row)))
+            dur = (
+                float(sf.info(r["path"]).duration)
+                if str(r["item_id"]) in needed
+                else float(r.get("duration_s") or 0.0)
+            )
+            c.execute(
+                "INSERT INTO items VALUES(?,?,?,?,?)",
+                (str(r["item_id"]), r["split"], r["file_name"], dur, json.dumps(row)),
+            )
         c.row_factory = sqlite3.Row
         durations = Store._durations(c)
         for annotator, slots in plan.trials.items():

@@ -77,7 +77,9 @@ class StudyConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known - {"db"})
         if unknown:
-            raise StudyError(f"unknown study settings: {', '.join(unknown)}; valid: {sorted(known)}")
+            raise StudyError(
+                f"unknown study settings: {', '.join(unknown)}; valid: {sorted(known)}"
+            )
         values = {k: v for k, v in data.items() if k in known}
         if "categories" in values:
             values["categories"] = tuple(values["categories"])
@@ -118,14 +120,19 @@ def public_build_warning(root: str | Path) -> str | None:
     seed = json.loads(build.read_text()).get("seed") if build.is_file() else None
     if isinstance(seed, int) and seed >= PRIVATE_SEED_MIN:
         return None
-    origin = ("has no build.json: a downloaded release is public" if seed is None
-              else f"was built with seed {seed}, which anyone can guess and rebuild")
-    return (f"dataset {origin}, so an annotator with a copy can look up every answer. Served "
-            "clips get a small per-annotator gain and dither, which defeats exact hash lookup "
-            "but not matching by ear or by correlation. For a study whose answers must stay "
-            f"private, rebuild with a secret seed (e.g. `vocalgrad build ... --seed "
-            f"{secrets.randbits(63)}`), keep the seed and the dataset private, and create the "
-            "study on that build.")
+    origin = (
+        "has no build.json: a downloaded release is public"
+        if seed is None
+        else f"was built with seed {seed}, which anyone can guess and rebuild"
+    )
+    return (
+        f"dataset {origin}, so an annotator with a copy can look up every answer. Served "
+        "clips get a small per-annotator gain and dither, which defeats exact hash lookup "
+        "but not matching by ear or by correlation. For a study whose answers must stay "
+        f"private, rebuild with a secret seed (e.g. `vocalgrad build ... --seed "
+        f"{secrets.randbits(63)}`), keep the seed and the dataset private, and create the "
+        "study on that build."
+    )
 
 
 def base_url(value: str) -> str:

@@ -292,11 +292,20 @@ class Listener(ABC):
     def capabilities(self) -> dict[str, Any]:
         """The capability flags and channel count, e.g. for a stand-in of a remote listener."""
         return {
-            "channels": self.channels, "can_generate": self.can_generate,
-            "can_score": self.can_score, "can_probe": self.can_probe, "can_lens": self.can_lens,
-            "can_tune": self.can_tune, "wants_gpu": self.wants_gpu, "lens_stages": self.lens_stages,
+            "channels": self.channels,
+            "can_generate": self.can_generate,
+            "can_score": self.can_score,
+            "can_probe": self.can_probe,
+            "can_lens": self.can_lens,
+            "can_tune": self.can_tune,
+            "wants_gpu": self.wants_gpu,
+            "lens_stages": self.lens_stages,
         }
 
     def manifest(self) -> dict:
         """What identifies this listener's answers: goes into run manifests and cache keys."""
-        return {"listener": self.listener_id, "revision": self.revision, "sample_rate": self.sample_rate}
+        return {
+            "listener": self.listener_id,
+            "revision": self.revision,
+            "sample_rate": self.sample_rate,
+        }

@@ -147,7 +147,9 @@ def read_ct2_model(source: Path | Sequence[Path] | bytes) -> CT2Model:
     try:
         version = take("<I")
         if not 1 <= version <= 6:
-            raise ConfigError(f"unsupported CTranslate2 binary version {version} (reader knows 1-6)")
+            raise ConfigError(
+                f"unsupported CTranslate2 binary version {version} (reader knows 1-6)"
+            )
         spec, revision = (string(), take("<I")) if version >= 2 else ("", 1)
         variables: dict[str, np.ndarray] = {}
         dtypes: dict[str, int] = {}
@@ -161,13 +163,19 @@ def read_ct2_model(source: Path | Sequence[Path] | bytes) -> CT2Model:
                 type_id, nbytes = _ITEM_SIZE_DTYPES[item_size], take("<I") * item_size
             dtype = CT2_DTYPES[type_id]
             if nbytes != dtype.itemsize * int(np.prod(shape, dtype=np.int64)):
-                raise ConfigError(f"CTranslate2 variable {name!r}: {nbytes} bytes for shape {shape}")
-            variables[name] = np.frombuffer(data, dtype, nbytes // dtype.itemsize, offset).reshape(shape)
+                raise ConfigError(
+                    f"CTranslate2 variable {name!r}: {nbytes} bytes for shape {shape}"
+                )
+            variables[name] = np.frombuffer(data, dtype, nbytes // dtype.itemsize, offset).reshape(
+                shape
+            )
             dtypes[name] = type_id
             offset += nbytes
         aliases = dict((string(), string()) for _ in range(take("<I"))) if version >= 3 else {}
     except (struct.error, UnicodeDecodeError, KeyError, ValueError) as exc:
-        raise ConfigError(f"not a readable CTranslate2 model.bin ({exc}); is a part missing?") from exc
+        raise ConfigError(
+            f"not a readable CTranslate2 model.bin ({exc}); is a part missing?"
+        ) from exc
     if offset != len(data):
         raise ConfigError(
             f"CTranslate2 model.bin has {len(data) - offset} trailing bytes: parts in the wrong "
@@ -247,7 +255,9 @@ def convert_state_dict(model: CT2Model) -> tuple[dict[str, np.ndarray], dict[str
 
     def attention_and_ffn(dst: str, src: str) -> None:
         a = f"{dst}.self_attn"
-        split_linear([f"{a}.q_proj", f"{a}.k_proj", f"{a}.v_proj"], f"{src}/self_attention/linear_0")
+        split_linear(
+            [f"{a}.q_proj", f"{a}.k_proj", f"{a}.v_proj"], f"{src}/self_attention/linear_0"
+        )
         linear(f"{a}.out_proj", f"{src}/self_attention/linear_1")
         norm(f"{dst}.self_attn_layer_norm", f"{src}/self_attention/layer_norm")
         linear(f"{dst}.fc1", f"{src}/ffn/linear_0")
@@ -268,7 +278,10 @@ def convert_state_dict(model: CT2Model) -> tuple[dict[str, np.ndarray], dict[str
         dst, src = f"model.decoder.layers.{i}", f"decoder/layer_{i}"
         attention_and_ffn(dst, src)
         linear(f"{dst}.encoder_attn.q_proj", f"{src}/attention/linear_0")
-        split_linear([f"{dst}.encoder_attn.k_proj", f"{dst}.encoder_attn.v_proj"], f"{src}/attention/linear_1")
+        split_linear(
+            [f"{dst}.encoder_attn.k_proj", f"{dst}.encoder_attn.v_proj"],
+            f"{src}/attention/linear_1",
+        )
         linear(f"{dst}.encoder_attn.out_proj", f"{src}/attention/linear_2")
         norm(f"{dst}.encoder_attn_layer_norm", f"{src}/attention/layer_norm")
     projection = model.aliases.get("decoder/projection/weight")
@@ -312,7 +325,9 @@ def write_hf_folder(src: Path, dst: Path, sha256: str) -> None:
             raise ConfigError(f"{src / 'tokenizer.json'} lacks the special token {needed}")
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
     multilingual = sizes["vocab_size"] >= 51865
-    ct2_config = json.loads((src / "config.json").read_text()) if (src / "config.json").is_file() else {}
+    ct2_config = (
+        json.loads((src / "config.json").read_text()) if (src / "config.json").is_file() else {}
+    )
     config = WhisperConfig(
         **sizes,
         bos_token_id=eot,
@@ -380,7 +395,9 @@ def write_hf_folder(src: Path, dst: Path, sha256: str) -> None:
     )
 
 
-def converted_folder(path: Path, cache_dir: Path | None = None, name: str | None = None) -> tuple[Path, str]:
+def converted_folder(
+    path: Path, cache_dir: Path | None = None, name: str | None = None
+) -> tuple[Path, str]:
     """The cached HF folder for CT2 model folder `path`, converting on first use.
 
     Returns (folder, sha256 of model.bin). The cache key is the content hash, so a changed

@@ -346,7 +346,14 @@ class OpenAIListener(Listener):
     @staticmethod
     def _empty_tally() -> dict[str, int]:
         return dict.fromkeys(
-            ("requests", "prompt_tokens", "completion_tokens", "audio_tokens", "retries", "failures"),
+            (
+                "requests",
+                "prompt_tokens",
+                "completion_tokens",
+                "audio_tokens",
+                "retries",
+                "failures",
+            ),
             0,
         )
 
@@ -362,7 +369,9 @@ class OpenAIListener(Listener):
             tally["cost_usd"] = None
             return tally
         audio_price = self.prices["audio_input"]
-        text_prompt = tally["prompt_tokens"] - (tally["audio_tokens"] if audio_price is not None else 0)
+        text_prompt = tally["prompt_tokens"] - (
+            tally["audio_tokens"] if audio_price is not None else 0
+        )
         tally["cost_usd"] = (
             text_prompt * (self.prices["input"] or 0.0)
             + (tally["audio_tokens"] * audio_price if audio_price is not None else 0.0)
@@ -411,8 +420,13 @@ class OpenAIListener(Listener):
             delay = max(delay, min(retry_after, self.max_retry_after))
         return delay
 
-    def _call(self, item_id: str, body: dict[str, Any], parse: Callable[[Any], T],
-              stop: threading.Event | None = None) -> T:
+    def _call(
+        self,
+        item_id: str,
+        body: dict[str, Any],
+        parse: Callable[[Any], T],
+        stop: threading.Event | None = None,
+    ) -> T:
         """POST one completion, retrying transient faults; raise `APIError` when out of tries
         or when `stop` is set (the batch was interrupted)."""
         reason, status = "no attempt made", None
@@ -420,8 +434,11 @@ class OpenAIListener(Listener):
         stop = stop or threading.Event()
         for attempt in range(attempts):
             if stop.is_set():
-                raise APIError(f"item {item_id!r}: stopped before an answer came (interrupted)",
-                               item_id=item_id, attempts=attempt)
+                raise APIError(
+                    f"item {item_id!r}: stopped before an answer came (interrupted)",
+                    item_id=item_id,
+                    attempts=attempt,
+                )
             retry_after: float | None = None
             try:
                 response = self._client.post("/chat/completions", json=body)
@@ -457,8 +474,14 @@ class OpenAIListener(Listener):
                     )
             if attempt + 1 < attempts:
                 delay = self._delay(attempt, retry_after)
-                log.warning("item %s: %s; retry %d/%d in %.2f s",
-                            item_id, reason, attempt + 1, self.max_retries, delay)
+                log.warning(
+                    "item %s: %s; retry %d/%d in %.2f s",
+                    item_id,
+                    reason,
+                    attempt + 1,
+                    self.max_retries,
+                    delay,
+                )
                 with self._lock:
                     self._tally["retries"] += 1
                 if self._sleep is not None:
@@ -511,7 +534,8 @@ class OpenAIListener(Listener):
             first = failures[min(failures)]
             raise APIBatchError(
                 f"{first} ({len(failures)} of {len(requests)} requests failed)"
-                if len(failures) > 1 else str(first),
+                if len(failures) > 1
+                else str(first),
                 answers=results,
                 failures=failures,
                 item_id=first.item_id,
@@ -549,8 +573,10 @@ class OpenAIListener(Listener):
             def parse(data: Any) -> dict[str, float]:
                 logprobs = _first_choice(data).get("logprobs")
                 content = logprobs.get("content") if isinstance(logprobs, dict) else None
-                if not content or not isinstance(content[0], dict) or not content[0].get(
-                    "top_logprobs"
+                if (
+                    not content
+                    or not isinstance(content[0], dict)
+                    or not content[0].get("top_logprobs")
                 ):
                     raise APIError(
                         f"item {item_id!r}: {self.base_url} returned no top_logprobs; the server "
@@ -560,7 +586,9 @@ class OpenAIListener(Listener):
                         attempts=1,
                     )
                 try:
-                    top = [(str(t["token"]), float(t["logprob"])) for t in content[0]["top_logprobs"]]
+                    top = [
+                        (str(t["token"]), float(t["logprob"])) for t in content[0]["top_logprobs"]
+                    ]
                 except (KeyError, TypeError, ValueError) as err:
                     raise _Malformed(f"unreadable top_logprobs ({err})") from None
                 return option_logprobs(top, options, self.logprob_floor)

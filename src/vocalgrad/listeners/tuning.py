@@ -50,15 +50,21 @@ class HeadInputs:
         """The part that belongs to requests start..stop-1."""
         n = self.shape[1]
         keep = (self.slot >= start * n) & (self.slot < stop * n)
-        return HeadInputs(self.states[keep], self.tokens[keep], self.slot[keep] - start * n,
-                          (stop - start, n), self.reference[start:stop])
+        return HeadInputs(
+            self.states[keep],
+            self.tokens[keep],
+            self.slot[keep] - start * n,
+            (stop - start, n),
+            self.reference[start:stop],
+        )
 
     @staticmethod
     def concat(parts: Sequence[HeadInputs]) -> HeadInputs:
         """One batch from several, requests in the order given."""
         offsets = np.cumsum([0] + [p.shape[0] * p.shape[1] for p in parts])
         return HeadInputs(
-            torch.cat([p.states for p in parts]), torch.cat([p.tokens for p in parts]),
+            torch.cat([p.states for p in parts]),
+            torch.cat([p.tokens for p in parts]),
             torch.cat([p.slot + int(o) for p, o in zip(parts, offsets, strict=False)]),
             (sum(p.shape[0] for p in parts), parts[0].shape[1]),
             torch.cat([p.reference for p in parts]),
@@ -92,9 +98,13 @@ def gather(
     head's own scores (for a listener whose option scores are the head on these states by
     construction)."""
     device = next(head.parameters()).device
-    inputs = HeadInputs(torch.cat(list(states)).to(device),
-                        torch.tensor(list(tokens), device=device),
-                        torch.tensor(list(slots), device=device), shape, torch.empty(0))
+    inputs = HeadInputs(
+        torch.cat(list(states)).to(device),
+        torch.tensor(list(tokens), device=device),
+        torch.tensor(list(slots), device=device),
+        shape,
+        torch.empty(0),
+    )
     inputs.reference = (inputs.score(head) if reference is None else reference).detach().cpu()
     return inputs
 

@@ -34,7 +34,11 @@ def twin_differences(x: np.ndarray, items: Sequence[Mapping]) -> tuple[np.ndarra
         index.setdefault(key, {})[row["direction"]] = i
     keys = sorted(k for k, v in index.items() if {"increase", "decrease"} <= v.keys())
     x = np.asarray(x, np.float64)
-    diffs = np.stack([x[index[k]["increase"]] - x[index[k]["decrease"]] for k in keys]) if keys else np.zeros((0, x.shape[1]))
+    diffs = (
+        np.stack([x[index[k]["increase"]] - x[index[k]["decrease"]] for k in keys])
+        if keys
+        else np.zeros((0, x.shape[1]))
+    )
     return diffs, [str(k[0]) for k in keys]
 
 
@@ -58,13 +62,23 @@ def split_half(diffs: np.ndarray, sources: Sequence[str]) -> float:
     return _cos(diffs[mask].mean(0), diffs[~mask].mean(0))
 
 
-def alignment(per_category: Mapping[str, tuple[Mapping[str, np.ndarray], Sequence[Mapping]]]) -> dict:
+def alignment(
+    per_category: Mapping[str, tuple[Mapping[str, np.ndarray], Sequence[Mapping]]],
+) -> dict:
     """Cosines between category directions at every answer-position stage the categories
     share, with the sign-flip null and split-half reliability. `per_category` maps a category
     to (stage -> items x d features, item rows in the same order)."""
     cats = sorted(per_category)
-    stages = sorted(set.intersection(*[{s for s in per_category[c][0] if s.endswith(ANSWER)} for c in cats]),
-                    key=_stage_key) if cats else []
+    stages = (
+        sorted(
+            set.intersection(
+                *[{s for s in per_category[c][0] if s.endswith(ANSWER)} for c in cats]
+            ),
+            key=_stage_key,
+        )
+        if cats
+        else []
+    )
     out: dict = {"categories": cats, "stages": stages, "n_pairs": {}, "rows": []}
     for stage in stages:
         diffs, sources = {}, {}
@@ -78,17 +92,37 @@ def alignment(per_category: Mapping[str, tuple[Mapping[str, np.ndarray], Sequenc
                 if direction[a] is None or direction[b] is None:
                     continue
                 if a == b:
-                    out["rows"].append({"stage": stage, "category_a": a, "category_b": b,
-                                        "cosine": split_half(diffs[a], sources[a]), "null95": float("nan"),
-                                        "kind": "split-half reliability"})
+                    out["rows"].append(
+                        {
+                            "stage": stage,
+                            "category_a": a,
+                            "category_b": b,
+                            "cosine": split_half(diffs[a], sources[a]),
+                            "null95": float("nan"),
+                            "kind": "split-half reliability",
+                        }
+                    )
                     continue
                 rng = _rng(stage, a, b)
-                null = [abs(_cos((diffs[a] * rng.choice([-1.0, 1.0], (len(diffs[a]), 1))).mean(0),
-                                 (diffs[b] * rng.choice([-1.0, 1.0], (len(diffs[b]), 1))).mean(0)))
-                        for _ in range(N_NULL)]
-                out["rows"].append({"stage": stage, "category_a": a, "category_b": b,
-                                    "cosine": _cos(direction[a], direction[b]),
-                                    "null95": float(np.nanpercentile(null, 95)), "kind": "between categories"})
+                null = [
+                    abs(
+                        _cos(
+                            (diffs[a] * rng.choice([-1.0, 1.0], (len(diffs[a]), 1))).mean(0),
+                            (diffs[b] * rng.choice([-1.0, 1.0], (len(diffs[b]), 1))).mean(0),
+                        )
+                    )
+                    for _ in range(N_NULL)
+                ]
+                out["rows"].append(
+                    {
+                        "stage": stage,
+                        "category_a": a,
+                        "category_b": b,
+                        "cosine": _cos(direction[a], direction[b]),
+                        "null95": float(np.nanpercentile(null, 95)),
+                        "kind": "between categories",
+                    }
+                )
     return out
 
 

@@ -128,7 +128,9 @@ def _open(folder: Path, index: dict, mode: str) -> tuple[dict[str, np.ndarray], 
     return arrays, lens
 
 
-def _features(listener: Listener, batch: tuple[list[Request], str, bool]) -> tuple[list, list | None, str]:
+def _features(
+    listener: Listener, batch: tuple[list[Request], str, bool]
+) -> tuple[list, list | None, str]:
     """Pooled stages and lens rows of one batch: the model step, which an executor may run
     in a listener actor elsewhere (the arrays come back; only the driver writes the cache)."""
     requests, pooling, with_lens = batch
@@ -213,7 +215,9 @@ def extract(
         desc=f"{listener.listener_id} {category}",
         disable=not sys.stderr.isatty(),
     ) as bar:
-        for b, (pooled, lens_rows, note) in (executor or Executor()).map_batches(listener, _features, batches()):
+        for b, (pooled, lens_rows, note) in (executor or Executor()).map_batches(
+            listener, _features, batches()
+        ):
             start = starts[b]
             if not arrays:
                 index = {

@@ -79,9 +79,7 @@ class ProbeConfig:
 
 
 def _items(rows: Sequence[dict], category: str) -> list[dict]:
-    items = [
-        r for r in rows if r["category"] == category and r["direction"] in LABELS
-    ]
+    items = [r for r in rows if r["category"] == category and r["direction"] in LABELS]
     return sorted(items, key=lambda r: (r["split"], r["item_id"]))
 
 
@@ -128,9 +126,7 @@ def _curve_records(
     if fits.mlp is not None:
         blocks["mlp"] = (fits.mlp > 0) == pos
         blocks["mlp_control"] = (fits.mlp_control > 0) == pos
-    stats = {
-        k: balanced_accuracy_ci(v, pos, clusters, n_boot, seed=2) for k, v in blocks.items()
-    }
+    stats = {k: balanced_accuracy_ci(v, pos, clusters, n_boot, seed=2) for k, v in blocks.items()}
     records = []
     for i, stage in enumerate(fits.stages):
         rec: dict = {
@@ -201,8 +197,10 @@ def probe_rows(
         When a category has no increase/decrease items.
     """
     if not listener.can_probe:
-        raise CapabilityError(f"{listener.listener_id} exposes no hidden states, so it cannot be "
-                              "probed; probe a whisper:, hf: or torch listener")
+        raise CapabilityError(
+            f"{listener.listener_id} exposes no hidden states, so it cannot be "
+            "probed; probe a whisper:, hf: or torch listener"
+        )
     out, cache = Path(out), Path(cache)
     out.mkdir(parents=True, exist_ok=True)
     cats = config.categories or tuple(sorted({r["category"] for r in rows}))
@@ -235,11 +233,16 @@ def probe_rows(
         items = _items(rows, cat)
         if not items:
             raise ConfigError(f"no increase/decrease items for category {cat!r}")
-        feats = _extract(items, listener, cache, sha, cat, config, with_lens=True, executor=executor)
+        feats = _extract(
+            items, listener, cache, sha, cat, config, with_lens=True, executor=executor
+        )
         order = stage_order(list(feats.stages))
         late = late_stages(order)
         x = {s: feats.stages[s] for s in order}
-        answer_states[cat] = ({s: np.asarray(v, np.float32) for s, v in x.items() if s.endswith(ANSWER)}, items)
+        answer_states[cat] = (
+            {s: np.asarray(v, np.float32) for s, v in x.items() if s.endswith(ANSWER)},
+            items,
+        )
         kind = dict.fromkeys(order, "model")
         if twin is not None:
             rnd = _extract(items, twin, cache, sha, cat, config, with_lens=False, executor=executor)
@@ -248,7 +251,14 @@ def probe_rows(
         if config.dsp_control:
             try:
                 dsp = _extract(
-                    items, DSPListener(), cache, sha, cat, config, with_lens=False, executor=executor
+                    items,
+                    DSPListener(),
+                    cache,
+                    sha,
+                    cat,
+                    config,
+                    with_lens=False,
+                    executor=executor,
                 )
                 x |= dict(dsp.stages)
                 kind |= dict.fromkeys(dsp.stages, "dsp")
@@ -271,8 +281,11 @@ def probe_rows(
             lens_rows = lens_curve(lens_test, y, clusters, config.settings.n_boot)
             ties = sum(r["ties"] for r in lens_rows)
             if ties:
-                _warn(warned, f"{cat}: {ties} lens scores of {lens_test.size} are ties (both "
-                      "words equally likely): no answer, scored 0.5 like a guess")
+                _warn(
+                    warned,
+                    f"{cat}: {ties} lens scores of {lens_test.size} are ties (both "
+                    "words equally likely): no answer, scored 0.5 like a guess",
+                )
         else:
             _warn(warned, f"lens unavailable: {feats.lens_note}")
         answers, source = _behaviour(test_rows, behaviour, lens_test, cat, warned)
@@ -280,9 +293,12 @@ def probe_rows(
         if answers is not None:
             no_answer = sum(a not in LABELS for a in answers)
             if no_answer:
-                _warn(warned, f"{cat}: behaviour ({source}) has no answer for {no_answer} of "
-                      f"{len(answers)} test items (unparsed or a lens tie): scored 0.5 like a "
-                      "guess, so they pull the balanced accuracy to chance, not below it")
+                _warn(
+                    warned,
+                    f"{cat}: behaviour ({source}) has no answer for {no_answer} of "
+                    f"{len(answers)} test items (unparsed or a lens tie): scored 0.5 like a "
+                    "guess, so they pull the balanced accuracy to chance, not below it",
+                )
             correct = np.array(
                 [
                     float(a == r["direction"]) if a in LABELS else 0.5
@@ -341,10 +357,16 @@ def _behaviour(
         missing = [r["item_id"] for r in test_rows if r["item_id"] not in results]
         if not missing:
             return [results[r["item_id"]] for r in test_rows], "eval results"
-        instead = "the lens at the last layer is used instead" if lens is not None else (
-            "behaviour is not measured (no lens either)")
-        _warn(recorded, f"{category}: the eval results lack {len(missing)} of {len(test_rows)} "
-              f"test items (e.g. {missing[0]}); {instead}")
+        instead = (
+            "the lens at the last layer is used instead"
+            if lens is not None
+            else ("behaviour is not measured (no lens either)")
+        )
+        _warn(
+            recorded,
+            f"{category}: the eval results lack {len(missing)} of {len(test_rows)} "
+            f"test items (e.g. {missing[0]}); {instead}",
+        )
     if lens is not None:
         return behaviour_from_lens(lens[:, -1]), "lens at the last layer"
     return None, ""
@@ -424,9 +446,14 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
     report.write_csv(out / "items.csv", items)
     report.write_csv(
         out / "alignment.csv",
-        [{**r, "n_pairs_a": summary["alignment"]["n_pairs"].get(r["category_a"]),
-          "n_pairs_b": summary["alignment"]["n_pairs"].get(r["category_b"])}
-         for r in summary["alignment"]["rows"]],
+        [
+            {
+                **r,
+                "n_pairs_a": summary["alignment"]["n_pairs"].get(r["category_a"]),
+                "n_pairs_b": summary["alignment"]["n_pairs"].get(r["category_b"]),
+            }
+            for r in summary["alignment"]["rows"]
+        ],
         ["stage", "category_a", "category_b", "kind", "cosine", "null95", "n_pairs_a", "n_pairs_b"],
     )
     (out / "diagnosis.md").write_text(report.markdown(summary))
@@ -500,9 +527,14 @@ def probe_dataset(
     if untestable:  # the model hears a downmix: its states cannot hold a left-to-right course
         rows = [r for r in rows if r["category"] not in untestable]
         if not any(r["category"] not in untestable for r in asked):
-            raise ConfigError(f"{listener.listener_id} cannot be probed on {', '.join(untestable)}: "
-                              + "; ".join(untestable.values()))
-        warnings.warn("not probed: " + "; ".join(f"{c} ({why})" for c, why in untestable.items()), stacklevel=2)
+            raise ConfigError(
+                f"{listener.listener_id} cannot be probed on {', '.join(untestable)}: "
+                + "; ".join(untestable.values())
+            )
+        warnings.warn(
+            "not probed: " + "; ".join(f"{c} ({why})" for c, why in untestable.items()),
+            stacklevel=2,
+        )
     behaviour = behaviour_from_results(results) if results else None
     return probe_rows(
         rows,

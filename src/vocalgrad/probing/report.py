@@ -34,7 +34,7 @@ CURVE_COLUMNS = (
 
 
 def rests_on(data: dict) -> str:
-    """"16 items / 4 sources ⚠": what a category's verdict rests on, flagged below the minimum."""
+    """ "16 items / 4 sources ⚠": what a category's verdict rests on, flagged below the minimum."""
     n, sources = data.get("n_test"), data.get("n_test_sources")
     if n is None or sources is None:
         return "-"

@@ -84,8 +84,10 @@ def balanced_accuracy_ci(
         replicates = ba(np.repeat(seed_mean, g, axis=0), leave_one_out_weights(g))  # curves x G
         per_seed = ba(np.eye(n_seeds), np.ones((n_seeds, g)))  # curves x seeds
         seed_var = per_seed.var(axis=1, ddof=1) / n_seeds if n_seeds > 1 else 0.0
-        return (point, *jackknife_t_ci(point, replicates, LEVEL, proportion=True,
-                                       extra_variance=seed_var))
+        return (
+            point,
+            *jackknife_t_ci(point, replicates, LEVEL, proportion=True, extra_variance=seed_var),
+        )
     if method != BOOTSTRAP:
         return point, np.full_like(point, np.nan), np.full_like(point, np.nan)
     rng = np.random.default_rng(seed)

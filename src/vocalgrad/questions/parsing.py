@@ -61,16 +61,46 @@ fluctuate fluctuates fluctuating fluctuated
 _NEGATORS = frozenset({"not", "never", "no", "neither", "nor", "without", "cannot", "hardly"})
 # Words that end a negation's reach: "does not increase, it decreases" / "not X but Y".
 _BOUNDARIES = frozenset(
-    {".", ",", ";", ":", "!", "?", "but", "rather", "instead", "then", "it", "which", "so",
-     "while", "whereas", "although", "though", "however"}
+    {
+        ".",
+        ",",
+        ";",
+        ":",
+        "!",
+        "?",
+        "but",
+        "rather",
+        "instead",
+        "then",
+        "it",
+        "which",
+        "so",
+        "while",
+        "whereas",
+        "although",
+        "though",
+        "however",
+    }
 )
 _NEGATION_WINDOW = 3  # words between a negator and what it negates
 _FILLER = (("more", "or", "less"),)  # idioms whose words must not count as directions
 # "more" / "less" before these words is about the answerer, not the audio ("I need more
 # information", "more likely to decrease").
 _HEDGE_AFTER = frozenset(
-    {"information", "info", "context", "details", "detail", "data", "likely", "certain",
-     "confident", "specific", "precise", "time"}
+    {
+        "information",
+        "info",
+        "context",
+        "details",
+        "detail",
+        "data",
+        "likely",
+        "certain",
+        "confident",
+        "specific",
+        "precise",
+        "time",
+    }
 )
 _CHOICES = frozenset({"increase", "decrease", "constant"})
 # Words allowed between the options of a restated question ("increase, decrease, or stay").
@@ -235,9 +265,7 @@ def _yes_no(tokens: list[str], mentions: list[_Mention]) -> ParsedAnswer:
     return ParsedAnswer(None, "ambiguous" if changed else "unparsed")
 
 
-def parse_answer(
-    text: str | None, options: tuple[str, ...] = LABELS
-) -> ParsedAnswer:
+def parse_answer(text: str | None, options: tuple[str, ...] = LABELS) -> ParsedAnswer:
     """Read a model's free-text answer as one of `options`.
 
     `options` selects the format: a subset of increase / decrease / constant, or yes / no for
@@ -272,7 +300,12 @@ def parse_labelled(text: str | None, label_of: Mapping[str, str]) -> ParsedAnswe
     i = 0
     while i < len(tokens):
         t = tokens[i]
-        if t in label_of and i + 2 < len(tokens) and tokens[i + 1] == "or" and tokens[i + 2] in label_of:
+        if (
+            t in label_of
+            and i + 2 < len(tokens)
+            and tokens[i + 1] == "or"
+            and tokens[i + 2] in label_of
+        ):
             i += 3  # an echo of the question's "X or Y"
             continue
         if t in label_of:

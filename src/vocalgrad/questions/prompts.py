@@ -67,9 +67,11 @@ class Paraphrase:
 
     def table(self) -> dict[str, str]:
         """Category -> question, over the dimensions that declare this paraphrase."""
-        return {name: dim.QUESTION.paraphrases[self.index]
-                for name, dim in dimensions.DIMENSIONS.items()
-                if len(dim.QUESTION.paraphrases) > self.index}
+        return {
+            name: dim.QUESTION.paraphrases[self.index]
+            for name, dim in dimensions.DIMENSIONS.items()
+            if len(dim.QUESTION.paraphrases) > self.index
+        }
 
 
 VARIANTS: dict[str, Variant] = {
@@ -189,7 +191,9 @@ def recognition_words(category: str) -> tuple[str, str, str]:
     return declared or (attribute_name(category), "high", "low")
 
 
-def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+def _wording(
+    category: str, variant: str, fmt: str
+) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
     """(question, instruction, answer words, their labels) of one category, variant and format."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
@@ -206,7 +210,9 @@ def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str
             )
         return question, v.instruction, v.options, v.options
     if variant not in HELD_VARIANTS:
-        raise ConfigError(f"{fmt} items are asked with the variants {', '.join(HELD_VARIANTS)}, not {variant!r}")
+        raise ConfigError(
+            f"{fmt} items are asked with the variants {', '.join(HELD_VARIANTS)}, not {variant!r}"
+        )
     if fmt == "comparison":
         up, down = COMPARISON_OPTIONS
         question = COMPARISON_QUESTION.format(attribute=attribute_name(category))
@@ -266,8 +272,15 @@ def build_prompt(
         turns.append(Turn("user", text, str(row["item_id"]), position))
         turns.append(Turn("assistant", word[answer]))
     turns.append(Turn("user", text, TARGET if item_id is None else item_id, position))
-    return Prompt(text, options, variant, category, position, tuple(turns),
-                  labels if labels != options else ())
+    return Prompt(
+        text,
+        options,
+        variant,
+        category,
+        position,
+        tuple(turns),
+        labels if labels != options else (),
+    )
 
 
 def choice_options(prompt: Prompt) -> tuple[str, ...]:

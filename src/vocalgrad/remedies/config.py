@@ -53,6 +53,10 @@ class TuneConfig:
             "option_orders": list(ORDERS),
         }
         if self.method == "lora":
-            out |= {"lora_r": self.lora_r, "lora_alpha": self.lora_alpha,
-                    "lora_dropout": self.lora_dropout, "lora_targets": "all linear layers but the head"}
+            out |= {
+                "lora_r": self.lora_r,
+                "lora_alpha": self.lora_alpha,
+                "lora_dropout": self.lora_dropout,
+                "lora_targets": "all linear layers but the head",
+            }
         return out

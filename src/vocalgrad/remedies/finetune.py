@@ -60,8 +60,13 @@ from vocalgrad.remedies.tuned import (
 def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
     """Train-split rows of `categories` whose answer is one of the two-way options (constant
     clips are left out), in row order."""
-    return [r for r in rows if r["split"] == "train" and r["category"] in categories
-            and r["direction"] in build_prompt(r["category"]).options]
+    return [
+        r
+        for r in rows
+        if r["split"] == "train"
+        and r["category"] in categories
+        and r["direction"] in build_prompt(r["category"]).options
+    ]
 
 
 def _audio(row: dict, sr: int) -> np.ndarray:
@@ -83,18 +88,33 @@ def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
         (2,) int: the index of the correct option in each request.
     """
     audio = {row["item_id"]: _audio(row, sr)}
-    reqs = [Request(row["item_id"], build_prompt(row["category"], variant, False, (), row["item_id"]), audio,
-                    row.get("source_id")) for variant in ORDERS]
+    reqs = [
+        Request(
+            row["item_id"],
+            build_prompt(row["category"], variant, False, (), row["item_id"]),
+            audio,
+            row.get("source_id"),
+        )
+        for variant in ORDERS
+    ]
     return reqs, option_targets(row)
 
 
 def option_targets(row: dict) -> torch.Tensor:
     """The index of the correct option under each option order."""
-    return torch.tensor([build_prompt(row["category"], v, False, (), row["item_id"]).options.index(
-        expected_answer(row["direction"], v)) for v in ORDERS])
+    return torch.tensor(
+        [
+            build_prompt(row["category"], v, False, (), row["item_id"]).options.index(
+                expected_answer(row["direction"], v)
+            )
+            for v in ORDERS
+        ]
+    )
 
 
-def _prepare(listener: Listener, config: TuneConfig) -> tuple[list[tuple[str, torch.nn.Parameter]], bool, Any]:
+def _prepare(
+    listener: Listener, config: TuneConfig
+) -> tuple[list[tuple[str, torch.nn.Parameter]], bool, Any]:
     """Freeze everything, then make trainable what the method trains. Returns the trainable
     (name, parameter) pairs, whether the head was untied, and the peft model (LoRA)."""
     module = listener.tunable_module()
@@ -107,15 +127,22 @@ def _prepare(listener: Listener, config: TuneConfig) -> tuple[list[tuple[str, to
     elif config.method == "lora":
         from peft import LoraConfig, get_peft_model
 
-        lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                          target_modules=linear_names(listener), bias="none")
+        lora = LoraConfig(
+            r=config.lora_r,
+            lora_alpha=config.lora_alpha,
+            lora_dropout=config.lora_dropout,
+            target_modules=linear_names(listener),
+            bias="none",
+        )
         peft_model = get_peft_model(module, lora)  # injects into `module` in place
     else:
         module.requires_grad_(True)
     return [(n, p) for n, p in module.named_parameters() if p.requires_grad], untied, peft_model
 
 
-def _read_head_inputs(listener: Listener, items: Sequence[dict], config: TuneConfig) -> dict[str, HeadInputs] | None:
+def _read_head_inputs(
+    listener: Listener, items: Sequence[dict], config: TuneConfig
+) -> dict[str, HeadInputs] | None:
     """Head-only tuning: every train item's head inputs (both option orders), read once with
     the trunk in eval mode, or None where the head alone does not reproduce the model's option
     scores (logits transformed after the head): then every step runs the whole model."""
@@ -144,12 +171,27 @@ def _save_checkpoint(folder: Path, state: dict) -> None:
 
 def _identity(listener: Listener, base_spec: str, config: TuneConfig, data_sha: str) -> dict:
     """What a finished adapter must match to be reused."""
-    return {"base": {"spec": base_spec, "listener_id": listener.listener_id, "revision": listener.revision},
-            "config": asdict(config), "data_sha256": data_sha}
+    return {
+        "base": {
+            "spec": base_spec,
+            "listener_id": listener.listener_id,
+            "revision": listener.revision,
+        },
+        "config": asdict(config),
+        "data_sha256": data_sha,
+    }
 
 
-def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: TuneConfig, *,
-         base_spec: str | None = None, data_sha: str = "", on_step: Callable[[int, float], None] | None = None) -> dict:
+def tune(
+    listener: Listener,
+    rows: Sequence[dict],
+    out: str | Path,
+    config: TuneConfig,
+    *,
+    base_spec: str | None = None,
+    data_sha: str = "",
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict:
     """Tune `listener` in place on the rows' train split; write OUT/adapter.
 
     Parameters
@@ -186,7 +228,9 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
     require_tunable(listener)
     out = Path(out)
     adapter = out / "adapter"
-    identity = json.loads(json.dumps(_identity(listener, base_spec or listener.listener_id, config, data_sha)))
+    identity = json.loads(
+        json.dumps(_identity(listener, base_spec or listener.listener_id, config, data_sha))
+    )
     meta_path = adapter / META_FILE
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text())
@@ -194,15 +238,18 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
             apply_adapter(listener, adapter, config.method)
             _rename(listener, meta)
             return meta
-        raise ConfigError(f"{out} holds an adapter tuned with other settings or data; choose another --out")
+        raise ConfigError(
+            f"{out} holds an adapter tuned with other settings or data; choose another --out"
+        )
     items = train_items(rows, config.categories)
     if not items:
         raise ConfigError(f"no train items in categories {list(config.categories)}")
     torch.manual_seed(config.seed)
     module = listener.tunable_module()
     trainable, untied, peft_model = _prepare(listener, config)
-    optimizer = torch.optim.AdamW([p for _, p in trainable], lr=config.learning_rate,
-                                  weight_decay=config.weight_decay)
+    optimizer = torch.optim.AdamW(
+        [p for _, p in trainable], lr=config.learning_rate, weight_decay=config.weight_decay
+    )
     per_epoch = math.ceil(len(items) / config.batch_items)
     total = per_epoch * config.epochs
     step, losses, elapsed = 0, [], 0.0
@@ -210,7 +257,9 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
     if ckpt.is_file():
         state = torch.load(ckpt, weights_only=False)
         if state["identity"] != identity:
-            raise ConfigError(f"{ckpt} belongs to another tuning run; remove it or choose another --out")
+            raise ConfigError(
+                f"{ckpt} belongs to another tuning run; remove it or choose another --out"
+            )
         params = dict(trainable)
         with torch.no_grad():
             for name, value in state["trainable"].items():
@@ -224,7 +273,9 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
     while step < total:
         epoch, index = divmod(step, per_epoch)
         order = np.random.default_rng([config.seed, epoch]).permutation(len(items))
-        batch = [items[i] for i in order[index * config.batch_items : (index + 1) * config.batch_items]]
+        batch = [
+            items[i] for i in order[index * config.batch_items : (index + 1) * config.batch_items]
+        ]
         optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for start in range(0, len(batch), config.micro_batch):
@@ -232,7 +283,8 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
             targets = torch.cat([option_targets(row) for row in chunk])
             if cached is None:
                 logits = listener.option_logprobs(
-                    [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]])
+                    [r for row in chunk for r in requests_for(row, listener.sample_rate)[0]]
+                )
             else:
                 inputs = HeadInputs.concat([cached[row["item_id"]] for row in chunk])
                 logits = inputs.score(listener.output_head())
@@ -243,11 +295,18 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
         step += 1
         losses.append(loss_sum / (len(batch) * len(ORDERS)))
         if step % config.checkpoint_every == 0 and step < total:
-            _save_checkpoint(ckpt.parent, {
-                "identity": identity, "step": step, "losses": losses, "elapsed": time.time() - started,
-                "trainable": {n: p.detach().clone() for n, p in trainable},
-                "optimizer": optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
-            })
+            _save_checkpoint(
+                ckpt.parent,
+                {
+                    "identity": identity,
+                    "step": step,
+                    "losses": losses,
+                    "elapsed": time.time() - started,
+                    "trainable": {n: p.detach().clone() for n, p in trainable},
+                    "optimizer": optimizer.state_dict(),
+                    "torch_rng": torch.get_rng_state(),
+                },
+            )
         if on_step is not None:
             on_step(step, losses[-1])
     module.eval()
@@ -260,7 +319,9 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
     else:
         from safetensors.torch import save_file
 
-        save_file({n: p.detach().contiguous().clone() for n, p in trainable}, str(tmp / WEIGHTS_FILE))
+        save_file(
+            {n: p.detach().contiguous().clone() for n, p in trainable}, str(tmp / WEIGHTS_FILE)
+        )
     sha = adapter_sha256(tmp)
     import peft
 
@@ -296,13 +357,25 @@ def tune(listener: Listener, rows: Sequence[dict], out: str | Path, config: Tune
 
 def _rename(listener: Listener, meta: dict) -> None:
     """A tuned listener's id and revision differ from its base's, so runs and caches differ."""
-    listener.listener_id = tuned_id(meta["base"]["listener_id"], meta["method"], meta["train_categories"],
-                                    meta["adapter_sha256"])
+    listener.listener_id = tuned_id(
+        meta["base"]["listener_id"],
+        meta["method"],
+        meta["train_categories"],
+        meta["adapter_sha256"],
+    )
     listener.revision = meta["adapter_sha256"][:12]
 
 
-def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig, *, batch_size: int = 16,
-             cache: Any = None, on_step: Callable[[int, float], None] | None = None) -> dict:
+def finetune(
+    dataset: str | Path,
+    spec: str,
+    out: str | Path,
+    config: TuneConfig,
+    *,
+    batch_size: int = 16,
+    cache: Any = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict:
     """`vocalgrad finetune`: tune `spec` on the dataset's train split, then evaluate it
     (choice mode, both option orders) on the test split of every category.
 
@@ -348,15 +421,31 @@ def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig
     if unknown:
         raise ConfigError(f"{dataset} has no categories {unknown}; it has {', '.join(known)}")
     listener = load_listener(spec, dataset=dataset)
-    untestable = untestable_categories([r for r in rows if r["category"] in config.categories], listener)
+    untestable = untestable_categories(
+        [r for r in rows if r["category"] in config.categories], listener
+    )
     if untestable:  # a downmix of a left-to-right pan has nothing to learn from
-        raise ConfigError(f"cannot tune {listener.listener_id} on {', '.join(untestable)}: "
-                          + "; ".join(untestable.values()))
-    meta = tune(listener, rows, out, config, base_spec=spec, data_sha=content_sha256(dataset), on_step=on_step)
-    counts = evaluate(dataset, listener, out, EvalConfig(mode="choice", batch_size=batch_size), cache=cache)
+        raise ConfigError(
+            f"cannot tune {listener.listener_id} on {', '.join(untestable)}: "
+            + "; ".join(untestable.values())
+        )
+    meta = tune(
+        listener,
+        rows,
+        out,
+        config,
+        base_spec=spec,
+        data_sha=content_sha256(dataset),
+        on_step=on_step,
+    )
+    counts = evaluate(
+        dataset, listener, out, EvalConfig(mode="choice", batch_size=batch_size), cache=cache
+    )
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["finetune"] = {k: v for k, v in meta.items() if k != "losses"} | {"adapter": str((out / "adapter").resolve())}
+    manifest["finetune"] = {k: v for k, v in meta.items() if k != "losses"} | {
+        "adapter": str((out / "adapter").resolve())
+    }
     atomic_write_text(manifest_path, json.dumps(manifest, indent=2) + "\n")
     summary = score_run(out)
     write_summary(out, summary)

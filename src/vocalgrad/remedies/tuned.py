@@ -92,7 +92,9 @@ def apply_adapter(listener: Listener, folder: Path, method: str) -> None:
 
         if method == "head":
             listener.untie_head()
-        missing, unexpected = module.load_state_dict(load_file(str(folder / WEIGHTS_FILE)), strict=False)
+        missing, unexpected = module.load_state_dict(
+            load_file(str(folder / WEIGHTS_FILE)), strict=False
+        )
         if unexpected:
             raise ConfigError(f"{folder}: weights for parameters the model lacks: {unexpected[:5]}")
     module.eval()
@@ -123,19 +125,26 @@ def load_tuned(path: str | Path, **options: Any) -> Listener:
     if (folder / "adapter" / META_FILE).is_file():  # the run folder given instead of its adapter
         folder = folder / "adapter"
     if not (folder / META_FILE).is_file():
-        raise ConfigError(f"{folder}: no {META_FILE}; point tuned: at a `vocalgrad finetune` adapter folder")
+        raise ConfigError(
+            f"{folder}: no {META_FILE}; point tuned: at a `vocalgrad finetune` adapter folder"
+        )
     meta = json.loads((folder / META_FILE).read_text())
     sha = adapter_sha256(folder)
     if sha != meta["adapter_sha256"]:
-        raise ConfigError(f"{folder}: adapter files changed since tuning (checksum {sha[:12]} != recorded)")
+        raise ConfigError(
+            f"{folder}: adapter files changed since tuning (checksum {sha[:12]} != recorded)"
+        )
     listener = load_listener(meta["base"]["spec"], **options)
     if listener.revision != meta["base"]["revision"]:
         raise ConfigError(
-            f"{folder} was tuned from {meta['base']['listener_id']} revision {meta['base']['revision']}, "
+            f"{folder} was tuned from {meta['base']['listener_id']} revision "
+            f"{meta['base']['revision']}, "
             f"but {meta['base']['spec']} now resolves to revision {listener.revision}"
         )
     apply_adapter(listener, folder, meta["method"])
-    listener.listener_id = tuned_id(listener.listener_id, meta["method"], meta["train_categories"], sha)
+    listener.listener_id = tuned_id(
+        listener.listener_id, meta["method"], meta["train_categories"], sha
+    )
     listener.revision = sha[:12]
     return listener
 

@@ -34,14 +34,28 @@ from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
 from vocalgrad.report.render import to_html, to_markdown, write_figures
 
-SECTION_IDS = ("headline", "formats", "bias", "psychometric", "probing", "remedies", "dataset",
-               "provenance")
+SECTION_IDS = (
+    "headline",
+    "formats",
+    "bias",
+    "psychometric",
+    "probing",
+    "remedies",
+    "dataset",
+    "provenance",
+)
 __all__ = ["SECTION_IDS", "build_sections", "write_report"]
 
 
-def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | None = None,
-                   probe_dirs: Iterable[str | Path] = (), n_boot: int = N_BOOT,
-                   fit_boot: int = 300, seed: int = 0, command: str = "") -> list[Section]:
+def build_sections(
+    results_dirs: Sequence[str | Path],
+    dataset: str | Path | None = None,
+    probe_dirs: Iterable[str | Path] = (),
+    n_boot: int = N_BOOT,
+    fit_boot: int = 300,
+    seed: int = 0,
+    command: str = "",
+) -> list[Section]:
     """Every section, in order. `n_boot` for accuracy CIs, `fit_boot` for threshold CIs."""
     if not results_dirs:
         raise ConfigError("report: give at least one results folder (a `vocalgrad eval` output)")
@@ -58,11 +72,15 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
     probes = [load_probe(d) for d in probe_dirs]
     dataset_note = ""
     if dataset is None:  # fall back on the dataset the first run was evaluated on
-        recorded = next((r.manifest.get("dataset") for r in runs if r.manifest.get("dataset")), None)
+        recorded = next(
+            (r.manifest.get("dataset") for r in runs if r.manifest.get("dataset")), None
+        )
         if recorded and Path(recorded).is_dir():
             dataset = recorded
         elif recorded:
-            dataset_note = f"The runs were evaluated on {recorded}, which is not here: section skipped."
+            dataset_note = (
+                f"The runs were evaluated on {recorded}, which is not here: section skipped."
+            )
     info = load_dataset_info(dataset) if dataset is not None else None
     if dataset is not None and info is None:
         dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
@@ -75,14 +93,23 @@ def build_sections(results_dirs: Sequence[str | Path], dataset: str | Path | Non
         sections.probing(probes),
         remedies(runs, probes, n_boot, seed),
         sections.dataset(info, dataset_note),
-        sections.provenance(runs, command or _command(results_dirs, dataset, probe_dirs), generated),
+        sections.provenance(
+            runs, command or _command(results_dirs, dataset, probe_dirs), generated
+        ),
     ]
 
 
-def write_report(results_dirs: Sequence[str | Path], out_html: str | Path,
-                 dataset: str | Path | None = None, probe_dirs: Iterable[str | Path] = (),
-                 fmt: str = "html", n_boot: int = N_BOOT, fit_boot: int = 300, seed: int = 0,
-                 command: str = "") -> Path:
+def write_report(
+    results_dirs: Sequence[str | Path],
+    out_html: str | Path,
+    dataset: str | Path | None = None,
+    probe_dirs: Iterable[str | Path] = (),
+    fmt: str = "html",
+    n_boot: int = N_BOOT,
+    fit_boot: int = 300,
+    seed: int = 0,
+    command: str = "",
+) -> Path:
     """Write the report to `out_html` (markdown plus PNGs next to it with fmt="md"), and
     beside it each figure as `<stem>-<figure>.svg`, `.pdf` and `.csv`."""
     if fmt not in ("html", "md"):
@@ -92,11 +119,16 @@ def write_report(results_dirs: Sequence[str | Path], out_html: str | Path,
     out = Path(out_html)
     out.parent.mkdir(parents=True, exist_ok=True)
     title = "vocalgrad report"
-    subtitle = (f"Do listeners hear gradual acoustic change? {len(results_dirs)} run(s), "
-                f"vocalgrad {__version__}.")
+    subtitle = (
+        f"Do listeners hear gradual acoustic change? {len(results_dirs)} run(s), "
+        f"vocalgrad {__version__}."
+    )
     files = write_figures(parts, out)
-    text = (to_html(title, subtitle, parts, files) if fmt == "html"
-            else to_markdown(title, subtitle, parts, out))
+    text = (
+        to_html(title, subtitle, parts, files)
+        if fmt == "html"
+        else to_markdown(title, subtitle, parts, out)
+    )
     atomic_write_text(out, text)
     return out
 

@@ -20,8 +20,17 @@ ADAPTIVE_TIER = "adaptive"
 SWEEP_TIER = re.compile(r"p\d+$")  # tiers of the psychometric design (plan.py: p1..pN)
 CHANCE_COLOUR = "#9e9e9e"
 # tab10 without its grey, so grey stays free for chance; humans get dark, distinct tones
-MODEL_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                 "#bcbd22", "#17becf")
+MODEL_COLOURS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#bcbd22",
+    "#17becf",
+)
 HUMAN_COLOURS = ("#111111", "#5d4037", "#37474f")
 # references are drawn as lines and bands, in greys, never as a competing listener's colour
 REFERENCE_COLOURS = ("#424242", "#757575", "#616161", "#8d8d8d", "#333333", "#a8a8a8")
@@ -49,8 +58,10 @@ def load_runs(dirs: Iterable[str | Path]) -> list[Run]:
         manifest, rows = load_results(d)
         adaptive_path = Path(d) / "adaptive.json"
         adaptive = _read_json(adaptive_path)
-        entries = [{**e, "listener": e.get("listener") or adaptive.get("listener") or Path(d).name}
-                   for e in adaptive.get("results", [])]
+        entries = [
+            {**e, "listener": e.get("listener") or adaptive.get("listener") or Path(d).name}
+            for e in adaptive.get("results", [])
+        ]
         runs.append(Run(Path(d), manifest, rows, entries))
     return runs
 
@@ -76,7 +87,7 @@ def is_reference(listener: str) -> bool:
 
 
 def kind_of(listener: str) -> str:
-    """"human", "reference" or "model": how a listener is shown and whether it is ranked."""
+    """ "human", "reference" or "model": how a listener is shown and whether it is ranked."""
     return "human" if is_human(listener) else "reference" if is_reference(listener) else "model"
 
 
@@ -130,12 +141,17 @@ def palette(listeners: Iterable[str]) -> dict[str, str]:
     """One colour per listener, fixed by name order so every figure and table agrees; the
     models take the bright colours, references greys, humans dark tones."""
     names = set(listeners)
-    by_kind = {k: sorted(x for x in names if kind_of(x) == k) for k in ("model", "reference", "human")}
+    by_kind = {
+        k: sorted(x for x in names if kind_of(x) == k) for k in ("model", "reference", "human")
+    }
     bases = sorted({split_format(m)[0] for m in by_kind["model"]})  # a model keeps its colour
-    colours = {m: MODEL_COLOURS[bases.index(split_format(m)[0]) % len(MODEL_COLOURS)]
-               for m in by_kind["model"]}  # in every question format
-    colours |= {r: REFERENCE_COLOURS[i % len(REFERENCE_COLOURS)]
-                for i, r in enumerate(by_kind["reference"])}
+    colours = {
+        m: MODEL_COLOURS[bases.index(split_format(m)[0]) % len(MODEL_COLOURS)]
+        for m in by_kind["model"]
+    }  # in every question format
+    colours |= {
+        r: REFERENCE_COLOURS[i % len(REFERENCE_COLOURS)] for i, r in enumerate(by_kind["reference"])
+    }
     colours |= {h: HUMAN_COLOURS[i % len(HUMAN_COLOURS)] for i, h in enumerate(by_kind["human"])}
     colours["chance"] = CHANCE_COLOUR
     return colours
@@ -148,7 +164,9 @@ class Probe:
     layers: list[dict]
     diagnosis: list[dict]
     warnings: list[str] = field(default_factory=list)  # the probe run's own, and reading it
-    train_dataset: str | None = None  # where the probes' train split came from, if not the probed set
+    train_dataset: str | None = (
+        None  # where the probes' train split came from, if not the probed set
+    )
     alignment: list[dict] = field(default_factory=list)  # alignment.csv rows: direction cosines
 
 
@@ -178,16 +196,24 @@ def load_probe(path: str | Path) -> Probe:
     are left out with a warning, kept in `Probe.warnings` for the report."""
     path = Path(path)
     if not any((path / name).is_file() for name in PROBE_FILES):
-        raise ConfigError(f"--probe {path}: no {', '.join(PROBE_FILES)}; is this a "
-                          "`vocalgrad probe` output folder?")
+        raise ConfigError(
+            f"--probe {path}: no {', '.join(PROBE_FILES)}; is this a "
+            "`vocalgrad probe` output folder?"
+        )
     layers_csv = path / "layers.csv"
-    raw = ([{**r, "row": f"layers.csv:{i + 2}"} for i, r in enumerate(_read_csv(layers_csv))]
-           if layers_csv.is_file() else _from_pipeline(path))
+    raw = (
+        [{**r, "row": f"layers.csv:{i + 2}"} for i, r in enumerate(_read_csv(layers_csv))]
+        if layers_csv.is_file()
+        else _from_pipeline(path)
+    )
     layers, bad = [], []
     for r in raw:
         try:
-            layer = {**r, "layer_index": int(float(r["layer_index"])),
-                     **{k: _number(r.get(k)) for k in ("balanced_accuracy", "ci_lo", "ci_hi")}}
+            layer = {
+                **r,
+                "layer_index": int(float(r["layer_index"])),
+                **{k: _number(r.get(k)) for k in ("balanced_accuracy", "ci_lo", "ci_hi")},
+            }
             if not all(r.get(k) for k in ("category", "stage", "probe")):
                 raise ValueError("category, stage or probe is empty")
         except (KeyError, TypeError, ValueError) as err:
@@ -199,20 +225,28 @@ def load_probe(path: str | Path) -> Probe:
     listener = str(who.get("listener") if isinstance(who, dict) else who) if who else path.name
     notes = [str(w) for w in summary.get("warnings", [])]
     if bad:
-        message = (f"{path}: {len(bad)} of {len(raw)} probe rows could not be read and are "
-                   f"left out: {'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
+        message = (
+            f"{path}: {len(bad)} of {len(raw)} probe rows could not be read and are "
+            f"left out: {'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}"
+        )
         warnings.warn(message, stacklevel=2)
         notes.append(message)
     diagnosis_csv = path / "diagnosis.csv"
     diagnosis = _read_csv(diagnosis_csv) if diagnosis_csv.is_file() else []
     alignment_csv = path / "alignment.csv"
-    alignment = [{**r, "cosine": _number(r.get("cosine")), "null95": _number(r.get("null95"))}
-                 for r in _read_csv(alignment_csv)] if alignment_csv.is_file() else []
+    alignment = (
+        [
+            {**r, "cosine": _number(r.get("cosine")), "null95": _number(r.get("null95"))}
+            for r in _read_csv(alignment_csv)
+        ]
+        if alignment_csv.is_file()
+        else []
+    )
     return Probe(path, listener, layers, diagnosis, notes, summary.get("train_dataset"), alignment)
 
 
 def _split_stage(name: str) -> tuple[str, int]:
-    """"encoder.3" -> ("encoder", 3); "lm.12@audio" -> ("lm@audio", 12); "projector" -> (.., 0)."""
+    """ "encoder.3" -> ("encoder", 3); "lm.12@audio" -> ("lm@audio", 12); "projector" -> (.., 0)."""
     m = re.match(r"^(.*?)\.(\d+)(@.*)?$", name)
     return (m.group(1) + (m.group(3) or ""), int(m.group(2))) if m else (name, 0)
 
@@ -232,19 +266,39 @@ def _from_pipeline(path: Path) -> list[dict]:
     curves = path / "curves.csv"
     for i, r in enumerate(_read_csv(curves) if curves.is_file() else []):
         kind = r.get("kind") or "model"
-        stage, layer = (("dsp", 0) if kind == "dsp"
-                        else _split_stage(str(r.get("stage", "")).removeprefix("random:")))
+        stage, layer = (
+            ("dsp", 0)
+            if kind == "dsp"
+            else _split_stage(str(r.get("stage", "")).removeprefix("random:"))
+        )
         for probe, col in PIPELINE_PROBES.get(kind, ((kind, "linear"),)):
-            out.append({"category": r.get("category"), "stage": stage, "layer_index": layer,
-                        "probe": probe, "balanced_accuracy": r.get(f"{col}_ba"),
-                        "ci_lo": r.get(f"{col}_lo"), "ci_hi": r.get(f"{col}_hi"),
-                        "row": f"curves.csv:{i + 2}"})
+            out.append(
+                {
+                    "category": r.get("category"),
+                    "stage": stage,
+                    "layer_index": layer,
+                    "probe": probe,
+                    "balanced_accuracy": r.get(f"{col}_ba"),
+                    "ci_lo": r.get(f"{col}_lo"),
+                    "ci_hi": r.get(f"{col}_hi"),
+                    "row": f"curves.csv:{i + 2}",
+                }
+            )
     lens = path / "lens.csv"
     for i, r in enumerate(_read_csv(lens) if lens.is_file() else []):
         stage, layer = _split_stage(r["stage"]) if r.get("stage") else (LENS_FAMILY, r.get("layer"))
-        out.append({"category": r.get("category"), "stage": stage, "layer_index": layer,
-                    "probe": "lens", "balanced_accuracy": r.get("ba"), "ci_lo": r.get("ba_lo"),
-                    "ci_hi": r.get("ba_hi"), "row": f"lens.csv:{i + 2}"})
+        out.append(
+            {
+                "category": r.get("category"),
+                "stage": stage,
+                "layer_index": layer,
+                "probe": "lens",
+                "balanced_accuracy": r.get("ba"),
+                "ci_lo": r.get("ba_lo"),
+                "ci_hi": r.get("ba_hi"),
+                "row": f"lens.csv:{i + 2}",
+            }
+        )
     return out
 
 
@@ -273,5 +327,6 @@ def load_dataset_info(path: str | Path) -> DatasetInfo | None:
     card = (path / "README.md").read_text() if (path / "README.md").is_file() else ""
     if not rows and not card:
         return None
-    return DatasetInfo(path, _read_json(path / "build.json"), _read_json(path / "build_report.json"),
-                       rows, card)
+    return DatasetInfo(
+        path, _read_json(path / "build.json"), _read_json(path / "build_report.json"), rows, card
+    )

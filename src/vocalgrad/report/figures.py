@@ -27,6 +27,8 @@ FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
 
 def marker_of(listener: str) -> str:
     return FORMAT_MARKERS.get(split_format(listener)[1], "D")
+
+
 PROBE_STYLES = {  # probe -> (colour, line style, label)
     "linear": ("#1f77b4", "-", "linear probe"),
     "mlp": ("#ff7f0e", "-", "MLP probe"),
@@ -75,14 +77,23 @@ def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> Figure:
     left.legend(fontsize=8, loc="lower right")
     for e in entries:
         c = colours.get(e["listener"])
-        pts = [(d, k) for d, k in e.get("per_category", []) if math.isfinite(d) and math.isfinite(k)]
+        pts = [
+            (d, k) for d, k in e.get("per_category", []) if math.isfinite(d) and math.isfinite(k)
+        ]
         if pts:
             d, k = zip(*pts, strict=True)
             right.scatter(k, d, s=14, color=c, alpha=0.35, lw=0, marker=marker_of(e["listener"]))
         if math.isfinite(e["dprime"]) and math.isfinite(e["criterion"]):
-            right.scatter([e["criterion"]], [e["dprime"]], s=70, color=c, edgecolor="white",
-                          marker=marker_of(e["listener"]),
-                          label=e["listener"], zorder=3)
+            right.scatter(
+                [e["criterion"]],
+                [e["dprime"]],
+                s=70,
+                color=c,
+                edgecolor="white",
+                marker=marker_of(e["listener"]),
+                label=e["listener"],
+                zorder=3,
+            )
     right.axhline(0, color="grey", lw=0.8)
     right.axvline(0, color="grey", lw=0.8)
     right.set_xlabel('criterion c (< 0: leans "increase", > 0: leans "decrease")')
@@ -92,8 +103,11 @@ def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> Figure:
     return fig
 
 
-def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping[str, str],
-                 references: frozenset[str] = frozenset()) -> Figure:
+def psychometric(
+    fits: Mapping[str, Sequence[PsychometricFit]],
+    colours: Mapping[str, str],
+    references: frozenset[str] = frozenset(),
+) -> Figure:
     """One panel per category: observed accuracy per magnitude, fitted curve, 75% threshold.
     A reference listener (`references`) is only its fitted curve, grey and dashed: one that
     never leaves chance draws nothing (the table says so)."""
@@ -121,9 +135,12 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             m = [lv.magnitude * dodge for lv in f.levels]
             acc = np.array([lv.accuracy for lv in f.levels])
             # clipped at 0: a Wilson bound of 1 computes as 1 - 1e-16 under an estimate of 1
-            err = np.clip([acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc], 0, None)
-            h = ax.errorbar(m, acc, yerr=err, fmt=marker_of(f.listener), ms=4, capsize=2, color=c,
-                            alpha=0.8)
+            err = np.clip(
+                [acc - [lv.lo for lv in f.levels], [lv.hi for lv in f.levels] - acc], 0, None
+            )
+            h = ax.errorbar(
+                m, acc, yerr=err, fmt=marker_of(f.listener), ms=4, capsize=2, color=c, alpha=0.8
+            )
             handles.setdefault(f.listener, h)
             if f.status in (OK, BELOW):  # no curve for a listener that never left chance
                 ax.plot(grid, f.predict(grid), color=c, lw=1.5)
@@ -140,18 +157,27 @@ def psychometric(fits: Mapping[str, Sequence[PsychometricFit]], colours: Mapping
             ax.invert_xaxis()  # larger change to the right, whichever way the parameter runs
         ax.set_ylim(0.3, 1.02)
         ax.set_title(_short(cat), fontsize=10)
-        ax.set_xlabel(textwrap.fill(f"{_brief(spec.parameter)} ({spec.unit}) → larger change", 42),
-                      fontsize=8.5)
+        ax.set_xlabel(
+            textwrap.fill(f"{_brief(spec.parameter)} ({spec.unit}) → larger change", 42),
+            fontsize=8.5,
+        )
         ax.set_ylabel("P(correct)")
         ax.grid(alpha=0.25)
-    for ax in axes[len(cats):]:
+    for ax in axes[len(cats) :]:
         ax.set_visible(False)
     legend_rows = math.ceil(len(handles) / 3)
     fig.set_figheight(fig.get_figheight() + 0.22 * legend_rows)
     fig.tight_layout(rect=(0, (0.45 + 0.22 * legend_rows) / fig.get_figheight(), 1, 1))
-    fig.legend(list(handles.values()), [f"{n}" for n in handles], loc="lower center",
-               ncol=min(len(handles), 3), frameon=False, fontsize=9,
-               title="listener (▼ 75% threshold; dashed: chance, dotted: 75%)", title_fontsize=9)
+    fig.legend(
+        list(handles.values()),
+        [f"{n}" for n in handles],
+        loc="lower center",
+        ncol=min(len(handles), 3),
+        frameon=False,
+        fontsize=9,
+        title="listener (▼ 75% threshold; dashed: chance, dotted: 75%)",
+        title_fontsize=9,
+    )
     return fig
 
 
@@ -159,7 +185,7 @@ PROBE_COLUMNS = 3  # panels per row: ~330 px each at the report's 1064 px text w
 
 
 def _family_title(family: str) -> str:
-    """"lm@answer" -> "lm (answer position)": the panel title a reader can parse."""
+    """ "lm@answer" -> "lm (answer position)": the panel title a reader can parse."""
     name, _, where = family.partition("@")
     return f"{name} ({where} position{'s' if where == 'audio' else ''})" if where else name
 
@@ -188,34 +214,52 @@ def probing_figure(layers: Sequence[Mapping], title: str) -> Figure:
     for k, (family, rows) in enumerate(families.items()):
         ax = fig.add_subplot(grid[k // ncols, k % ncols])
         ticks: set[int] = set()
-        probes = [p for p in dict.fromkeys([*PROBE_STYLES, *(r["probe"] for r in rows)])
-                  if any(r["probe"] == p for r in rows)]
+        probes = [
+            p
+            for p in dict.fromkeys([*PROBE_STYLES, *(r["probe"] for r in rows)])
+            if any(r["probe"] == p for r in rows)
+        ]
         for j, probe in enumerate(probes):
             pr = [r for r in rows if r["probe"] == probe]
             colour, style, label = PROBE_STYLES.get(probe, ("#9467bd", "-", probe))
             idx = sorted({r["layer_index"] for r in pr})
             ticks |= set(idx)
-            mean, lo, hi = (np.array([np.nanmean([r[key] for r in pr if r["layer_index"] == i])
-                                      for i in idx]) for key in ("balanced_accuracy", "ci_lo", "ci_hi"))
+            mean, lo, hi = (
+                np.array([np.nanmean([r[key] for r in pr if r["layer_index"] == i]) for i in idx])
+                for key in ("balanced_accuracy", "ci_lo", "ci_hi")
+            )
             if len(idx) == 1:  # a one-layer stage (input features, projector): points with CIs
                 dodge = 0.12 * (j - (len(probes) - 1) / 2)
                 err = np.nan_to_num([mean - lo, hi - mean]).clip(0)
-                legend.setdefault(label, ax.errorbar(np.add(idx, dodge), mean, yerr=err, color=colour,
-                                                     fmt="o", ms=5, capsize=3))
+                legend.setdefault(
+                    label,
+                    ax.errorbar(
+                        np.add(idx, dodge), mean, yerr=err, color=colour, fmt="o", ms=5, capsize=3
+                    ),
+                )
             else:
                 (line,) = ax.plot(idx, mean, color=colour, ls=style, marker="o", ms=3)
                 ax.fill_between(idx, lo, hi, color=colour, alpha=0.12, lw=0)
                 legend[label] = line  # a line shows the style better than a point
         if dsp:
-            legend.setdefault(PROBE_STYLES["dsp"][2], ax.axhline(
-                float(np.mean(dsp)), color=PROBE_STYLES["dsp"][0], ls=PROBE_STYLES["dsp"][1], lw=1.2))
+            legend.setdefault(
+                PROBE_STYLES["dsp"][2],
+                ax.axhline(
+                    float(np.mean(dsp)),
+                    color=PROBE_STYLES["dsp"][0],
+                    ls=PROBE_STYLES["dsp"][1],
+                    lw=1.2,
+                ),
+            )
         ax.axhline(0.5, color="grey", lw=0.8)
         if len(ticks) == 1:
             ax.set_xticks(sorted(ticks))
             ax.set_xlim(min(ticks) - 1, max(ticks) + 1)
         ax.set_ylim(0.3, 1.02)
-        ax.set_title(f"{_family_title(family)}: {len(ticks)} layer{'s' if len(ticks) > 1 else ''}",
-                     fontsize=10)
+        ax.set_title(
+            f"{_family_title(family)}: {len(ticks)} layer{'s' if len(ticks) > 1 else ''}",
+            fontsize=10,
+        )
         ax.set_xlabel("layer index")
         if k % ncols == 0:
             ax.set_ylabel("balanced accuracy")
@@ -223,8 +267,16 @@ def probing_figure(layers: Sequence[Mapping], title: str) -> Figure:
     what = _short(cats[0]) if len(cats) == 1 else f"mean over {len(cats)} categories"
     fig.suptitle(f"{title}: probes per layer, one panel per stage ({what})", fontsize=11)
     fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1))
-    fig.legend(list(legend.values()), list(legend), loc="lower center", frameon=False, fontsize=9,
-               ncol=min(len(legend), 4), title="grey line: chance (0.5)", title_fontsize=8)
+    fig.legend(
+        list(legend.values()),
+        list(legend),
+        loc="lower center",
+        frameon=False,
+        fontsize=9,
+        ncol=min(len(legend), 4),
+        title="grey line: chance (0.5)",
+        title_fontsize=8,
+    )
     return fig
 
 
@@ -234,14 +286,26 @@ def probing(layers: Sequence[Mapping], title: str) -> Figure | None:
     return fig if fig.axes else None
 
 
-def heatmap(matrix: np.ndarray, rows: Sequence[str], columns: Sequence[str], title: str,
-            colour_label: str, limits: tuple[float, float] = (-1.0, 1.0), fmt: str = "{:.2f}") -> Figure:
+def heatmap(
+    matrix: np.ndarray,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    title: str,
+    colour_label: str,
+    limits: tuple[float, float] = (-1.0, 1.0),
+    fmt: str = "{:.2f}",
+) -> Figure:
     """A labelled matrix with its values written in the cells (NaN cells left blank): the
     direction-alignment cosines and the tuning generalisation map share it."""
     fig = Figure(figsize=(1.2 + 0.62 * len(columns), 1.0 + 0.5 * len(rows)))
     ax = fig.add_subplot()
-    image = ax.imshow(np.ma.masked_invalid(matrix), cmap="RdBu_r" if limits[0] < 0 else "viridis",
-                      vmin=limits[0], vmax=limits[1], aspect="auto")
+    image = ax.imshow(
+        np.ma.masked_invalid(matrix),
+        cmap="RdBu_r" if limits[0] < 0 else "viridis",
+        vmin=limits[0],
+        vmax=limits[1],
+        aspect="auto",
+    )
     ax.set_xticks(range(len(columns)), [_short(c) for c in columns], rotation=35, ha="right")
     ax.set_yticks(range(len(rows)), [_short(r) for r in rows])
     for i in range(len(rows)):
@@ -275,8 +339,9 @@ def _reference_style(name: str) -> tuple[str, object, float, str]:
     return REFERENCE_STYLES.get(name, ("#757575", ":", 1.2, name))
 
 
-def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
-                      categories: Sequence[str], title: str) -> Figure:
+def dimensions_figure(
+    series: Sequence[Mapping], references: Sequence[Mapping], categories: Sequence[str], title: str
+) -> Figure:
     """Accuracy (top) and d′ (bottom) per dimension: a point with its 95% CI per series (a
     model, or one model in one question format), side by side within each dimension.
     References are grey: a line across the dimension's slot, or (`at`: a series' label) a tick
@@ -304,20 +369,35 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
                     v = float(np.clip(v, *DPRIME_SPAN))
                 if ref["name"] == RANDOM:
                     if math.isfinite(lo) and math.isfinite(hi):
-                        ax.fill_between([j - 0.45, j + 0.45], lo, hi, color="#bdbdbd", alpha=0.45,
-                                        lw=0, label="random baseline: 95% CI")
+                        ax.fill_between(
+                            [j - 0.45, j + 0.45],
+                            lo,
+                            hi,
+                            color="#bdbdbd",
+                            alpha=0.45,
+                            lw=0,
+                            label="random baseline: 95% CI",
+                        )
                 elif not math.isfinite(v):
                     continue
                 elif ref.get("at") in slot:  # a tick as wide as the series' point slot
                     mid = x(slot[ref["at"]], j)
-                    ax.hlines(v, mid - 0.4 * width, mid + 0.4 * width, colors=colour, lw=lw + 0.6,
-                              label=name)
+                    ax.hlines(
+                        v,
+                        mid - 0.4 * width,
+                        mid + 0.4 * width,
+                        colors=colour,
+                        lw=lw + 0.6,
+                        label=name,
+                    )
                 else:
-                    ax.hlines(v, j - 0.45, j + 0.45, colors=colour, linestyles=style, lw=lw,
-                              label=name)
+                    ax.hlines(
+                        v, j - 0.45, j + 0.45, colors=colour, linestyles=style, lw=lw, label=name
+                    )
         for i, s in enumerate(series):
-            pts = [(x(i, j), *_metric(s["values"].get(cat), key))
-                   for j, cat in enumerate(categories)]
+            pts = [
+                (x(i, j), *_metric(s["values"].get(cat), key)) for j, cat in enumerate(categories)
+            ]
             pts = [p for p in pts if math.isfinite(p[1])]
             if key == "dprime":
                 clipped |= any(not DPRIME_SPAN[0] <= p[1] <= DPRIME_SPAN[1] for p in pts)
@@ -326,19 +406,30 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
                 continue
             xs, ys, lo, hi = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
             err = np.nan_to_num([ys - lo, hi - ys]).clip(0)
-            ax.errorbar(xs, ys, yerr=err, fmt=s.get("marker", "o"), ms=5, capsize=2,
-                        color=s["colour"], label=s["label"], zorder=3)
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=err,
+                fmt=s.get("marker", "o"),
+                ms=5,
+                capsize=2,
+                color=s["colour"],
+                label=s["label"],
+                zorder=3,
+            )
         ax.axhline(chance, color="#9e9e9e", ls="--", lw=1, label="chance")
         ax.set_ylabel(label)
         ax.grid(axis="y", alpha=0.3)
     top.set_ylim(0, 1.02)
     bottom.set_ylim(DPRIME_SPAN[0] - 0.2, DPRIME_SPAN[1] + 0.2)
-    bottom.set_xticks(range(len(categories)), [_short(c) for c in categories], rotation=30,
-                      ha="right")
+    bottom.set_xticks(
+        range(len(categories)), [_short(c) for c in categories], rotation=30, ha="right"
+    )
     bottom.set_xlim(-0.5, len(categories) - 0.5)
     if clipped:
-        bottom.set_title(f"d′ beyond {DPRIME_SPAN[1]:g} drawn at the edge", fontsize=8,
-                         loc="right", color="#555")
+        bottom.set_title(
+            f"d′ beyond {DPRIME_SPAN[1]:g} drawn at the edge", fontsize=8, loc="right", color="#555"
+        )
     drawn = dict(zip(*reversed(top.get_legend_handles_labels()), strict=True))
     first = [s["label"] for s in series if s["label"] in drawn]  # the models, then references
     handles = {lab: drawn[lab] for lab in [*first, *drawn]}
@@ -346,14 +437,21 @@ def dimensions_figure(series: Sequence[Mapping], references: Sequence[Mapping],
     head = 0.12 + 0.24 * math.ceil(len(handles) / 5)  # inches for the title and the legend
     fig.suptitle(title, fontsize=11, y=1 - 0.05 / height, va="top")
     fig.tight_layout(rect=(0, 0, 1, 1 - (head + 0.05) / height))
-    fig.legend(list(handles.values()), list(handles), loc="upper center",
-               bbox_to_anchor=(0.5, 1 - 0.3 / height), ncol=min(len(handles), 5), frameon=False,
-               fontsize=8.5)
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 1 - 0.3 / height),
+        ncol=min(len(handles), 5),
+        frameon=False,
+        fontsize=8.5,
+    )
     return fig
 
 
-def dimensions_data(series: Sequence[Mapping], references: Sequence[Mapping],
-                    categories: Sequence[str]) -> list[dict]:
+def dimensions_data(
+    series: Sequence[Mapping], references: Sequence[Mapping], categories: Sequence[str]
+) -> list[dict]:
     """The numbers `dimensions_figure` draws, one row per listener x dimension."""
     rows = []
     for kind, items in (("model", series), ("reference", references)):
@@ -362,8 +460,19 @@ def dimensions_data(series: Sequence[Mapping], references: Sequence[Mapping],
                 g = s["values"].get(cat)
                 if g is None:
                     continue
-                rows.append({"series": s["label"], "kind": kind,
-                             "listener": s.get("name", s["label"]), "category": cat, "items": g.get("n"), "sources": g.get("n_clusters"),
-                             **{f"{key}{end}": g.get(key + end) for key in ("accuracy", "dprime")
-                                for end in ("", "_lo", "_hi")}})
+                rows.append(
+                    {
+                        "series": s["label"],
+                        "kind": kind,
+                        "listener": s.get("name", s["label"]),
+                        "category": cat,
+                        "items": g.get("n"),
+                        "sources": g.get("n_clusters"),
+                        **{
+                            f"{key}{end}": g.get(key + end)
+                            for key in ("accuracy", "dprime")
+                            for end in ("", "_lo", "_hi")
+                        },
+                    }
+                )
     return rows

@@ -15,8 +15,16 @@ from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, w
 FORMAT_ORDER = ("gradual", "comparison", "recognition")
 SYMBOLS = {"gradual": "○", "comparison": "□", "recognition": "△"}  # as the figure's markers
 IDEAL = "baseline:ideal"
-LEADERBOARD = ["listener", "format", "accuracy [95% CI]", "d′ [95% CI]", "criterion c [95% CI]",
-               "unparsed", "items", "sources"]
+LEADERBOARD = [
+    "listener",
+    "format",
+    "accuracy [95% CI]",
+    "d′ [95% CI]",
+    "criterion c [95% CI]",
+    "unparsed",
+    "items",
+    "sources",
+]
 
 
 def overall(summary: list[dict]) -> dict:
@@ -53,25 +61,39 @@ def leaderboard(summaries: Mapping[str, list[dict]], colours: Mapping[str, str])
     """One row per model (and human) in each question format, sortable; references below."""
     ranked = _order(summaries, [n for n in summaries if kind_of(n) != "reference"])
     models = [n for n in ranked if kind_of(n) == "model"]
-    marks = {2: _best({n: overall(summaries[n])["accuracy"] for n in models}),
-             3: _best({n: overall(summaries[n])["dprime"] for n in models})}
+    marks = {
+        2: _best({n: overall(summaries[n])["accuracy"] for n in models}),
+        3: _best({n: overall(summaries[n])["dprime"] for n in models}),
+    }
 
     def row(name: str) -> list[str]:
         o = overall(summaries[name])
         base, form = split_format(name)
-        return [base, form, _ci(o, "accuracy"), _ci(o, "dprime"), _ci(o, "criterion"),
-                fmt(o["unparsed_rate"]), str(o["n"]), str(o.get("n_clusters", "–"))]
+        return [
+            base,
+            form,
+            _ci(o, "accuracy"),
+            _ci(o, "dprime"),
+            _ci(o, "criterion"),
+            fmt(o["unparsed_rate"]),
+            str(o["n"]),
+            str(o.get("n_clusters", "–")),
+        ]
 
     refs = sorted(n for n in summaries if kind_of(n) == "reference")
-    return Table(LEADERBOARD, [row(n) for n in ranked],
-                 {(i, j) for i, n in enumerate(ranked) for j, best in marks.items() if n in best},
-                 [colours.get(n) for n in ranked],
-                 caption="Overall accuracy and d′ (\"increase\" as the signal), criterion c (< 0 "
-                         "leans \"increase\"), unparsed share; items: changing clips scored, "
-                         f"sources: the recordings they come from. {CI_RULE}. ★ best model; click "
-                         "a column header to sort. References, below the line, are never ranked.",
-                 references=[row(n) for n in refs],
-                 reference_swatches=[colours.get(n) for n in refs], sortable=True)
+    return Table(
+        LEADERBOARD,
+        [row(n) for n in ranked],
+        {(i, j) for i, n in enumerate(ranked) for j, best in marks.items() if n in best},
+        [colours.get(n) for n in ranked],
+        caption='Overall accuracy and d′ ("increase" as the signal), criterion c (< 0 '
+        'leans "increase"), unparsed share; items: changing clips scored, '
+        f"sources: the recordings they come from. {CI_RULE}. ★ best model; click "
+        "a column header to sort. References, below the line, are never ranked.",
+        references=[row(n) for n in refs],
+        reference_swatches=[colours.get(n) for n in refs],
+        sortable=True,
+    )
 
 
 def _per_category_table(summaries, colours, cats, untestable) -> Table:
@@ -83,26 +105,42 @@ def _per_category_table(summaries, colours, cats, untestable) -> Table:
 
     def row(n: str) -> list[str]:
         o = groups[n]["overall"]
-        cells = ["cannot be tested" if c in untestable.get(n, {}) else
-                 _ci(groups[n][c], "accuracy") if c in groups[n] else "–" for c in columns]
+        cells = [
+            "cannot be tested"
+            if c in untestable.get(n, {})
+            else _ci(groups[n][c], "accuracy")
+            if c in groups[n]
+            else "–"
+            for c in columns
+        ]
         return [n, kind_of(n), str(o["n"]), str(o.get("n_clusters", "–")), *cells]
 
     marked = set()
     for j, c in enumerate(columns):
-        best = _best({n: groups[n][c]["accuracy"] for n in ranked
-                      if kind_of(n) == "model" and c in groups[n]})
+        best = _best(
+            {
+                n: groups[n][c]["accuracy"]
+                for n in ranked
+                if kind_of(n) == "model" and c in groups[n]
+            }
+        )
         marked |= {(i, j + 4) for i, n in enumerate(ranked) if n in best}
-    return Table(["listener", "kind", "items", "sources", *[c.replace("_", " ") for c in columns]],
-                 [row(n) for n in ranked], marked, [colours.get(n) for n in ranked],
-                 caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best model in column; "
-                         "references below the line (chance is 0.50).",
-                 references=[row(n) for n in refs],
-                 reference_swatches=[colours.get(n) for n in refs],
-                 folded=f"Accuracy per category, every listener ({len(summaries)})")
+    return Table(
+        ["listener", "kind", "items", "sources", *[c.replace("_", " ") for c in columns]],
+        [row(n) for n in ranked],
+        marked,
+        [colours.get(n) for n in ranked],
+        caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best model in column; "
+        "references below the line (chance is 0.50).",
+        references=[row(n) for n in refs],
+        reference_swatches=[colours.get(n) for n in refs],
+        folded=f"Accuracy per category, every listener ({len(summaries)})",
+    )
 
 
-def _model_section(base: str, forms: Mapping[str, str], summaries, references, cats,
-                   untestable, colour: str | None) -> list:
+def _model_section(
+    base: str, forms: Mapping[str, str], summaries, references, cats, untestable, colour: str | None
+) -> list:
     """A model's accuracy and d′ per dimension, its question formats side by side, against
     chance and the ideal observer asked in the same format."""
     shown = [f for f in FORMAT_ORDER if f in forms] + sorted(set(forms) - set(FORMAT_ORDER))
@@ -120,57 +158,99 @@ def _model_section(base: str, forms: Mapping[str, str], summaries, references, c
             else:
                 row += ["–", "–"] if g is None else [_ci(g, "accuracy"), _ci(g, "dprime")]
         rows.append(row)
-    series = [{"label": f, "colour": colour, "marker": figures.FORMAT_MARKERS.get(f, "D"),
-               "values": groups[f]} for f in shown]
+    series = [
+        {
+            "label": f,
+            "colour": colour,
+            "marker": figures.FORMAT_MARKERS.get(f, "D"),
+            "values": groups[f],
+        }
+        for f in shown
+    ]
     asked = {f: IDEAL if f == "gradual" else f"{IDEAL} [{f}]" for f in shown}
-    ideal = [{"label": f"ideal observer ({f})", "name": IDEAL, "at": f,
-              "values": _by_category(references[name])}
-             for f, name in asked.items() if name in references]
+    ideal = [
+        {
+            "label": f"ideal observer ({f})",
+            "name": IDEAL,
+            "at": f,
+            "values": _by_category(references[name]),
+        }
+        for f, name in asked.items()
+        if name in references
+    ]
     used = sorted({c for g in groups.values() for c in g})
     markers = ", ".join(f"{SYMBOLS.get(f, '◇')} {f}" for f in shown)
     stem = "model-" + "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")
-    blocks: list = [Text(base, "h3"),
-                    Table(header, rows, caption=f"{base}: accuracy and d′ [95% CI] per dimension "
-                          f"in each question format asked. {CI_RULE}.")]
+    blocks: list = [
+        Text(base, "h3"),
+        Table(
+            header,
+            rows,
+            caption=f"{base}: accuracy and d′ [95% CI] per dimension "
+            f"in each question format asked. {CI_RULE}.",
+        ),
+    ]
     if used:
-        blocks.append(Figure(
-            stem, figures.dimensions_figure(series, ideal, used, f"{base}: per dimension and "
-                                            "question format"),
-            f"{base}: accuracy (top) and d′ (bottom) per dimension"
-            + (f", one marker per question format ({markers})" if len(shown) > 1 else "")
-            + "; bars 95% CIs clustered by source; black ticks: the ideal observer asked in the "
-            "same format; dashed: chance.", f"accuracy and d′ per dimension for {base}",
-            figures.dimensions_data(series, ideal, used)))
+        blocks.append(
+            Figure(
+                stem,
+                figures.dimensions_figure(
+                    series, ideal, used, f"{base}: per dimension and question format"
+                ),
+                f"{base}: accuracy (top) and d′ (bottom) per dimension"
+                + (f", one marker per question format ({markers})" if len(shown) > 1 else "")
+                + "; bars 95% CIs clustered by source; black ticks: the ideal observer asked in "
+                "the same format; dashed: chance.",
+                f"accuracy and d′ per dimension for {base}",
+                figures.dimensions_data(series, ideal, used),
+            )
+        )
     return blocks
 
 
-def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references,
-                colours) -> Figure:
+def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, colours) -> Figure:
     """The models side by side (each in its gradual format where asked), references as lines."""
     series = []
     for base, forms in bases.items():
         form = next((f for f in FORMAT_ORDER if f in forms), sorted(forms)[0])
-        series.append({"label": base if form == "gradual" else f"{base} [{form}]",
-                       "colour": colours.get(forms[form]),
-                       "values": _by_category(summaries[forms[form]])})
-    refs = [{"label": n, "name": n, "values": _by_category(references[n])}
-            for n in sorted(references) if split_format(n)[1] == "gradual"]
+        series.append(
+            {
+                "label": base if form == "gradual" else f"{base} [{form}]",
+                "colour": colours.get(forms[form]),
+                "values": _by_category(summaries[forms[form]]),
+            }
+        )
+    refs = [
+        {"label": n, "name": n, "values": _by_category(references[n])}
+        for n in sorted(references)
+        if split_format(n)[1] == "gradual"
+    ]
     used = sorted({c for s in series for c in s["values"]})
-    return Figure("models", figures.dimensions_figure(series, refs, used, "Models compared"),
-                  "The models per dimension (gradual format where asked): accuracy (top) and d′ "
-                  "(bottom) with 95% CIs clustered by source. Grey, the references: grey band, the "
-                  "random baseline's 95% CI; black line, the ideal observer; dashed, chance.",
-                  "models compared per dimension", figures.dimensions_data(series, refs, used))
+    return Figure(
+        "models",
+        figures.dimensions_figure(series, refs, used, "Models compared"),
+        "The models per dimension (gradual format where asked): accuracy (top) and d′ "
+        "(bottom) with 95% CIs clustered by source. Grey, the references: grey band, the "
+        "random baseline's 95% CI; black line, the ideal observer; dashed, chance.",
+        "models compared per dimension",
+        figures.dimensions_data(series, refs, used),
+    )
 
 
-def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], note: str,
-             untestable: Mapping[str, Mapping[str, str]] | None = None) -> Section:
+def headline(
+    summaries: Mapping[str, list[dict]],
+    colours: Mapping[str, str],
+    note: str,
+    untestable: Mapping[str, Mapping[str, str]] | None = None,
+) -> Section:
     """The leaderboard, a figure comparing the models, and a headline per model. A category
     a listener could not be tested on (`untestable`: listener -> category -> why) says so in
     its cell, rather than a dash that reads as missing."""
     untestable = untestable or {}
-    cats = sorted({g["category"] for s in summaries.values() for g in s if g["group"] != "overall"}
-                  | {c for n in summaries for c in untestable.get(n, {})})
+    cats = sorted(
+        {g["category"] for s in summaries.values() for g in s if g["group"] != "overall"}
+        | {c for n in summaries for c in untestable.get(n, {})}
+    )
     references = {n: s for n, s in summaries.items() if kind_of(n) == "reference"}
     models = [n for n in _order(summaries, summaries) if kind_of(n) == "model"]
     bases: dict[str, dict[str, str]] = {}
@@ -198,12 +278,17 @@ def headline(summaries: Mapping[str, list[dict]], colours: Mapping[str, str], no
 def _glance(summaries: Mapping[str, list[dict]], models: list[str]) -> str:
     ranked = models or _order(summaries, [n for n in summaries if is_human(n)])
     if not ranked:
-        return (f"No model evaluated: {len(summaries)} reference(s) only." if summaries
-                else "No scored rows.")
+        return (
+            f"No model evaluated: {len(summaries)} reference(s) only."
+            if summaries
+            else "No scored rows."
+        )
     top = overall(summaries[ranked[0]])
-    text = (f"Best {'model' if models else 'listener'}: {ranked[0]} at {fmt(top['accuracy'])} "
-            f"accuracy, d′ {fmt(top['dprime'])} ({len(models)} model entr"
-            f"{'y' if len(models) == 1 else 'ies'}")
+    text = (
+        f"Best {'model' if models else 'listener'}: {ranked[0]} at {fmt(top['accuracy'])} "
+        f"accuracy, d′ {fmt(top['dprime'])} ({len(models)} model entr"
+        f"{'y' if len(models) == 1 else 'ies'}"
+    )
     ideal = summaries.get(IDEAL)
     if ideal:
         text += f"; the ideal observer {fmt(overall(ideal)['accuracy'])}"

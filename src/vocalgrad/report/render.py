@@ -87,7 +87,6 @@ SORT_SCRIPT = """document.querySelectorAll("table.sortable").forEach(t => {
 });"""
 
 
-
 def _e(text: str) -> str:
     """Escaped text. URLs quoted in text (licences, API base URLs) keep their look but lose
     the literal "://", so the file provably references nothing outside itself."""
@@ -101,8 +100,12 @@ def _breakable(text: str) -> str:
     return re.sub(r"([:+/_])(?=\w)", r"\1<wbr>", _e(text))
 
 
-def _rows_html(rows: Sequence[Sequence[str]], swatches: Sequence[str | None],
-               marked: set[tuple[int, int]] = frozenset(), nowrap: bool = True) -> str:
+def _rows_html(
+    rows: Sequence[Sequence[str]],
+    swatches: Sequence[str | None],
+    marked: set[tuple[int, int]] = frozenset(),
+    nowrap: bool = True,
+) -> str:
     body = []
     for i, row in enumerate(rows):
         cells = []
@@ -125,9 +128,11 @@ def _table_html(t: Table) -> str:
     body = f"<tbody>{_rows_html(t.rows, t.swatches, t.marked, wide)}</tbody>"
     if t.references:
         width = max(len(t.header), *(len(r) for r in t.references))
-        body += ('<tbody class="refs"><tr class="label">'
-                 f'<td colspan="{width}">References (not ranked)</td></tr>'
-                 f"{_rows_html(t.references, t.reference_swatches, nowrap=wide)}</tbody>")
+        body += (
+            '<tbody class="refs"><tr class="label">'
+            f'<td colspan="{width}">References (not ranked)</td></tr>'
+            f"{_rows_html(t.references, t.reference_swatches, nowrap=wide)}</tbody>"
+        )
     cls = ' class="sortable"' if t.sortable else ""
     caption = f'<div class="caption">{_e(t.caption)}</div>' if t.caption else ""
     table = f'<div class="scroll"><table{cls}>{head}{body}</table></div>{caption}'
@@ -146,14 +151,20 @@ def _block_html(block, files: Mapping[str, Mapping[str, str]]) -> str:
         return _table_html(block)
     if isinstance(block, Figure):
         data = base64.b64encode(block.png).decode("ascii")
-        links = "".join(f'<a href="{_e(name)}" download>{kind.upper()}</a>'
-                        for kind, name in files.get(block.name, {}).items())
+        links = "".join(
+            f'<a href="{_e(name)}" download>{kind.upper()}</a>'
+            for kind, name in files.get(block.name, {}).items()
+        )
         links = f'<span class="figlinks">{links}</span>' if links else ""
-        return (f'<figure id="fig-{_e(block.name)}"><img alt="{_e(block.alt or block.caption)}" '
-                f'src="data:image/png;base64,{data}"><figcaption>{_e(block.caption)}{links}'
-                "</figcaption></figure>")
+        return (
+            f'<figure id="fig-{_e(block.name)}"><img alt="{_e(block.alt or block.caption)}" '
+            f'src="data:image/png;base64,{data}"><figcaption>{_e(block.caption)}{links}'
+            "</figcaption></figure>"
+        )
     if isinstance(block, Details):
-        return f"<details><summary>{_e(block.summary)}</summary><pre>{_e(block.text)}</pre></details>"
+        return (
+            f"<details><summary>{_e(block.summary)}</summary><pre>{_e(block.text)}</pre></details>"
+        )
     raise TypeError(f"unknown block {type(block).__name__}")
 
 
@@ -166,8 +177,12 @@ def distinct_warnings(sections: Sequence[Section]) -> list[tuple[str, list[Secti
     return list(seen.items())
 
 
-def to_html(title: str, subtitle: str, sections: Sequence[Section],
-            files: Mapping[str, Mapping[str, str]] | None = None) -> str:
+def to_html(
+    title: str,
+    subtitle: str,
+    sections: Sequence[Section],
+    files: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
     """The page; `files` (figure name -> kind -> file name beside the page) adds download links."""
     files = files or {}
     nav = "".join(f'<a href="#{s.id}">{_e(s.title)}</a>' for s in sections)
@@ -176,24 +191,31 @@ def to_html(title: str, subtitle: str, sections: Sequence[Section],
     number = {w: i + 1 for i, (w, _) in enumerate(warned)}
     items = "".join(
         f'<li id="warning-{number[w]}">{_e(w)} <span class="where">('
-        + ", ".join(f'<a href="#{_e(s.id)}">{_e(s.title)}</a>' for s in where) + ")</span></li>"
-        for w, where in warned)
+        + ", ".join(f'<a href="#{_e(s.id)}">{_e(s.title)}</a>' for s in where)
+        + ")</span></li>"
+        for w, where in warned
+    )
     parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body><main>",
-        f"<h1>{_e(title)}</h1><div class=\"caption\">{_e(subtitle)}</div>",
-        f"<nav>{nav}</nav>", f'<div class="glance"><b>At a glance</b><ul>{glance}</ul></div>',
+        f'<h1>{_e(title)}</h1><div class="caption">{_e(subtitle)}</div>',
+        f"<nav>{nav}</nav>",
+        f'<div class="glance"><b>At a glance</b><ul>{glance}</ul></div>',
     ]
     if warned:
         parts.append(f'<div class="warnings" id="warnings"><b>Warnings</b><ol>{items}</ol></div>')
     for s in sections:
         parts.append(f'<section id="{_e(s.id)}"><h2>{_e(s.title)}</h2>')
-        refs = ", ".join(f'<a href="#warning-{number[w]}">{number[w]}</a>'
-                         for w in dict.fromkeys(s.warnings))
+        refs = ", ".join(
+            f'<a href="#warning-{number[w]}">{number[w]}</a>' for w in dict.fromkeys(s.warnings)
+        )
         if refs:
-            parts.append(f'<p class="warnref">⚠ Read with warning{"s" * (len(s.warnings) > 1)} '
-                         f"{refs} above.</p>")
+            parts.append(
+                f'<p class="warnref">⚠ Read with warning{"s" * (len(s.warnings) > 1)} '
+                f"{refs} above.</p>"
+            )
         parts += [_block_html(b, files) for b in s.blocks]
         parts.append("</section>")
     if any(isinstance(b, Table) and b.sortable for s in sections for b in s.blocks):
@@ -208,9 +230,14 @@ def _md_cell(text: str) -> str:
 
 def _table_md(t: Table) -> str:
     header = t.header or [" "] * max((len(r) for r in t.rows), default=1)
-    lines = ["| " + " | ".join(_md_cell(h) or " " for h in header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        "| " + " | ".join(_md_cell(h) or " " for h in header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for i, row in enumerate(t.rows):
-        cells = [f"**{_md_cell(c)}** ★" if (i, j) in t.marked else _md_cell(c) for j, c in enumerate(row)]
+        cells = [
+            f"**{_md_cell(c)}** ★" if (i, j) in t.marked else _md_cell(c) for j, c in enumerate(row)
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if t.references:
         lines.append("| *references (not ranked)* |" + " |" * (len(header) - 1))
@@ -227,8 +254,10 @@ def to_markdown(title: str, subtitle: str, sections: Sequence[Section], out: Pat
     warned = distinct_warnings(sections)
     if warned:
         lines += ["", "**Warnings**", ""]
-        lines += [f"{i + 1}. {w} ({', '.join(s.title for s in where)})"
-                  for i, (w, where) in enumerate(warned)]
+        lines += [
+            f"{i + 1}. {w} ({', '.join(s.title for s in where)})"
+            for i, (w, where) in enumerate(warned)
+        ]
     for s in sections:
         lines += ["", f'<a id="{s.id}"></a>', "", f"## {s.title}", ""]
         for b in s.blocks:
@@ -245,8 +274,16 @@ def to_markdown(title: str, subtitle: str, sections: Sequence[Section], out: Pat
                 (out.parent / name).write_bytes(b.png)
                 lines += [f"![{b.alt or b.caption}]({name})", "", f"*{b.caption}*", ""]
             elif isinstance(b, Details):
-                lines += [f"<details><summary>{b.summary}</summary>", "", "```", b.text.rstrip(),
-                          "```", "", "</details>", ""]
+                lines += [
+                    f"<details><summary>{b.summary}</summary>",
+                    "",
+                    "```",
+                    b.text.rstrip(),
+                    "```",
+                    "",
+                    "</details>",
+                    "",
+                ]
     return "\n".join(lines).rstrip() + "\n"
 
 

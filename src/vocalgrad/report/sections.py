@@ -53,17 +53,24 @@ def headline_rows(by_listener: Mapping[str, list[dict]]) -> tuple[dict[str, list
     """Rows the headline scores per listener: the tiered benchmark where there is one (sweep
     and adaptive trials answer a different question), else the sweep."""
     picked = {name: primary(rows) for name, rows in by_listener.items()}
-    tiered = {n: [r for r in rows if not is_sweep(r) and r.get("tier") != ADAPTIVE_TIER]
-              for n, (rows, _) in picked.items()}
+    tiered = {
+        n: [r for r in rows if not is_sweep(r) and r.get("tier") != ADAPTIVE_TIER]
+        for n, (rows, _) in picked.items()
+    }
     note = ""
     if not any(_changing(v) for v in tiered.values()):
-        tiered = {n: [r for r in rows if r.get("tier") != ADAPTIVE_TIER] for n, (rows, _) in picked.items()}
+        tiered = {
+            n: [r for r in rows if r.get("tier") != ADAPTIVE_TIER]
+            for n, (rows, _) in picked.items()
+        }
         note = "Only magnitude-sweep runs were given: accuracy is over the whole sweep."
     modes = {n: m for n, (_, m) in picked.items() if m}
     if len(set(modes.values())) == 1:
         note += f" Prompt/mode: {next(iter(modes.values()))} for every listener."
     elif modes:
-        note += " Prompt/mode per listener: " + ", ".join(f"{n}: {m}" for n, m in modes.items()) + "."
+        note += (
+            " Prompt/mode per listener: " + ", ".join(f"{n}: {m}" for n, m in modes.items()) + "."
+        )
     return {n: rows for n, rows in tiered.items() if _changing(rows)}, note
 
 
@@ -78,14 +85,21 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
         by_base.setdefault(base, {})[fmt_] = _changing(rows)
     several = {b: f for b, f in by_base.items() if len(f) > 1}
     if not several:
-        return Section("formats", "Question formats", [Text("All runs ask one question format: nothing to compare.")],
-                       "one question format")
+        return Section(
+            "formats",
+            "Question formats",
+            [Text("All runs ask one question format: nothing to compare.")],
+            "one question format",
+        )
     shown = [f for f in FORMAT_ORDER if any(f in fs for fs in several.values())]
-    table = Table(["listener", "category", "cells", "sources", *shown], [],
-                  caption="Accuracy [95% CI] per question format on the same sources and magnitudes "
-                          f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best "
-                          f"format of a model, on rows with ≥ {MIN_SOURCES} sources; references "
-                          "below the line, pooled over categories.")
+    table = Table(
+        ["listener", "category", "cells", "sources", *shown],
+        [],
+        caption="Accuracy [95% CI] per question format on the same sources and magnitudes "
+        f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best "
+        f"format of a model, on rows with ≥ {MIN_SOURCES} sources; references "
+        "below the line, pooled over categories.",
+    )
     few: dict[str, int | None] = {}
     ordered = sorted(several.items(), key=lambda kv: (is_reference(kv[0]), kv[0]))
     for base, fmts in ordered:
@@ -113,8 +127,11 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
             if sources < MIN_SOURCES:
                 continue  # a star on a handful of sources would mark noise
             best = max(a[0] for a in accs.values())
-            table.marked |= {(len(table.rows) - 1, j + 4) for j, f in enumerate(shown)
-                             if f in accs and accs[f][0] == best}
+            table.marked |= {
+                (len(table.rows) - 1, j + 4)
+                for j, f in enumerate(shown)
+                if f in accs and accs[f][0] == best
+            }
     glance = f"{len(several)} listener(s) asked in {', '.join(shown)}."
     return Section("formats", "Question formats", [table], glance, few_sources(few))
 
@@ -124,8 +141,11 @@ def _cell(row: Mapping) -> tuple:
     return row["category"], row["source_id"], row.get("magnitude")
 
 
-def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dict]],
-         colours: Mapping[str, str]) -> Section:
+def bias(
+    summaries: Mapping[str, list[dict]],
+    by_listener: Mapping[str, list[dict]],
+    colours: Mapping[str, str],
+) -> Section:
     """Increase-response rate, d′ and c per listener, with controls and same-answer alarms.
     References are listed below the line and left out of the figure."""
     entries, rows_out, ref_rows, alarms = [], [], [], []
@@ -139,42 +159,83 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
         reversed_rows = [r for r in rows if r.get("control") == "reversed"]
         flip = flip_rate(forward, reversed_rows)["flip_rate"] if reversed_rows else float("nan")
         constant = constant_summary([r for r in main if r.get("direction") == "constant"], by=())[0]
-        row = [name, str(o["n"]), str(o.get("n_clusters", "–")), fmt(o["increase_rate"]),
-               with_ci(o["dprime"], o["dprime_lo"], o["dprime_hi"]),
-               with_ci(o["criterion"], o["criterion_lo"], o["criterion_hi"]),
-               fmt(o["unparsed_rate"]), fmt(flip), fmt(constant.get("increase_rate"))]
+        row = [
+            name,
+            str(o["n"]),
+            str(o.get("n_clusters", "–")),
+            fmt(o["increase_rate"]),
+            with_ci(o["dprime"], o["dprime_lo"], o["dprime_hi"]),
+            with_ci(o["criterion"], o["criterion_lo"], o["criterion_hi"]),
+            fmt(o["unparsed_rate"]),
+            fmt(flip),
+            fmt(constant.get("increase_rate")),
+        ]
         if is_reference(name):
             ref_rows.append(row)
             continue
         rows_out.append(row)
-        entries.append({"listener": name, "increase_rate": o["increase_rate"], "dprime": o["dprime"],
-                        "criterion": o["criterion"], "per_category": per_cat})
+        entries.append(
+            {
+                "listener": name,
+                "increase_rate": o["increase_rate"],
+                "dprime": o["dprime"],
+                "criterion": o["criterion"],
+                "per_category": per_cat,
+            }
+        )
         alarm = same_answer_alarm(forward)
         if alarm:
             alarms.append(f"{name}: {alarm}")
-    table = Table(["listener", "items", "sources", "says increase", "d′ [95% CI]",
-                   "criterion c [95% CI]", "unparsed", "reversed: flip rate",
-                   "constant clips: says increase"], rows_out,
-                  swatches=[colours.get(e["listener"]) for e in entries],
-                  caption="d′ and c from answered trials, \"increase\" as the signal; items: "
-                          f"changing clips, sources: the recordings they come from. {CI_RULE}. "
-                          "A listener that hears flips its answer on time-reversed clips. "
-                          "References below the line.",
-                  references=ref_rows,
-                  reference_swatches=[colours.get(r[0]) for r in ref_rows])
-    blocks: list = [Text("Accuracy mixes hearing and habit: a listener that always says one word "
-                         "scores 50% whatever it hears. d′ measures hearing, c the lean.")]
+    table = Table(
+        [
+            "listener",
+            "items",
+            "sources",
+            "says increase",
+            "d′ [95% CI]",
+            "criterion c [95% CI]",
+            "unparsed",
+            "reversed: flip rate",
+            "constant clips: says increase",
+        ],
+        rows_out,
+        swatches=[colours.get(e["listener"]) for e in entries],
+        caption='d′ and c from answered trials, "increase" as the signal; items: '
+        f"changing clips, sources: the recordings they come from. {CI_RULE}. "
+        "A listener that hears flips its answer on time-reversed clips. "
+        "References below the line.",
+        references=ref_rows,
+        reference_swatches=[colours.get(r[0]) for r in ref_rows],
+    )
+    blocks: list = [
+        Text(
+            "Accuracy mixes hearing and habit: a listener that always says one word "
+            "scores 50% whatever it hears. d′ measures hearing, c the lean."
+        )
+    ]
     blocks.append(table)
     if entries:
-        blocks.append(Figure("bias", figures.bias(entries, colours),
-                             "Left: share of \"increase\" answers (0.5 = unbiased). Right: "
-                             "sensitivity d′ against criterion c (references: see the table).",
-                             "bias and sensitivity", _bias_data(entries)))
+        blocks.append(
+            Figure(
+                "bias",
+                figures.bias(entries, colours),
+                'Left: share of "increase" answers (0.5 = unbiased). Right: '
+                "sensitivity d′ against criterion c (references: see the table).",
+                "bias and sensitivity",
+                _bias_data(entries),
+            )
+        )
     blocks += [Text(a, "note") for a in alarms]
-    biased = [e["listener"] for e in entries if math.isfinite(e["increase_rate"])
-              and abs(e["increase_rate"] - 0.5) > 0.2]
-    glance = (f"Strong response bias: {', '.join(biased)}." if biased
-              else "No model leans strongly to one answer.")
+    biased = [
+        e["listener"]
+        for e in entries
+        if math.isfinite(e["increase_rate"]) and abs(e["increase_rate"] - 0.5) > 0.2
+    ]
+    glance = (
+        f"Strong response bias: {', '.join(biased)}."
+        if biased
+        else "No model leans strongly to one answer."
+    )
     warned = few_sources({n: fewest_sources(s) for n, s in summaries.items()})
     if biased and warned:
         glance += " (few sources: see the warning)"
@@ -184,43 +245,82 @@ def bias(summaries: Mapping[str, list[dict]], by_listener: Mapping[str, list[dic
 def _bias_data(entries: Sequence[Mapping]) -> list[dict]:
     rows = []
     for e in entries:
-        rows.append({"listener": e["listener"], "group": "overall", "increase_rate": e["increase_rate"],
-                     "dprime": e["dprime"], "criterion": e["criterion"]})
-        rows += [{"listener": e["listener"], "group": "category", "increase_rate": "",
-                  "dprime": d, "criterion": c} for d, c in e["per_category"]]
+        rows.append(
+            {
+                "listener": e["listener"],
+                "group": "overall",
+                "increase_rate": e["increase_rate"],
+                "dprime": e["dprime"],
+                "criterion": e["criterion"],
+            }
+        )
+        rows += [
+            {
+                "listener": e["listener"],
+                "group": "category",
+                "increase_rate": "",
+                "dprime": d,
+                "criterion": c,
+            }
+            for d, c in e["per_category"]
+        ]
     return rows
 
 
-def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, list[dict]],
-                 colours: Mapping[str, str], n_boot: int, seed: int) -> tuple[Section, list[PsychometricFit]]:
+def psychometric(
+    by_listener: Mapping[str, list[dict]],
+    adaptive: Mapping[str, list[dict]],
+    colours: Mapping[str, str],
+    n_boot: int,
+    seed: int,
+) -> tuple[Section, list[PsychometricFit]]:
     """Fitted psychometric curves and 75% thresholds per listener x category, in units."""
     fits: list[PsychometricFit] = []
     for name, rows in by_listener.items():
         main, _ = primary(rows)
-        for f in fit_rows([r for r in main if r.get("tier") != ADAPTIVE_TIER], n_boot=n_boot, seed=seed):
+        for f in fit_rows(
+            [r for r in main if r.get("tier") != ADAPTIVE_TIER], n_boot=n_boot, seed=seed
+        ):
             f.listener = name  # pooled/folded listener name, as in every other section
             fits.append(f)
     by_cat: dict[str, list[PsychometricFit]] = {}
     for f in fits:
         by_cat.setdefault(f.category, []).append(f)
     if not by_cat and not adaptive:
-        return Section("psychometric", "Psychometric thresholds", [Text(
-            "No run had at least three magnitudes per category: build a sweep with "
-            "`vocalgrad build --design psychometric` and evaluate it.", "note")],
-            "No psychometric data."), fits
-    listeners = sorted({f.listener for f in fits} | set(adaptive),
-                       key=lambda n: (is_reference(n), is_human(n), n))
-    at_chance = [n for n in listeners if is_reference(n) and n not in adaptive
-                 and all(f.status not in (OK, BELOW) for f in fits if f.listener == n)]
+        return Section(
+            "psychometric",
+            "Psychometric thresholds",
+            [
+                Text(
+                    "No run had at least three magnitudes per category: build a sweep with "
+                    "`vocalgrad build --design psychometric` and evaluate it.",
+                    "note",
+                )
+            ],
+            "No psychometric data.",
+        ), fits
+    listeners = sorted(
+        {f.listener for f in fits} | set(adaptive), key=lambda n: (is_reference(n), is_human(n), n)
+    )
+    at_chance = [
+        n
+        for n in listeners
+        if is_reference(n)
+        and n not in adaptive
+        and all(f.status not in (OK, BELOW) for f in fits if f.listener == n)
+    ]
     columns = [n for n in listeners if n not in at_chance]  # a column of "no threshold" says little
     suffix = {"human": " [human]", "reference": " (reference)", "model": ""}
     header = ["category", "unit", *[n + suffix[kind_of(n)] for n in columns]]
     adaptive_cols = [(n, e) for n, es in adaptive.items() for e in es]
     cats = sorted(set(by_cat) | {e["category"] for _, e in adaptive_cols})
-    table = Table(header + [f"{n} (adaptive)" for n in adaptive], [],
-                  caption="75%-correct threshold [95% CI, bootstrap over sources]; \"no threshold "
-                          "within range\" when the listener never leaves chance. References "
-                          "(grey, dashed in the figure) are not ranked.")
+    table = Table(
+        header + [f"{n} (adaptive)" for n in adaptive],
+        [],
+        caption='75%-correct threshold [95% CI, bootstrap over sources]; "no threshold '
+        'within range" when the listener never leaves chance. References '
+        "(grey, dashed in the figure) are not ranked.",
+    )
     for cat in cats:
         spec = dimensions.get(cat).SPEC
         cell = {f.listener: f.label() for f in by_cat.get(cat, [])}
@@ -229,82 +329,148 @@ def psychometric(by_listener: Mapping[str, list[dict]], adaptive: Mapping[str, l
             e = next((e for e in adaptive[n] if e["category"] == cat), None)
             row.append(_adaptive_label(e) if e else "–")
         table.rows.append(row)
-    blocks: list = [Text("P(correct) against change magnitude for a two-alternative task "
-                         "(guess 0.5, fitted lapse ≤ 0.06), fitted by maximum likelihood on log "
-                         "magnitude. The threshold is the magnitude answered correctly 75% of the "
-                         "time, in the dimension's physical unit."), table]
+    blocks: list = [
+        Text(
+            "P(correct) against change magnitude for a two-alternative task "
+            "(guess 0.5, fitted lapse ≤ 0.06), fitted by maximum likelihood on log "
+            "magnitude. The threshold is the magnitude answered correctly 75% of the "
+            "time, in the dimension's physical unit."
+        ),
+        table,
+    ]
     if at_chance:
-        blocks.append(Text("No threshold within range in any category, as expected of these "
-                           f"references: {', '.join(at_chance)}.", "note"))
+        blocks.append(
+            Text(
+                "No threshold within range in any category, as expected of these "
+                f"references: {', '.join(at_chance)}.",
+                "note",
+            )
+        )
     refs = frozenset(n for n in listeners if is_reference(n))
-    drawn = {c: fs for c, fs in by_cat.items()  # no panel of references at chance only
-             if any(f.listener not in refs or f.status in (OK, BELOW) for f in fs)}
+    drawn = {
+        c: fs
+        for c, fs in by_cat.items()  # no panel of references at chance only
+        if any(f.listener not in refs or f.status in (OK, BELOW) for f in fs)
+    }
     if drawn:
-        blocks.append(Figure("psychometric", figures.psychometric(drawn, colours, refs),
-                             "Observed accuracy per magnitude (Wilson 95% CIs), fitted curves, "
-                             "and thresholds (▼). Dashed: chance; dotted: 75%; grey dashed "
-                             "curves: references that leave chance.",
-                             "psychometric curves per category", _psychometric_data(fits)))
+        blocks.append(
+            Figure(
+                "psychometric",
+                figures.psychometric(drawn, colours, refs),
+                "Observed accuracy per magnitude (Wilson 95% CIs), fitted curves, "
+                "and thresholds (▼). Dashed: chance; dotted: 75%; grey dashed "
+                "curves: references that leave chance.",
+                "psychometric curves per category",
+                _psychometric_data(fits),
+            )
+        )
     ok = [f for f in fits if f.status == OK]
-    glance = (f"{len(ok)} of {len(fits)} listener × category fits reach a threshold within range."
-              if fits else "Adaptive thresholds only.")
+    glance = (
+        f"{len(ok)} of {len(fits)} listener × category fits reach a threshold within range."
+        if fits
+        else "Adaptive thresholds only."
+    )
     return Section("psychometric", "Psychometric thresholds", blocks, glance), fits
 
 
 def _psychometric_data(fits: Sequence[PsychometricFit]) -> list[dict]:
     """One row per listener x category x magnitude, with the fit's threshold on every row."""
-    return [{"listener": f.listener, "kind": kind_of(f.listener), "category": f.category,
-             "unit": f.unit, "magnitude": lv.magnitude, "n": lv.n, "correct": lv.k,
-             "accuracy": lv.accuracy, "accuracy_lo": lv.lo, "accuracy_hi": lv.hi,
-             "status": f.status, "threshold": f.threshold if f.threshold is not None else ""}
-            for f in fits for lv in f.levels]
+    return [
+        {
+            "listener": f.listener,
+            "kind": kind_of(f.listener),
+            "category": f.category,
+            "unit": f.unit,
+            "magnitude": lv.magnitude,
+            "n": lv.n,
+            "correct": lv.k,
+            "accuracy": lv.accuracy,
+            "accuracy_lo": lv.lo,
+            "accuracy_hi": lv.hi,
+            "status": f.status,
+            "threshold": f.threshold if f.threshold is not None else "",
+        }
+        for f in fits
+        for lv in f.levels
+    ]
 
 
 def _adaptive_label(entry: Mapping) -> str:
     n, method, t = entry.get("n_trials", 0), entry.get("method"), entry.get("threshold")
     guessed = int(entry.get("n_ties", 0)) + int(entry.get("n_unparsed", 0))
-    trials = f"{method}, {n} trials" + (f", {guessed} tied/unparsed answered by a random guess" if guessed else "")
+    trials = f"{method}, {n} trials" + (
+        f", {guessed} tied/unparsed answered by a random guess" if guessed else ""
+    )
     if t is None:
         what = {"below_range": "below tested range", "no_threshold": "no threshold within range"}
         return f"{what.get(entry.get('status'), entry.get('status'))} ({trials})"
     lo, hi = entry.get("ci") or (None, None)
-    ci = f" [{format_magnitude(lo)}, {format_magnitude(hi)}]" if lo is not None and hi is not None else ""
+    ci = (
+        f" [{format_magnitude(lo)}, {format_magnitude(hi)}]"
+        if lo is not None and hi is not None
+        else ""
+    )
     return f"{format_magnitude(t)} {entry.get('unit', '')}{ci} ({trials})"
 
 
 def probing(probes: Sequence[Probe]) -> Section:
     """Per-layer probe curves per stage, controls and lens, and the diagnosis table."""
     if not probes:
-        return Section("probing", "Probing", [Text(
-            "No probe output given (pass --probe DIR with layers.csv and diagnosis.csv): "
-            "section skipped.", "note")], "No probing results.")
-    blocks: list = [Text("Can the information be read from the model's hidden states, stage by "
-                         "stage? Probes well above their controls at a layer mean the change is "
-                         "represented there; a gap between the probes and the answers points to "
-                         "where it is lost.")]
+        return Section(
+            "probing",
+            "Probing",
+            [
+                Text(
+                    "No probe output given (pass --probe DIR with layers.csv and diagnosis.csv): "
+                    "section skipped.",
+                    "note",
+                )
+            ],
+            "No probing results.",
+        )
+    blocks: list = [
+        Text(
+            "Can the information be read from the model's hidden states, stage by "
+            "stage? Probes well above their controls at a layer mean the change is "
+            "represented there; a gap between the probes and the answers points to "
+            "where it is lost."
+        )
+    ]
     warned: list[str] = []
     for i, p in enumerate(probes):
         warned += [f"{p.listener}: {w}" for w in p.warnings]
         if p.train_dataset:
-            blocks.append(Text(f"{p.listener}: probes trained on the train split of {p.train_dataset} "
-                               "(the probed dataset has none), tested on the probed dataset's test split."))
+            blocks.append(
+                Text(
+                    f"{p.listener}: probes trained on the train split of {p.train_dataset} "
+                    "(the probed dataset has none), tested on the probed dataset's test split."
+                )
+            )
         drawn = figures.probing(p.layers, p.listener)
         if drawn is not None:
-            blocks.append(Figure(f"probing-{i + 1}", drawn,
-                                 f"{p.listener}: balanced accuracy per layer, one panel per stage; "
-                                 "shaded: 95% CI; grey: controls; black dashed: DSP features.",
-                                 f"probe curves for {p.listener}",
-                                 [{k: r.get(k) for k in LAYER_COLUMNS} for r in p.layers]))
+            blocks.append(
+                Figure(
+                    f"probing-{i + 1}",
+                    drawn,
+                    f"{p.listener}: balanced accuracy per layer, one panel per stage; "
+                    "shaded: 95% CI; grey: controls; black dashed: DSP features.",
+                    f"probe curves for {p.listener}",
+                    [{k: r.get(k) for k in LAYER_COLUMNS} for r in p.layers],
+                )
+            )
         blocks += _alignment_blocks(p, i)
         if p.diagnosis:
             table, sources = _diagnosis_table(p)
             blocks.append(table)
             if any(n is None for n in sources.values()):
-                warned.append(f"{p.listener}: diagnosis.csv does not say how many test items and "
-                              "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)")
+                warned.append(
+                    f"{p.listener}: diagnosis.csv does not say how many test items and "
+                    "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)"
+                )
             warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ", "")
-    return Section("probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).",
-                   warned)
+    return Section(
+        "probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).", warned
+    )
 
 
 LAYER_COLUMNS = ("category", "stage", "layer_index", "probe", "balanced_accuracy", "ci_lo", "ci_hi")
@@ -332,19 +498,37 @@ def _alignment_blocks(p: Probe, i: int) -> list:
         if not cosines:  # e.g. the token embedding at the answer position: no audio, no direction
             rows.append([stage, "– (identical states for every twin)", "–", f"0 / {len(here)}"])
             continue
-        rows.append([stage, fmt(float(np.mean(cosines))), fmt(float(np.mean(nulls))) if nulls else "–",
-                     f"{above} / {len(here)}"])
+        rows.append(
+            [
+                stage,
+                fmt(float(np.mean(cosines))),
+                fmt(float(np.mean(nulls))) if nulls else "–",
+                f"{above} / {len(here)}",
+            ]
+        )
     return [
-        Figure(f"alignment-{i + 1}", figures.heatmap(m, cats, cats, f"{p.listener}: {last}", "cosine"),
-               f"{p.listener}: cosine between the categories' increase − decrease directions "
-               f"(twin pairs: same source, tier, curve) at {last}; diagonal: split-half "
-               "reliability (the ceiling).", f"direction alignment for {p.listener}",
-               [{k: r.get(k) for k in ("stage", "kind", "category_a", "category_b", "cosine",
-                                       "null95")} for r in p.alignment]),
-        Table(["stage", "mean cosine between categories", "mean null 95th pct", "pairs above null"],
-              rows, caption="Is \"increase\" one direction across categories? A pair counts when "
-                            "its |cosine| beats the 95th percentile of a sign-flip null (random "
-                            "signs per twin pair: same noise, no shared direction)."),
+        Figure(
+            f"alignment-{i + 1}",
+            figures.heatmap(m, cats, cats, f"{p.listener}: {last}", "cosine"),
+            f"{p.listener}: cosine between the categories' increase − decrease directions "
+            f"(twin pairs: same source, tier, curve) at {last}; diagonal: split-half "
+            "reliability (the ceiling).",
+            f"direction alignment for {p.listener}",
+            [
+                {
+                    k: r.get(k)
+                    for k in ("stage", "kind", "category_a", "category_b", "cosine", "null95")
+                }
+                for r in p.alignment
+            ],
+        ),
+        Table(
+            ["stage", "mean cosine between categories", "mean null 95th pct", "pairs above null"],
+            rows,
+            caption='Is "increase" one direction across categories? A pair counts when '
+            "its |cosine| beats the 95th percentile of a sign-flip null (random "
+            "signs per twin pair: same noise, no shared direction).",
+        ),
     ]
 
 
@@ -352,69 +536,112 @@ def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
     """The diagnosis with what each verdict rests on, and category -> test sources."""
     counts = ("n_test", "n_test_sources")
     header = [h for h in p.diagnosis[0] if h not in counts]
-    header.insert(header.index("verdict") + 1 if "verdict" in header else len(header),
-                  "test items / sources")
+    header.insert(
+        header.index("verdict") + 1 if "verdict" in header else len(header), "test items / sources"
+    )
     rows, sources = [], {}
     for r in p.diagnosis[:60]:
         n, k = (int(r[c]) if str(r.get(c, "")).isdigit() else None for c in counts)
         sources[str(r.get("category", ""))] = k
         rests = "–" if n is None or k is None else f"{n} / {k}" + (" ⚠" if k < MIN_SOURCES else "")
         rows.append([rests if h == "test items / sources" else str(r.get(h, "")) for h in header])
-    return Table(header, rows, caption=f"{p.listener}: diagnosis. Test items / sources: what each "
-                 f"verdict rests on; ⚠ fewer than {MIN_SOURCES} sources."), sources
+    return Table(
+        header,
+        rows,
+        caption=f"{p.listener}: diagnosis. Test items / sources: what each "
+        f"verdict rests on; ⚠ fewer than {MIN_SOURCES} sources.",
+    ), sources
 
 
 def dataset(info: DatasetInfo | None, note: str = "") -> Section:
     """The dataset card: sources, verification agreement per category, confound statistics."""
     if info is None:
-        return Section("dataset", "Dataset", [Text(note or "No dataset folder given (--dataset): "
-                                                   "section skipped.", "note")], "No dataset card.")
+        return Section(
+            "dataset",
+            "Dataset",
+            [Text(note or "No dataset folder given (--dataset): section skipped.", "note")],
+            "No dataset card.",
+        )
     rows, cfg = info.rows, info.build.get("config", {})
     splits = Counter(r.get("split") for r in rows)
     facts = [
         ["folder", str(info.path)],
         ["source", str(cfg.get("source", "–"))],
         ["design", str(cfg.get("design", "tiers"))],
-        ["clips", ", ".join(f"{k}: {v}" for k, v in sorted(splits.items(), key=lambda kv: str(kv[0])))],
+        [
+            "clips",
+            ", ".join(f"{k}: {v}" for k, v in sorted(splits.items(), key=lambda kv: str(kv[0]))),
+        ],
         ["sources", str(len({r.get("source_id") for r in rows}))],
         ["speakers", str(len({r.get("speaker_id") for r in rows}))],
-        ["domains", ", ".join(f"{k} ({v})" for k, v in Counter(r.get("domain") for r in rows).items())],
+        [
+            "domains",
+            ", ".join(f"{k} ({v})" for k, v in Counter(r.get("domain") for r in rows).items()),
+        ],
         ["sample rate", f"{cfg.get('sample_rate', '–')} Hz"],
         ["seed", str(info.build.get("seed", cfg.get("seed", "–")))],
         ["content sha256", str(info.build.get("content_sha256", "–"))[:16]],
     ]
     if info.official:
-        facts.insert(1, ["layout", "the official release (metadata.csv): it carries no references, "
-                         "magnitudes or build provenance, so labels cannot be verified against the "
-                         "sources and no shortcut audit against references is possible; "
-                         "`vocalgrad verify` runs the blind checks only"])
+        facts.insert(
+            1,
+            [
+                "layout",
+                "the official release (metadata.csv): it carries no references, "
+                "magnitudes or build provenance, so labels cannot be verified against the "
+                "sources and no shortcut audit against references is possible; "
+                "`vocalgrad verify` runs the blind checks only",
+            ],
+        )
     agreement = info.report.get("verification_agreement", {})
     by_cat: dict[str, list[dict]] = {}
     for r in rows:
         by_cat.setdefault(r["category"], []).append(r)
-    header = ["category", "clips", "verification agreement", "verified (kept)",
-              *[f"median |{label}|" for _, label, _ in CONFOUNDS], "max clipping ratio"]
+    header = [
+        "category",
+        "clips",
+        "verification agreement",
+        "verified (kept)",
+        *[f"median |{label}|" for _, label, _ in CONFOUNDS],
+        "max clipping ratio",
+    ]
     table_rows = []
     for cat in sorted(by_cat):
         members = by_cat[cat]
-        row = [cat.replace("_", " "), str(len(members)),
-               f"{agreement[cat]:.1%}" if cat in agreement else "–",
-               "–" if info.official else f"{np.mean([bool(r.get('verified')) for r in members]):.1%}"]
+        row = [
+            cat.replace("_", " "),
+            str(len(members)),
+            f"{agreement[cat]:.1%}" if cat in agreement else "–",
+            "–" if info.official else f"{np.mean([bool(r.get('verified')) for r in members]):.1%}",
+        ]
         for key, _, how in CONFOUNDS:
-            vals = np.array([r[key] for r in members if isinstance(r.get(key), (int, float))], float)
+            vals = np.array(
+                [r[key] for r in members if isinstance(r.get(key), (int, float))], float
+            )
             vals = np.abs(vals - 1) if how == "ratio" else np.abs(vals)
             row.append(fmt(float(np.median(vals)), 3) if vals.size else "–")
-        clip = [r["confound_clipping_ratio"] for r in members if isinstance(r.get("confound_clipping_ratio"), (int, float))]
+        clip = [
+            r["confound_clipping_ratio"]
+            for r in members
+            if isinstance(r.get("confound_clipping_ratio"), (int, float))
+        ]
         row.append(fmt(max(clip), 4) if clip else "–")
         table_rows.append(row)
-    blocks: list = [Table([], facts, caption="What the benchmark is made of."),
-                    Table(header, table_rows, caption="Per category: how often measurement agreed "
-                          "with the label, and what else changed (confounds a listener could hear).")]
+    blocks: list = [
+        Table([], facts, caption="What the benchmark is made of."),
+        Table(
+            header,
+            table_rows,
+            caption="Per category: how often measurement agreed "
+            "with the label, and what else changed (confounds a listener could hear).",
+        ),
+    ]
     if info.card:
         blocks.append(Details("Dataset card (README.md)", info.card))
     low = [c for c, a in agreement.items() if a < 0.9]
-    glance = (f"{len(rows)} clips from {len({r.get('source_id') for r in rows})} sources; "
-              + (f"verification below 90% for {', '.join(low)}." if low else "verification ≥ 90% everywhere."))
+    glance = f"{len(rows)} clips from {len({r.get('source_id') for r in rows})} sources; " + (
+        f"verification below 90% for {', '.join(low)}." if low else "verification ≥ 90% everywhere."
+    )
     return Section("dataset", "Dataset card", blocks, glance)
 
 
@@ -426,26 +653,63 @@ def provenance(runs: Sequence[Run], command: str, generated: str) -> Section:
         lst = m.get("listener", {}) if isinstance(m.get("listener"), dict) else {}
         cfg = m.get("config", {})
         errors = sum(1 for r in run.rows if r.get("error"))
-        rows.append([run.name, str(lst.get("listener", "–")), str(lst.get("revision", "–")),
-                     str(m.get("dataset", "–")), str(m.get("dataset_sha256") or "–")[:12],
-                     ",".join(m.get("modes", [])) or "–", ",".join(cfg.get("variants", [])) or "–",
-                     ",".join(cfg.get("controls", [])) or "none", str(len(run.rows)), str(errors),
-                     str(m.get("command", "not recorded"))])
+        rows.append(
+            [
+                run.name,
+                str(lst.get("listener", "–")),
+                str(lst.get("revision", "–")),
+                str(m.get("dataset", "–")),
+                str(m.get("dataset_sha256") or "–")[:12],
+                ",".join(m.get("modes", [])) or "–",
+                ",".join(cfg.get("variants", [])) or "–",
+                ",".join(cfg.get("controls", [])) or "none",
+                str(len(run.rows)),
+                str(errors),
+                str(m.get("command", "not recorded")),
+            ]
+        )
     versions = sorted({k for r in runs for k in r.manifest.get("versions", {})})
-    version_rows = [[k, *[str(r.manifest.get("versions", {}).get(k, "–")) for r in runs]] for k in versions]
+    version_rows = [
+        [k, *[str(r.manifest.get("versions", {}).get(k, "–")) for r in runs]] for k in versions
+    ]
     blocks: list = [
         Text(f"Generated {generated} by:"),
         Text(command, "code"),
-        Table(["run", "listener", "revision", "dataset", "dataset sha256", "modes", "variants",
-               "controls", "rows", "errors", "command"], rows, caption="Run manifests."),
+        Table(
+            [
+                "run",
+                "listener",
+                "revision",
+                "dataset",
+                "dataset sha256",
+                "modes",
+                "variants",
+                "controls",
+                "rows",
+                "errors",
+                "command",
+            ],
+            rows,
+            caption="Run manifests.",
+        ),
     ]
     if version_rows:
-        blocks.append(Table(["package", *[r.name for r in runs]], version_rows,
-                            caption="Package versions recorded in each run manifest."))
+        blocks.append(
+            Table(
+                ["package", *[r.name for r in runs]],
+                version_rows,
+                caption="Package versions recorded in each run manifest.",
+            )
+        )
     for run in runs:
-        blocks.append(Details(f"manifest.json of {run.name}", json.dumps(run.manifest, indent=2, default=str)))
+        blocks.append(
+            Details(f"manifest.json of {run.name}", json.dumps(run.manifest, indent=2, default=str))
+        )
     return Section("provenance", "Provenance", blocks, f"{len(runs)} run(s); manifests below.")
 
 
 def summaries_for(rows: Mapping[str, list[dict]], n_boot: int, seed: int) -> dict[str, list[dict]]:
-    return {n: summarise(_changing(r), by=("category",), n_boot=n_boot, seed=seed) for n, r in rows.items()}
+    return {
+        n: summarise(_changing(r), by=("category",), n_boot=n_boot, seed=seed)
+        for n, r in rows.items()
+    }

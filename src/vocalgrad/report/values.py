@@ -8,8 +8,10 @@ from collections.abc import Mapping, Sequence
 
 from vocalgrad.stats import MIN_SOURCES, NO_CI_TEXT
 
-CI_RULE = (f"95% CIs resample sources: a cluster bootstrap with ≥ {MIN_SOURCES} sources, a "
-           f"jackknife t-interval with 2–{MIN_SOURCES - 1}, none with one")
+CI_RULE = (
+    f"95% CIs resample sources: a cluster bootstrap with ≥ {MIN_SOURCES} sources, a "
+    f"jackknife t-interval with 2–{MIN_SOURCES - 1}, none with one"
+)
 NAMED = 3  # names a few-sources warning spells out before "+N more"
 
 
@@ -20,7 +22,7 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 
 def with_ci(point: float | None, lo: float | None, hi: float | None, digits: int = 2) -> str:
-    """"0.62 [0.55, 0.70]"; a number without an interval says why instead of "[–, –]"."""
+    """ "0.62 [0.55, 0.70]"; a number without an interval says why instead of "[–, –]"."""
     if fmt(point) == "–":
         return "–"
     if fmt(point) != "–" and (fmt(lo) == "–" or fmt(hi) == "–"):
@@ -34,8 +36,12 @@ def fewest_sources(summary: Sequence[Mapping]) -> int | None:
     return min(counts) if counts else None
 
 
-def few_sources(sources: Mapping[str, int | None], noun: str = "listener",
-                whose: str = "", per: str = " per category") -> list[str]:
+def few_sources(
+    sources: Mapping[str, int | None],
+    noun: str = "listener",
+    whose: str = "",
+    per: str = " per category",
+) -> list[str]:
     """At most one compact warning for everything in `sources` (name -> fewest sources) under
     MIN_SOURCES: "8 sources per category for every listener ...", or the few names with their
     counts (`per`: what a count is the fewest of). The same problem in several sections gives
@@ -49,6 +55,9 @@ def few_sources(sources: Mapping[str, int | None], noun: str = "listener",
         lead = f"{span} sources{per} for every {noun} (under {MIN_SOURCES})"
     else:
         named = [f"{n} ({c})" for n, c in sorted(few.items(), key=lambda kv: (kv[1], kv[0]))]
-        lead = (f"Under {MIN_SOURCES} sources{per} for " + ", ".join(named[:NAMED])
-                + (f" and {len(named) - NAMED} more" if len(named) > NAMED else ""))
+        lead = (
+            f"Under {MIN_SOURCES} sources{per} for "
+            + ", ".join(named[:NAMED])
+            + (f" and {len(named) - NAMED} more" if len(named) > NAMED else "")
+        )
     return [f"{whose}{lead}: too few to trust their CIs; read those numbers as indicative."]

@@ -73,10 +73,16 @@ class Analysis:
     @cached_property
     def loudness_lufs(self) -> float:
         """BS.1770 loudness of what the ears get: a two-channel clip sums its channels."""
-        if len(self.audio) < int(BLOCK_S * self.sr) + 1:  # padded before filtering, as the meter does
-            return loudness_lufs(self.channels if self.channels.shape[1] > 1 else self.audio, self.sr)
+        if (
+            len(self.audio) < int(BLOCK_S * self.sr) + 1
+        ):  # padded before filtering, as the meter does
+            return loudness_lufs(
+                self.channels if self.channels.shape[1] > 1 else self.audio, self.sr
+            )
         weighted = self.k_weighted
-        return weighted_loudness_lufs(weighted if weighted.shape[1] > 1 else weighted[:, 0], self.sr)
+        return weighted_loudness_lufs(
+            weighted if weighted.shape[1] > 1 else weighted[:, 0], self.sr
+        )
 
     @cached_property
     def sound(self) -> parselmouth.Sound:
@@ -95,14 +101,22 @@ class Analysis:
         are absolute, so signals compare by time."""
         lo = max(0.0, self.span.onset_s - 0.1)
         hi = min(self.duration_s, self.span.offset_s + 0.1)
-        first, last = (int(round(lo * self.sr)), int(round(hi * self.sr))) if hi - lo > 0.2 else (0, len(self.audio))
+        first, last = (
+            (int(round(lo * self.sr)), int(round(hi * self.sr)))
+            if hi - lo > 0.2
+            else (0, len(self.audio))
+        )
         step = max(1, self.sr // F0_ANALYSIS_SR)
         part = self.audio[first:last].astype(np.float64)
         if step > 1:
             part = resample_poly(part, 1, step, window=_decimator(step))
         sound = parselmouth.Sound(part, self.sr / step, start_time=first / self.sr)
-        pitch = sound.to_pitch_ac(time_step=F0_STEP_S, pitch_floor=F0_FLOOR_HZ, pitch_ceiling=F0_CEILING_HZ,
-                                  max_number_of_candidates=F0_CANDIDATES)
+        pitch = sound.to_pitch_ac(
+            time_step=F0_STEP_S,
+            pitch_floor=F0_FLOOR_HZ,
+            pitch_ceiling=F0_CEILING_HZ,
+            max_number_of_candidates=F0_CANDIDATES,
+        )
         return pitch.xs(), pitch.selected_array["frequency"]
 
     @cached_property
@@ -165,7 +179,9 @@ class Analysis:
         """40-band log-mel spectrogram at 10 ms hop, for time alignment."""
         return np.log(self.mel_power + 1e-8)
 
-    def head_tail_frames(self, n_frames: int, frame_s: float = FRAME_S) -> tuple[np.ndarray, np.ndarray]:
+    def head_tail_frames(
+        self, n_frames: int, frame_s: float = FRAME_S
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Boolean masks for frames in the first and last 20% of this signal's speech span."""
         return self.head_tail_at((np.arange(n_frames) + 0.5) * frame_s)
 
@@ -183,8 +199,17 @@ def mel_spectrogram(audio: np.ndarray, sr: int) -> np.ndarray:
     10 ms frame i of `frame_rms` and what follows it). librosa's, with the filter bank built
     once per rate rather than on every call."""
     n_fft = 512 if sr <= 24000 else 2048
-    power = np.abs(librosa.stft(np.asarray(audio, dtype=np.float32), n_fft=n_fft,
-                                hop_length=int(round(FRAME_S * sr)), center=False)) ** 2
+    power = (
+        np.abs(
+            librosa.stft(
+                np.asarray(audio, dtype=np.float32),
+                n_fft=n_fft,
+                hop_length=int(round(FRAME_S * sr)),
+                center=False,
+            )
+        )
+        ** 2
+    )
     return _mel_basis(sr, n_fft) @ power
 
 
@@ -212,7 +237,10 @@ def praat_tier(kind: str, times: np.ndarray, values: np.ndarray, xmax: float) ->
     ~100 us each; reading a short-text file is ~30x faster for a few hundred points.
     """
     body = "\n".join(f"{t:.6f}\n{v:.6f}" for t, v in zip(times, values, strict=True))
-    text = f'File type = "ooTextFile"\nObject class = "{kind}"\n\n0\n{xmax:.6f}\n{len(times)}\n{body}\n'
+    text = (
+        f'File type = "ooTextFile"\nObject class = "{kind}"\n\n'
+        f"0\n{xmax:.6f}\n{len(times)}\n{body}\n"
+    )
     fd, path = tempfile.mkstemp(suffix=f".{kind}", dir=_TMP)
     try:
         os.write(fd, text.encode())
@@ -222,11 +250,16 @@ def praat_tier(kind: str, times: np.ndarray, values: np.ndarray, xmax: float) ->
         os.unlink(path)
 
 
-def head_tail(series: np.ndarray, head: np.ndarray, tail: np.ndarray, reduce=np.median) -> tuple[float, float]:
+def head_tail(
+    series: np.ndarray, head: np.ndarray, tail: np.ndarray, reduce=np.median
+) -> tuple[float, float]:
     """Summarise a per-frame series over the head and tail windows (NaN where empty)."""
     n = min(len(series), len(head))
     series, head, tail = series[:n], head[:n], tail[:n]
     ok = np.isfinite(series)
     h = series[head & ok]
     t = series[tail & ok]
-    return (float(reduce(h)) if h.size else float("nan"), float(reduce(t)) if t.size else float("nan"))
+    return (
+        float(reduce(h)) if h.size else float("nan"),
+        float(reduce(t)) if t.size else float("nan"),
+    )

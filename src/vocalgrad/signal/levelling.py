@@ -53,7 +53,9 @@ def flattening_gain(ref: Analysis) -> np.ndarray:
     target_db = 10 * np.log10(np.mean(slow[active]))
     index = np.arange(n)
     gain_db = np.zeros(n)
-    gain_db[inside] = np.interp(index[inside], index[active], target_db - 10 * np.log10(slow[active]))
+    gain_db[inside] = np.interp(
+        index[inside], index[active], target_db - 10 * np.log10(slow[active])
+    )
     gain_db = np.clip(gain_db, -MAX_GAIN_DB, MAX_GAIN_DB)
     smooth = max(1, int(round(SMOOTH_S / FRAME_S)))
     padded = np.pad(gain_db, smooth, mode="edge")
@@ -95,7 +97,7 @@ def symmetric_edges(audio: np.ndarray, sr: int, span: SpeechSpan) -> tuple[np.nd
     onset, offset = int(round(span.onset_s * sr)), int(round(span.offset_s * sr))
     out = np.zeros(offset - onset + 2 * pad, np.float32)
     first, last = max(0, onset - pad), min(len(audio), offset + pad)
-    out[first - (onset - pad): last - (onset - pad)] = audio[first:last]
+    out[first - (onset - pad) : last - (onset - pad)] = audio[first:last]
     t = (np.arange(len(out)) - pad) / sr  # 0 at the onset
     duration = (offset - onset) / sr
     rise = np.clip((t + EDGE_FADE_S) / EDGE_FADE_S, 0.0, 1.0)
@@ -103,4 +105,3 @@ def symmetric_edges(audio: np.ndarray, sr: int, span: SpeechSpan) -> tuple[np.nd
     window = (0.5 - 0.5 * np.cos(np.pi * rise)) * (0.5 - 0.5 * np.cos(np.pi * fall))
     new_span = dataclasses.replace(span, onset_s=pad / sr, offset_s=(pad + offset - onset) / sr)
     return (out * window).astype(np.float32), new_span
-

@@ -59,7 +59,9 @@ def resolve_sources(
         if not arg:
             return builtin_sources(cache)
         if not arg.isdigit() or int(arg) < 1:
-            raise SourceError(f"source spec {spec!r}: write 'builtin' or 'builtin:N' (N sentences per clip)")
+            raise SourceError(
+                f"source spec {spec!r}: write 'builtin' or 'builtin:N' (N sentences per clip)"
+            )
         return builtin_sources(cache, sentences_per_clip=int(arg))
     if scheme not in SCHEMES or not sep:
         raise SourceError(

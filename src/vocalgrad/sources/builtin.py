@@ -105,7 +105,9 @@ def harvard_sentences() -> tuple[HarvardSentence, ...]:
             continue
         number, sep, text = line.partition("\t")
         if not sep or not number.strip().isdigit() or not text.strip():
-            raise SourceError(f"harvard.txt line {line_no}: expected 'LIST<TAB>sentence'; reinstall vocalgrad")
+            raise SourceError(
+                f"harvard.txt line {line_no}: expected 'LIST<TAB>sentence'; reinstall vocalgrad"
+            )
         list_number = int(number)
         counts[list_number] = counts.get(list_number, 0) + 1
         sentences.append(HarvardSentence(list_number, counts[list_number], text.strip()))
@@ -130,7 +132,9 @@ def builtin_sources(
     if sentences_per_clip < 1:
         raise SourceError(f"sentences_per_clip must be at least 1, got {sentences_per_clip}")
     chosen = _speakers(speakers)
-    sentences = harvard_sentences()[:max_sentences] if max_sentences is not None else harvard_sentences()
+    sentences = (
+        harvard_sentences()[:max_sentences] if max_sentences is not None else harvard_sentences()
+    )
     out_dir = Path(cache_dir).expanduser() / "builtin"
     fingerprint = _voice_fingerprint()
     sources = []
@@ -180,7 +184,9 @@ def ensure_rendered(sources: Iterable[SpeechSource]) -> list[SpeechSource]:
         if os.path.exists(src.path):
             continue
         if src.domain != BUILTIN_DOMAIN:
-            raise SourceError(f"{src.path}: audio file for {src.source_id} is missing; re-resolve the source")
+            raise SourceError(
+                f"{src.path}: audio file for {src.source_id} is missing; re-resolve the source"
+            )
         spk = SPEAKERS_BY_ID.get(src.speaker_id)
         if spk is None:
             raise SourceError(f"{src.source_id}: unknown builtin speaker {src.speaker_id!r}")
@@ -262,7 +268,9 @@ def _speakers(speakers: Sequence[str] | None) -> list[BuiltinSpeaker]:
         return list(SPEAKERS)
     unknown = [s for s in speakers if s not in SPEAKERS_BY_ID]
     if unknown:
-        raise SourceError(f"unknown builtin speaker(s) {unknown}; choose from {sorted(SPEAKERS_BY_ID)}")
+        raise SourceError(
+            f"unknown builtin speaker(s) {unknown}; choose from {sorted(SPEAKERS_BY_ID)}"
+        )
     return [SPEAKERS_BY_ID[s] for s in speakers]
 
 

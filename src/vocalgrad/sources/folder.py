@@ -54,7 +54,9 @@ def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list
     """
     root = Path(root).expanduser()
     if not root.exists():
-        raise SourceError(f"{root}: folder does not exist; pass folder:PATH with an existing folder")
+        raise SourceError(
+            f"{root}: folder does not exist; pass folder:PATH with an existing folder"
+        )
     if not root.is_dir():
         raise SourceError(f"{root}: not a folder; pass folder:PATH pointing at a directory")
     pattern = _compile(speaker_pattern)
@@ -90,7 +92,9 @@ def _compile(speaker_pattern: str | None) -> re.Pattern[str] | None:
     try:
         pattern = re.compile(speaker_pattern)
     except re.error as err:
-        raise SourceError(f"speaker pattern {speaker_pattern!r} is not a valid regex ({err})") from err
+        raise SourceError(
+            f"speaker pattern {speaker_pattern!r} is not a valid regex ({err})"
+        ) from err
     if "speaker" not in pattern.groupindex:
         raise SourceError(
             f"speaker pattern {speaker_pattern!r} has no named group 'speaker'; "

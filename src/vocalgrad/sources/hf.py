@@ -72,7 +72,9 @@ def hf_sources(
             SpeechSource(
                 source_id=f"hf/{label}/{split}/{index:06d}",
                 path=str(path),
-                speaker_id=str(row[speaker_col]) if speaker_col and row[speaker_col] not in (None, "") else "unknown",
+                speaker_id=str(row[speaker_col])
+                if speaker_col and row[speaker_col] not in (None, "")
+                else "unknown",
                 text_id=f"hf-{text_key(text)}" if normalise_text(text) else f"hf-row-{index:06d}",
                 gender=_gender(row[gender_col]) if gender_col else None,
                 domain="hf",
@@ -82,7 +84,9 @@ def hf_sources(
             )
         )
     if not sources:
-        raise SourceError(f"{name}: split {split!r} has no rows; choose another split with hf:NAME@SPLIT")
+        raise SourceError(
+            f"{name}: split {split!r} has no rows; choose another split with hf:NAME@SPLIT"
+        )
     return sources
 
 
@@ -99,7 +103,8 @@ def load_split(name: str, split: str) -> Any:
             if isinstance(loaded, datasets.DatasetDict):
                 if split not in loaded:
                     raise SourceError(
-                        f"{local}: no split {split!r} (available: {sorted(loaded)}); use hf:PATH@SPLIT"
+                        f"{local}: no split {split!r} (available: {sorted(loaded)}); "
+                        "use hf:PATH@SPLIT"
                     )
                 return loaded[split]
             return loaded
@@ -112,8 +117,8 @@ def load_split(name: str, split: str) -> Any:
         raise
     except Exception as err:  # datasets raises many unrelated types for a bad name/split
         raise SourceError(
-            f"{name}: cannot load Hugging Face dataset split {split!r} ({type(err).__name__}: {err}); "
-            "check the dataset id or path, the split name and network access"
+            f"{name}: cannot load Hugging Face dataset split {split!r} ({type(err).__name__}: "
+            f"{err}); check the dataset id or path, the split name and network access"
         ) from err
 
 
@@ -129,7 +134,9 @@ def _decode(value: Any, name: str, index: int) -> tuple[np.ndarray, int]:
         else:
             raise SourceError(f"{name}: row {index} has no audio bytes or path; fix the dataset")
     except (sf.LibsndfileError, RuntimeError, TypeError) as err:
-        raise SourceError(f"{name}: row {index} audio cannot be decoded ({err}); re-encode it as WAV/FLAC") from err
+        raise SourceError(
+            f"{name}: row {index} audio cannot be decoded ({err}); re-encode it as WAV/FLAC"
+        ) from err
     if audio.size == 0:
         raise SourceError(f"{name}: row {index} holds no audio samples; drop or fix that row")
     mono = audio.mean(axis=1)

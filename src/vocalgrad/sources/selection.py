@@ -47,19 +47,24 @@ def select_sources(
     ids = [s.source_id for s in pool]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise SourceError(f"source id {dup!r} occurs more than once; resolve each source spec only once")
+        raise SourceError(
+            f"source id {dup!r} occurs more than once; resolve each source spec only once"
+        )
     rng = np.random.default_rng(seed)
     by_speaker: dict[str, list[SpeechSource]] = {}
     for src in pool:
         by_speaker.setdefault(src.speaker_id, []).append(src)
     speakers = [sorted(by_speaker)[i] for i in rng.permutation(len(by_speaker))]
-    order = {spk: [by_speaker[spk][i] for i in rng.permutation(len(by_speaker[spk]))] for spk in sorted(by_speaker)}
+    order = {
+        spk: [by_speaker[spk][i] for i in rng.permutation(len(by_speaker[spk]))]
+        for spk in sorted(by_speaker)
+    }
     n_test_speakers = math.ceil(n_test / per_speaker_test)
     needed = n_test_speakers + (1 if n_train > 0 else 0)
     if len(speakers) < needed:
         raise SourceError(
-            f"{len(speakers)} speaker(s) available ({len(pool)} sources) but {n_test} test sources at "
-            f"{per_speaker_test} per speaker need {n_test_speakers} test speaker(s)"
+            f"{len(speakers)} speaker(s) available ({len(pool)} sources) but {n_test} test sources "
+            f"at {per_speaker_test} per speaker need {n_test_speakers} test speaker(s)"
             + (" plus at least one train speaker" if n_train > 0 else "")
             + "; add speakers, lower n_test or raise per_speaker_test"
         )
@@ -134,9 +139,10 @@ def _pick_test(
         if picked < quota:
             label = f"{want_gender} " if want_gender else ""
             raise SourceError(
-                f"test split needs {quota} {label}speaker(s) with {per_speaker} source(s) of at least "
-                f"{long_enough.min_duration_s} s each, but only {picked} of {len(pool)} {label}speaker(s) "
-                f"qualify{long_enough.note()}; lower n_test or min_duration_s, or add speakers"
+                f"test split needs {quota} {label}speaker(s) with {per_speaker} source(s) of at "
+                f"least {long_enough.min_duration_s} s each, but only {picked} of {len(pool)} "
+                f"{label}speaker(s) qualify{long_enough.note()}; lower n_test or min_duration_s, "
+                "or add speakers"
             )
     return chosen
 
@@ -168,13 +174,16 @@ def _pick_train(
     if len(chosen) < n_train:
         raise SourceError(
             f"train split needs {n_train} source(s) but only {len(chosen)} from {len(speakers)} "
-            f"non-test speaker(s) are at least {long_enough.min_duration_s} s long and share no text "
-            f"with the test split{long_enough.note()}; lower n_train or min_duration_s, or add sources"
+            f"non-test speaker(s) are at least {long_enough.min_duration_s} s long and share no "
+            f"text with the test split{long_enough.note()}; lower n_train or min_duration_s, or "
+            "add sources"
         )
     return chosen
 
 
-def _first_n(candidates: list[SpeechSource], n: int, long_enough: _DurationCheck) -> list[SpeechSource]:
+def _first_n(
+    candidates: list[SpeechSource], n: int, long_enough: _DurationCheck
+) -> list[SpeechSource]:
     out = []
     for src in candidates:
         if len(out) == n:

@@ -100,7 +100,9 @@ def parse_speaker_info(path: Path) -> dict[str, str]:
 def _find_root(root: Path) -> Path:
     """Accept the corpus root or a folder directly above it (archives nest one level)."""
     if not root.is_dir():
-        raise SourceError(f"{root}: VCTK folder does not exist; pass vctk:PATH to the extracted corpus")
+        raise SourceError(
+            f"{root}: VCTK folder does not exist; pass vctk:PATH to the extracted corpus"
+        )
     candidates = [root] + sorted(p for p in root.iterdir() if p.is_dir())
     for cand in candidates:
         if any((cand / d).is_dir() for d, _ in _LAYOUTS):

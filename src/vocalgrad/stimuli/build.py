@@ -77,7 +77,12 @@ def _render_source(task: SourceTask) -> dict:
     try:
         clean = prepare_reference(source.path, config.sample_rate, config.target_lufs)
     except AudioError as err:
-        return {"source_id": source.source_id, "skipped": str(err), "rows": [], "n": len(task.conditions)}
+        return {
+            "source_id": source.source_id,
+            "skipped": str(err),
+            "rows": [],
+            "n": len(task.conditions),
+        }
     out = Path(task.out)
     ref_name = f"{item_id(config.seed, source.source_id, _REFERENCE)}.flac"
     ref_path = out / REFERENCES / ref_name
@@ -98,23 +103,50 @@ def _render_source(task: SourceTask) -> dict:
         item = item_id(config.seed, source.source_id, condition)
         condition = held_among_kept(condition, config, prepared.heard)
         reason = source_refusal(condition, prepared.heard)
-        if reason:  # inaudible on this source (its bandwidth, say): refused and counted, not rendered
-            rows.append({"item_id": item, "refused": reason, "pair_key": condition.pair_key,
-                         "source_id": source.source_id, "category": condition.category, "tier": condition.tier})
+        if (
+            reason
+        ):  # inaudible on this source (its bandwidth, say): refused and counted, not rendered
+            rows.append(
+                {
+                    "item_id": item,
+                    "refused": reason,
+                    "pair_key": condition.pair_key,
+                    "source_id": source.source_id,
+                    "category": condition.category,
+                    "tier": condition.tier,
+                }
+            )
             continue
         try:
-            result = render_condition(prepared, condition, config.seed, item,
-                                      item_id(config.seed, source.source_id, condition.twin()))
+            result = render_condition(
+                prepared,
+                condition,
+                config.seed,
+                item,
+                item_id(config.seed, source.source_id, condition.twin()),
+            )
         except RenderRefused as err:  # e.g. no voiced frames to shift
-            rows.append({"item_id": item, "failed": str(err), "pair_key": condition.pair_key,
-                         "source_id": source.source_id, "category": condition.category})
+            rows.append(
+                {
+                    "item_id": item,
+                    "failed": str(err),
+                    "pair_key": condition.pair_key,
+                    "source_id": source.source_id,
+                    "category": condition.category,
+                }
+            )
             continue
         file_name = f"{item}.flac"
         sha = write_flac_atomic(out / task.split / file_name, result.audio, clean.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
     if config.format == "recognition":
         _pair_recognition(rows)
-    return {"source_id": source.source_id, "reference": reference_row, "rows": rows, "n": len(task.conditions)}
+    return {
+        "source_id": source.source_id,
+        "reference": reference_row,
+        "rows": rows,
+        "n": len(task.conditions),
+    }
 
 
 def source_refusal(condition: Condition, heard: Analysis) -> str | None:
@@ -133,10 +165,19 @@ def held_among_kept(condition: Condition, config: BuildConfig, heard: Analysis) 
     16 kHz: AUC 0.65, over the limit). The item id does not depend on the ranges."""
     if condition.direction != "constant" or not condition.ranges:
         return condition
-    refused = {(c.start, c.end) for c in plan_conditions(config)[0]
-               if c.category == condition.category and c.direction == "increase" and source_refusal(c, heard)}
+    refused = {
+        (c.start, c.end)
+        for c in plan_conditions(config)[0]
+        if c.category == condition.category
+        and c.direction == "increase"
+        and source_refusal(c, heard)
+    }
     kept = tuple(r for r in condition.ranges if tuple(r) not in refused)
-    return dataclasses.replace(condition, ranges=kept) if kept and len(kept) < len(condition.ranges) else condition
+    return (
+        dataclasses.replace(condition, ranges=kept)
+        if kept and len(kept) < len(condition.ranges)
+        else condition
+    )
 
 
 def _pair_recognition(rows: list[dict]) -> None:
@@ -151,17 +192,27 @@ def _pair_recognition(rows: list[dict]) -> None:
         if len(pair) != 2:
             continue
         for row, twin in ((pair[0], pair[1]), (pair[1], pair[0])):
-            change, result = recognition_verdict(row["category"], row["direction"], row["measured_value"],
-                                                 twin["measured_value"])
-            row.update(measured_change=round(change, 4), verdict=result, verified=result == "verified")
+            change, result = recognition_verdict(
+                row["category"], row["direction"], row["measured_value"], twin["measured_value"]
+            )
+            row.update(
+                measured_change=round(change, 4), verdict=result, verified=result == "verified"
+            )
 
 
 # Reference files get opaque names from the same hash as clips, under a reserved condition.
 _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
 
-def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha: str,
-         ref_name: str, result) -> DatasetRow:
+def _row(
+    task: SourceTask,
+    condition: Condition,
+    item: str,
+    file_name: str,
+    sha: str,
+    ref_name: str,
+    result,
+) -> DatasetRow:
     spec = dimensions.get(condition.category).SPEC
     source = task.source
     sr = task.config.sample_rate
@@ -189,7 +240,9 @@ def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha:
         "sample_rate": sr,
         "duration_s": round(len(result.audio) / sr, 4),
         "channels": result.clip.channels.shape[1],
-        "speech_onset_s": round(span.onset_s, 5),  # under a sample at 48 kHz: the audit's edge windows
+        "speech_onset_s": round(
+            span.onset_s, 5
+        ),  # under a sample at 48 kHz: the audit's edge windows
         "speech_offset_s": round(span.offset_s, 5),  # start where the renderer's source edges do
         "measured_start": round(result.measured.start, 4),
         "measured_end": round(result.measured.end, 4),
@@ -211,19 +264,33 @@ def _format_fields(task: SourceTask, condition: Condition, result) -> dict:
     both directions), and the part layout (comparison) or the measured value (recognition)."""
     if condition.format == "gradual":
         return {}
-    fields = {"pair_id": item_id(task.config.seed, task.source.source_id, dataclasses.replace(condition,
-                                                                                            direction="pair"))}
+    fields = {
+        "pair_id": item_id(
+            task.config.seed,
+            task.source.source_id,
+            dataclasses.replace(condition, direction="pair"),
+        )
+    }
     if condition.format == "comparison":
         fields["part_bounds"] = [list(b) for b in result.parts]
-        fields["part_spans_s"] = [[round(a, 5), round(b, 5)] for a, b in result.part_spans]  # as speech spans
+        fields["part_spans_s"] = [
+            [round(a, 5), round(b, 5)] for a, b in result.part_spans
+        ]  # as speech spans
         fields["gap_s"] = GAP_S
     else:
         fields["measured_value"] = round(result.value, 4)
     return fields
 
 
-def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: bool = False,
-          cache_dir: Path | None = None, audit: bool = True, executor: TaskPool | None = None) -> dict:
+def build(
+    config: BuildConfig,
+    out: str | Path,
+    workers: int = 1,
+    overwrite: bool = False,
+    cache_dir: Path | None = None,
+    audit: bool = True,
+    executor: TaskPool | None = None,
+) -> dict:
     """Build (or resume building) a dataset into `out`, then audit it for shortcuts (the
     audit's table goes into the dataset card); returns the build report.
 
@@ -243,19 +310,30 @@ def build(config: BuildConfig, out: str | Path, workers: int = 1, overwrite: boo
     return report
 
 
-def _build(config: BuildConfig, out: Path, state: Path, started: float, workers: int,
-           cache_dir: Path | None, executor: TaskPool | None) -> dict:
+def _build(
+    config: BuildConfig,
+    out: Path,
+    state: Path,
+    started: float,
+    workers: int,
+    cache_dir: Path | None,
+    executor: TaskPool | None,
+) -> dict:
     for stale in out.rglob(".tmp-*"):  # a SIGKILL between create and rename leaves these
         stale.unlink()
     conditions, refused = plan_conditions(config)
     if not conditions:
-        raise ConfigError("every requested condition was refused: " + "; ".join(r["reason"] for r in refused))
+        raise ConfigError(
+            "every requested condition was refused: " + "; ".join(r["reason"] for r in refused)
+        )
     choice = choose_sources(config, cache_dir=cache_dir)
     selected = choice.selected
     done = _done_items(state / "rows.jsonl", out)
     tasks = []
     for source, split in selected:
-        pending = tuple(c for c in conditions if item_id(config.seed, source.source_id, c) not in done)
+        pending = tuple(
+            c for c in conditions if item_id(config.seed, source.source_id, c) not in done
+        )
         if pending:
             tasks.append(SourceTask(source, split, pending, config, str(out)))
     for split in (*SPLITS, REFERENCES):
@@ -264,9 +342,11 @@ def _build(config: BuildConfig, out: Path, state: Path, started: float, workers:
     note = repair_tail(state / "rows.jsonl")
     if note:
         log.warning("%s; its clips are rendered again", note)
-    with naming(state / "rows.jsonl"), (state / "rows.jsonl").open("a") as log_file, tqdm(
-        total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()
-    ) as bar:
+    with (
+        naming(state / "rows.jsonl"),
+        (state / "rows.jsonl").open("a") as log_file,
+        tqdm(total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()) as bar,
+    ):
         for result in (executor or TaskPool(workers)).map_tasks(render_source, tasks):
             if result.get("skipped"):
                 lines = [dumps({"source_id": result["source_id"], "skipped": result["skipped"]})]
@@ -291,7 +371,9 @@ class SourceChoice:
     conversions: list[str]  # resampling and downmixing done to the chosen sources
 
 
-def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[SpeechSource, str]]:
+def prepare_sources(
+    config: BuildConfig, cache_dir: Path | None = None
+) -> list[tuple[SpeechSource, str]]:
     """Resolve the source spec and pick the speaker- and text-disjoint test/train sources."""
     return choose_sources(config, cache_dir).selected
 
@@ -301,7 +383,9 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
     unreadable, a tone, noise) is left out and the pick made again from the rest, so it is
     replaced by the next eligible one; if the rest cannot fill the request, the usable part
     of the last pick is built and the shortfall says why."""
-    pool = resolve_sources(config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern)
+    pool = resolve_sources(
+        config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern
+    )
     check = SpeechCheck()
     selected: list[tuple[SpeechSource, str]] | None = None
     shortfall = None
@@ -319,8 +403,10 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
             if selected is None:
                 raise
             example = next(iter(check.refused.items()))
-            shortfall = (f"{len(check.refused)} source file(s) refused by the speech check (e.g. "
-                         f"{example[0]}: {example[1]}) leave too few to replace them ({err})")
+            shortfall = (
+                f"{len(check.refused)} source file(s) refused by the speech check (e.g. "
+                f"{example[0]}: {example[1]}) leave too few to replace them ({err})"
+            )
             break
         ensure_rendered([s for s, _ in picked])
         selected = picked
@@ -330,7 +416,9 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
     if not kept:
         raise SourceError(f"no usable speech among the chosen sources: {shortfall}")
     formats = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
-    return SourceChoice(kept, dict(check.refused), shortfall, conversions(formats, config.sample_rate))
+    return SourceChoice(
+        kept, dict(check.refused), shortfall, conversions(formats, config.sample_rate)
+    )
 
 
 def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:
@@ -361,8 +449,14 @@ def _done_items(log: Path, out: Path) -> set[str]:
     return done
 
 
-def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice, refused: list[dict],
-              seconds: float) -> dict:
+def _finalise(
+    out: Path,
+    state: Path,
+    config: BuildConfig,
+    choice: SourceChoice,
+    refused: list[dict],
+    seconds: float,
+) -> dict:
     """Keep verified clips whose pair partner also verified; write metadata, card, manifest."""
     rows: dict[str, dict] = {}
     references: dict[str, dict] = {}
@@ -393,18 +487,32 @@ def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice,
             kept.append(row)
     for row in dropped:
         (out / row["split"] / row["file_name"]).unlink(missing_ok=True)
-    kept.sort(key=lambda r: (r["split"], r["source_id"], r["category"], r["tier"], r["curve"], r["direction"]))
+    kept.sort(
+        key=lambda r: (
+            r["split"],
+            r["source_id"],
+            r["category"],
+            r["tier"],
+            r["curve"],
+            r["direction"],
+        )
+    )
     for split in SPLITS:
         split_rows = [_public(r) for r in kept if r["split"] == split]
         if split_rows:
             write_jsonl(out / split / "metadata.jsonl", split_rows)
         elif (out / split).is_dir() and not any((out / split).iterdir()):
             (out / split).rmdir()
-    write_jsonl(out / REFERENCES / "metadata.jsonl", sorted(references.values(), key=lambda r: r["source_id"]))
+    write_jsonl(
+        out / REFERENCES / "metadata.jsonl",
+        sorted(references.values(), key=lambda r: r["source_id"]),
+    )
     selected = choice.selected
     for source_id, reason in choice.refused.items():
         skipped.setdefault(source_id, f"refused by the speech check: {reason}")
-    report = _report(config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here)
+    report = _report(
+        config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here
+    )
     report["source_shortfall"] = choice.shortfall
     report["source_conversions"] = choice.conversions
     manifest = {
@@ -416,7 +524,9 @@ def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice,
         "n_clips": len(kept),
     }
     atomic_write_text(out / "build.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    atomic_write_text(out / "build_report.json", json.dumps(report, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(
+        out / "build_report.json", json.dumps(report, indent=2, sort_keys=True) + "\n"
+    )
     write_card(out, config, kept, report, selected)
     return report
 
@@ -434,7 +544,9 @@ def _content_hash(rows: list[dict]) -> str:
     return h.hexdigest()
 
 
-def _report(config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here=()) -> dict:
+def _report(
+    config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here=()
+) -> dict:
     per_category: dict[str, dict] = defaultdict(
         lambda: {"kept": 0, "dropped": 0, "failed_verification": 0, "refused_inaudible": 0}
     )
@@ -449,15 +561,26 @@ def _report(config, kept, dropped, failed, refused, skipped, selected, seconds, 
     per_source: dict[tuple, dict] = {}
     for row in refused_here:  # never rendered: inaudible on that source, counted with the rest
         per_category[row["category"]]["refused_inaudible"] += 1
-        entry = per_source.setdefault((row["source_id"], row["category"], row["tier"]),
-                                      {"source_id": row["source_id"], "category": row["category"],
-                                       "tier": row["tier"], "clips": 0, "reason": row["refused"]})
+        entry = per_source.setdefault(
+            (row["source_id"], row["category"], row["tier"]),
+            {
+                "source_id": row["source_id"],
+                "category": row["category"],
+                "tier": row["tier"],
+                "clips": 0,
+                "reason": row["refused"],
+            },
+        )
         entry["clips"] += 1
     rendered = len(kept) + len(dropped)
     # agreement among the clips whose realised change a listener could hear at all: the
     # inaudible ones are refused (and counted) rather than counted as disagreements
     agreement = {
-        c: round(1 - v["failed_verification"] / max(v["kept"] + v["dropped"] - v["refused_inaudible"], 1), 4)
+        c: round(
+            1
+            - v["failed_verification"] / max(v["kept"] + v["dropped"] - v["refused_inaudible"], 1),
+            4,
+        )
         for c, v in per_category.items()
     }
     return {

@@ -1,4 +1,5 @@
-"""The dataset card (README.md with HF YAML header): what is in the folder and how far to trust it."""
+"""The dataset card (README.md with HF YAML header): what is in the folder and how far to trust
+it."""
 
 from __future__ import annotations
 
@@ -13,28 +14,30 @@ from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 
 FORMAT_NOTES = {
-    "gradual": "one clip whose parameter changes over the speech span; \"Does the {attribute} increase "
-               "or decrease over time?\"",
-    "comparison": "two parts of the same source, the parameter held within each at the two endpoints of "
-                  "the gradual condition, 0.5 s of room tone between them, in one file (`part_bounds`: "
-                  "start and end sample of each part, both the same length; `part_spans_s`: each part's "
-                  "speech). Label `increase` = the second part is higher; both orders of every pair are "
-                  "built, and verification measures each part against the source (`measured_start`, "
-                  "`measured_end` = first and second part, `measured_change` = second minus first)",
-    "recognition": "one clip held at one endpoint of the gradual condition, asked which of two named "
-                   "categories it belongs to (\"Is the voice pitch high or low?\"). Label `increase` = the "
-                   "endpoint an increase moves towards (high, loud, fast, noisy, reverberant, distorted, "
-                   "rough, clear, trembling), `decrease` = the other; both endpoints of every pair are built. "
-                   "Verification measures the clip against the source (`measured_value`) and requires it to "
-                   "differ from its twin at the other endpoint (`pair_id`) by the audibility floor, in the "
-                   "label's direction (`measured_change` = this clip minus its twin)",
+    "gradual": "one clip whose parameter changes over the speech span; "
+    '"Does the {attribute} increase '
+    'or decrease over time?"',
+    "comparison": "two parts of the same source, the parameter held within each at the two "
+    "endpoints of the gradual condition, 0.5 s of room tone between them, in one file "
+    "(`part_bounds`: "
+    "start and end sample of each part, both the same length; `part_spans_s`: each part's "
+    "speech). Label `increase` = the second part is higher; both orders of every pair are "
+    "built, and verification measures each part against the source (`measured_start`, "
+    "`measured_end` = first and second part, `measured_change` = second minus first)",
+    "recognition": "one clip held at one endpoint of the gradual condition, asked which of two "
+    'named categories it belongs to ("Is the voice pitch high or low?"). Label `increase` = the '
+    "endpoint an increase moves towards (high, loud, fast, noisy, reverberant, distorted, "
+    "rough, clear, trembling), `decrease` = the other; both endpoints of every pair are built. "
+    "Verification measures the clip against the source (`measured_value`) and requires it to "
+    "differ from its twin at the other endpoint (`pair_id`) by the audibility floor, in the "
+    "label's direction (`measured_change` = this clip minus its twin)",
 }
 
 
 def dimension_table(sr: int | None = None) -> str:
     """Markdown table of every dimension: parameter, unit, polarity, tiers, measurement."""
     lines = [
-        "| category | parameter | unit | \"increase\" means | low | mid | high | verified by |",
+        '| category | parameter | unit | "increase" means | low | mid | high | verified by |',
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, dim in dimensions.DIMENSIONS.items():
@@ -76,24 +79,27 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "directions stay exactly balanced.",
         "",
         f"- clips: {len(rows)} ({', '.join(f'{k}: {v}' for k, v in sorted(splits.items()))})",
-        f"- sample rate: {config.sample_rate} Hz, 16-bit FLAC, sources normalised to {config.target_lufs} LUFS",
-        f"- every clip carries its source's room-tone floor (pink noise {-ROOM_TONE_DB:.0f} dB under the speech; "
-        "no exact digital silence) and a random overall level offset (level roving, uniform "
-        f"±{ROVE_DB:g} dB, one draw per increase/decrease twin pair, `level_rove_db`), so absolute level and "
-        "peak carry no label",
-        "- trajectories are centred (volume: mean over the speech span; pitch, brightness, distance, stereo "
-        "direction: mean weighted by the source's loudness; speed: every clip keeps "
-        "the source's duration and silences) and non-volume processing is loudness-compensated",
+        f"- sample rate: {config.sample_rate} Hz, 16-bit FLAC, sources normalised to "
+        f"{config.target_lufs} LUFS",
+        f"- every clip carries its source's room-tone floor (pink noise {-ROOM_TONE_DB:.0f} dB "
+        "under the speech; no exact digital silence) and a random overall level offset (level "
+        f"roving, uniform ±{ROVE_DB:g} dB, one draw per increase/decrease twin pair, "
+        "`level_rove_db`), so absolute level and peak carry no label",
+        "- trajectories are centred (volume: mean over the speech span; pitch, brightness, "
+        "distance, stereo direction: mean weighted by the source's loudness; speed: every clip "
+        "keeps the source's duration and silences) and non-volume processing is "
+        "loudness-compensated",
         f"- source spec: `{config.source}`, seed {config.seed}",
-        *[f"- sources converted: {'; '.join(report['source_conversions'])}"] * bool(report.get("source_conversions")),
+        *[f"- sources converted: {'; '.join(report['source_conversions'])}"]
+        * bool(report.get("source_conversions")),
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",
         f"- question format: `{config.format}` (column `format`) — {FORMAT_NOTES[config.format]}",
         "",
-        "Load it with `datasets.load_dataset(\"audiofolder\", data_dir=...)`.",
+        'Load it with `datasets.load_dataset("audiofolder", data_dir=...)`.',
         "",
         "## Dimensions",
         "",
-        "\"increase\" is the label for the `increase` direction. Note the polarity: for noise, "
+        '"increase" is the label for the `increase` direction. Note the polarity: for noise, '
         "distortion, roughness, echo and vibration it means *more degradation*; for clarity "
         "it means *less* (the low-pass cutoff rises).",
         "",
@@ -102,57 +108,90 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "## Verification and confounds",
         "",
         "Verification measures each clip against its source (never the rendering parameter) and "
-        "requires the realised change to clear an audibility floor taken from published JNDs; clips "
-        "under it are refused as inaudible and counted, not labelled.",
+        "requires the realised change to clear an audibility floor taken from published JNDs; "
+        "clips under it are refused as inaudible and counted, not labelled.",
         "",
-        "| category | clips | agreement | refused (inaudible) | median measured change by tier (low / mid / high) | "
-        "median abs. loudness drift dB | median abs. level-slope change dB | max clipping ratio |",
+        "| category | clips | agreement | refused (inaudible) | median measured change by tier "
+        "(low / mid / high) | median abs. loudness drift dB | median abs. level-slope change dB | "
+        "max clipping ratio |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, cat_rows in by_cat.items():
         unit = dimensions.get(name).SPEC.measured_unit
         by_tier = []
         for tier in ("low", "mid", "high"):
-            changes = [abs(r["measured_change"]) for r in cat_rows if r["tier"] == tier and r["measured_change"] is not None]
+            changes = [
+                abs(r["measured_change"])
+                for r in cat_rows
+                if r["tier"] == tier and r["measured_change"] is not None
+            ]
             by_tier.append(f"{np.median(changes):.2f}" if changes else "–")
-        drift = [abs(r["confound_loudness_drift_db"]) for r in cat_rows
-                 if r.get("confound_loudness_drift_db") is not None]
-        slope = [abs(r["confound_level_slope_change_db"]) for r in cat_rows if r["confound_level_slope_change_db"] is not None]
+        drift = [
+            abs(r["confound_loudness_drift_db"])
+            for r in cat_rows
+            if r.get("confound_loudness_drift_db") is not None
+        ]
+        slope = [
+            abs(r["confound_level_slope_change_db"])
+            for r in cat_rows
+            if r["confound_level_slope_change_db"] is not None
+        ]
         clip = [r["confound_clipping_ratio"] for r in cat_rows]
         lines.append(
-            f"| `{name}` | {len(cat_rows)} | {report['verification_agreement'].get(name, float('nan')):.2%} "
+            f"| `{name}` | {len(cat_rows)} | "
+            f"{report['verification_agreement'].get(name, float('nan')):.2%} "
             f"| {report['per_category'].get(name, {}).get('refused_inaudible', 0)} "
             f"| {' / '.join(by_tier)} {unit} | {np.median(drift) if drift else float('nan'):.2f} "
             f"| {np.median(slope) if slope else float('nan'):.2f} "
             f"| {max(clip):.4f} |"
         )
     lines += ["", "Audibility floors (smallest realised change that counts):", ""]
-    lines += [f"- `{n}`: {d.SPEC.audibility_floor:g} {d.SPEC.measured_unit} — {d.SPEC.floor_basis}"
-              for n, d in dimensions.DIMENSIONS.items() if n in by_cat]
+    lines += [
+        f"- `{n}`: {d.SPEC.audibility_floor:g} {d.SPEC.measured_unit} — {d.SPEC.floor_basis}"
+        for n, d in dimensions.DIMENSIONS.items()
+        if n in by_cat
+    ]
     if report["refused_conditions"]:
         lines += ["", "Refused conditions (they would change nothing at this sample rate):", ""]
-        lines += [f"- `{r['category']}` {r['tier']}: {r['reason']}" for r in report["refused_conditions"]]
+        lines += [
+            f"- `{r['category']}` {r['tier']}: {r['reason']}" for r in report["refused_conditions"]
+        ]
     if report.get("refused_for_source"):
-        lines += ["", "Conditions refused on one source (inaudible on its own bandwidth), counted above:", ""]
-        lines += [f"- `{r['category']}` {r['tier']} on `{r['source_id']}` ({r['clips']} clips): {r['reason']}"
-                  for r in report["refused_for_source"]]
+        lines += [
+            "",
+            "Conditions refused on one source (inaudible on its own bandwidth), counted above:",
+            "",
+        ]
+        lines += [
+            f"- `{r['category']}` {r['tier']} on `{r['source_id']}` ({r['clips']} clips): "
+            f"{r['reason']}"
+            for r in report["refused_for_source"]
+        ]
     lines += ["", "## Sources and licences", ""]
-    lines += [f"- {domain}: {n} sources. Licence: {lic}. {attr}" for (domain, lic, attr), n in licences.items()]
+    lines += [
+        f"- {domain}: {n} sources. Licence: {lic}. {attr}"
+        for (domain, lic, attr), n in licences.items()
+    ]
     lines += ["", "Provenance: `build.json` (config, versions, content hash); `build_report.json`."]
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
 def append_audit(out: Path, audit: dict) -> None:
     """Add the shortcut audit (`audit.json`) to the dataset card."""
-    verdict = {True: "every audited category passes", False: "some categories FAIL", None: "too small to audit"}
+    verdict = {
+        True: "every audited category passes",
+        False: "some categories FAIL",
+        None: "too small to audit",
+    }
     text = [
         "",
         "## Shortcut audit",
         "",
-        "Classifiers on cues that should carry no direction (duration, loudness, peak, centroid, F0, "
-        "file size, exact zeros, edge silences and edge levels/spectra, minus the cue families that "
-        "*are* the target on a dimension), trained on the train split and tested on the test split, "
-        f"CIs clustered by source: {verdict.get(audit.get('passes'), 'see audit.json')}.",
+        "Classifiers on cues that should carry no direction (duration, loudness, peak, centroid, "
+        "F0, file size, exact zeros, edge silences and edge levels/spectra, minus the cue "
+        "families that *are* the target on a dimension), trained on the train split and tested on "
+        "the test split, CIs clustered by source: "
+        f"{verdict.get(audit.get('passes'), 'see audit.json')}.",
         "",
         format_audit(audit),
     ]

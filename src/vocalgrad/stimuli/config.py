@@ -52,8 +52,12 @@ class BuildConfig(BaseModel):
 
     def __init__(self, **values: Any) -> None:
         try:
-            super().__init__(**{k: tuple(v) if k in _LISTS and isinstance(v, list) else v
-                                for k, v in values.items()})
+            super().__init__(
+                **{
+                    k: tuple(v) if k in _LISTS and isinstance(v, list) else v
+                    for k, v in values.items()
+                }
+            )
         except ValidationError as err:
             raise ConfigError(describe(err)) from None
 
@@ -164,7 +168,9 @@ def protocol(name: str) -> dict[str, Any]:
     try:
         return dict(PROTOCOLS[name])
     except KeyError:
-        raise ConfigError(f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}") from None
+        raise ConfigError(
+            f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}"
+        ) from None
 
 
 def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
@@ -184,7 +190,9 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ConfigError(f"unknown config key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+        )
     return BuildConfig(**values)
 
 

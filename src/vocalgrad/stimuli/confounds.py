@@ -15,7 +15,9 @@ from vocalgrad.signal.analysis import Analysis
 CLIP_LEVEL = 0.999
 
 
-def measure_confounds(clip: Analysis, ref: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
+def measure_confounds(
+    clip: Analysis, ref: Analysis, clip_mid_s: float | None = None
+) -> dict[str, float]:
     """Loudness, loudness drift, level slope, duration, clipping and F0 changes of clip vs
     its source. ``clip_mid_s`` is where the source's speech midpoint lies in the clip
     (moved only by a time warp)."""
@@ -27,7 +29,9 @@ def measure_confounds(clip: Analysis, ref: Analysis, clip_mid_s: float | None = 
         "duration_change_ratio": round(len(clip.audio) / len(ref.audio), 4),
         "clipping_ratio": float(np.mean(np.abs(clip.audio) >= CLIP_LEVEL)),
         "peak_dbfs": round(float(20 * np.log10(max(np.max(np.abs(clip.audio)), 1e-9))), 2),
-        "f0_change_st": round(float(12 * np.log2(f_clip / f_ref)), 3) if f_clip > 0 and f_ref > 0 else float("nan"),
+        "f0_change_st": round(float(12 * np.log2(f_clip / f_ref)), 3)
+        if f_clip > 0 and f_ref > 0
+        else float("nan"),
     }
 
 
@@ -37,11 +41,14 @@ def loudness_drift_db(clip: Analysis, ref: Analysis, clip_mid_s: float | None = 
     process keeps it near 0 whatever the direction of the target."""
     mid_ref = (ref.span.onset_s + ref.span.offset_s) / 2
     mid_clip = mid_ref if clip_mid_s is None else clip_mid_s
-    return (late_minus_early_db(clip.k_power, clip.span.onset_s, mid_clip, clip.span.offset_s)
-            - late_minus_early_db(ref.k_power, ref.span.onset_s, mid_ref, ref.span.offset_s))
+    return late_minus_early_db(
+        clip.k_power, clip.span.onset_s, mid_clip, clip.span.offset_s
+    ) - late_minus_early_db(ref.k_power, ref.span.onset_s, mid_ref, ref.span.offset_s)
 
 
-def late_minus_early_db(frame_power: np.ndarray, onset_s: float, mid_s: float, offset_s: float) -> float:
+def late_minus_early_db(
+    frame_power: np.ndarray, onset_s: float, mid_s: float, offset_s: float
+) -> float:
     """Mean frame energy of [mid, offset] over [onset, mid) in dB (nan if either is empty)."""
     early_frames, late_frames = early_late_frames(len(frame_power), onset_s, mid_s, offset_s)
     early, late = frame_power[early_frames], frame_power[late_frames]
@@ -50,7 +57,9 @@ def late_minus_early_db(frame_power: np.ndarray, onset_s: float, mid_s: float, o
     return float(10 * np.log10(late.mean() / early.mean()))
 
 
-def early_late_frames(n_frames: int, onset_s: float, mid_s: float, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+def early_late_frames(
+    n_frames: int, onset_s: float, mid_s: float, offset_s: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Masks of the 10 ms frames `late_minus_early_db` reads: [onset, mid) and [mid, offset]."""
     t = (np.arange(n_frames) + 0.5) * FRAME_S
     return (t >= onset_s) & (t < mid_s), (t >= mid_s) & (t <= offset_s)

@@ -49,7 +49,6 @@ def room_tone(n_samples: int, seed: int | list[int], rms: float) -> np.ndarray:
     return (pink * (rms / _PINK_RMS)).astype(np.float32)
 
 
-
 def _pink_rms() -> float:
     white = np.random.default_rng(12345).standard_normal(1 << 18)
     return float(np.sqrt(np.mean(lfilter(_PINK_B, _PINK_A, white)[_WARM_UP:] ** 2)))
@@ -106,8 +105,10 @@ def compensate_loudness(
     # none before the first speech frame or after the last: the source's own background at the
     # file edges stays as it is in every clip, not raised or lowered with the nearest syllable
     gain_db[: index[active][0]] = 0.0
-    gain_db[index[active][-1] + 1:] = 0.0
-    gain_db = uniform_filter1d(gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest")
+    gain_db[index[active][-1] + 1 :] = 0.0
+    gain_db = uniform_filter1d(
+        gain_db, max(1, int(round(GAIN_SMOOTHING_S / FRAME_S))), mode="nearest"
+    )
     # interpolated between frames as a factor, so no per-sample power is taken (it runs on
     # every clip); for a 200 ms-smooth gain this is within 0.005 dB of interpolating dB even
     # across a 12 dB step
@@ -115,11 +116,20 @@ def compensate_loudness(
     return (clip * sample_gain).astype(np.float32), clip_power * 10 ** (gain_db / 10)
 
 
-MAX_DRIFT_GAIN_DB = 1.0  # the cancelling sine's largest amplitude; the residues it removes are < 0.3 dB
+MAX_DRIFT_GAIN_DB = (
+    1.0  # the cancelling sine's largest amplitude; the residues it removes are < 0.3 dB
+)
 
 
-def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset_s: float,
-                 target_db: float, power: np.ndarray | None = None) -> np.ndarray:
+def cancel_drift(
+    clip: np.ndarray,
+    sr: int,
+    onset_s: float,
+    mid_s: float,
+    offset_s: float,
+    target_db: float,
+    power: np.ndarray | None = None,
+) -> np.ndarray:
     """`clip` under a gain of a * sin(2 pi u) dB, u running 0 -> 1 over [onset, offset] (0 dB
     outside, so the edges keep their level), with a chosen so that the clip's late-minus-
     early loudness (`late_minus_early_db` about `mid_s`) equals `target_db`, the source's.
@@ -138,7 +148,12 @@ def cancel_drift(clip: np.ndarray, sr: int, onset_s: float, mid_s: float, offset
     frame_shape = shape(centres)
     # late_minus_early_db of the gained energies, on the frames it reads (solved ~7 times a clip)
     early, late = early_late_frames(len(power), onset_s, mid_s, offset_s)
-    p_early, s_early, p_late, s_late = power[early], frame_shape[early], power[late], frame_shape[late]
+    p_early, s_early, p_late, s_late = (
+        power[early],
+        frame_shape[early],
+        power[late],
+        frame_shape[late],
+    )
     if not p_early.size or not p_late.size or p_early.sum() <= 0 or p_late.sum() <= 0:
         return clip
 

@@ -52,7 +52,9 @@ def _frame_spectra(x: np.ndarray, sr: int) -> tuple[np.ndarray, np.ndarray]:
     if len(x) < n_fft:
         x = np.pad(x, (0, n_fft - len(x)))
     frames = np.lib.stride_tricks.sliding_window_view(x, n_fft)[:: n_fft // 2]
-    return np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=1)) ** 2, np.fft.rfftfreq(n_fft, 1 / sr)
+    return np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=1)) ** 2, np.fft.rfftfreq(
+        n_fft, 1 / sr
+    )
 
 
 def _centroids(x: np.ndarray, sr: int) -> tuple[float, float]:
@@ -119,7 +121,9 @@ def order_free_cues(audio: np.ndarray, sr: int) -> dict[str, float]:
 
 def _one_way(audio: np.ndarray, sr: int) -> dict[str, float]:
     ears = audio if audio.ndim == 2 else None
-    mono = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio).astype(np.float64)
+    mono = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio).astype(
+        np.float64
+    )
     duration = len(mono) / sr
     power = float(np.mean(mono**2)) if mono.size else 0.0
     peak = float(np.max(np.abs(mono))) if mono.size else 0.0
@@ -147,13 +151,19 @@ def _one_way(audio: np.ndarray, sr: int) -> dict[str, float]:
         idx = np.flatnonzero(audible)
         total = len(frames) * hop
         out[f"of_edge_silence_s_{int(below)}"] = (
-            float(total - (idx[-1] - idx[0] + 1) * hop) if idx.size else total)
+            float(total - (idx[-1] - idx[0] + 1) * hop) if idx.size else total
+        )
     n_edge = max(1, min(len(mono), int(round(EDGE_S * sr))))
-    first, last = mono[:n_edge], mono[len(mono) - n_edge:]
+    first, last = mono[:n_edge], mono[len(mono) - n_edge :]
     out["of_edge_level_sum_db"] = _db(float(np.mean(first**2))) + _db(float(np.mean(last**2)))
     out["of_edge_zeros_sum"] = zero_share(first, sr) + zero_share(last, sr)
     out["of_edge_centroid_sum_hz"] = _centroids(first, sr)[0] + _centroids(last, sr)[0]
-    out["of_ild_db"] = 0.0 if ears is None else (
-        _db(float(np.mean(ears[:, 1].astype(np.float64) ** 2)))
-        - _db(float(np.mean(ears[:, 0].astype(np.float64) ** 2))))
+    out["of_ild_db"] = (
+        0.0
+        if ears is None
+        else (
+            _db(float(np.mean(ears[:, 1].astype(np.float64) ** 2)))
+            - _db(float(np.mean(ears[:, 0].astype(np.float64) ** 2)))
+        )
+    )
     return out

@@ -34,7 +34,10 @@ class Condition:
 
     @property
     def key(self) -> str:
-        return f"{self.category}|{self.tier}|{self.curve}|{self.direction}|{self.magnitude:g}{self._fmt}"
+        return (
+            f"{self.category}|{self.tier}|{self.curve}|{self.direction}|"
+            f"{self.magnitude:g}{self._fmt}"
+        )
 
     @property
     def pair_key(self) -> str:
@@ -65,23 +68,38 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
         if config.design == "psychometric":
             levels = design_magnitudes(name, config.levels, config.sample_rate)
             magnitudes = {**magnitudes, **{f"p{i + 1}": m for i, m in enumerate(levels)}}
-        tiers = [f"p{i + 1}" for i in range(config.levels)] if config.design == "psychometric" else config.tiers
+        tiers = (
+            [f"p{i + 1}" for i in range(config.levels)]
+            if config.design == "psychometric"
+            else config.tiers
+        )
         for tier in tiers:
             magnitude = float(magnitudes[tier])
             reason = dim.inaudible_reason(magnitude, config.sample_rate)
             if reason:
-                refused.append({"category": name, "tier": tier, "magnitude": magnitude, "reason": reason})
+                refused.append(
+                    {"category": name, "tier": tier, "magnitude": magnitude, "reason": reason}
+                )
                 continue
             low, high = dim.endpoints(magnitude, config.sample_rate)
             held = config.format != "gradual"  # held parts have no course over time: one "curve"
             for curve in ("held",) if held else config.curves:
-                conditions.append(Condition(name, tier, curve, "increase", magnitude, low, high, config.format))
-                conditions.append(Condition(name, tier, curve, "decrease", magnitude, high, low, config.format))
+                conditions.append(
+                    Condition(name, tier, curve, "increase", magnitude, low, high, config.format)
+                )
+                conditions.append(
+                    Condition(name, tier, curve, "decrease", magnitude, high, low, config.format)
+                )
         if config.include_constant and config.format == "gradual":
             low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
-            ranges = tuple((c.start, c.end) for c in conditions
-                           if c.category == name and c.direction == "increase" and c.curve == config.curves[0])
-            conditions.append(Condition(name, "none", "none", "constant", 0.0, low, high, ranges=ranges))
+            ranges = tuple(
+                (c.start, c.end)
+                for c in conditions
+                if c.category == name and c.direction == "increase" and c.curve == config.curves[0]
+            )
+            conditions.append(
+                Condition(name, "none", "none", "constant", 0.0, low, high, ranges=ranges)
+            )
     return conditions, refused
 
 
@@ -90,7 +108,9 @@ def design_magnitudes(category: str, levels: int = 6, sr: int = 16000) -> list[f
     typical human threshold to beyond the published high tier), weakest change first."""
     lo, hi = dimensions.get(category).SPEC.psychometric_range
     magnitudes = [float(m) for m in np.geomspace(lo, hi, levels)]
-    return sorted(magnitudes, key=lambda m: change_size(category, *dimensions.get(category).endpoints(m, sr)))
+    return sorted(
+        magnitudes, key=lambda m: change_size(category, *dimensions.get(category).endpoints(m, sr))
+    )
 
 
 def change_size(category: str, start: float, end: float) -> float:
@@ -131,7 +151,9 @@ def roved(condition: Condition, seed: int, key: str) -> Condition:
     if not rove:
         return condition
     offset = float(np.random.default_rng([seed, int(key, 16), 13]).uniform(-rove, rove))
-    return dataclasses.replace(condition, start=condition.start + offset, end=condition.end + offset)
+    return dataclasses.replace(
+        condition, start=condition.start + offset, end=condition.end + offset
+    )
 
 
 def item_id(seed: int, source_id: str, condition: Condition) -> str:

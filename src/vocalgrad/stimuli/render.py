@@ -72,7 +72,9 @@ class PreparedSource:
     # result. `held`: (category, value) -> the held render; `twins`: (item, twin item) -> the
     # item's clip, limited with its twin, left by the twin's call `render_condition(twin, item)`.
     twins: dict = field(default_factory=dict, repr=False)
-    fill: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32), repr=False)  # `tone_under`'s fresh tone
+    fill: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.float32), repr=False
+    )  # `tone_under`'s fresh tone
 
     @property
     def sr(self) -> int:
@@ -91,7 +93,9 @@ class PreparedSource:
     def late_minus_early_db(self) -> float:
         """The heard source's late-minus-early loudness: what every loudness-neutral clip keeps."""
         span = self.heard.span
-        return late_minus_early_db(self.heard.k_power, span.onset_s, self.speech_midpoint_s, span.offset_s)
+        return late_minus_early_db(
+            self.heard.k_power, span.onset_s, self.speech_midpoint_s, span.offset_s
+        )
 
     def room_tone(self, n_samples: int) -> np.ndarray:
         """The source's room tone, generated again only when a longer clip asks for it
@@ -112,22 +116,32 @@ class PreparedSource:
         n_source = len(self.clean.audio)
         if n_part == n_source:
             return self.room_tone(n_total)
-        shift = n_source - n_part  # the part's sample i lies on the source's tone at i + shift after the middle
+        shift = (
+            n_source - n_part
+        )  # the part's sample i lies on the source's tone at i + shift after the middle
         middle = min(n_part, n_source) // 2
         tone = self.room_tone(n_total + max(shift, 0))
         head = tone[:n_total]
-        tail = tone[shift:shift + n_total] if shift >= 0 else np.pad(tone, (-shift, 0))[:n_total]
+        tail = tone[shift : shift + n_total] if shift >= 0 else np.pad(tone, (-shift, 0))[:n_total]
         fade = max(1, int(round(SPLICE_S * self.sr)))
         i = np.arange(n_total)
-        into_fill = np.clip((i - middle + fade / 2) / fade, 0, 1) * (np.pi / 2)  # 0 -> pi/2 around the middle
+        into_fill = np.clip((i - middle + fade / 2) / fade, 0, 1) * (
+            np.pi / 2
+        )  # 0 -> pi/2 around the middle
         if shift >= 0:
             return (np.cos(into_fill) * head + np.sin(into_fill) * tail).astype(np.float32)
-        into_tail = np.clip((i - middle + shift + fade / 2) / fade, 0, 1) * (np.pi / 2)  # after the -shift fresh samples
-        if len(self.fill) < n_total:  # generated once per source, like the tone (2.7 ms per 60,000 samples)
+        into_tail = np.clip((i - middle + shift + fade / 2) / fade, 0, 1) * (
+            np.pi / 2
+        )  # after the -shift fresh samples
+        if (
+            len(self.fill) < n_total
+        ):  # generated once per source, like the tone (2.7 ms per 60,000 samples)
             self.fill = room_tone(n_total, [self.tone_seed, 1], self.tone_rms)
         fill = self.fill[:n_total]
         fresh = np.sin(into_fill) * np.cos(into_tail)
-        return (np.cos(into_fill) * head + fresh * fill + np.sin(into_tail) * tail).astype(np.float32)
+        return (np.cos(into_fill) * head + fresh * fill + np.sin(into_tail) * tail).astype(
+            np.float32
+        )
 
 
 def span_loudness(audio: np.ndarray, sr: int, span: SpeechSpan) -> float:
@@ -152,7 +166,9 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
         raise AudioError(f"{path}: silent (peak {peak:.1e}); remove it from the source folder")
     clipped = float(np.mean(np.abs(audio) >= 0.999 * peak)) if peak >= 0.99 else 0.0
     if clipped > 0.001:
-        raise AudioError(f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording")
+        raise AudioError(
+            f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording"
+        )
     ref = Analysis(normalise(resample(audio, source_sr, sr), sr, target_lufs), sr)
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
@@ -160,7 +176,9 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
 
 
-def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = None) -> PreparedSource:
+def prepare_source(
+    clean: Analysis, tone_seed: int, tone_rms: float | None = None
+) -> PreparedSource:
     """Attach the room-tone floor (ROOM_TONE_DB under the speech) to a clean source."""
     rms = room_tone_rms(clean.speech_rms) if tone_rms is None else tone_rms
     tone = room_tone(len(clean.audio), tone_seed, rms)
@@ -168,8 +186,14 @@ def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = Non
     return PreparedSource(clean, heard, tone_seed, rms, tone)
 
 
-def track_for(condition: Condition, spec: DimensionSpec, onset_s: float, offset_s: float,
-              source: Analysis | None = None, centred: bool = True) -> Track:
+def track_for(
+    condition: Condition,
+    spec: DimensionSpec,
+    onset_s: float,
+    offset_s: float,
+    source: Analysis | None = None,
+    centred: bool = True,
+) -> Track:
     """The parameter as a function of source time: interpolated on the dimension's scale,
     centred so its time-average over the speech span does not depend on curve x direction,
     and held at the neutral value outside the span where the dimension asks for it.
@@ -247,7 +271,9 @@ class ClipResult:
     rove_db: float
     value: float = float("nan")  # held formats: the measured value of a recognition clip
     parts: tuple[tuple[int, int], ...] = ()  # comparison: (start, end) sample of each part
-    part_spans: tuple[tuple[float, float], ...] = ()  # comparison: each part's speech span in the file (s)
+    part_spans: tuple[
+        tuple[float, float], ...
+    ] = ()  # comparison: each part's speech span in the file (s)
 
     @property
     def verified(self) -> bool:
@@ -278,7 +304,9 @@ def clip_time(dim, track, source_s: float) -> float:
 SPLICE_S = 0.01  # raised-cosine crossfade between processed speech and source edges
 
 
-def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan, sr: int) -> np.ndarray:
+def with_source_edges(
+    processed: np.ndarray, clean: np.ndarray, span: SpeechSpan, sr: int
+) -> np.ndarray:
     """`processed` with everything before (onset - guard) and after (offset + guard) taken from
     the source, sample for sample, crossfaded over SPLICE_S inside the guard: the audit's edge
     windows stop at the guard, and a crossfade outside it (as it once was) left them 10 ms of
@@ -299,25 +327,43 @@ def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan
         a, b = len(out) - trail, len(clean) - trail  # where the edge begins in clip and source
         n = min(fade, a, b)
         w = ramp[:n]
-        out[a - n:a] = (1 - w) * out[a - n:a] + w * clean[b - n:b]
+        out[a - n : a] = (1 - w) * out[a - n : a] + w * clean[b - n : b]
         out[a:] = clean[b:]
     return out
 
 
-def unlimited(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
-              seed: int, rove_key: str) -> tuple[np.ndarray, float]:
+def unlimited(
+    source: PreparedSource,
+    category: str,
+    processed: np.ndarray,
+    track: Track,
+    span: SpeechSpan,
+    seed: int,
+    rove_key: str,
+) -> tuple[np.ndarray, float]:
     """From processed audio to the clip a listener hears, up to its peak limit (in float; the
     file takes `to_file`): loudness compensation where the dimension asks for it, the source's
     speech loudness (over the clip's speech span), the room-tone floor and a roved overall
     level. Returns (audio, rove dB)."""
     edges = dimensions.get(category).SPEC.source_edges
-    audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, rove_key,
-                              source_edges=edges)
+    audio, rove, _ = assemble(
+        source,
+        [level(source, category, processed, track, span)],
+        seed,
+        rove_key,
+        source_edges=edges,
+    )
     return audio, rove
 
 
-def level(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
-          held: bool = False) -> np.ndarray:
+def level(
+    source: PreparedSource,
+    category: str,
+    processed: np.ndarray,
+    track: Track,
+    span: SpeechSpan,
+    held: bool = False,
+) -> np.ndarray:
     """Loudness compensation where the dimension asks for it, then the source's speech
     loudness over the clip's speech span. A held part of a dimension whose target is
     loudness keeps its gain: setting it to the source's loudness would undo the target."""
@@ -333,16 +379,28 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     if np.isfinite(loudness):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
     if dim.SPEC.loudness_neutral:
-        processed = cancel_drift(processed, sr, span.onset_s, clip_time(dim, track, source.speech_midpoint_s),
-                                 span.offset_s, source.late_minus_early_db,
-                                 power)  # the span's gain is one factor: it leaves the ratio as it is
+        processed = cancel_drift(
+            processed,
+            sr,
+            span.onset_s,
+            clip_time(dim, track, source.speech_midpoint_s),
+            span.offset_s,
+            source.late_minus_early_db,
+            power,
+        )  # the span's gain is one factor: it leaves the ratio as it is
     if dim.SPEC.source_edges:  # last: no gain of the speech's reaches the source's edges
         processed = with_source_edges(processed, source.clean.audio, span, sr)
     return processed
 
 
-def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, rove_key: str,
-             gap_s: float = 0.0, source_edges: bool = False) -> tuple[np.ndarray, float, list[tuple[int, int]]]:
+def assemble(
+    source: PreparedSource,
+    parts: list[np.ndarray],
+    seed: int,
+    rove_key: str,
+    gap_s: float = 0.0,
+    source_edges: bool = False,
+) -> tuple[np.ndarray, float, list[tuple[int, int]]]:
     """One file from levelled parts: each part padded to the longest (so part lengths carry
     nothing), the room-tone floor under every part (the same samples as under the source,
     so each part measures against the heard source as a single clip does) and in the gaps
@@ -353,15 +411,22 @@ def assemble(source: PreparedSource, parts: list[np.ndarray], seed: int, rove_ke
     Returns (audio, rove dB, [(start, end) sample of each part])."""
     length = max(len(p) for p in parts)
     gap = int(round(gap_s * source.sr))
-    tones = [source.tone_under(len(p), length + gap) if source_edges else source.room_tone(length + gap) for p in parts]
+    tones = [
+        source.tone_under(len(p), length + gap) if source_edges else source.room_tone(length + gap)
+        for p in parts
+    ]
     pieces, bounds, at = [], [], 0
     for i, (part, tone) in enumerate(zip(parts, tones, strict=True)):
         if i:
             between = tones[i - 1][length:]  # the gap continues the tone of the part before it
-            pieces.append(np.repeat(between[:, None], part.shape[1], axis=1) if part.ndim == 2 else between)
+            pieces.append(
+                np.repeat(between[:, None], part.shape[1], axis=1) if part.ndim == 2 else between
+            )
             at += gap
         padded = np.pad(part, ((0, length - len(part)),) + ((0, 0),) * (part.ndim - 1))
-        pieces.append(padded + (tone[:length, None] if part.ndim == 2 else tone[:length]))  # both ears alike
+        pieces.append(
+            padded + (tone[:length, None] if part.ndim == 2 else tone[:length])
+        )  # both ears alike
         bounds.append((at, at + length))
         at += length
     rove = rove_gain_db(seed, rove_key)
@@ -373,18 +438,26 @@ def to_file(audio: np.ndarray, gain: float | None = None) -> np.ndarray:
     return quantise16(audio * np.float32(peak_gain(audio) if gain is None else gain))
 
 
-def measure_against_source(heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan) -> tuple[Analysis, Measured]:
+def measure_against_source(
+    heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan
+) -> tuple[Analysis, Measured]:
     """A clip, a held clip or one part of a comparison against the heard source: the
     dimension's own measure, never the rendering parameter."""
     clip = Analysis(audio, heard.sr, span=span)
     return clip, dimensions.get(category).measure(clip, heard)
 
 
-def measure_clip(source: PreparedSource, category: str, audio: np.ndarray, span: SpeechSpan,
-                 direction: str) -> tuple[Analysis, Measured, float, str]:
+def measure_clip(
+    source: PreparedSource, category: str, audio: np.ndarray, span: SpeechSpan, direction: str
+) -> tuple[Analysis, Measured, float, str]:
     """Verification: the clip against the heard source, never the rendering parameter."""
     clip, measured = measure_against_source(source.heard, category, audio, span)
-    return clip, measured, measured.change, verdict(direction, measured.change, dimensions.get(category).SPEC)
+    return (
+        clip,
+        measured,
+        measured.change,
+        verdict(direction, measured.change, dimensions.get(category).SPEC),
+    )
 
 
 def rove_key(source: PreparedSource, condition: Condition, item: str) -> str:
@@ -398,8 +471,9 @@ def rove_key(source: PreparedSource, condition: Condition, item: str) -> str:
     return hashlib.sha256(f"{source.tone_seed}|{condition.pair_key}".encode()).hexdigest()[:16]
 
 
-def render_condition(source: PreparedSource, condition: Condition, seed: int, item: str,
-                     twin_item: str | None = None) -> ClipResult:
+def render_condition(
+    source: PreparedSource, condition: Condition, seed: int, item: str, twin_item: str | None = None
+) -> ClipResult:
     """One clip. A changing gradual clip given its twin's item id (the same source and pair,
     the other direction) is peak-limited by one gain with its twin: both are rendered, and
     the twin's result waits in `source.twins` until it is asked for. Limited alone, the clip
@@ -431,7 +505,9 @@ class _Unlimited:
     rove_db: float
 
 
-def _render_unlimited(source: PreparedSource, condition: Condition, seed: int, item: str) -> _Unlimited:
+def _render_unlimited(
+    source: PreparedSource, condition: Condition, seed: int, item: str
+) -> _Unlimited:
     dim = dimensions.get(condition.category)
     if condition.direction == "constant":
         condition = held_constant(condition, seed, item)
@@ -449,8 +525,9 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
     """The 16-bit clip at `gain`, measured against the source."""
     dim = dimensions.get(clip.condition.category)
     audio = to_file(clip.audio, gain)
-    analysis, measured, change, result = measure_clip(source, clip.condition.category, audio, clip.span,
-                                                      clip.condition.direction)
+    analysis, measured, change, result = measure_clip(
+        source, clip.condition.category, audio, clip.span, clip.condition.direction
+    )
     span = source.clean.span
     ends = clip.track(np.array([span.onset_s, span.offset_s]))
     return ClipResult(
@@ -459,7 +536,9 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
         measured=measured,
         change=change,
         verdict=result,
-        confounds=measure_confounds(analysis, source.heard, clip_time(dim, clip.track, source.speech_midpoint_s)),
+        confounds=measure_confounds(
+            analysis, source.heard, clip_time(dim, clip.track, source.speech_midpoint_s)
+        ),
         param_start=float(ends[0]),
         param_end=float(ends[1]),
         rove_db=clip.rove_db,
@@ -472,7 +551,9 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
 GAP_S = 0.5  # room tone between the two parts of a comparison item
 
 
-def render_held(source: PreparedSource, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
+def render_held(
+    source: PreparedSource, condition: Condition, value: float
+) -> tuple[np.ndarray, SpeechSpan]:
     """The source with the condition's parameter held at `value` over the whole clip,
     levelled, without floor or rove. Seeded by (source, category, value) alone, so the parts
     of an increase item and its decrease twin are the same audio in the other order (and
@@ -484,12 +565,16 @@ def render_held(source: PreparedSource, condition: Condition, value: float) -> t
     return source.held[key]
 
 
-def _render_held(source: PreparedSource, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
+def _render_held(
+    source: PreparedSource, condition: Condition, value: float
+) -> tuple[np.ndarray, SpeechSpan]:
     dim = dimensions.get(condition.category)
     held = dataclasses.replace(condition, direction="constant", start=value, end=value)
     span = source.clean.span
     track = track_for(held, dim.SPEC, span.onset_s, span.offset_s, centred=False)
-    rng = np.random.default_rng([source.tone_seed, zlib.crc32(f"{condition.category}|{value:.9g}".encode())])
+    rng = np.random.default_rng(
+        [source.tone_seed, zlib.crc32(f"{condition.category}|{value:.9g}".encode())]
+    )
     processed = dim.render(source.clean, track, rng)
     heard_span = clip_span(dim, track, source.clean, len(processed))
     return level(source, condition.category, processed, track, heard_span, held=True), heard_span
@@ -511,14 +596,22 @@ def confound_difference(first: dict[str, float], second: dict[str, float]) -> di
     return {k: round(float(second[k] - first[k]), 4) for k in first}
 
 
-def render_comparison(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
+def render_comparison(
+    source: PreparedSource, condition: Condition, seed: int, item: str
+) -> ClipResult:
     """Two held parts, at the condition's start and end values, with GAP_S of room tone
     between them. Verified by measuring each part against the source: the second part's
     value minus the first's is the measured change, checked like a gradual clip's."""
     spec = dimensions.get(condition.category).SPEC
     held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
-    audio, rove, bounds = assemble(source, [p for p, _ in held], seed, rove_key(source, condition, item), GAP_S,
-                                   source_edges=spec.source_edges)
+    audio, rove, bounds = assemble(
+        source,
+        [p for p, _ in held],
+        seed,
+        rove_key(source, condition, item),
+        GAP_S,
+        source_edges=spec.source_edges,
+    )
     audio = to_file(audio)  # twins are the same parts in the other order: the same peak
     clips, measures = [], []
     for (a, b), (_, span) in zip(bounds, held, strict=True):
@@ -526,25 +619,37 @@ def render_comparison(source: PreparedSource, condition: Condition, seed: int, i
         clips.append(clip)
         measures.append(held_value(measured))
     measured = Measured(*measures)
-    spans = tuple(part_span(bound, span, source.sr) for bound, (_, span) in zip(bounds, held, strict=True))
+    spans = tuple(
+        part_span(bound, span, source.sr) for bound, (_, span) in zip(bounds, held, strict=True)
+    )
     whole = Analysis(audio, source.sr, span=SpeechSpan(spans[0][0], spans[1][1], True))
     first, second = (measure_confounds(c, source.heard, part_mid(c)) for c in clips)
     return ClipResult(
-        audio=audio, clip=whole, measured=measured, change=measured.change,
+        audio=audio,
+        clip=whole,
+        measured=measured,
+        change=measured.change,
         verdict=verdict(condition.direction, measured.change, spec),
         confounds=confound_difference(first, second),
-        param_start=condition.start, param_end=condition.end, rove_db=rove,
-        parts=tuple(bounds), part_spans=spans,
+        param_start=condition.start,
+        param_end=condition.end,
+        rove_db=rove,
+        parts=tuple(bounds),
+        part_spans=spans,
     )
 
 
-def render_recognition(source: PreparedSource, condition: Condition, seed: int, item: str) -> ClipResult:
+def render_recognition(
+    source: PreparedSource, condition: Condition, seed: int, item: str
+) -> ClipResult:
     """One clip held at the condition's end value (the "increase" endpoint for an increase
     item, the other for its decrease twin), peak-limited by one gain with its twin (as a
     gradual pair is). Its verdict needs the twin (`recognition_verdict`): verdict "pending"
     until the build pairs them."""
     part, span = render_held(source, condition, condition.end)
-    twin_part, _ = render_held(source, condition, condition.start)  # the twin's: it waits in source.held
+    twin_part, _ = render_held(
+        source, condition, condition.start
+    )  # the twin's: it waits in source.held
     key = rove_key(source, condition, item)
     edges = dimensions.get(condition.category).SPEC.source_edges
     audio, rove, _ = assemble(source, [part], seed, key, source_edges=edges)
@@ -552,13 +657,22 @@ def render_recognition(source: PreparedSource, condition: Condition, seed: int, 
     audio = to_file(audio, peak_gain(audio, twin_audio))  # one limit per pair
     clip, measured = measure_against_source(source.heard, condition.category, audio, span)
     return ClipResult(
-        audio=audio, clip=clip, measured=measured, change=float("nan"), verdict="pending",
+        audio=audio,
+        clip=clip,
+        measured=measured,
+        change=float("nan"),
+        verdict="pending",
         confounds=measure_confounds(clip, source.heard),
-        param_start=condition.end, param_end=condition.end, rove_db=rove, value=held_value(measured),
+        param_start=condition.end,
+        param_end=condition.end,
+        rove_db=rove,
+        value=held_value(measured),
     )
 
 
-def recognition_verdict(category: str, direction: str, value: float, twin_value: float) -> tuple[float, str]:
+def recognition_verdict(
+    category: str, direction: str, value: float, twin_value: float
+) -> tuple[float, str]:
     """A recognition clip against its twin at the other endpoint (same source, same tier):
     its measured value minus the twin's must have the label's sign and clear the audibility
     floor. Relative to the twin, not to a fixed boundary: both endpoints of most dimensions

@@ -51,12 +51,26 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
             bucket["inaudible"].append(1)
         else:
             bucket["agree"].append(result == "verified")
-        bucket[f"change_{row.get('tier', 'none')}"].append(abs(change) if np.isfinite(change) else np.nan)
-        for key in ("loudness_change_db", "level_slope_change_db", "duration_change_ratio", "f0_change_st"):
+        bucket[f"change_{row.get('tier', 'none')}"].append(
+            abs(change) if np.isfinite(change) else np.nan
+        )
+        for key in (
+            "loudness_change_db",
+            "level_slope_change_db",
+            "duration_change_ratio",
+            "f0_change_st",
+        ):
             bucket[key].append(conf[key])
         if result != "verified":
-            failures.append({"item_id": row["item_id"], "category": row["category"], "verdict": result,
-                             "direction": row["direction"], "measured_change": change})
+            failures.append(
+                {
+                    "item_id": row["item_id"],
+                    "category": row["category"],
+                    "verdict": result,
+                    "direction": row["direction"],
+                    "measured_change": change,
+                }
+            )
 
     for row in tqdm(rows, unit="clip", desc="verify", disable=not sys.stderr.isatty()):
         category = row["category"]
@@ -91,8 +105,11 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         for row, value, conf in pair:
             twins = [v for r, v, _ in pair if r is not row]
             if len(twins) == 1:
-                change, result = recognition_verdict(row["category"], row["direction"], value, twins[0])
-            else:  # a twin missing from the dataset (or a limit cut it off): nothing to compare with
+                change, result = recognition_verdict(
+                    row["category"], row["direction"], value, twins[0]
+                )
+            else:
+                # a twin missing from the dataset (or a limit cut it off): nothing to compare with
                 change, result = float("nan"), "disagrees"
             record(row, change, result, conf)
     summary = {}
@@ -114,7 +131,12 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         if b["blind"]:
             entry["blind_agreement"] = blind_agreement(b["blind"])
         summary[category] = entry
-    return {"dataset": str(root), "official": official, "per_category": summary, "failures": failures}
+    return {
+        "dataset": str(root),
+        "official": official,
+        "per_category": summary,
+        "failures": failures,
+    }
 
 
 def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
@@ -126,7 +148,9 @@ def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
     fmt = row_format(row)
     if fmt == "comparison":
         values, confs = [], []
-        samples = clip.channels if clip.channels.shape[1] > 1 else clip.audio  # a stereo part keeps both ears
+        samples = (
+            clip.channels if clip.channels.shape[1] > 1 else clip.audio
+        )  # a stereo part keeps both ears
         for (a, b), (onset, offset) in zip(row["part_bounds"], row["part_spans_s"], strict=True):
             span = SpeechSpan(onset - a / clip.sr, offset - a / clip.sr, True)
             part, measured = measure_against_source(ref, row["category"], samples[a:b], span)
@@ -151,7 +175,9 @@ def heard_reference(ref_row: dict, sr: int) -> Analysis:
     clean = Analysis(load_audio(ref_row["path"])[0], sr, span=row_span(ref_row))
     if ref_row.get("room_tone_seed") is None:  # built before room tone existed
         return clean
-    return prepare_source(clean, int(ref_row["room_tone_seed"]), float(ref_row["room_tone_rms"])).heard
+    return prepare_source(
+        clean, int(ref_row["room_tone_seed"]), float(ref_row["room_tone_rms"])
+    ).heard
 
 
 def blind_agreement(pairs: list[tuple[float, int]]) -> float:
@@ -171,20 +197,26 @@ def blind_agreement(pairs: list[tuple[float, int]]) -> float:
 
 def format_report(report: dict) -> str:
     lines = [
-        "| category | clips | agreement | refused (inaudible) | |change| low / mid / high | constant | "
-        "blind agreement (declination-corrected) | |loudness Δ| dB | |level-slope Δ| dB | max clipping |",
+        "| category | clips | agreement | refused (inaudible) | |change| low / mid / high | "
+        "constant | blind agreement (declination-corrected) | |loudness Δ| dB | |level-slope Δ| "
+        "dB | max clipping |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for category, e in report["per_category"].items():
+
         def f(key: str, fmt: str = "{:.2f}", e: dict = e) -> str:
             return fmt.format(e[key]) if key in e else "–"
 
         tiers = " / ".join(f(f"median_abs_change_{t}") for t in ("low", "mid", "high"))
         lines.append(
-            f"| {category} | {e['clips']} | {f('agreement', '{:.2%}')} | {e.get('refused_inaudible', 0)} "
+            f"| {category} | {e['clips']} | {f('agreement', '{:.2%}')} | "
+            f"{e.get('refused_inaudible', 0)} "
             f"| {tiers} {e.get('unit', '')} | "
-            f"{f('median_abs_change_none')} | {f('blind_agreement', '{:.2%}')} | {f('median_abs_loudness_change_db')} | "
+            f"{f('median_abs_change_none')} | {f('blind_agreement', '{:.2%}')} | "
+            f"{f('median_abs_loudness_change_db')} | "
             f"{f('median_abs_level_slope_change_db')} | {e['max_clipping_ratio']:.4f} |"
         )
-    lines.append(f"\n{len(report['failures'])} clip(s) disagree with their label or could not be read.")
+    lines.append(
+        f"\n{len(report['failures'])} clip(s) disagree with their label or could not be read."
+    )
     return "\n".join(lines)

@@ -255,7 +255,9 @@ def _sort_rows(rows: Iterable[Mapping]) -> list[Mapping]:
 
 
 def _predict_direction(
-    train: Sequence[Mapping], test: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]],
+    train: Sequence[Mapping],
+    test: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
     names: Sequence[str],
 ) -> tuple[np.ndarray, tuple[str, dict[str, np.ndarray]] | None]:
     """(test labels, `_predictions` of "increase"), the predictions None unless the test
