@@ -90,11 +90,11 @@ def main() -> None:
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"padded whisper:tiny.en, {args.items} items x (as is, reversed) = {n} answers, {os.cpu_count()} CPUs, "
           f"load average {load}")
-    print(f"{'way':<58}{'wall s':>8}{'CPU s':>8}{'items/s':>9}{'/CPU-s':>8}")
+    print(f"{'way':<58}{'wall s':>8}{'CPU s':>8}{'answers/s':>10}{'/CPU-s':>8}")
     for name, (wall, cpu, _) in (("old: one process, per-row cross-attention projections", old),
                                  (f"new: {args.copies} copies x 1 thread, shared projections", new)):
-        print(f"{name:<58}{wall:>8.1f}{cpu:>8.1f}{n / wall:>9.2f}{n / cpu:>8.2f}")
-    print(f"new / old: {old[0] / new[0]:.2f}x items per wall second, {old[1] / new[1]:.2f}x per CPU-second")
+        print(f"{name:<58}{wall:>8.1f}{cpu:>8.1f}{n / wall:>10.2f}{n / cpu:>8.2f}")
+    print(f"new / old: {old[0] / new[0]:.2f}x answers per wall second, {old[1] / new[1]:.2f}x per CPU-second")
     same = sum(a["predicted"] == b["predicted"] for a, b in zip(old[2], new[2], strict=True))
     shift = max(abs(a["llr"] - b["llr"]) for a, b in zip(old[2], new[2], strict=True))
     keys = [r["key"] for r in old[2]] == [r["key"] for r in new[2]]
