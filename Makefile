@@ -70,15 +70,18 @@ $(STEPS)/comparison $(STEPS)/recognition: $(STEPS)/%:
 	$(VG) build --out $(DEMO)/$* --question-format $* --n-test 10 --n-train 0
 	@mkdir -p $(@D) && touch $@
 
-# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en
-#    (padded, the longest step: two listener copies, and listed first so that it starts first)
+# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en.
+#    Padded Whisper is the longest step (two listener copies): when the tiers build ends it must
+#    start first, so the other steps on the tiers build wait (order only) for the sweep's Whisper
+#    run, which the other job slot works through meanwhile.
 $(STEPS)/whisper: $(STEPS)/tiers
 	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en --limit $(WHISPER_ITEMS) --controls reversed --workers 2 --out $(RUNS)/whisper
 	@touch $@
-$(STEPS)/random $(STEPS)/always-increase $(STEPS)/shortcut: $(STEPS)/%: $(STEPS)/tiers
+AFTER_TIERS := $(STEPS)/tiers | $(STEPS)/sweep-whisper
+$(STEPS)/random $(STEPS)/always-increase $(STEPS)/shortcut: $(STEPS)/%: $(AFTER_TIERS)
 	$(VG) eval $(DEMO)/tiers --listener baseline:$* --out $(RUNS)/$*
 	@touch $@
-$(STEPS)/ideal: $(STEPS)/tiers
+$(STEPS)/ideal: $(AFTER_TIERS)
 	$(VG) eval $(DEMO)/tiers --listener baseline:ideal --controls reversed --out $(RUNS)/ideal
 	@touch $@
 $(STEPS)/sweep-ideal: $(STEPS)/sweep
@@ -97,8 +100,11 @@ $(STEPS)/random-comparison $(STEPS)/random-recognition: $(STEPS)/random-%: $(STE
 $(STEPS)/ideal-comparison $(STEPS)/ideal-recognition: $(STEPS)/ideal-%: $(STEPS)/%
 	$(VG) eval $(DEMO)/$* --listener baseline:ideal --out $(RUNS)/ideal-$*
 	@touch $@
-$(STEPS)/whisper-trimmed-tiers $(STEPS)/whisper-trimmed-comparison $(STEPS)/whisper-trimmed-recognition: $(STEPS)/whisper-trimmed-%: $(STEPS)/%
+$(STEPS)/whisper-trimmed-comparison $(STEPS)/whisper-trimmed-recognition: $(STEPS)/whisper-trimmed-%: $(STEPS)/%
 	$(VG) eval $(DEMO)/$* --listener whisper:tiny.en+trimmed --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-$*
+	@touch $@
+$(STEPS)/whisper-trimmed-tiers: $(AFTER_TIERS)
+	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en+trimmed --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-tiers
 	@touch $@
 
 # 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis (10 test sources,
