@@ -24,19 +24,18 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.listeners import Request, load_listener
 from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.stimuli.audit import (
-    CACHE_DIR,
-    CACHE_FILE,
     CUE_NAMES,
     FAMILIES,
-    ORDER_FREE_GATED,
-    _centroid_hz,
-    _zero_share,
     allowed_families,
     audit_dataset,
     clip_cues,
     feature_names,
     format_audit,
 )
+from vocalgrad.stimuli.audit.cache import CACHE_DIR, CACHE_FILE
+from vocalgrad.stimuli.audit.classifiers import ORDER_FREE_GATED
+from vocalgrad.stimuli.audit.cues import _centroid_hz
+from vocalgrad.stimuli.order_free import zero_share as _zero_share
 
 SR = 16000
 N_SOURCES = 12
@@ -363,7 +362,7 @@ def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
 def test_audit_cis_follow_the_few_sources_rule():
     """One source: no CI, so the audit cannot claim a pass; a few: a jackknife/Wilson
     interval that is never zero-width, as for every accuracy in the toolkit."""
-    from vocalgrad.stimuli.audit import _accuracy
+    from vocalgrad.stimuli.audit.classifiers import _accuracy
 
     one = _accuracy(np.array([1, 0, 1, 1]), [{"source_id": "a"}] * 4, "k")
     assert one["n_clusters"] == 1 and np.isnan(one["lo"]) and np.isnan(one["hi"])

@@ -5,6 +5,7 @@ parsing, the listening-test app and the report's format table."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -16,12 +17,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from vocalgrad import dimensions
 from vocalgrad.dataset import load_rows
+from vocalgrad.dimensions.base import Question
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import score_run
 from vocalgrad.listeners.baselines import ConstantListener, IdealObserver
-from vocalgrad.questions import prompts
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import build_prompt, question_text, recognition_words
 from vocalgrad.stimuli.audit import allowed_families
@@ -212,8 +214,9 @@ def test_prompts_per_format(monkeypatch):
     assert swapped.options == ("quiet", "loud") and "quiet or loud" in swapped.text
     assert swapped.label_of == {"quiet": "decrease", "loud": "increase"}
     assert recognition_words("brightness") == ("voice", "bright", "dark")
-    # a dimension the table does not know (a new one) is asked generically
-    monkeypatch.delitem(prompts.RECOGNITION_WORDS, "breathiness")
+    # a dimension that declares no recognition words (a new one) is asked generically
+    plain = dataclasses.replace(dimensions.get("breathiness"), QUESTION=Question())
+    monkeypatch.setitem(dimensions.DIMENSIONS, "breathiness", plain)
     assert recognition_words("breathiness") == ("breathiness", "high", "low")
     with pytest.raises(ConfigError, match="variants default, swapped"):
         build_prompt("volume", "ternary", fmt="recognition")

@@ -7,7 +7,6 @@ import pytest
 from vocalgrad.errors import ConfigError
 from vocalgrad.questions.parsing import parse_answer
 from vocalgrad.questions.prompts import (
-    PARAPHRASE_CATEGORIES,
     TARGET,
     VARIANTS,
     build_prompt,
@@ -71,7 +70,7 @@ def test_clip_ternary_and_vary_wording():
 @pytest.mark.parametrize("variant", ["paraphrase1", "paraphrase2", "paraphrase3"])
 def test_paraphrases_keep_the_answer_words(variant):
     texts = set()
-    for category in PARAPHRASE_CATEGORIES:
+    for category in ("volume", "voice_pitch", "speaking_speed"):
         question, instruction = question_text(category, variant).split("\n\n")
         assert '"increase"' in instruction and '"decrease"' in instruction
         assert "{" not in question

@@ -24,11 +24,12 @@ from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
-    finish,
     measure_clip,
     prepare_reference,
     prepare_source,
     render_condition,
+    to_file,
+    unlimited,
 )
 from vocalgrad.stimuli.verify import verify_dataset
 
@@ -64,7 +65,7 @@ def test_a_level_only_pan_is_not_a_direction_change(sources):
         ramp = np.clip((np.arange(len(source.clean.audio)) / RENDER_SR - span.onset_s) / span.duration_s, 0, 1)
         gains = 10 ** (np.stack([-6 * ramp + 3, 6 * ramp - 3], axis=1) / 20)
         raw = (source.clean.audio[:, None] * gains).astype(np.float32)
-        audio, _ = finish(source, "stereo_direction", raw, np.zeros_like, span, 0, "ae")
+        audio = to_file(unlimited(source, "stereo_direction", raw, np.zeros_like, span, 0, "ae")[0])
         measured = measure_clip(source, "stereo_direction", audio, span, "increase")
         assert measured[1].end - measured[1].start > 5 and measured[3] != "verified", measured[1]
 

@@ -14,13 +14,14 @@ from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     PreparedSource,
     clip_span,
-    finish,
     measure_clip,
     prepare_reference,
     prepare_source,
     quantise16,
     render_condition,
+    to_file,
     track_for,
+    unlimited,
 )
 
 ITEM = "00000000000000cd"
@@ -71,7 +72,7 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
     else:
         raise ValueError(kind)
     span = clip_span(dim, track, source.clean, len(raw))
-    audio, _ = finish(source, labelled.category, raw, track, span, 0, ITEM)
+    audio = to_file(unlimited(source, labelled.category, raw, track, span, 0, ITEM)[0])
     return measure_clip(source, labelled.category, audio, span, labelled.direction)[3]
 
 

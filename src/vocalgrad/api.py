@@ -27,6 +27,7 @@ from vocalgrad.dataset import content_sha256, load_rows, resolve
 from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners import Listener, load_listener
+from vocalgrad.records import AuditReport, RunSummary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -315,11 +316,32 @@ def evaluate(dataset: Dataset | PathLike, listener: Listener | str, out: PathLik
 
 
 def score(run: Run | PathLike, by: Sequence[str] = ("category",), cluster: str | None = "source_id",
-          n_boot: int = N_BOOT, write: bool = True) -> dict:
+          n_boot: int = N_BOOT, write: bool = True) -> RunSummary:
     """Accuracy, d′, criterion c and AUC with source-clustered 95% CIs, controls and alarms.
 
-    Returns the summary `vocalgrad score` prints (also written to ``summary.json`` unless
-    ``write=False``): ``groups[variant/mode]["table"]`` holds one dict per group.
+    Parameters
+    ----------
+    run : Run or path
+        A run folder written by `evaluate`.
+    by : sequence of str
+        Result-row fields to group by (``category``, ``tier``, ``curve``, ...).
+    cluster : str or None
+        The field whose values are resampled together for the CIs (None: items).
+    n_boot : int
+        Bootstrap resamples per CI.
+    write : bool
+        Also write the summary to ``RUN/summary.json``.
+
+    Returns
+    -------
+    RunSummary
+        What `vocalgrad score` prints: ``groups[variant/mode]["table"]`` holds one dict per
+        group.
+
+    Raises
+    ------
+    DatasetError
+        The folder holds no answers yet.
     """
     from vocalgrad.evaluation.score import score_run, write_summary
 
@@ -329,16 +351,45 @@ def score(run: Run | PathLike, by: Sequence[str] = ("category",), cluster: str |
     return summary
 
 
-def audit(dataset: Dataset | PathLike, workers: int = 1) -> dict:
+def audit(dataset: Dataset | PathLike, workers: int = 1) -> AuditReport:
     """The shortcut audit: can a classifier tell the direction from cues other than the
-    change over time? The report is also written to ``DATASET/audit.json``."""
+    change over time? A dataset that passes leaves no such shortcut open.
+
+    Parameters
+    ----------
+    dataset : Dataset or path
+        The dataset folder.
+    workers : int
+        Processes measuring the clips' cues.
+
+    Returns
+    -------
+    AuditReport
+        Per category the classifiers' accuracies with CIs and whether it passes; also
+        written to ``DATASET/audit.json``.
+    """
     from vocalgrad.stimuli.audit import audit_dataset
 
     return audit_dataset(load_dataset(dataset).path, workers=workers)
 
 
 def verify(dataset: Dataset | PathLike, limit: int | None = None) -> dict:
-    """Re-measure every clip against its source: label agreement, refusals and confounds."""
+    """Re-measure every clip against its source: label agreement, refusals and confounds.
+
+    Parameters
+    ----------
+    dataset : Dataset or path
+        The dataset folder (the official release, which has no sources, gets the blind
+        measures only).
+    limit : int, optional
+        Measure at most this many clips.
+
+    Returns
+    -------
+    dict
+        ``per_category``: agreement with the labels, median changes per tier, refusals and
+        confounds; ``failures``: the clips that disagree.
+    """
     from vocalgrad.stimuli.verify import verify_dataset
 
     return verify_dataset(load_dataset(dataset).path, limit=limit)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
@@ -22,11 +21,17 @@ import soundfile as sf
 from scipy.signal import resample_poly, sosfilt
 
 from vocalgrad.errors import AudioError
+from vocalgrad.files import atomic_write_bytes
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".mp3")
 MIN_SAMPLE_RATE = 8000
 PEAK_CEILING = 10 ** (-1 / 20)  # -1 dBFS: headroom against inter-sample overs on encode
 FRAME_S = 0.010
+# How far outside the detected speech span the "edges" of a clip begin: a detector's onset is
+# a threshold crossing, and the first phoneme's rise begins before it. The renderer keeps the
+# source's own samples beyond it (`SPEC.source_edges`) and the audit's edge windows stop at it,
+# so the two must agree: this is the one constant both read.
+EDGE_GUARD_S = 0.1
 
 
 def load_audio(path: str | os.PathLike, mono: bool = True) -> tuple[np.ndarray, int]:
@@ -227,13 +232,5 @@ def write_flac_atomic(path: Path, audio: np.ndarray, sr: int) -> str:
     buffer = io.BytesIO()
     sf.write(buffer, audio, sr, format="FLAC", subtype="PCM_16")
     data = buffer.getvalue()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".flac")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data, sync=False)  # a clip is rendered again on resume if lost
     return hashlib.sha256(data).hexdigest()

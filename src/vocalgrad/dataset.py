@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from vocalgrad.errors import DatasetError
+from vocalgrad.files import atomic_path
+from vocalgrad.records import DatasetRow
 
 log = logging.getLogger("vocalgrad")
 
@@ -63,15 +65,9 @@ def dumps(row: dict) -> str:
 
 def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
     """Atomic: write a temporary file, then rename (removed again if the write fails)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        with tmp.open("w") as f:
-            for row in rows:
-                f.write(dumps(row) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as tmp, tmp.open("w") as f:
+        for row in rows:
+            f.write(dumps(row) + "\n")
 
 
 def read_jsonl(path: Path, *, torn: str = "error", hint: str = "") -> Iterator[dict]:
@@ -152,7 +148,7 @@ def repair_tail(path: Path) -> str | None:
             f"and kept it in {quarantine}")
 
 
-def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[dict]:
+def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetRow]:
     """All clip rows of a dataset folder, each with an absolute `path`."""
     root = Path(root)
     if not root.is_dir():
@@ -302,22 +298,19 @@ def materialise_hf(name: str, split: str, cache_root: Path) -> Path:
         file_name = row.get("file_name") or f"audio/{stored}"
         target = work / file_name
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tmp")
-            if audio.get("bytes"):
-                tmp.write_bytes(audio["bytes"])
-            elif audio.get("path") and Path(audio["path"]).is_file():
-                shutil.copyfile(audio["path"], tmp)
-            else:
+            if not (audio.get("bytes") or (audio.get("path") and Path(audio["path"]).is_file())):
                 raise DatasetError(f"hf:{name}@{split}: row {index} has neither audio bytes nor a readable path")
-            os.replace(tmp, target)
+            with atomic_path(target) as tmp:
+                if audio.get("bytes"):
+                    tmp.write_bytes(audio["bytes"])
+                else:
+                    shutil.copyfile(audio["path"], tmp)
         records.append({**{c: row[c] for c in columns}, "file_name": file_name})
     fields = ["file_name", *[c for c in columns if c != "file_name"]]
-    with (work / (OFFICIAL_METADATA + ".tmp")).open("w", newline="") as f:
+    with atomic_path(work / OFFICIAL_METADATA) as tmp, tmp.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(records)
-    os.replace(work / (OFFICIAL_METADATA + ".tmp"), work / OFFICIAL_METADATA)
     os.replace(work, final)
     return final
 

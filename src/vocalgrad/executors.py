@@ -27,10 +27,9 @@ from vocalgrad.errors import ConfigError, VocalgradError
 from vocalgrad.jit import warm_up
 from vocalgrad.listeners import load_listener
 from vocalgrad.listeners.base import Listener
+from vocalgrad.listeners.registry import family
 from vocalgrad.parallel import TaskPool
 
-# Listener schemes whose model wants a GPU when the cluster has one.
-GPU_SCHEMES = ("whisper", "hf", "tuned")
 CONNECT_TIMEOUT_S = 5.0
 MAX_REPLACEMENTS_PER_ACTOR = 3
 
@@ -49,7 +48,9 @@ class ListenerSpec:
 
     @property
     def wants_gpu(self) -> bool:
-        return self.spec.partition(":")[0] in GPU_SCHEMES
+        """Whether the spec's family declares that its listeners want an accelerator (asked of
+        the family, so the model is never loaded on the driver)."""
+        return family(self.spec.partition(":")[0]).wants_gpu
 
 
 class Executor(TaskPool):

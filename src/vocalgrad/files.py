@@ -32,22 +32,57 @@ def naming(path: str | Path, always: bool = False) -> Iterator[None]:
         raise type(err)(err.errno, err.strerror, str(path)) from err
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` through a temporary file and a rename (the temporary file is
-    removed again if the write fails, e.g. on a full disk)."""
+@contextmanager
+def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary sibling of `path` to write to, renamed over `path` when the block ends
+    without error and removed when it raises (e.g. on a full disk).
+
+    Parameters
+    ----------
+    path
+        The file to write; its folder is created if missing.
+    suffix
+        The temporary file's suffix, for writers that pick a format by name.
+
+    Yields
+    ------
+    Path
+        The temporary file (created empty), in `path`'s folder, so the rename is atomic.
+
+    Raises
+    ------
+    OSError
+        Any error of the write or the rename, naming `path` (see `naming`).
+    """
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with naming(path, always=True):
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-", suffix=suffix)
+        os.close(fd)
+        tmp = Path(name)
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
+            yield tmp
             os.replace(tmp, path)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             raise
-    return path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> Path:
+    """Write `data` to `path` atomically (`atomic_path`); with `sync`, flushed to disk before
+    the rename, so a power cut cannot leave the new name on empty blocks (many small files,
+    each cheap to write again, may skip it)."""
+    with atomic_path(path) as tmp, tmp.open("wb") as f:
+        f.write(data)
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
+    return Path(path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` atomically (`atomic_path`), synced to disk before the rename."""
+    return atomic_write_bytes(path, text.encode())
 
 
 @contextmanager

@@ -33,7 +33,8 @@ from scipy.stats import binomtest, norm, permutation_test
 from scipy.stats import t as student_t
 from sklearn.metrics import roc_auc_score
 
-DIRECTIONS = ("increase", "decrease")
+from vocalgrad.records import LABELS
+
 _CHUNK_CELLS = 4_000_000  # bootstrap weights held in memory at once (float64 cells)
 
 # Columns of the per-item count matrix; every count metric is a function of their totals.
@@ -361,7 +362,7 @@ def summarise(
     which, `n_clusters` how many. `n_boot=0` computes no intervals. Constant-direction rows are
     left out here: see `constant_summary`.
     """
-    rows = [r for r in rows if r.get("direction") in DIRECTIONS]
+    rows = [r for r in rows if r.get("direction") in LABELS]
     by = tuple(by)
     meta = {"cluster": cluster or "item", "n_boot": n_boot}
     out = [{**dict.fromkeys(by, "overall"), "group": "overall",
@@ -425,7 +426,7 @@ def paired_comparison(
     nan = float("nan")
     b_by_id = {r["item_id"]: r for r in rows_b}
     pairs = [(a, b_by_id[a["item_id"]]) for a in rows_a
-             if a["item_id"] in b_by_id and a.get("direction") in DIRECTIONS]
+             if a["item_id"] in b_by_id and a.get("direction") in LABELS]
     for a, b in pairs:
         if a["direction"] != b.get("direction"):
             raise ValueError(
@@ -529,7 +530,7 @@ def flip_rate(rows_forward: Iterable[Mapping], rows_reversed: Iterable[Mapping])
     forward = {r["item_id"]: r for r in rows_forward}
     pairs = [(forward[r["reversed_of"]].get("predicted"), r.get("predicted"))
              for r in rows_reversed if r.get("reversed_of") in forward]
-    answered = [(f, b) for f, b in pairs if f in DIRECTIONS and b in DIRECTIONS]
+    answered = [(f, b) for f, b in pairs if f in LABELS and b in LABELS]
     flipped = sum(f != b for f, b in answered)
     return {
         "n_pairs": len(pairs),

@@ -15,8 +15,7 @@ from vocalgrad.cli.options import (
     whole,
 )
 from vocalgrad.files import atomic_write_text
-
-FORMATS = ("gradual", "comparison", "recognition")
+from vocalgrad.records import FORMATS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -92,6 +91,8 @@ def cmd_build(args: argparse.Namespace) -> int:
           f"{len(report['skipped_sources'])} skipped sources)")
     for r in report["refused_conditions"]:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
+    for r in report.get("refused_for_source", []):
+        print(f"  refused {r['category']} {r['tier']} on {r['source_id']} ({r['clips']} clips): {r['reason']}")
     for s in report["skipped_sources"]:
         print(f"  skipped {s['source_id']}: {s['reason']}")
     if report.get("source_shortfall"):

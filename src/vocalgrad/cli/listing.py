@@ -34,9 +34,9 @@ def _listeners() -> list[str]:
 
 
 def _dimensions() -> list[str]:
-    from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
+    from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 
-    return [f"{name}{'' if name in PUBLISHED_CATEGORIES else '  (opt-in)'}" for name in CATEGORIES]
+    return [f"{name}{'' if name in PUBLISHED_CATEGORIES else '  (opt-in)'}" for name in DIMENSIONS]
 
 
 def _formats() -> list[str]:

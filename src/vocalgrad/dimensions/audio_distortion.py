@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.trajectories import sample_times
 
@@ -64,3 +64,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     what the hold adds (images, droop) where the speech does not mask it, with a mask floor
     tied to the frame's speech level (the images grow with it)."""
     return Measured(*error_to_mask_db(clip, ref, floor_below_speech_db=IMAGE_FLOOR_BELOW_SPEECH_DB))
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("audio", "distorted", "clean"))
+# evidence: the default, the energy added to the source (late vs early)

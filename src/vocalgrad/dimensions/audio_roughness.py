@@ -6,7 +6,7 @@ import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import ERROR_TO_MASK_SPEC, error_to_mask_db
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis
 
 SPEC = DimensionSpec(
@@ -17,7 +17,7 @@ SPEC = DimensionSpec(
     tiers={"low": 8.0, "mid": 6.0, "high": 4.0},
     scale="linear",
     **ERROR_TO_MASK_SPEC,
-    constant_tolerance=3.0,
+    constant_tolerance=4.0,  # the speech content moves a held error-to-mask ratio by up to ~3 dB
     psychometric_range=(3.0, 14.0),
     # a coarse quantiser also silences a recording's own low-level background in its
     # pauses (it gates): the level, spectrum and digital zeros of the silences at each end
@@ -66,3 +66,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 
 def _peak(ref: Analysis) -> float:
     return float(np.max(np.abs(ref.audio))) or 1.0
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("audio", "rough", "smooth"))
+# evidence: the default, the energy added to the source (late vs early)

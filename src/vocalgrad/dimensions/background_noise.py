@@ -6,7 +6,7 @@ import numpy as np
 
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
 from vocalgrad.signal.trajectories import sample_times
 
@@ -28,7 +28,14 @@ SPEC = DimensionSpec(
     # more noise there is: the median centroid and the file size read where the noise is loud
     target_cues=("edge_level", "edge_spectrum", "edge_zeros", "edge_silence", "global_centroid_hz",
                  "global_file_bytes"),
+    # The noise fades in and out over NOISE_FADE_S at the speech's edges, and beyond them the
+    # file is the source's in every clip. Running on into the silences, the noise met the
+    # source's asymmetric edges (nothing before the first onset, the last syllable's decay
+    # after the offset): the summed centroid of the file's first and last 300 ms, which
+    # playing the clip backwards leaves as it is, told the direction (AUC 0.75 on builtin 8 + 8).
+    source_edges=True,
 )
+NOISE_FADE_S = 0.08  # inside the renderer's 0.1 s edge guard
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -40,9 +47,16 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """Noise is present in pauses too, so the change is not hidden in the silences."""
-    ratio = track(sample_times(len(ref.audio), ref.sr))
-    noise = rng.standard_normal(len(ref.audio)) * ratio * ref.speech_rms
+    """Noise is present in pauses too, so the change is not hidden in the silences; it
+    fades in over NOISE_FADE_S before the speech onset and out over NOISE_FADE_S after the
+    offset (raised cosines), so both twins' silences are the source's."""
+    t = sample_times(len(ref.audio), ref.sr)
+    ratio = track(t)
+    span = ref.span
+    fade_in = np.clip((t - span.onset_s + NOISE_FADE_S) / NOISE_FADE_S, 0.0, 1.0)
+    fade_out = np.clip((span.offset_s + NOISE_FADE_S - t) / NOISE_FADE_S, 0.0, 1.0)
+    window = (0.5 - 0.5 * np.cos(np.pi * fade_in)) * (0.5 - 0.5 * np.cos(np.pi * fade_out))
+    noise = rng.standard_normal(len(ref.audio)) * ratio * window * ref.speech_rms
     return (ref.audio + noise).astype(np.float32)
 
 
@@ -55,3 +69,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     floor, speech = ref.floor_power, max(ref.speech_rms, 1e-10) ** 2
     h, t = head_tail(power, head, tail, reduce=np.mean)
     return Measured(db((h + floor) / speech), db((t + floor) / speech))
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("recording", "noisy", "clean"))
+# evidence: the default, the energy added to the source (late vs early)

@@ -1,14 +1,24 @@
-"""What every dimension declares: its parameter, unit, polarity and tiers are data."""
+"""The dimension contract: what every dimension module declares, with the protocol's defaults.
+
+A dimension is one module, ``vocalgrad.dimensions.<name>``, that defines the required members
+of `Dimension` (``SPEC``, ``endpoints``, ``inaudible_reason``, ``render``, ``measure``) and, where
+the defaults do not fit, the optional ones (``QUESTION``, ``output_time``, ``source_time``,
+``blind_change``, ``evidence``, ``held_evidence``). `bind` resolves a module against the
+protocol once, at registration: shared code calls every member of the `Bound` it returns and
+never asks a module what it has.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
 from typing import Protocol
 
 import numpy as np
 
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.evidence import added_energy
 
 # track(times_s) -> parameter values at those times (already on the right scale)
 Track = Callable[[np.ndarray], np.ndarray]
@@ -59,13 +69,43 @@ class DimensionSpec:
     # Channels of the clip: 2 for a dimension that lives between the ears (stereo direction);
     # a listener that hears fewer cannot be tested on it.
     channels: int = 1
+    # The dimension warps time (``output_time`` / ``source_time`` are not the identity): the
+    # clip's speech span, loudness compensation and the audit's padding cues follow the warp.
+    warps_time: bool = False
 
     @property
     def constant_limit(self) -> float:
+        """Largest |change| (measured_unit) a constant clip may show: `constant_tolerance`,
+        else the audibility floor."""
         return self.constant_tolerance if self.constant_tolerance is not None else self.audibility_floor
 
     def to_dict(self) -> dict:
+        """The spec as plain data (JSON-ready)."""
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class Question:
+    """How a dimension is asked about, per question format.
+
+    Parameters
+    ----------
+    attribute
+        The words that name the dimension in gradual and comparison questions ("Does the
+        {attribute} increase or decrease over time?"). Empty: the dimension's name with
+        underscores as spaces (the published wording).
+    recognition
+        (what is judged, the category an increase moves towards, the one a decrease moves
+        towards) for recognition items: "Is the {0} {1} or {2}?". Empty: (attribute, "high",
+        "low").
+    paraphrases
+        Everyday gradual wordings, one per ``paraphraseN`` variant (N from 1); a dimension
+        without them is not asked with those variants.
+    """
+
+    attribute: str = ""
+    recognition: tuple[str, str, str] | tuple[()] = ()
+    paraphrases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,6 +133,8 @@ class Corroborated(Measured):
 
     @property
     def change(self) -> float:
+        """end - start where the second cue agrees (sign and floor), 0.0 where it does not,
+        NaN where either is unmeasured."""
         change = self.end - self.start
         if not (np.isfinite(change) and np.isfinite(self.corroboration)):
             return float("nan")
@@ -100,8 +142,21 @@ class Corroborated(Measured):
         return float(change) if agrees else 0.0
 
 
+def held_value(measured: Measured) -> float:
+    """One value for a held clip: the mean of its head and tail measures (either if one is NaN)."""
+    values = [v for v in (measured.start, measured.end) if np.isfinite(v)]
+    return float(np.mean(values)) if values else float("nan")
+
+
+# evidence(clip, ref, sr) -> float: > 0 means the dimension increased over the clip
+Evidence = Callable[[np.ndarray, np.ndarray, int], float]
+
+
 class Dimension(Protocol):
-    """The module-level contract of ``vocalgrad.dimensions.<name>``."""
+    """The module-level contract of ``vocalgrad.dimensions.<name>``: the required members.
+
+    The optional members and their defaults are those of `Bound` (see `bind`).
+    """
 
     SPEC: DimensionSpec
 
@@ -116,3 +171,137 @@ class Dimension(Protocol):
 
     def measure(self, clip: Analysis, ref: Analysis) -> Measured:
         """Recover start and end of the measured quantity, relative to the reference."""
+
+
+def _identity_time(track: Track, times_s: np.ndarray) -> np.ndarray:
+    """The default time map: a dimension that does not warp time leaves every moment in place."""
+    return np.asarray(times_s, dtype=np.float64)
+
+
+def _audible_on_every_source(magnitude: float, ref: Analysis) -> str | None:
+    """Default `Bound.source_inaudible_reason`: the rate rule alone decides."""
+    return None
+
+
+def _no_blind_change(clip: Analysis) -> float | None:
+    """The default source-free measure: none (verification without a source checks nothing)."""
+    return None
+
+
+REQUIRED = ("SPEC", "endpoints", "inaudible_reason", "render", "measure")
+OPTIONAL = ("QUESTION", "output_time", "source_time", "source_inaudible_reason", "blind_change", "evidence",
+            "held_evidence")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A dimension module resolved against the protocol: every member present.
+
+    Required (from the module): ``SPEC``, ``endpoints(magnitude, sr) -> (start, end)``,
+    ``inaudible_reason(magnitude, sr) -> str | None``, ``render(ref, track, rng) -> audio`` and
+    ``measure(clip, ref) -> Measured``.
+
+    Optional, with these defaults:
+
+    - ``QUESTION`` (`Question`): how it is asked; default: by its name, "high" / "low".
+    - ``output_time(track, source_times_s) -> clip_times_s`` and ``source_time(track,
+      clip_times_s) -> source_times_s``: the time maps of a warping dimension (declare
+      ``SPEC.warps_time``); default: the identity.
+    - ``source_inaudible_reason(magnitude, ref) -> str | None``: why a change of this
+      magnitude would be inaudible on this source (its bandwidth, say), decided before
+      rendering; default: None (the rate rule, ``inaudible_reason``, alone decides).
+    - ``blind_change(clip) -> float | None``: the change measured from the clip alone, for
+      datasets without sources; default: None (no source-free check).
+    - ``evidence(clip, ref, sr) -> float``: the ideal observer's decision statistic on a gradual
+      clip (float arrays at ``sr`` Hz, ``clip`` mono ``(n,)`` or ``(n, channels)``, ``ref`` the
+      source ``(m,)``), > 0 for an increase; independent of ``measure`` by design. Default:
+      the energy added to the source, late vs early (dB).
+    - ``held_evidence(clip, ref, sr) -> float``: where a held clip lies on the dimension re
+      its source; default: `Bound.held`'s construction from ``evidence``.
+    """
+
+    module: object
+    SPEC: DimensionSpec
+    endpoints: Callable[[float, int], tuple[float, float]]
+    inaudible_reason: Callable[[float, int], str | None]
+    render: Callable[[Analysis, Track, np.random.Generator], np.ndarray]
+    measure: Callable[[Analysis, Analysis], Measured]
+    QUESTION: Question = Question()
+    output_time: Callable[[Track, np.ndarray], np.ndarray] = _identity_time
+    source_time: Callable[[Track, np.ndarray], np.ndarray] = _identity_time
+    source_inaudible_reason: Callable[[float, Analysis], str | None] = _audible_on_every_source
+    blind_change: Callable[[Analysis], float | None] = _no_blind_change
+    evidence: Evidence = added_energy
+    held_evidence: Evidence | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The dimension's name (``SPEC.name``): the ``category`` of its rows."""
+        return self.SPEC.name
+
+    def held(self, clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+        """Where a held clip (comparison part, recognition clip) lies on the dimension re its
+        source, as ideal-observer evidence: ``held_evidence`` where declared, else the gradual
+        evidence of the source (at the clip's level, unless level is the target) followed by
+        the clip, so the first third sees no change and the last third the held value.
+
+        Parameters
+        ----------
+        clip
+            The held clip, float, ``(n,)`` or ``(n, channels)``, at ``sr`` Hz.
+        ref
+            Its source, mono ``(m,)``, at ``sr`` Hz.
+        sr
+            Sample rate in Hz.
+
+        Returns
+        -------
+        float
+            Larger for a clip further towards "increase".
+        """
+        if self.held_evidence is not None:
+            return float(self.held_evidence(clip, ref, sr))
+        gain = 1.0
+        if self.SPEC.loudness_neutral:
+            n = min(len(clip), len(ref))
+            gain = float(np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12))
+        # a multi-channel clip is led in by the source straight ahead
+        lead = gain * ref if clip.ndim == 1 else np.repeat(ref[:, None], clip.shape[1], axis=1)
+        return float(self.evidence(np.concatenate([lead, clip]), np.concatenate([ref, ref]), sr))
+
+
+def bind(module: ModuleType | object) -> Bound:
+    """Resolve a dimension module (or any namespace with the same members) against the protocol.
+
+    Parameters
+    ----------
+    module
+        ``vocalgrad.dimensions.<name>``, a plug-in module, or a namespace whose ``vars`` hold
+        the members of `Dimension` (a test-only dimension: ``types.SimpleNamespace(...)``).
+
+    Returns
+    -------
+    Bound
+        The module's members, the protocol's defaults where it declares none.
+
+    Raises
+    ------
+    TypeError
+        A required member is missing, ``SPEC`` is not a `DimensionSpec`, or the time maps do
+        not match ``SPEC.warps_time``.
+    """
+    members = dict(vars(module))
+    missing = [name for name in REQUIRED if name not in members]
+    if missing:
+        raise TypeError(f"dimension {module!r} lacks {', '.join(missing)} "
+                        "(see vocalgrad.dimensions.base.Dimension)")
+    spec = members["SPEC"]
+    if not isinstance(spec, DimensionSpec):
+        raise TypeError(f"dimension {module!r}: SPEC must be a DimensionSpec, "
+                        f"not {type(spec).__name__}")
+    declared = {name: members[name] for name in (*REQUIRED, *OPTIONAL) if name in members}
+    warp = [name for name in ("output_time", "source_time") if name in declared]
+    if spec.warps_time != bool(warp) or len(warp) == 1:
+        raise TypeError(f"dimension {spec.name!r}: SPEC.warps_time={spec.warps_time} needs both "
+                        "output_time and source_time declared, or neither")
+    return Bound(module=module, **declared)

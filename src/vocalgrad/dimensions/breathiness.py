@@ -19,7 +19,7 @@ import numpy as np
 from scipy.ndimage import uniform_filter1d
 
 from vocalgrad.dimensions._shared import db, forward_stft, inverse_stft, log_envelope, stft_frames
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
 from vocalgrad.signal.analysis import (
     F0_CANDIDATES,
@@ -28,6 +28,7 @@ from vocalgrad.signal.analysis import (
     Analysis,
     head_tail,
 )
+from vocalgrad.signal.evidence import uncorrelated_energy_change
 
 SPEC = DimensionSpec(
     name="breathiness",
@@ -139,3 +140,9 @@ def harmonicity(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
             values.append(np.where(best["frequency"] > 0, 10 * np.log10(r / (1 - r)), SILENT_HNR))
         a.cache["harmonicity"] = (np.concatenate(times), np.concatenate(values))
     return a.cache["harmonicity"]
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("voice", "breathy", "clear"))
+evidence = uncorrelated_energy_change

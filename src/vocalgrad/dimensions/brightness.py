@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.dimensions._shared import db, inverse_stft, stft_frames, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, mel_centres
+from vocalgrad.signal.evidence import spectral_tilt_change
 
 SPEC = DimensionSpec(
     name="brightness",
@@ -87,3 +88,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         level = np.clip(level - np.median(level), -KEPT_RANGE_DB, KEPT_RANGE_DB)
         out.append(float(np.polyfit(x, level, 1)[0]))
     return Measured(*out)
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("voice", "bright", "dark"))
+evidence = spectral_tilt_change

@@ -23,8 +23,9 @@ from scipy.signal import butter, fftconvolve, get_window, istft, lfilter, sosfil
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions import echo, voice_clarity
 from vocalgrad.dimensions._shared import db, windows
-from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Track
+from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Question, Track, held_value
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.evidence import level_fall
 
 SPEC = DimensionSpec(
     name="distance",
@@ -163,3 +164,17 @@ def _welch_segments(v: np.ndarray, nperseg: int) -> np.ndarray:
     starts = np.arange(0, len(v) - nperseg + 1, step)
     segments = v[starts[:, None] + np.arange(nperseg)]
     return np.fft.rfft((segments - segments.mean(axis=1, keepdims=True)) * get_window("hann", nperseg), axis=1)
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(attribute="distance of the speaker", recognition=("speaker", "far", "near"))
+evidence = level_fall
+
+
+def held_evidence(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Reverberant-to-direct ratio of a held clip re its source (dB; rises with distance), as
+    `measure` reads it. A held clip's level re the source mixes the distance with the clip's
+    level rove, which the gradual evidence cancels and a held one cannot."""
+    source = Analysis(ref.astype(np.float32), sr)
+    return held_value(measure(Analysis(clip.astype(np.float32), sr, span=source.span), source))

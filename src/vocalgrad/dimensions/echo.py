@@ -7,7 +7,7 @@ from scipy.signal import fftconvolve, lfilter
 
 from vocalgrad.audio import FRAME_S, frame_rms
 from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.trajectories import sample_times
 
@@ -38,10 +38,21 @@ SPEC = DimensionSpec(
     # build read 0.52 [0.51, 0.54] and the recordings 0.62 [0.54, 0.70]).
     target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_f0_hz",
                  "global_file_bytes", "global_centroid_hz", "global_peak_dbfs"),
+    # The reverberation ends with the speech (`WET_FADE_S`): the file's silences are the
+    # source's in every clip, so no twin rings on longer than the other.
+    source_edges=True,
 )
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none
-TAIL_S = 1.0  # every echo clip of a source, any direction, rings on for this long after the source ends
+# The wet signal fades out over the last WET_FADE_S before the speech offset. A room rings only
+# forward: left to ring, an increase clip (its send high at the end) stayed audible 0.2 s longer
+# after the speech than its decrease twin (send 0 at the end), and the summed edge silence,
+# which playing the clip backwards leaves as it is, told them apart (AUC 0.01 on builtin
+# 8 + 8); ringing on past the offset, even for 50 ms, the reverb still lifted the summed level
+# of the file's first and last 300 ms (AUC 0.70).
+WET_FADE_S = 0.1
+PAUSE_S = 0.08  # a pause at least this long is left dry
+PAUSE_FADE_S = 0.02
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
 
 
@@ -69,16 +80,43 @@ def room_response(rt60_s: float, sr: int, rng: np.random.Generator) -> np.ndarra
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Scale the *send* into the room: a tail started while the send was high keeps
-    ringing after it falls, as a real room would, in both directions."""
-    n = len(ref.audio) + int(round(TAIL_S * ref.sr))
-    dry = np.pad(ref.audio.astype(np.float64), (0, n - len(ref.audio)))
-    send = track(sample_times(len(ref.audio), ref.sr))
+    ringing after it falls, as a real room would, in both directions, until the speech
+    ends: the reverberation fades out over the last WET_FADE_S of the speech span (a raised
+    cosine), and the file keeps the source's length and silences."""
+    n = len(ref.audio)
+    dry = ref.audio.astype(np.float64)
+    send = track(sample_times(n, ref.sr))
     magnitude = float(np.max(np.abs(send)))
     if magnitude == 0:
         return dry.astype(np.float32)
     ir = room_response(rt60_for(magnitude), ref.sr, rng)
     wet = fftconvolve(ref.audio * send, ir)[:n]
-    return (dry + np.pad(wet, (0, n - len(wet)))).astype(np.float32)
+    t = sample_times(n, ref.sr)
+    u = np.clip((t - ref.span.offset_s + WET_FADE_S) / WET_FADE_S, 0.0, 1.0)
+    return (dry + wet * (0.5 + 0.5 * np.cos(np.pi * u)) * _outside_pauses(ref)).astype(np.float32)
+
+
+def _outside_pauses(ref: Analysis) -> np.ndarray:
+    """Per-sample weight, 0 within the speech's pauses of PAUSE_S or more, 1 elsewhere (raised
+    cosines of PAUSE_FADE_S at their edges): a room rings only forward, so a pause after
+    speech sent loud into it rang, and the same pause before such speech did not; a
+    decrease clip's early pauses rang and its increase twin's late pauses could not, and how
+    long the clip was audible told them apart."""
+    active = ref.active.copy()
+    frames = np.arange(len(active))
+    centres = (frames + 0.5) * FRAME_S
+    inside = (centres >= ref.span.onset_s) & (centres <= ref.span.offset_s)
+    quiet = inside & ~active
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]])))
+    keep = np.ones(len(active))
+    for start, stop in zip(edges[0::2], edges[1::2], strict=True):
+        if (stop - start) * FRAME_S >= PAUSE_S:
+            keep[start:stop] = 0.0
+    fade = max(1, int(round(PAUSE_FADE_S / FRAME_S)))
+    keep = np.convolve(np.pad(keep, fade, mode="edge"), np.hanning(2 * fade + 1) / np.hanning(2 * fade + 1).sum(),
+                       "same")[fade:-fade]
+    keep = np.minimum(keep, 1.0)
+    return np.interp(np.arange(len(ref.audio)) / ref.sr, centres, keep)
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
@@ -97,3 +135,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         w, e = wet[:n][window].sum() + floor * window.sum(), expected[:n][window].sum()
         out.append(db(w / e + INAUDIBLE_RATIO) if e > 0 else float("nan"))
     return Measured(out[0], out[1])
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("recording", "reverberant", "dry"))
+# evidence: the default, the energy added to the source (late vs early)

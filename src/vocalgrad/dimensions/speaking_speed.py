@@ -7,8 +7,9 @@ import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import psola
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, praat_tier
+from vocalgrad.signal.evidence import held_rate, rate_change
 
 SPEC = DimensionSpec(
     name="speaking_speed",
@@ -27,6 +28,7 @@ SPEC = DimensionSpec(
     centre="harmonic",  # every clip keeps the source's speech duration
     neutral_value=1.0,  # silences before and after the speech are not stretched
     source_edges=True,
+    warps_time=True,  # output_time / source_time below
     # every time average over the clip weighs the slowed part more: with F0, level and spectrum
     # declining over an utterance, a slow start lifts the median F0 (80% of pairs), lowers the
     # centroid's median (68%) and, once the clip is set to the source's integrated loudness,
@@ -85,3 +87,17 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         slope = np.polyfit(points[:, 1].astype(float), points[:, 0].astype(float), 1)[0]
         rates.append(float(slope))
     return Measured(rates[0], rates[1])
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(
+    recognition=("speech", "fast", "slow"),
+    paraphrases=(
+        "Does the speaker talk faster or slower over time?",
+        "Does the speech rate go up or down over the course of the clip?",
+        "Is the speaker speeding up or slowing down as the clip goes on?",
+    ),
+)
+evidence = rate_change
+held_evidence = held_rate

@@ -19,8 +19,9 @@ from scipy.signal import butter, istft, sosfilt, stft
 
 from vocalgrad.audio import frame_rms
 from vocalgrad.dimensions._shared import db, windows
-from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Track
+from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Question, Track
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.evidence import interaural_level_change
 
 SPEC = DimensionSpec(
     name="stereo_direction",
@@ -143,3 +144,11 @@ def interaural_delay(ears: np.ndarray, sr: int, oversample: int = 8) -> float:
     lags = np.concatenate([np.arange(0, max_lag + 1), np.arange(-max_lag, 0)])
     values = np.concatenate([cc[: max_lag + 1], cc[-max_lag:]])
     return float(lags[np.argmax(values)] / (sr * oversample))
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(
+    attribute="stereo position (from left to right)", recognition=("voice", "right", "left")
+)
+evidence = interaural_level_change

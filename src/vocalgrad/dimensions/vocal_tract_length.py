@@ -21,9 +21,10 @@ import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.dimensions._shared import inverse_stft, log_envelope, stft_frames
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.dimensions.voice_pitch import f0_at
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.evidence import centroid_fall
 
 SPEC = DimensionSpec(
     name="vocal_tract_length",
@@ -141,3 +142,12 @@ def lpc_envelopes(a: Analysis) -> tuple[np.ndarray, np.ndarray]:
         envelope = -20 * np.log10(np.maximum(response, 1e-9))
         a.cache["lpc_envelopes"] = (times[head | tail], envelope)
     return a.cache["lpc_envelopes"]
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(
+    attribute="apparent size of the speaker (vocal tract length)",
+    recognition=("voice", "large", "small"),
+)
+evidence = centroid_fall

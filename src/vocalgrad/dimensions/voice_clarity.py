@@ -6,8 +6,9 @@ import numpy as np
 from scipy.signal import istft, stft
 
 from vocalgrad.dimensions._shared import db, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, mel_centres
+from vocalgrad.signal.evidence import high_band_kept_change
 
 SPEC = DimensionSpec(
     name="voice_clarity",
@@ -56,6 +57,38 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
+    """Why a `magnitude` Hz low-pass would change nothing audible on this source, or None.
+
+    The rate rule (`inaudible_reason`) only knows Nyquist; a source's real bandwidth is often
+    narrower (telephone speech resampled up, or a recording whose speech holds little high up:
+    five of 16 tuxpaint-stamps-default sources at 16 kHz, usable only to 4.0-6.4 kHz). The
+    change is predicted in `measure`'s own terms on the source itself: the raised-cosine
+    mask's level at each mel band above 1 kHz that `measure` would use
+    (usable in the head and in the tail), floored at -KEPT_RANGE_DB, averaged: the change the
+    condition's endpoint cutoffs would give, an upper bound on what a clip realises. Where
+    that is under the audibility floor, every clip of the condition would be refused one by
+    one (or kept by chance near the floor): the condition is refused for this source
+    instead, with the bandwidth that makes it so."""
+    if magnitude >= open_cutoff(ref.sr) - TRANSITION_HZ / 2:
+        return None  # the rate rule refuses it already, for every source
+    usable = _usable_bands(ref)
+    if usable is None:
+        return None  # no speech frames to judge by: leave it to the per-clip verdict
+    centres = mel_centres(ref.sr)
+    high = usable & (centres >= SPLIT_HZ)
+    if not high.any():
+        return f"the source has no usable band above {SPLIT_HZ:.0f} Hz for a low-pass to take away"
+    x = (centres[high] - (magnitude - TRANSITION_HZ / 2)) / TRANSITION_HZ
+    mask = 0.5 + 0.5 * np.cos(np.pi * np.clip(x, 0.0, 1.0))
+    lost = max(0.0, float(-np.mean(np.maximum(20 * np.log10(np.maximum(mask, 1e-12)), -KEPT_RANGE_DB))))
+    if lost >= SPEC.audibility_floor:
+        return None
+    return (f"a {magnitude:.0f} Hz low-pass takes {lost:.1f} dB from this source's band above "
+            f"{SPLIT_HZ:.0f} Hz (floor {SPEC.audibility_floor:.1f} dB): its speech has little above "
+            f"{float(centres[high].max()):.0f} Hz")
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """STFT masking (75% overlap, Hann): per frame a raised-cosine low-pass at cutoff(t).
     Overlap-add makes the filter change smoothly, with no chunk boundaries."""
@@ -78,12 +111,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     c, r = clip.mel_power, ref.mel_power
     n = min(c.shape[1], r.shape[1])
     centres = mel_centres(ref.sr)
-    floor = ref.band_floor
     sums = [(c[:, :n][:, w].sum(axis=1), r[:, :n][:, w].sum(axis=1), max(int(w.sum()), 1))
             for w in windows(ref, n, active_only=True)]
-    # the same bands in both windows: those where the source stands well clear of its floor
-    # in each, so the head and tail compare like with like whatever is being said
-    usable = np.logical_and.reduce([rw > floor * k * 10 ** (USABLE_DB / 10) for _, rw, k in sums])
+    usable = _usable(ref, n)
     low = usable & (centres >= LOW_BAND_HZ[0]) & (centres < LOW_BAND_HZ[1])
     high = usable & (centres >= SPLIT_HZ)
     if not low.any() or not high.any():
@@ -96,9 +126,31 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     return Measured(*out)
 
 
+def _usable(ref: Analysis, n: int) -> np.ndarray:
+    """The same bands in both windows: those where the source stands well clear of its floor
+    in each, so the head and tail compare like with like whatever is being said."""
+    r, floor = ref.mel_power, ref.band_floor
+    return np.logical_and.reduce([r[:, :n][:, w].sum(axis=1) > floor * max(int(w.sum()), 1) * 10 ** (USABLE_DB / 10)
+                                  for w in windows(ref, n, active_only=True)])
+
+
+def _usable_bands(ref: Analysis) -> np.ndarray | None:
+    """`_usable` over the whole source, or None where a window holds no speech frame."""
+    n = ref.mel_power.shape[1]
+    if not all(w.any() for w in windows(ref, n, active_only=True)):
+        return None
+    return _usable(ref, n)
+
+
 def _stft(ref: Analysis, boundary: str = "zeros") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The source's STFT, computed once per source and reused by every clip rendered from it."""
     key = f"clarity_stft_{boundary}"
     if key not in ref.cache:
         ref.cache[key] = stft(ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary=boundary)
     return ref.cache[key]
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("voice", "clear", "muffled"))
+evidence = high_band_kept_change

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.dimensions._shared import psola
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.errors import RenderRefused
 from vocalgrad.signal.analysis import (
     F0_STEP_S,
@@ -14,6 +14,7 @@ from vocalgrad.signal.analysis import (
     head_tail,
     praat_tier,
 )
+from vocalgrad.signal.evidence import f0_change
 
 SPEC = DimensionSpec(
     name="voice_pitch",
@@ -111,3 +112,16 @@ def blind_change(clip: Analysis) -> float:
     head, tail = clip.head_tail_at(times)
     h, t = head_tail(semis, head, tail)
     return t - h
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(
+    recognition=("voice pitch", "high", "low"),
+    paraphrases=(
+        "Does the speaker's voice get higher or lower in pitch over time?",
+        "Does the pitch of the voice go up or down over the course of the clip?",
+        "Is the speaker's pitch rising or falling as the clip goes on?",
+    ),
+)
+evidence = f0_change

@@ -6,8 +6,9 @@ import numpy as np
 from scipy.signal import butter, sosfiltfilt
 
 from vocalgrad.audio import frame_rms
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
+from vocalgrad.signal.evidence import envelope_fluctuation_change
 from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -77,3 +78,9 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     head, tail = ref.head_tail_frames(n, GAIN_FRAME_S)
     h, t = head_tail(band, head, tail, reduce=lambda x: np.sqrt(2 * np.mean(x**2)))
     return Measured(max(h, MASKED_AMPLITUDE_DB), max(t, MASKED_AMPLITUDE_DB))
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(recognition=("voice", "trembling", "steady"))
+evidence = envelope_fluctuation_change

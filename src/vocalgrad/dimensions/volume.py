@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from vocalgrad.dimensions._shared import db, windows
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, head_tail
+from vocalgrad.signal.evidence import level_change
 from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -73,3 +74,16 @@ def blind_change(clip: Analysis) -> float:
     head, tail = clip.head_tail_frames(len(clip.level_db))
     h, t = head_tail(clip.level_db, head, tail, reduce=lambda x: np.percentile(x, 90))
     return t - h
+
+
+# How the dimension is asked about, and what its ideal observer answers from (the
+# dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
+QUESTION = Question(
+    recognition=("voice", "loud", "quiet"),
+    paraphrases=(
+        "Does the speaker get louder or quieter over time?",
+        "Does the loudness of the voice go up or down over the course of the clip?",
+        "Is the sound level of the speech rising or falling as the clip goes on?",
+    ),
+)
+evidence = level_change

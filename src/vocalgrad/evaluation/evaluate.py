@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import zip_longest
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -43,7 +44,13 @@ from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
-from vocalgrad.questions.prompts import build_prompt, expected_answer, few_shot_examples
+from vocalgrad.questions.prompts import (
+    build_prompt,
+    expected_answer,
+    few_shot_examples,
+    get_variant,
+)
+from vocalgrad.records import LABELS, ResultRow, row_format
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -171,7 +178,7 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
     errors = 0
-    held: dict[int, list] = {}
+    held: dict[int, list[Prepared]] = {}
 
     def questions() -> Iterator[tuple[dict, int]]:
         """Batches prepared on the driver as the executor asks for them; only what the
@@ -186,11 +193,11 @@ def _evaluate(out: Path, listener: Listener, config: EvalConfig, manifest: dict,
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
             lines = []
-            for task, _, asked, err, keys in keyed:
-                answers = [fresh.get(k) or cache.get(k) or {} for k in keys]
-                result = _result_row(task, listener, answers, err, time.time() - asked)
+            for p in keyed:
+                answers = [fresh.get(k) or cache.get(k) or {} for k in p.keys]
+                result = _result_row(p.task, listener, answers, p.error, time.time() - p.started)
                 errors += result.get("error") is not None
-                failed[task.key] = result.get("error") is not None
+                failed[p.task.key] = result.get("error") is not None
                 lines.append(dumps(result) + "\n")
             log_file.write("".join(lines))  # one write per batch: a crash tears one line at most
             log_file.flush()
@@ -260,8 +267,20 @@ def _batches(tasks: list[Task], size: int) -> Iterator[list[Task]]:
         yield tasks[start : start + size]
 
 
-def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: list[dict]) -> list:
-    """Per task: (task, requests, start time, error, cache keys)."""
+class Prepared(NamedTuple):
+    """One task ready to ask: its requests (one per option order) and their cache keys, or
+    the error that kept it from being asked."""
+
+    task: Task
+    requests: list[Request]
+    started: float  # time.time() when it was prepared: its answer's `seconds` count from here
+    error: str | None
+    keys: list[str]
+
+
+def _prepare(batch: list[Task], listener: Listener, config: EvalConfig,
+             train: list[dict]) -> list[Prepared]:
+    """Each task of a batch, prepared on the driver."""
     audio_memo: dict[str, np.ndarray] = {}
     prepared = []
     for task in batch:
@@ -270,18 +289,19 @@ def _prepare(batch: list[Task], listener: Listener, config: EvalConfig, train: l
             reqs, err = _requests(task, listener, config, train, audio_memo), None
         except VocalgradError as error:
             reqs, err = [], str(error)
-        prepared.append((task, reqs, started, err, [_cache_key(listener, task, r, config) for r in reqs]))
+        keys = [_cache_key(listener, task, r, config) for r in reqs]
+        prepared.append(Prepared(task, reqs, started, err, keys))
     return prepared
 
 
-def _missing(keyed: list, cache: AnswerCache) -> dict[str, list[tuple[Request, str]]]:
+def _missing(keyed: list[Prepared], cache: AnswerCache) -> dict[str, list[tuple[Request, str]]]:
     """mode -> (request, cache key) for the answers the cache lacks."""
     todo: dict[str, list[tuple[Request, str]]] = {}
-    for task, reqs, _, err, keys in keyed:
-        if err is None:
-            for r, k in zip(reqs, keys, strict=True):
+    for p in keyed:
+        if p.error is None:
+            for r, k in zip(p.requests, p.keys, strict=True):
                 if cache.get(k) is None:
-                    todo.setdefault(task.mode, []).append((r, k))
+                    todo.setdefault(p.task.mode, []).append((r, k))
     return todo
 
 
@@ -357,12 +377,13 @@ def _cache_key(listener: Listener, task: Task, request: Request, config: EvalCon
     return h.hexdigest()
 
 
-def _result_row(task: Task, listener: Listener, answers: list[dict], error: str | None, seconds: float) -> dict:
+def _result_row(task: Task, listener: Listener, answers: list[dict], error: str | None,
+                seconds: float) -> ResultRow:
     row = task.row
     truth = FLIP[row["direction"]] if task.control == "reversed" else row["direction"]
     if task.control in ("silence", "text_only"):
         truth = "none"
-    result = {
+    result: ResultRow = {
         "key": task.key,
         "item_id": row["item_id"],
         "listener": listener.listener_id,
@@ -403,7 +424,7 @@ def _result_row(task: Task, listener: Listener, answers: list[dict], error: str 
         if "increase" in mean and "decrease" in mean:
             result["llr"] = round(mean["increase"] - mean["decrease"], 6)
     options = tuple(prompt.label_of.values())
-    if truth in ("increase", "decrease") or (truth == "constant" and ("constant" in options or "no" in options)):
+    if truth in LABELS or (truth == "constant" and ("constant" in options or "no" in options)):
         result["correct"] = result["predicted"] == expected_answer(truth, task.variant)
     return result
 
@@ -425,7 +446,7 @@ def _manifest(dataset: Path, listener: Listener, config: EvalConfig, mode: tuple
         "config": asdict(config),
         "modes": list(mode),
         "format": fmt,
-        "prompts": {v: build_prompt("volume", v, fmt=fmt).text for v in config.variants},
+        "prompts": {v: build_prompt(_asked(items, v), v, fmt=fmt).text for v in config.variants},
         "versions": versions(),
         "command": shlex.join(["vocalgrad", *sys.argv[1:]]) if sys.argv and "vocalgrad" in sys.argv[0] else None,
     }
@@ -452,7 +473,7 @@ def _check_manifest(out: Path, manifest: dict) -> None:
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
-def load_results(run: str | Path) -> tuple[dict, list[dict]]:
+def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
     """(manifest, rows) of a run folder (or its results.jsonl); the last row wins per key."""
     run = Path(run)
     if run.name == "results.jsonl":
@@ -473,9 +494,12 @@ def load_results(run: str | Path) -> tuple[dict, list[dict]]:
     return manifest, list(rows.values())
 
 
-def row_format(row: Mapping) -> str:
-    """The question format of a dataset row (rows built before formats existed are gradual)."""
-    return row.get("format") or "gradual"
+def _asked(items: Sequence[Mapping], variant: str) -> str:
+    """The category whose question a manifest shows for a variant: the first item's that the
+    variant asks about."""
+    supported = get_variant(variant).categories()
+    return next((r["category"] for r in items if supported is None or r["category"] in supported),
+                items[0]["category"])
 
 
 def listener_slug(spec: str) -> str:

@@ -60,7 +60,7 @@ class TrialRenderer:
         item, twin = (hashlib.sha256(f"{self.seed}|{source_id}|{c.key}|{trial}".encode()).hexdigest()[:16]
                       for c in (condition, condition.twin()))
         clip = render_condition(ref, condition, self.seed, item, twin).audio  # limited with its twin, as built
-        ref.twins.pop(twin, None)  # never asked for: an adaptive run draws each trial anew
+        ref.twins.pop((twin, item), None)  # never asked for: an adaptive run draws each trial anew
         audio = resample(clip, ref.sr, self.listener.sample_rate)
         prompt = build_prompt(category, "default", item_id=item)
         request = Request(item, prompt, {item: audio}, source_id)

@@ -33,6 +33,7 @@ from scipy import optimize, special, stats
 from threadpoolctl import threadpool_limits
 
 from vocalgrad import dimensions
+from vocalgrad.records import LABELS
 from vocalgrad.stats import (
     BOOTSTRAP,
     JACKKNIFE,
@@ -345,7 +346,7 @@ def trial_rows(rows: Iterable[Mapping]) -> list[Mapping]:
     """Rows a fit can use: changing clips, no control, no error, a magnitude and a verdict."""
     return [r for r in rows
             if r.get("control", "none") == "none" and r.get("error") is None
-            and r.get("direction") in ("increase", "decrease")
+            and r.get("direction") in LABELS
             and r.get("magnitude") is not None and r.get("correct") is not None
             and r.get("category") in dimensions.DIMENSIONS]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.files import atomic_write_text
+from vocalgrad.records import LABELS, RunSummary
 from vocalgrad.stats import (
     MIN_SOURCES,
     NO_CI_TEXT,
@@ -28,8 +29,8 @@ COLUMNS = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
 
 
 def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str | None = "source_id",
-              n_boot: int = 2000, seed: int = 0) -> dict:
-    """Everything `vocalgrad score` prints, as one dict (also written as summary.json)."""
+              n_boot: int = 2000, seed: int = 0) -> RunSummary:
+    """Everything `vocalgrad score` prints, as one record (also written as summary.json)."""
     manifest, rows = load_results(run)
     # categories the listener was never asked (a mono listener and a two-channel dimension)
     out: dict = {"run": str(run), "config": manifest, "groups": {}, "controls": {}, "alarms": [],
@@ -38,7 +39,7 @@ def score_run(run: str | Path, by: tuple[str, ...] = ("category",), cluster: str
     for (listener, variant, mode) in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
         mine = selected(rows, listener=listener)
         main = [r for r in selected(mine, variant=variant, mode=mode, control="none") if r["error"] is None]
-        changing = [r for r in main if r["direction"] in ("increase", "decrease")]
+        changing = [r for r in main if r["direction"] in LABELS]
         key = f"{variant}/{mode}" if len(listeners) == 1 else f"{listener}|{variant}/{mode}"
         out["groups"][key] = {
             "table": summarise(changing, by=by, cluster=cluster, n_boot=n_boot, seed=seed),
@@ -177,7 +178,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, cluster: str = "source_id
     _, a = load_results(run_a)
     _, b = load_results(run_b)
     pick = lambda rows: [r for r in rows if r["control"] == "none" and r["error"] is None  # noqa: E731
-                         and r["direction"] in ("increase", "decrease")]
+                         and r["direction"] in LABELS]
     return paired_comparison(pick(a), pick(b), cluster=cluster, seed=seed)
 
 

@@ -17,11 +17,10 @@ from pathlib import Path
 from vocalgrad import dimensions
 from vocalgrad.dataset import dumps, load_rows, resolve
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.evaluate import row_format
 from vocalgrad.harness.items import Selection, item_metadata, select_items, wav_copy
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
 from vocalgrad.questions.prompts import HELD_VARIANTS, VARIANTS
-from vocalgrad.stats import DIRECTIONS
+from vocalgrad.records import LABELS, row_format
 
 FUNCTIONS = "vocalgrad.harness.lmms_tasks"
 MAX_NEW_TOKENS = 16  # as `vocalgrad eval`
@@ -40,7 +39,7 @@ def direction_variants(fmt: str) -> tuple[str, ...]:
     """The variants whose answers are directions (all but change detection) for a format."""
     if fmt != "gradual":
         return HELD_VARIANTS
-    return tuple(name for name, v in VARIANTS.items() if set(DIRECTIONS) <= set(v.options))
+    return tuple(name for name, v in VARIANTS.items() if set(LABELS) <= set(v.options))
 
 
 def export_lmms_eval(dataset: str | Path, out: str | Path, variants: Sequence[str] = (),

@@ -25,11 +25,12 @@ import soundfile as sf
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import content_sha256, dumps, load_rows, resolve
 from vocalgrad.errors import ConfigError
-from vocalgrad.evaluation.evaluate import row_format, run_key
+from vocalgrad.evaluation.evaluate import run_key
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import FORMATS, build_prompt, get_variant
-from vocalgrad.stats import DIRECTIONS, summarise
+from vocalgrad.records import LABELS, row_format
+from vocalgrad.stats import summarise
 
 # Fields a sample carries to the scorer: enough to rebuild the row `vocalgrad score` reads.
 ITEM_FIELDS = ("item_id", "category", "direction", "tier", "curve", "magnitude", "source_id",
@@ -52,7 +53,7 @@ class Selection:
     def __post_init__(self) -> None:
         if self.fmt not in FORMATS:
             raise ConfigError(f"unknown format {self.fmt!r}; choose from {', '.join(FORMATS)}")
-        if set(get_variant(self.variant).options) & set(DIRECTIONS) != set(DIRECTIONS):
+        if set(get_variant(self.variant).options) & set(LABELS) != set(LABELS):
             raise ConfigError(f"variant {self.variant!r} asks no direction; the harness tasks score "
                               "increase/decrease answers (use `vocalgrad eval` for it)")
 
@@ -74,7 +75,7 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
     """The changing clips of one format, in file order, each checked to have the question asked."""
     rows = load_rows(resolve(dataset), splits=(selection.split,))
     formats = sorted({row_format(r) for r in rows})
-    chosen = [r for r in rows if row_format(r) == selection.fmt and r["direction"] in DIRECTIONS
+    chosen = [r for r in rows if row_format(r) == selection.fmt and r["direction"] in LABELS
               and (not selection.categories or r["category"] in selection.categories)
               and (not selection.tiers or r.get("tier") in selection.tiers)]
     if not chosen:
@@ -131,7 +132,8 @@ def write_run(out: str | Path, dataset: str | Path, rows: Sequence[Mapping], lis
         "listener": {"listener": listener, "harness": harness}, "dataset": str(path.resolve()),
         "dataset_sha256": content_sha256(path), "modes": ["generate"], "format": formats[0] if formats else None,
         "config": {"variants": variants, "controls": [], "mode": "generate"},
-        "prompts": {v: question({"category": "volume", "format": formats[0]}, v) for v in variants} if formats else {},
+        # each variant's question as asked of its first row
+        "prompts": {v: question(next(r for r in rows if r["variant"] == v), v) for v in variants},
         "versions": versions(), "command": shlex.join(sys.argv),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -24,6 +24,7 @@ from vocalgrad.evaluation.score import score_run
 from vocalgrad.harness.items import N_BOOT
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
 from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.records import LABELS, row_format
 
 FILTER = "none"
 HIGHER_IS_BETTER = {"accuracy": True, "accuracy_lo": True, "accuracy_hi": True,
@@ -56,7 +57,7 @@ def write_lm_eval_layout(run: str | Path, out: str | Path, listener: str | None 
     date = date or datetime.now().isoformat().replace(":", "-")
     folder = Path(out) / sanitized
     folder.mkdir(parents=True, exist_ok=True)
-    fmt = manifest.get("format") or rows[0].get("format") or "gradual"
+    fmt = manifest.get("format") or row_format(rows[0])
     results, configs, n_samples, written = {}, {}, {}, []
     for key, group in scored["groups"].items():
         who, _, prompt_mode = key.rpartition("|")
@@ -77,7 +78,7 @@ def write_lm_eval_layout(run: str | Path, out: str | Path, listener: str | None 
         results[task] = entry
         members = [r for r in rows if r["variant"] == variant and r["mode"] == mode
                    and r["control"] == "none" and r.get("error") is None
-                   and r["direction"] in ("increase", "decrease")]
+                   and r["direction"] in LABELS]
         n_samples[task] = {"original": len(members), "effective": len(members)}
         configs[task] = {"task": task, "output_type": "generate_until" if mode == "generate" else "multiple_choice",
                          "metric_list": [{"metric": m, "higher_is_better": h} for m, h in HIGHER_IS_BETTER.items()],

@@ -12,6 +12,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from vocalgrad.records import LABELS
+
 NAN = float("nan")
 
 
@@ -52,7 +54,7 @@ def krippendorff_alpha_nominal(units: Iterable[Sequence[Hashable]]) -> float:
     return float(1.0 - observed / expected)
 
 
-def label_counts(rows: Iterable[Mapping], labels: Sequence[str] = ("increase", "decrease")
+def label_counts(rows: Iterable[Mapping], labels: Sequence[str] = LABELS
                  ) -> tuple[np.ndarray, list[list[str]]]:
     """Fleiss count matrix and Krippendorff units from per-annotator rows (None -> missing)."""
     by_item: dict[str, list[str]] = defaultdict(list)

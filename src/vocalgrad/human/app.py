@@ -41,6 +41,7 @@ from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
 from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url
 from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.records import row_format
 
 COOKIE = "vg_session"
 MAX_BODY = 4096  # bytes; every legitimate request body is well under 200
@@ -281,7 +282,7 @@ def create_app(
             labels = opts
         else:
             item = items[t["item_id"]]
-            prompt = build_prompt(item["category"], config.variant, fmt=item.get("format") or "gradual")
+            prompt = build_prompt(item["category"], config.variant, fmt=row_format(item))
             question, opts, labels = prompt.text, list(prompt.options), list(prompt.label_of.values())
         # the buttons show the format's words ("loud", "higher") and answer with their labels
         return {"id": t["id"], "audio": f"/api/audio/{t['audio_key']}", "question": question,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vocalgrad.human.study import StudyConfig, StudyError
+from vocalgrad.records import LABELS
 
-DIRECTIONS = ("increase", "decrease")
 TIER_ORDER = {"none": 0, "low": 1, "mid": 2, "high": 3}
 
 
@@ -48,7 +48,7 @@ def _eligible(rows: Sequence[Mapping], split: str, categories: Sequence[str]) ->
     return [
         r for r in rows
         if r["split"] == split and r["category"] in categories
-        and r["direction"] in DIRECTIONS and r.get("verified", True) is not False
+        and r["direction"] in LABELS and r.get("verified", True) is not False
     ]  # fmt: skip
 
 
@@ -86,13 +86,13 @@ def select_pool(rows: Sequence[Mapping], config: StudyConfig) -> tuple[dict[str,
             by_dir = cells.get((cat, tier, curve))
             if not by_dir:
                 continue
-            n = min(config.items_per_cell, *(len(by_dir[d]) for d in DIRECTIONS))
+            n = min(config.items_per_cell, *(len(by_dir[d]) for d in LABELS))
             if n < config.items_per_cell:
                 notes.append(f"{cat} {tier} {curve}: only {n} clip(s) per direction available")
             wanted[(cat, tier, curve)] = n
     for rep in range(config.items_per_cell):
         for tier, curve in keys:
-            for direction in DIRECTIONS:
+            for direction in LABELS:
                 for cat in categories:
                     if wanted.get((cat, tier, curve), 0) <= rep:
                         continue
@@ -134,7 +134,7 @@ def deal(pool: Mapping[str, Sequence[Mapping]], config: StudyConfig) -> dict[str
             cells[(r["tier"], r["curve"])][r["direction"]].append(r)
         for key in sorted(cells):
             m = len(cells[key]["increase"])
-            for direction in DIRECTIONS:
+            for direction in LABELS:
                 for j, r in enumerate(cells[key][direction]):
                     for a in range(k):
                         out[ids[(offset + j * k + a) % n]].append(str(r["item_id"]))
@@ -147,7 +147,7 @@ def _pick_balanced(
     exclude: set[str],
 ) -> list[str]:
     """n item ids cycling through categories and alternating directions, seeded."""
-    cats = [c for c in candidates if any(candidates[c][d] for d in DIRECTIONS)]
+    cats = [c for c in candidates if any(candidates[c][d] for d in LABELS)]
     picks: list[str] = []
     if not cats:
         return picks
@@ -157,10 +157,10 @@ def _pick_balanced(
         # alternate directions, and with an even number of categories shift every round so
         # that no category always gets the same direction
         shift = i // len(cats) if len(cats) % 2 == 0 else 0
-        direction = DIRECTIONS[(start + i + shift) % 2]
+        direction = LABELS[(start + i + shift) % 2]
         options = [r for r in candidates[cat][direction] if str(r["item_id"]) not in exclude]
         if not options:
-            options = [r for d in DIRECTIONS for r in candidates[cat][d]
+            options = [r for d in LABELS for r in candidates[cat][d]
                        if str(r["item_id"]) not in exclude]
         if not options:
             continue
@@ -175,7 +175,7 @@ def _strongest(rows: Sequence[Mapping], split: str | None, categories: Sequence[
     """Per category and direction, the clips of the largest tier (and magnitude) available."""
     out: dict[str, dict[str, list[Mapping]]] = {}
     for cat in categories:
-        rs = [r for r in rows if r["category"] == cat and r["direction"] in DIRECTIONS
+        rs = [r for r in rows if r["category"] == cat and r["direction"] in LABELS
               and (split is None or r["split"] == split) and r.get("verified", True) is not False
               and str(r["item_id"]) not in avoid]
         if not rs:
@@ -185,7 +185,7 @@ def _strongest(rows: Sequence[Mapping], split: str | None, categories: Sequence[
         mag = max(abs(float(r.get("magnitude") or 0.0)) for r in rs)
         rs = [r for r in rs if abs(float(r.get("magnitude") or 0.0)) >= mag - 1e-9] or rs
         out[cat] = {d: sorted((r for r in rs if r["direction"] == d), key=lambda r: str(r["item_id"]))
-                    for d in DIRECTIONS}
+                    for d in LABELS}
     return out
 
 
@@ -204,7 +204,7 @@ def _split_practice_catch(
     catch: dict[str, dict[str, list[Mapping]]] = {}
     for cat, by_dir in spare.items():
         practice[cat], catch[cat] = {}, {}
-        for d in DIRECTIONS:
+        for d in LABELS:
             rs = list(by_dir[d])
             order = _rng(seed, f"practice:{cat}:{d}").permutation(len(rs))
             half = len(rs) // 2

@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad._version import __version__
+from vocalgrad.files import atomic_write_text
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text
+from vocalgrad.records import LABELS, row_format
 
-DIRECTIONS = ("increase", "decrease")
 ITEM_KEYS = ("category", "direction", "tier", "curve", "magnitude", "unit", "source_id",
              "speaker_id", "split")
 
@@ -39,13 +40,13 @@ def _versions() -> dict[str, str]:
 
 
 def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
-    predicted = t["answer"] if t["answer"] in DIRECTIONS else None
+    predicted = t["answer"] if t["answer"] in LABELS else None
     return {
         "item_id": t["item_id"], "listener": f"human:{t['annotator_id']}",
         "annotator": t["annotator_id"], "variant": variant, "kind": t["kind"],
         **{k: item.get(k) for k in ITEM_KEYS},
-        "prompt": question_text(item["category"], variant, item.get("format") or "gradual"),
-        "format": item.get("format") or "gradual",
+        "prompt": question_text(item["category"], variant, row_format(item)),
+        "format": row_format(item),
         "response": t["answer"], "predicted": predicted,
         "correct": predicted == item["direction"], "rt_s": t["rt_s"],
         "server_rt_s": t["server_rt_s"], "plays": t["plays"],
@@ -60,7 +61,7 @@ def _pooled(rows: Sequence[Mapping]) -> list[dict]:
     out = []
     for item_id in sorted(by_item):
         members = by_item[item_id]
-        votes = Counter(r["predicted"] for r in members if r["predicted"] in DIRECTIONS)
+        votes = Counter(r["predicted"] for r in members if r["predicted"] in LABELS)
         top = votes.most_common()
         predicted = top[0][0] if top and (len(top) == 1 or top[0][1] > top[1][1]) else None
         first = members[0]
@@ -68,7 +69,7 @@ def _pooled(rows: Sequence[Mapping]) -> list[dict]:
         out.append({
             **{k: first[k] for k in ("item_id", "variant", "kind", "prompt", "format", *ITEM_KEYS)},
             "listener": "human", "annotator": None,
-            "response": ",".join(f"{d}:{votes[d]}" for d in DIRECTIONS),
+            "response": ",".join(f"{d}:{votes[d]}" for d in LABELS),
             "predicted": predicted, "correct": predicted == first["direction"],
             "rt_s": float(np.median(rts)) if rts else None,
             "plays": sum(r["plays"] for r in members), "n_annotators": len(members),
@@ -179,9 +180,8 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
         "n_rows": len(rows), "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
     for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
-        tmp = out / (name + ".tmp")
-        tmp.write_text("".join(json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data))
-        tmp.replace(out / name)
+        lines = (json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
+        atomic_write_text(out / name, "".join(lines))
     (out / "agreement.json").write_text(json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n")
     (out / "manifest.json").write_text(json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n")
     return {"rows": len(rows), "out": str(out), "report": report}

@@ -25,6 +25,7 @@ import soundfile as sf
 from vocalgrad.human import screening
 from vocalgrad.human.assign import Plan
 from vocalgrad.human.study import StudyConfig, StudyError
+from vocalgrad.records import LABELS
 
 SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,7 +44,7 @@ CREATE TABLE trials(id TEXT PRIMARY KEY, annotator_id TEXT NOT NULL REFERENCES a
 CREATE INDEX trials_next ON trials(annotator_id, answer, seq);
 """
 SCHEMA_VERSION = "1"
-DIRECTION_ANSWERS = ("increase", "decrease")
+DIRECTION_ANSWERS = LABELS
 SCREENING_ANSWERS = ("1", "2", "3")
 PLAY_TOLERANCE_S = 0.1  # reported play may fall this short of the clip (decoder rounding)
 

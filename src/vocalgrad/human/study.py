@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from vocalgrad.errors import StudyError
 from vocalgrad.questions.prompts import get_variant
+from vocalgrad.records import LABELS
 
 PRIVATE_SEED_MIN = 2**32  # smaller build seeds (0, the default, 1, 42, a date...) are guessable
 RATE_PER_S = 10.0  # requests per token: a person sends a few per trial, and trials take seconds
@@ -46,7 +47,7 @@ class StudyConfig:
     def __post_init__(self) -> None:
         get_variant(self.variant)
         if get_variant(self.variant).options not in (
-            ("increase", "decrease"),
+            LABELS,
             ("decrease", "increase"),
         ):
             raise StudyError(f"variant {self.variant!r} does not ask increase/decrease")

@@ -26,8 +26,9 @@ import numpy as np
 
 from vocalgrad.errors import AudioError, ConfigError
 from vocalgrad.listeners.base import Listener, Request, option_count
+from vocalgrad.records import LABELS
 
-OPTIONS = ("increase", "decrease")
+OPTIONS = LABELS
 
 
 def _reinit(module: Any, seed: int) -> None:

@@ -13,22 +13,20 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import librosa
 import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.dimensions.base import Measured
 from vocalgrad.errors import ConfigError
 from vocalgrad.listeners.base import Listener, Request
-from vocalgrad.signal.analysis import mel_centres, mel_spectrogram
+from vocalgrad.records import LABELS, row_format
 
 REVERSED_SUFFIX = "#reversed"
-MFCC_N_FFT = 2048  # librosa's default, which the MFCC alignment has always used
 
 
 class RandomListener(Listener):
@@ -99,9 +97,7 @@ class IdealObserver(Listener):
 
     def __init__(self, dataset: str | Path) -> None:
         self.root = Path(dataset)
-        self.references = load_references(self.root)
-        if not self.references:
-            raise ConfigError(f"{self.root}: the ideal observer needs the dataset's references/ folder")
+        self.references = _references(self.root, "the ideal observer")
         self.rows = {r["item_id"]: r for r in load_rows(self.root)}  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
         self._boundaries: dict[tuple, float] = {}
@@ -131,12 +127,12 @@ class IdealObserver(Listener):
         reversed_ = request.item_id.endswith(REVERSED_SUFFIX)
         if reversed_:
             ref = ref[::-1].copy()
-        fmt = (row or {}).get("format") or "gradual"
+        fmt = row_format(row or {})
         if fmt == "comparison":
             return self._compare(request.prompt.category, clip, ref, row, reversed_)
         if fmt == "recognition":
             return self._held(request.prompt.category, clip, ref) - self._boundary(row)
-        return float(_EVIDENCE[request.prompt.category](clip, ref, self.sample_rate))
+        return float(dimensions.get(request.prompt.category).evidence(clip, ref, self.sample_rate))
 
     def _compare(self, category: str, clip: np.ndarray, ref: np.ndarray, row: dict, reversed_: bool) -> float:
         """The second part's held value minus the first's (gap cut out)."""
@@ -148,18 +144,8 @@ class IdealObserver(Listener):
         return second - first
 
     def _held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
-        """Where a held clip lies on the dimension, relative to its source: the gradual
-        evidence of the source (at the clip's level, unless level is the target) followed
-        by the clip, so the first third sees no change and the last third the held value."""
-        if category in _HELD:
-            return float(_HELD[category](clip, ref, self.sample_rate))
-        gain = 1.0
-        if dimensions.get(category).SPEC.loudness_neutral:
-            n = min(len(clip), len(ref))
-            gain = float(np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12))
-        lead = gain * ref if clip.ndim == 1 else np.repeat(ref[:, None], clip.shape[1], axis=1)  # straight ahead
-        return float(_EVIDENCE[category](np.concatenate([lead, clip]), np.concatenate([ref, ref]),
-                                         self.sample_rate))
+        """Where a held clip lies on the dimension, relative to its source (`Bound.held`)."""
+        return dimensions.get(category).held(clip, ref, self.sample_rate)
 
     def _boundary(self, row: dict) -> float:
         """The category boundary of a recognition family (split, category, magnitude): the
@@ -183,207 +169,17 @@ class IdealObserver(Listener):
         return self._ref_cache[source_id]
 
 
+def _references(root: Path, who: str) -> dict[str, dict]:
+    """The dataset's reference rows by source id; a `ConfigError` naming `who` if it has none."""
+    references = load_references(root)
+    if not references:
+        raise ConfigError(f"{root}: {who} needs the dataset's references/ folder")
+    return references
+
+
 def by_option(request: Request, scores: dict[str, float], low: float) -> dict[str, float]:
     """Scores by label (increase / decrease) as scores by the prompt's answer words."""
     return {o: float(scores.get(label, low)) for o, label in request.prompt.label_of.items()}
-
-
-def _thirds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    n = len(x) // 3
-    return x[:n], x[-n:]
-
-
-def _db(x: np.ndarray) -> np.ndarray:
-    return 10 * np.log10(np.maximum(x, 1e-12))
-
-
-def _rms(y: np.ndarray) -> np.ndarray:
-    return librosa.feature.rms(y=y, frame_length=512, hop_length=160, center=False)[0]
-
-
-def _active(ref: np.ndarray) -> np.ndarray:
-    level = _rms(ref)
-    return level > level.max() * 10 ** (-30 / 20)
-
-
-def _speech_thirds(values: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First and last thirds of the frames where the source has speech."""
-    n = min(len(values), len(active))
-    return _thirds(values[:n][active[:n]])
-
-
-def _volume(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    n = min(len(clip), len(ref))
-    diff = _db(_rms(clip[:n]) ** 2) - _db(_rms(ref[:n]) ** 2)
-    first, last = _speech_thirds(diff, _active(ref[:n]))
-    return float(np.median(last) - np.median(first))
-
-
-def _pitch(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    n = min(len(clip), len(ref))
-    f_clip = librosa.yin(clip[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
-    f_ref = librosa.yin(ref[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
-    level = librosa.feature.rms(y=ref[:n], frame_length=1024, hop_length=160)[0]
-    m = min(len(f_clip), len(f_ref), len(level))
-    voiced = level[:m] > level.max() * 10 ** (-25 / 20)
-    diff = 12 * np.log2(f_clip[:m] / f_ref[:m])
-    first, last = _thirds(diff[voiced])
-    return float(np.median(last) - np.median(first))
-
-
-@lru_cache(maxsize=4)
-def _mel_basis(sr: int, n_fft: int) -> np.ndarray:
-    return librosa.filters.mel(sr=sr, n_fft=n_fft)
-
-
-def _clip_mfcc(y: np.ndarray, sr: int) -> np.ndarray:
-    """`librosa.feature.mfcc(y=y, sr=sr, n_mfcc=13, hop_length=160)`, the same numbers: its
-    steps, but the mel filterbank applied by a matrix product instead of librosa's
-    `np.einsum` (4x slower on numpy 2 and the ideal observer's largest cost)."""
-    power = np.abs(librosa.stft(y, n_fft=MFCC_N_FFT, hop_length=160)) ** 2.0
-    return librosa.feature.mfcc(S=librosa.power_to_db(_mel_basis(sr, MFCC_N_FFT) @ power), n_mfcc=13)
-
-
-_SOURCE_MFCC: dict[tuple[bytes, int], np.ndarray] = {}
-
-
-def _mfcc(y: np.ndarray, sr: int, memo: bool = False) -> np.ndarray:
-    """`_clip_mfcc`; with `memo`, kept for the last few signals (a source is the reference of
-    every clip made from it, forwards and reversed)."""
-    if not memo:
-        return _clip_mfcc(y, sr)
-    key = (hashlib.sha1(np.ascontiguousarray(y).tobytes()).digest(), sr)
-    if key not in _SOURCE_MFCC:
-        if len(_SOURCE_MFCC) >= 4:
-            _SOURCE_MFCC.pop(next(iter(_SOURCE_MFCC)))
-        _SOURCE_MFCC[key] = _clip_mfcc(y, sr)
-    return _SOURCE_MFCC[key]
-
-
-def _speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Align MFCCs by DTW; compare the source-over-clip time slope in first and last thirds."""
-    a = _mfcc(ref, sr, memo=True)
-    b = _mfcc(clip, sr)
-    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
-    path = path[::-1]
-    first, last = _thirds(path)
-    slopes = [np.polyfit(p[:, 1], p[:, 0], 1)[0] for p in (first, last)]
-    return float(np.log(slopes[1] / slopes[0]))
-
-
-def _held_speed(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Log rate of a held clip: the source-over-clip time slope of the MFCC alignment over the
-    source's speech frames (the silences around it, and any padding, left out). The thirds of
-    `_speed` cannot be used: padding after a fast part would fill the last third."""
-    a = _mfcc(ref, sr, memo=True)
-    b = _mfcc(clip, sr)
-    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
-    active = _active(ref)
-    speech = active[np.minimum(path[:, 0], len(active) - 1)]
-    points = path[speech] if speech.sum() >= 5 else path
-    return float(np.log(np.polyfit(points[:, 1], points[:, 0], 1)[0]))
-
-
-def _added(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Energy of what was added (noise, reverb, distortion error), late vs early, in dB."""
-    n = min(len(clip), len(ref))
-    gain = np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12)
-    added = _rms(clip[:n] - gain * ref[:n]) ** 2
-    first, last = _thirds(added)
-    return float(_db(np.array([last.mean()]))[0] - _db(np.array([first.mean()]))[0])
-
-
-def _clarity(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """High band kept relative to the source, band by band: the mean over the mel bands
-    above 1 kHz where the source stands 10 dB clear of its floor of the clip/source level
-    (dB), re the 150-1000 Hz band. Rising means clearer. Band by band, so the 5-8 kHz bands a
-    5 kHz low-pass removes count as much as the loud 1-3 kHz ones (summed energy barely
-    moved: the ideal answered the low tier on recordings at 0.52)."""
-    n = min(len(clip), len(ref))
-    c, r = mel_spectrogram(clip[:n], sr), mel_spectrogram(ref[:n], sr)
-    m = min(c.shape[1], r.shape[1])
-    c, r = c[:, :m], r[:, :m]
-    centres = mel_centres(sr)
-    floor = np.percentile(r, 1, axis=1, keepdims=True)
-    clear = r > floor * 10.0
-    low_band = (centres >= 150) & (centres < 1000)
-    offset = _db(c[low_band].sum(axis=0)) - _db(r[low_band].sum(axis=0))
-    high = clear & (centres >= 1000)[:, None]
-    kept = np.where(high, np.clip(_db(c) - _db(r), -40.0, 10.0), 0.0)
-    counted = high.sum(axis=0)
-    per_frame = kept.sum(axis=0) / np.maximum(counted, 1) - offset
-    active = _active(ref[:n])[:m] & (counted > 0)
-    first, last = _thirds(per_frame[active])
-    return float(np.median(last) - np.median(first))
-
-
-def _vibration(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Variance of the clip/source envelope ratio: tremolo makes it fluctuate."""
-    n = min(len(clip), len(ref))
-    c = librosa.feature.rms(y=clip[:n], frame_length=160, hop_length=80, center=False)[0]
-    r = librosa.feature.rms(y=ref[:n], frame_length=160, hop_length=80, center=False)[0]
-    ok = r > r.max() * 10 ** (-30 / 20)
-    ratio = np.log(np.maximum(c[ok], 1e-9) / r[ok])
-    first, last = _thirds(ratio)
-    return float(np.std(last) - np.std(first))
-
-
-def _brightness(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Level of 2-6 kHz re 150-800 Hz in the clip over the source: rising means brighter."""
-    n = min(len(clip), len(ref))
-    spec_c = np.abs(librosa.stft(clip[:n], n_fft=512, hop_length=160)) ** 2
-    spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
-    freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
-    high, low = (freqs >= 2000) & (freqs <= 6000), (freqs >= 150) & (freqs <= 800)
-    tilt = (_db(spec_c[high].sum(axis=0)) - _db(spec_c[low].sum(axis=0))
-            - _db(spec_r[high].sum(axis=0)) + _db(spec_r[low].sum(axis=0)))
-    first, last = _speech_thirds(tilt, _active(ref[:n]))
-    return float(np.median(last) - np.median(first))
-
-
-def _tract_length(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Log-frequency centroid (200-4000 Hz) of the clip re the source: formants going down
-    (a longer tract) pull it down, so a falling centroid means "increase"."""
-    n = min(len(clip), len(ref))
-    freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
-    band = (freqs >= 200) & (freqs <= 4000)
-    octaves = np.log2(freqs[band])
-
-    def centroid(y: np.ndarray) -> np.ndarray:
-        power = np.abs(librosa.stft(y, n_fft=512, hop_length=160))[band] ** 2
-        return octaves @ power / np.maximum(power.sum(axis=0), 1e-12)
-
-    first, last = _speech_thirds(centroid(clip[:n]) - centroid(ref[:n]), _active(ref[:n]))
-    return float(np.median(first) - np.median(last))
-
-
-def _aperiodic(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """What the clip holds that the source does not, per frame: 1/rho^2 - 1 with rho the
-    clip/source correlation in 32 ms frames (level-free), in dB, late vs early speech."""
-    n = min(len(clip), len(ref))
-    c = librosa.util.frame(clip[:n].astype(np.float64), frame_length=512, hop_length=160)
-    r = librosa.util.frame(ref[:n].astype(np.float64), frame_length=512, hop_length=160)
-    rho2 = (c * r).sum(axis=0) ** 2 / np.maximum((c * c).sum(axis=0) * (r * r).sum(axis=0), 1e-24)
-    added = _db(1.0 / np.maximum(rho2, 1e-12) - 1.0)
-    first, last = _speech_thirds(added, _active(ref[:n]))
-    return float(np.median(last) - np.median(first))
-
-
-def _stereo(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Right-over-left level above 1.5 kHz (dB), late third minus early third of the
-    source's speech frames: moving right raises it. No second channel, no evidence."""
-    if clip.ndim != 2 or clip.shape[1] < 2:
-        return 0.0
-    spec = [np.abs(librosa.stft(np.ascontiguousarray(clip[:, c]), n_fft=512, hop_length=160)) ** 2 for c in (0, 1)]
-    high = librosa.fft_frequencies(sr=sr, n_fft=512) > 1500
-    ild = _db(spec[1][high].sum(axis=0)) - _db(spec[0][high].sum(axis=0))
-    first, last = _speech_thirds(ild, _active(ref[: len(clip)]))
-    return float(np.median(last) - np.median(first))
-
-
-def _distance(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Level re the source falling: moving away (the room's reverb fills in, but less)."""
-    return -_volume(clip, ref, sr)
 
 
 class _ProbabilityListener(Listener):
@@ -430,7 +226,7 @@ class ShortcutListener(_ProbabilityListener):
                 "dataset has none (train/metadata.jsonl); build it with --n-train > 0"
             )
         rows = load_rows(self.root, splits=("train",))
-        changing = [r for r in rows if r["direction"] in ("increase", "decrease")]
+        changing = [r for r in rows if r["direction"] in LABELS]
         if not changing:
             raise ConfigError(f"{self.root}: the train split has no increase/decrease clips to learn cues from")
         rates = Counter(int(r["sample_rate"]) for r in rows)
@@ -476,41 +272,6 @@ class ShortcutListener(_ProbabilityListener):
         return self._models[category].p_increase(cues)
 
 
-# Held clips (comparison, recognition) where the gradual evidence cannot be reused (see
-# `IdealObserver._held`): the held value itself.
-def _held_distance(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Reverberant-to-direct ratio of a held clip re its source (dB; rises with distance), as
-    the distance dimension measures it. A held clip's level re the source mixes the distance
-    with the clip's level rove (+-3 dB), which the gradual evidence cancels and a held one
-    cannot (recognition read from level alone: 0.71 on the demo-size build)."""
-    from vocalgrad.dimensions import get
-    from vocalgrad.signal.analysis import Analysis
-    from vocalgrad.stimuli.render import held_value
-
-    source = Analysis(ref.astype(np.float32), sr)
-    return held_value(get("distance").measure(Analysis(clip.astype(np.float32), sr, span=source.span), source))
-
-
-_HELD = {"speaking_speed": _held_speed, "distance": _held_distance}
-
-_EVIDENCE = {
-    "volume": _volume,
-    "voice_pitch": _pitch,
-    "speaking_speed": _speed,
-    "background_noise": _added,
-    "echo": _added,
-    "audio_distortion": _added,
-    "audio_roughness": _added,
-    "voice_clarity": _clarity,
-    "voice_vibration": _vibration,
-    "brightness": _brightness,
-    "vocal_tract_length": _tract_length,
-    "breathiness": _aperiodic,
-    "distance": _distance,
-    "stereo_direction": _stereo,
-}
-
-
 class OneEndObserver(_ProbabilityListener):
     """Answers from one end of the clip only: the dimension's own measure (the builder's
     verification measure, against the heard source) at the start or the end of the speech,
@@ -535,14 +296,12 @@ class OneEndObserver(_ProbabilityListener):
         self.root = Path(dataset)
         rows = load_rows(self.root)
         self.rows = {r["item_id"]: r for r in rows}
-        self.references = load_references(self.root)
-        if not self.references:
-            raise ConfigError(f"{self.root}: baseline:one-end needs the dataset's references/ folder")
-        self.train = [r for r in rows if r["split"] == "train" and r["direction"] in ("increase", "decrease")]
+        self.references = _references(self.root, "baseline:one-end")
+        self.train = [r for r in rows if r["split"] == "train" and r["direction"] in LABELS]
         if not self.train:
             raise ConfigError(f"{self.root}: baseline:one-end learns from the train split's changing clips, "
                               "and this dataset has none; build it with --n-train > 0")
-        if any((r.get("format") or "gradual") != "gradual" for r in self.train):
+        if any(row_format(r) != "gradual" for r in self.train):
             raise ConfigError("baseline:one-end answers gradual items only (a held clip has one value)")
         build = json.loads((self.root / "build.json").read_text())
         self.seed = int(build["config"]["seed"])
@@ -568,7 +327,7 @@ class OneEndObserver(_ProbabilityListener):
             y = np.array([r["direction"] == "increase" for r, _ in measured], dtype=int)
             best: tuple[float, str, object] | None = None
             for end in ("start", "end"):
-                x = np.array([[getattr(m, end)] for _, m in measured], dtype=float)
+                x = np.array([[_at(m, end)] for _, m in measured], dtype=float)
                 finite = np.isfinite(x[:, 0])
                 if len(np.unique(y[finite])) < 2:
                     candidate: tuple[float, str, object] = (0.5, end, float(y.mean()))
@@ -612,10 +371,16 @@ class OneEndObserver(_ProbabilityListener):
             return 0.5
         if isinstance(model, float):
             return model
-        value = float(getattr(self._measure(category, clip, row, request.item_id.endswith(REVERSED_SUFFIX)), end))
+        reversed_ = request.item_id.endswith(REVERSED_SUFFIX)
+        value = _at(self._measure(category, clip, row, reversed_), end)
         if not np.isfinite(value):
             return 0.5
         return float(model.predict_proba(np.array([[value]]))[0, 1])  # type: ignore[attr-defined]
+
+
+def _at(measured: Measured, end: str) -> float:
+    """The measure at one end of the clip: ``end`` is "start" or "end"."""
+    return float(measured.start if end == "start" else measured.end)
 
 
 def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:

@@ -23,6 +23,7 @@ from vocalgrad.errors import ConfigError, ModelError
 from vocalgrad.listeners.adapters import random_twin
 from vocalgrad.listeners.base import Listener, Request, option_count
 from vocalgrad.listeners.hf_families import FAMILIES, Family, PromptBatch, _Voxtral, family_for
+from vocalgrad.listeners.registry import ListenerFamily
 from vocalgrad.questions.prompts import to_chat
 
 if TYPE_CHECKING:
@@ -517,6 +518,10 @@ class HFListener(Listener):
         return out | ({"warnings": list(self.warnings)} if self.warnings else {})
 
 
-def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> HFListener:
+def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> HFListener:
     """The `hf:` listener family (the dataset is not needed to load it)."""
     return HFListener(rest, **options)
+
+
+from_spec = ListenerFamily(_load, wants_gpu=True)
+"""The `hf:` listener family (the dataset is not needed to load it)."""

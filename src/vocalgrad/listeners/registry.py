@@ -16,6 +16,7 @@ imported only when their scheme is asked for, so no backend loads unasked.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,29 @@ Factory = Callable[..., Listener]
 _registered: dict[str, Factory] = {}
 
 
+@dataclass(frozen=True)
+class ListenerFamily:
+    """A family's factory with what an executor must know before the listener loads.
+
+    A plain factory is a family with the defaults; a family module that needs more wraps its
+    factory (``from_spec = ListenerFamily(_load, wants_gpu=True)``).
+
+    Parameters
+    ----------
+    make
+        ``make(rest, *, dataset=None, **options) -> Listener``.
+    wants_gpu
+        Its listeners run far faster on an accelerator: on a cluster, each listener actor
+        asks for one GPU where there is one (`Listener.wants_gpu`, known before loading).
+    """
+
+    make: Factory
+    wants_gpu: bool = False
+
+    def __call__(self, rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
+        return self.make(rest, dataset=dataset, **options)
+
+
 def register(scheme: str, factory: Factory) -> None:
     """Make `scheme:...` specs resolve through `factory` in this process (overrides a plug-in)."""
     if not scheme or ":" in scheme:
@@ -39,7 +63,8 @@ def register(scheme: str, factory: Factory) -> None:
 def families() -> dict[str, str]:
     """Scheme -> where its factory lives, for every family this process can load."""
     found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    found.update({name: f"{f.__module__}:{f.__qualname__}" for name, f in _registered.items()})
+    makers = {name: family_of(f).make for name, f in _registered.items()}
+    found.update({name: f"{f.__module__}:{f.__qualname__}" for name, f in makers.items()})
     return dict(sorted(found.items()))
 
 
@@ -52,6 +77,22 @@ def _factory(scheme: str) -> Factory:
         "none: vocalgrad's package metadata is missing; install it with `pip install -e .`"
     )
     raise ConfigError(f"unknown listener scheme {scheme!r}; known: {known}")
+
+
+def family_of(factory: Factory) -> ListenerFamily:
+    """A registered factory as a `ListenerFamily` (a plain function gets the defaults)."""
+    return factory if isinstance(factory, ListenerFamily) else ListenerFamily(factory)
+
+
+def family(scheme: str) -> ListenerFamily:
+    """The family registered under `scheme` (imports its module; loads no model).
+
+    Raises
+    ------
+    ConfigError
+        No family has that scheme; the message lists the known ones.
+    """
+    return family_of(_factory(scheme))
 
 
 def load_listener(spec: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:

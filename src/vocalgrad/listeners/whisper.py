@@ -49,6 +49,7 @@ from vocalgrad.listeners.ct2_whisper import (
     find_packaged_models,
     load_hf_folder,
 )
+from vocalgrad.listeners.registry import ListenerFamily
 from vocalgrad.listeners.tuning import HeadInputs, gather
 from vocalgrad.questions.prompts import Prompt
 
@@ -610,6 +611,10 @@ def _shared_cross_attention(decoder: torch.nn.Module, memories: Sequence[torch.T
             setattr(attention, name, linear)
 
 
-def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> WhisperListener:
+def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> WhisperListener:
     """The `whisper:` listener family (the dataset is not needed to load it)."""
     return WhisperListener(rest, **options)
+
+
+from_spec = ListenerFamily(_load, wants_gpu=True)
+"""The `whisper:` listener family (the dataset is not needed to load it)."""

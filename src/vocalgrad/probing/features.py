@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
 from collections.abc import Sequence
@@ -22,13 +21,15 @@ from tqdm import tqdm
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.executors import Executor
+from vocalgrad.files import atomic_write_text
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.probing.pooling import pool
 from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.records import LABELS
 
 FORMAT = "vocalgrad-features-v1"
 FLOAT16_MAX = float(np.finfo(np.float16).max)
-LENS_OPTIONS = ("increase", "decrease")
+LENS_OPTIONS = LABELS
 
 
 @dataclass
@@ -105,9 +106,7 @@ def _lens(
 
 
 def _write_index(folder: Path, index: dict) -> None:
-    tmp = folder / "index.json.tmp"
-    tmp.write_text(json.dumps(index, indent=1))
-    os.replace(tmp, folder / "index.json")
+    atomic_write_text(folder / "index.json", json.dumps(index, indent=1))
 
 
 def _open(folder: Path, index: dict, mode: str) -> tuple[dict[str, np.ndarray], np.ndarray | None]:

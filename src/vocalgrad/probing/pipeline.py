@@ -35,6 +35,7 @@ from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, 
 from vocalgrad.probing.pooling import POOLINGS
 from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
 from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.records import LABELS
 from vocalgrad.stats import cluster_ids
 
 
@@ -79,7 +80,7 @@ class ProbeConfig:
 
 def _items(rows: Sequence[dict], category: str) -> list[dict]:
     items = [
-        r for r in rows if r["category"] == category and r["direction"] in ("increase", "decrease")
+        r for r in rows if r["category"] == category and r["direction"] in LABELS
     ]
     return sorted(items, key=lambda r: (r["split"], r["item_id"]))
 
@@ -277,14 +278,14 @@ def probe_rows(
         answers, source = _behaviour(test_rows, behaviour, lens_test, cat, warned)
         beh = None
         if answers is not None:
-            no_answer = sum(a not in ("increase", "decrease") for a in answers)
+            no_answer = sum(a not in LABELS for a in answers)
             if no_answer:
                 _warn(warned, f"{cat}: behaviour ({source}) has no answer for {no_answer} of "
                       f"{len(answers)} test items (unparsed or a lens tie): scored 0.5 like a "
                       "guess, so they pull the balanced accuracy to chance, not below it")
             correct = np.array(
                 [
-                    float(a == r["direction"]) if a in ("increase", "decrease") else 0.5
+                    float(a == r["direction"]) if a in LABELS else 0.5
                     for a, r in zip(answers, test_rows, strict=True)
                 ]
             )

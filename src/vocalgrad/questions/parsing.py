@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from vocalgrad.records import LABELS
+
 STATUSES = ("ok", "unparsed", "ambiguous", "empty")
 
 _INCREASE = """
@@ -193,7 +195,7 @@ def _direction(mentions: list[_Mention], options: tuple[str, ...]) -> ParsedAnsw
     neg = {m.concept for m in mentions if m.negated}
     if "increase" in pos and "decrease" in pos:
         return ParsedAnswer(None, "ambiguous")
-    for d in ("increase", "decrease"):
+    for d in LABELS:
         if d in pos:
             return _within(d, options)
     if "constant" in pos or "change" in neg or {"increase", "decrease"} <= neg:
@@ -234,7 +236,7 @@ def _yes_no(tokens: list[str], mentions: list[_Mention]) -> ParsedAnswer:
 
 
 def parse_answer(
-    text: str | None, options: tuple[str, ...] = ("increase", "decrease")
+    text: str | None, options: tuple[str, ...] = LABELS
 ) -> ParsedAnswer:
     """Read a model's free-text answer as one of `options`.
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from vocalgrad import dimensions
 from vocalgrad.errors import ConfigError
+from vocalgrad.records import FORMATS, LABELS
 
 TARGET = "<target>"
 """Audio placeholder for the clip under test when `build_prompt` is called without an item id."""
@@ -23,51 +25,28 @@ SWAPPED_INSTRUCTION = 'Answer with only one word: "decrease" or "increase".'
 TERNARY_INSTRUCTION = 'Answer with only one word: "increase", "decrease" or "constant".'
 VARY_INSTRUCTION = 'Answer with only one word: "yes" or "no".'
 
-PARAPHRASE_CATEGORIES = ("volume", "voice_pitch", "speaking_speed")
-
 # Question formats (`vocalgrad build --format`). Gradual items are asked with the variants
 # below; comparison and recognition items with their own wording, in the "default" order and
 # the "swapped" one. Their answer words map onto the labels increase / decrease, so parsing,
 # scoring, d' and c are the same for every format:
 # - comparison: "higher" = the second part is higher = increase;
-# - recognition: the category an increase moves towards (`RECOGNITION_WORDS`, first word) =
+# - recognition: the category an increase moves towards (`recognition_words`, first word) =
 #   increase, the other = decrease.
-FORMATS = ("gradual", "comparison", "recognition")
 HELD_VARIANTS = ("default", "swapped")
 COMPARISON_QUESTION = "Is the {attribute} higher or lower in the second part than in the first?"
 COMPARISON_OPTIONS = ("higher", "lower")
-
-# Recognition wording per category: (what is judged, the "increase" category, the "decrease"
-# category), in the published style of SonicBench's recognition items. A category missing
-# here (a new dimension) is asked "Is the <attribute> high or low?".
-RECOGNITION_WORDS: dict[str, tuple[str, str, str]] = {
-    "voice_pitch": ("voice pitch", "high", "low"),
-    "volume": ("voice", "loud", "quiet"),
-    "speaking_speed": ("speech", "fast", "slow"),
-    "background_noise": ("recording", "noisy", "clean"),
-    "echo": ("recording", "reverberant", "dry"),
-    "audio_distortion": ("audio", "distorted", "clean"),
-    "audio_roughness": ("audio", "rough", "smooth"),
-    "voice_clarity": ("voice", "clear", "muffled"),
-    "voice_vibration": ("voice", "trembling", "steady"),
-    "brightness": ("voice", "bright", "dark"),
-    "vocal_tract_length": ("voice", "large", "small"),
-    "breathiness": ("voice", "breathy", "clear"),
-    "distance": ("speaker", "far", "near"),
-    "stereo_direction": ("voice", "right", "left"),
-}
 
 
 @dataclass(frozen=True)
 class Variant:
     """One question format: question template, instruction line and answer options.
 
-    `question` is either one template with an `{attribute}` field or a mapping from category to
-    a fixed question (paraphrases exist only for some categories).
+    `question` is either one template with an `{attribute}` field or a `Paraphrase`: a fixed
+    question per category, for the categories that declare paraphrases.
     """
 
     name: str
-    question: str | Mapping[str, str]
+    question: str | Paraphrase
     instruction: str
     options: tuple[str, ...]
     description: str = ""
@@ -76,28 +55,21 @@ class Variant:
         """Categories this variant supports; None means any."""
         if isinstance(self.question, str):
             return None
-        return tuple(self.question)
+        return tuple(self.question.table())
 
 
-def _paraphrases(index: int) -> dict[str, str]:
-    table = {
-        "volume": (
-            "Does the speaker get louder or quieter over time?",
-            "Does the loudness of the voice go up or down over the course of the clip?",
-            "Is the sound level of the speech rising or falling as the clip goes on?",
-        ),
-        "voice_pitch": (
-            "Does the speaker's voice get higher or lower in pitch over time?",
-            "Does the pitch of the voice go up or down over the course of the clip?",
-            "Is the speaker's pitch rising or falling as the clip goes on?",
-        ),
-        "speaking_speed": (
-            "Does the speaker talk faster or slower over time?",
-            "Does the speech rate go up or down over the course of the clip?",
-            "Is the speaker speeding up or slowing down as the clip goes on?",
-        ),
-    }
-    return {category: texts[index] for category, texts in table.items()}
+@dataclass(frozen=True)
+class Paraphrase:
+    """The question of variant ``paraphraseN``: the N-th of the everyday wordings a dimension
+    declares (``QUESTION.paraphrases`` in its module), 0-based ``index``."""
+
+    index: int
+
+    def table(self) -> dict[str, str]:
+        """Category -> question, over the dimensions that declare this paraphrase."""
+        return {name: dim.QUESTION.paraphrases[self.index]
+                for name, dim in dimensions.DIMENSIONS.items()
+                if len(dim.QUESTION.paraphrases) > self.index}
 
 
 VARIANTS: dict[str, Variant] = {
@@ -107,7 +79,7 @@ VARIANTS: dict[str, Variant] = {
             "default",
             "Does the {attribute} increase or decrease over time?",
             BINARY_INSTRUCTION,
-            ("increase", "decrease"),
+            LABELS,
             "published default prompt, verbatim",
         ),
         Variant(
@@ -121,16 +93,16 @@ VARIANTS: dict[str, Variant] = {
             "clip",
             "Does the {attribute} of this audio clip increase or decrease over time?",
             BINARY_INSTRUCTION,
-            ("increase", "decrease"),
+            LABELS,
             "names the audio clip explicitly",
         ),
         *(
             Variant(
                 f"paraphrase{i + 1}",
-                _paraphrases(i),
+                Paraphrase(i),
                 BINARY_INSTRUCTION,
-                ("increase", "decrease"),
-                "everyday wording; only volume, voice_pitch and speaking_speed",
+                LABELS,
+                "everyday wording; only dimensions that declare paraphrases",
             )
             for i in range(3)
         ),
@@ -194,18 +166,10 @@ class Prompt:
         return replace(self, turns=turns)
 
 
-# Where the category's own words would not say which way "increase" runs
-ATTRIBUTE_NAMES = {
-    "stereo_direction": "stereo position (from left to right)",
-    "vocal_tract_length": "apparent size of the speaker (vocal tract length)",
-    "distance": "distance of the speaker",
-}
-
-
 def attribute_name(category: str) -> str:
-    """The words used in the question: the category with underscores as spaces (the
-    published wording), or its entry in ATTRIBUTE_NAMES."""
-    return ATTRIBUTE_NAMES.get(category, category.replace("_", " "))
+    """The words used in the question: the dimension's ``QUESTION.attribute``, else its name
+    with underscores as spaces (the published wording)."""
+    return dimensions.get(category).QUESTION.attribute or category.replace("_", " ")
 
 
 def get_variant(name: str) -> Variant:
@@ -219,8 +183,10 @@ def get_variant(name: str) -> Variant:
 
 
 def recognition_words(category: str) -> tuple[str, str, str]:
-    """(what is judged, "increase" category, "decrease" category) for one dimension."""
-    return RECOGNITION_WORDS.get(category, (attribute_name(category), "high", "low"))
+    """(what is judged, "increase" category, "decrease" category) for one dimension: its
+    ``QUESTION.recognition``, else (its attribute name, "high", "low")."""
+    declared = dimensions.get(category).QUESTION.recognition
+    return declared or (attribute_name(category), "high", "low")
 
 
 def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
@@ -231,11 +197,11 @@ def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str
     if fmt == "gradual":
         if isinstance(v.question, str):
             question = v.question.format(attribute=attribute_name(category))
-        elif category in v.question:
-            question = v.question[category]
+        elif category in v.question.table():
+            question = v.question.table()[category]
         else:
             raise ConfigError(
-                f"prompt variant {variant!r} exists only for {', '.join(v.question)}, "
+                f"prompt variant {variant!r} exists only for {', '.join(v.question.table())}, "
                 f"not {category!r}; use 'default' or 'clip' for this category"
             )
         return question, v.instruction, v.options, v.options
@@ -247,7 +213,7 @@ def _wording(category: str, variant: str, fmt: str) -> tuple[str, str, tuple[str
     else:
         subject, up, down = recognition_words(category)
         question = f"Is the {subject} {up} or {down}?"
-    words, labels = ((up, down), ("increase", "decrease"))
+    words, labels = ((up, down), LABELS)
     if variant == "swapped":  # both option orders, in the question and the instruction
         question = question.replace(f"{up} or {down}", f"{down} or {up}")
         words, labels = words[::-1], labels[::-1]

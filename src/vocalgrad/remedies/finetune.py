@@ -41,6 +41,7 @@ import torch
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, load_rows
 from vocalgrad.errors import ConfigError
+from vocalgrad.files import atomic_path, atomic_write_text
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.listeners.tuning import HeadInputs
 from vocalgrad.questions.prompts import build_prompt, expected_answer
@@ -137,10 +138,8 @@ def _read_head_inputs(listener: Listener, items: Sequence[dict], config: TuneCon
 
 
 def _save_checkpoint(folder: Path, state: dict) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "state.pt.tmp"
-    torch.save(state, tmp)
-    os.replace(tmp, folder / "state.pt")
+    with atomic_path(folder / "state.pt") as tmp:
+        torch.save(state, tmp)
 
 
 def _identity(listener: Listener, base_spec: str, config: TuneConfig, data_sha: str) -> dict:
@@ -358,9 +357,7 @@ def finetune(dataset: str | Path, spec: str, out: str | Path, config: TuneConfig
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["finetune"] = {k: v for k, v in meta.items() if k != "losses"} | {"adapter": str((out / "adapter").resolve())}
-    tmp = manifest_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(tmp, manifest_path)
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=2) + "\n")
     summary = score_run(out)
     write_summary(out, summary)
     return {"tuning": meta, "counts": counts, "summary": summary, "listener": listener}

@@ -23,6 +23,7 @@ from torch import nn
 from vocalgrad.errors import CapabilityError, ConfigError
 from vocalgrad.listeners import load_listener
 from vocalgrad.listeners.base import Listener
+from vocalgrad.listeners.registry import ListenerFamily
 
 WEIGHTS_FILE = "tuned.safetensors"  # head / full: the changed parameters, by name
 META_FILE = "tuning.json"
@@ -139,6 +140,11 @@ def load_tuned(path: str | Path, **options: Any) -> Listener:
     return listener
 
 
-def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
+def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
     """The `tuned:` listener family, registered like every other family."""
     return load_tuned(rest, **options)
+
+
+from_spec = ListenerFamily(_load, wants_gpu=True)
+"""The `tuned:` listener family, registered like every other family (its bases, `whisper:` and
+`hf:` models, want an accelerator)."""

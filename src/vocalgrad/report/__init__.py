@@ -19,6 +19,7 @@ from pathlib import Path
 from vocalgrad._version import __version__
 from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
+from vocalgrad.files import atomic_write_text
 from vocalgrad.report import sections
 from vocalgrad.report.collect import (
     load_dataset_info,
@@ -96,9 +97,7 @@ def write_report(results_dirs: Sequence[str | Path], out_html: str | Path,
     files = write_figures(parts, out)
     text = (to_html(title, subtitle, parts, files) if fmt == "html"
             else to_markdown(title, subtitle, parts, out))
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    atomic_write_text(out, text)
     return out
 
 

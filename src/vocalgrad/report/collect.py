@@ -13,6 +13,7 @@ from pathlib import Path
 from vocalgrad.dataset import is_official, official_rows, read_json, read_jsonl
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
+from vocalgrad.records import DEFAULT_FORMAT
 
 HUMAN_PREFIX = "human"
 ADAPTIVE_TIER = "adaptive"
@@ -86,7 +87,7 @@ def listener_of(row: dict, run: Run) -> str:
     """The listener id, tagged with the question format where it is not gradual: the same
     model asked in two formats is two rows of every table, never pooled."""
     name = str(row.get("listener") or run.manifest.get("listener", {}).get("listener") or run.name)
-    fmt = row.get("format") or run.manifest.get("format") or "gradual"
+    fmt = row.get("format") or run.manifest.get("format") or DEFAULT_FORMAT
     return name if fmt == "gradual" else name + FORMAT_TAG.format(fmt)
 
 

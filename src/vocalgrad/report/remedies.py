@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from vocalgrad.records import LABELS
 from vocalgrad.report import figures
 from vocalgrad.report.collect import Probe, Run, primary
 from vocalgrad.report.model import Figure, Section, Table, Text
@@ -41,7 +42,7 @@ def _base_id(tuning: Mapping) -> str | None:
 
 def _by_category(run: Run, n_boot: int, seed: int) -> dict[str, dict]:
     rows, _ = primary(run.rows)
-    changing = [r for r in rows if r.get("direction") in ("increase", "decrease")]
+    changing = [r for r in rows if r.get("direction") in LABELS]
     return {g["group"]: g for g in summarise(changing, by=("category",), n_boot=n_boot, seed=seed)
             if g["group"] != "overall"}
 

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from vocalgrad.files import atomic_write_bytes
 from vocalgrad.report.figures import export
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 
@@ -256,8 +257,8 @@ def write_figures(sections: Sequence[Section], out: Path) -> dict[str, dict[str,
     for block in (b for s in sections for b in s.blocks if isinstance(b, Figure)):
         names = {kind: f"{out.stem}-{block.name}.{kind}" for kind in FIGURE_FILES}
         for kind in ("svg", "pdf"):
-            _write(out.parent / names[kind], export(block.figure, kind))
-        _write(out.parent / names["csv"], _csv(block.data).encode("utf-8"))
+            atomic_write_bytes(out.parent / names[kind], export(block.figure, kind))
+        atomic_write_bytes(out.parent / names["csv"], _csv(block.data).encode("utf-8"))
         written[block.name] = names
     return written
 
@@ -273,6 +274,4 @@ def _csv(rows: Sequence[Mapping]) -> str:
 
 def _write(path: Path, data: bytes) -> None:
     """Atomically: a reader never sees half a file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    atomic_write_bytes(path, data)

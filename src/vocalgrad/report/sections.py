@@ -11,6 +11,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.records import LABELS
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
     ADAPTIVE_TIER,
@@ -45,7 +46,7 @@ CONFOUNDS = (  # metadata field, label, how to summarise
 
 
 def _changing(rows: Sequence[dict]) -> list[dict]:
-    return [r for r in rows if r.get("direction") in ("increase", "decrease")]
+    return [r for r in rows if r.get("direction") in LABELS]
 
 
 def headline_rows(by_listener: Mapping[str, list[dict]]) -> tuple[dict[str, list[dict]], str]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-import tempfile
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -46,6 +45,7 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad.errors import SourceError
+from vocalgrad.files import atomic_path
 from vocalgrad.sources.base import SpeechSource
 
 BUILTIN_DOMAIN = "builtin-tts"
@@ -238,16 +238,9 @@ def render_utterance(speaker: BuiltinSpeaker, text: str) -> np.ndarray:
 
 
 def write_wav_atomic(path: Path, audio: np.ndarray, sr: int) -> None:
-    """16-bit WAV via temp file + os.replace: concurrent writers never expose partial files."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".wav")
-    os.close(fd)
-    try:
+    """16-bit WAV via temp file + rename: concurrent writers never expose partial files."""
+    with atomic_path(path, suffix=".wav") as tmp:
         sf.write(tmp, audio, sr, format="WAV", subtype="PCM_16")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _trim(audio: np.ndarray, sr: int, threshold_db: float = -45.0) -> np.ndarray:

@@ -30,6 +30,8 @@ from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
+from vocalgrad.records import DatasetRow
+from vocalgrad.signal.analysis import Analysis
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
 from vocalgrad.sources.check import SpeechCheck, conversions
@@ -64,7 +66,7 @@ def render_source(task: SourceTask) -> dict:
     """Worker: all pending clips of one source. Returns rows, or why the source was skipped.
 
     BLAS is held to one thread: parallelism comes from processes, and spinning BLAS threads
-    in every worker oversubscribe the cores (measured: 1.5x slower on 2 cores).
+    in every worker oversubscribe the cores.
     """
     with threadpool_limits(1):
         return _render_source(task)
@@ -94,6 +96,12 @@ def _render_source(task: SourceTask) -> dict:
     rows = []
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
+        condition = held_among_kept(condition, config, prepared.heard)
+        reason = source_refusal(condition, prepared.heard)
+        if reason:  # inaudible on this source (its bandwidth, say): refused and counted, not rendered
+            rows.append({"item_id": item, "refused": reason, "pair_key": condition.pair_key,
+                         "source_id": source.source_id, "category": condition.category, "tier": condition.tier})
+            continue
         try:
             result = render_condition(prepared, condition, config.seed, item,
                                       item_id(config.seed, source.source_id, condition.twin()))
@@ -107,6 +115,28 @@ def _render_source(task: SourceTask) -> dict:
     if config.format == "recognition":
         _pair_recognition(rows)
     return {"source_id": source.source_id, "reference": reference_row, "rows": rows, "n": len(task.conditions)}
+
+
+def source_refusal(condition: Condition, heard: Analysis) -> str | None:
+    """Why a changing condition would be inaudible on this source, where the dimension can
+    tell before rendering (`source_inaudible_reason`); the rate rule is `plan_conditions`'."""
+    if condition.direction == "constant":
+        return None
+    return dimensions.get(condition.category).source_inaudible_reason(condition.magnitude, heard)
+
+
+def held_among_kept(condition: Condition, config: BuildConfig, heard: Analysis) -> Condition:
+    """A constant clip draws its held value from the planned tiers' ranges, less those refused
+    on this source: else it holds a refused tier's value (clarity's 5 kHz low-pass on
+    telephone-band speech: no change at all) a third of the time that no changing clip of
+    the source does, and the audit tells constants apart (ktuberling's telephone band at
+    16 kHz: AUC 0.65, over the limit). The item id does not depend on the ranges."""
+    if condition.direction != "constant" or not condition.ranges:
+        return condition
+    refused = {(c.start, c.end) for c in plan_conditions(config)[0]
+               if c.category == condition.category and c.direction == "increase" and source_refusal(c, heard)}
+    kept = tuple(r for r in condition.ranges if tuple(r) not in refused)
+    return dataclasses.replace(condition, ranges=kept) if kept and len(kept) < len(condition.ranges) else condition
 
 
 def _pair_recognition(rows: list[dict]) -> None:
@@ -131,7 +161,7 @@ _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
 
 def _row(task: SourceTask, condition: Condition, item: str, file_name: str, sha: str,
-         ref_name: str, result) -> dict:
+         ref_name: str, result) -> DatasetRow:
     spec = dimensions.get(condition.category).SPEC
     source = task.source
     sr = task.config.sample_rate
@@ -326,7 +356,7 @@ def _done_items(log: Path, out: Path) -> set[str]:
     for row in read_jsonl(log, torn="skip", hint=RERENDER_HINT):
         if "file_name" in row and (out / row["split"] / row["file_name"]).is_file():
             done.add(row["item_id"])
-        elif "failed" in row:
+        elif "failed" in row or "refused" in row:
             done.add(row["item_id"])
     return done
 
@@ -338,6 +368,7 @@ def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice,
     references: dict[str, dict] = {}
     skipped: dict[str, str] = {}
     failed: list[dict] = []
+    refused_here: list[dict] = []  # conditions refused for one source before rendering
     for entry in read_jsonl(state / "rows.jsonl", torn="skip", hint=RERENDER_HINT):
         if "reference" in entry:
             references[entry["reference"]["source_id"]] = entry["reference"]
@@ -345,9 +376,11 @@ def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice,
             skipped[entry["source_id"]] = entry["skipped"]
         elif "failed" in entry:
             failed.append(entry)
+        elif "refused" in entry:
+            refused_here.append(entry)
         else:
             rows[entry["item_id"]] = entry
-    bad_pairs = {(r["source_id"], r["pair_key"]) for r in failed}
+    bad_pairs = {(r["source_id"], r["pair_key"]) for r in (*failed, *refused_here)}
     if config.drop_unverified:
         bad_pairs |= {(r["source_id"], r["pair_key"]) for r in rows.values() if not r["verified"]}
     kept, dropped = [], []
@@ -371,7 +404,7 @@ def _finalise(out: Path, state: Path, config: BuildConfig, choice: SourceChoice,
     selected = choice.selected
     for source_id, reason in choice.refused.items():
         skipped.setdefault(source_id, f"refused by the speech check: {reason}")
-    report = _report(config, kept, dropped, failed, refused, skipped, selected, seconds)
+    report = _report(config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here)
     report["source_shortfall"] = choice.shortfall
     report["source_conversions"] = choice.conversions
     manifest = {
@@ -401,7 +434,7 @@ def _content_hash(rows: list[dict]) -> str:
     return h.hexdigest()
 
 
-def _report(config, kept, dropped, failed, refused, skipped, selected, seconds) -> dict:
+def _report(config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here=()) -> dict:
     per_category: dict[str, dict] = defaultdict(
         lambda: {"kept": 0, "dropped": 0, "failed_verification": 0, "refused_inaudible": 0}
     )
@@ -413,6 +446,13 @@ def _report(config, kept, dropped, failed, refused, skipped, selected, seconds) 
         verdict = row.get("verdict", "verified" if row["verified"] else "disagrees")
         per_category[row["category"]]["failed_verification"] += verdict == "disagrees"
         per_category[row["category"]]["refused_inaudible"] += verdict == "inaudible"
+    per_source: dict[tuple, dict] = {}
+    for row in refused_here:  # never rendered: inaudible on that source, counted with the rest
+        per_category[row["category"]]["refused_inaudible"] += 1
+        entry = per_source.setdefault((row["source_id"], row["category"], row["tier"]),
+                                      {"source_id": row["source_id"], "category": row["category"],
+                                       "tier": row["tier"], "clips": 0, "reason": row["refused"]})
+        entry["clips"] += 1
     rendered = len(kept) + len(dropped)
     # agreement among the clips whose realised change a listener could hear at all: the
     # inaudible ones are refused (and counted) rather than counted as disagreements
@@ -426,6 +466,7 @@ def _report(config, kept, dropped, failed, refused, skipped, selected, seconds) 
         "clips_dropped": len(dropped),
         "render_errors": failed,
         "refused_conditions": refused,
+        "refused_for_source": [per_source[k] for k in sorted(per_source)],
         "skipped_sources": [{"source_id": k, "reason": v} for k, v in sorted(skipped.items())],
         "sources_selected": len(selected),
         "per_category": dict(per_category),

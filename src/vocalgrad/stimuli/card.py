@@ -132,6 +132,10 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
     if report["refused_conditions"]:
         lines += ["", "Refused conditions (they would change nothing at this sample rate):", ""]
         lines += [f"- `{r['category']}` {r['tier']}: {r['reason']}" for r in report["refused_conditions"]]
+    if report.get("refused_for_source"):
+        lines += ["", "Conditions refused on one source (inaudible on its own bandwidth), counted above:", ""]
+        lines += [f"- `{r['category']}` {r['tier']} on `{r['source_id']}` ({r['clips']} clips): {r['reason']}"
+                  for r in report["refused_for_source"]]
     lines += ["", "## Sources and licences", ""]
     lines += [f"- {domain}: {n} sources. Licence: {lic}. {attr}" for (domain, lic, attr), n in licences.items()]
     lines += ["", "Provenance: `build.json` (config, versions, content hash); `build_report.json`."]

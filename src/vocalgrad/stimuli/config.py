@@ -9,13 +9,13 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
+from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
+from vocalgrad.records import FORMATS
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
 # Question formats from the same stimulus engine (see `vocalgrad.stimuli.formats`).
-FORMATS = ("gradual", "comparison", "recognition")
 
 
 Names = Annotated[tuple[str, ...], Field(min_length=1)]
@@ -60,7 +60,7 @@ class BuildConfig(BaseModel):
     @field_validator("categories")
     @classmethod
     def _known_categories(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        return _known(names, CATEGORIES, "category")
+        return _known(names, DIMENSIONS, "category")  # registered ones too
 
     @field_validator("tiers")
     @classmethod
@@ -85,7 +85,7 @@ class BuildConfig(BaseModel):
     @field_validator("magnitudes")
     @classmethod
     def _known_magnitude_categories(cls, table: dict[str, dict[str, float]]) -> dict:
-        _known(tuple(table), CATEGORIES, "category in magnitudes")
+        _known(tuple(table), DIMENSIONS, "category in magnitudes")
         return table
 
     def to_dict(self) -> dict[str, Any]:

@@ -67,7 +67,10 @@ def _centroids(x: np.ndarray, sr: int) -> tuple[float, float]:
 
 
 def zero_share(x: np.ndarray, sr: int) -> float:
-    """Share of samples in runs (>= 1 ms) of exact 16-bit zeros: digital silence."""
+    """Share of samples in digital silence: runs of >= 1 ms (ZERO_RUN_S) that a 16-bit file
+    holds as exact zeros. A lone zero amid a low room tone is one bin of the amplitude
+    histogram (how much of the clip is quiet, which on noise is the target), not the silence
+    no listener hears."""
     if not x.size:
         return 1.0
     zero = np.concatenate([[False], np.round(x.astype(np.float64) * 32768) == 0, [False]])

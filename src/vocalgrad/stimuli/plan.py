@@ -106,10 +106,9 @@ def held_constant(condition: Condition, seed: int, item: str) -> Condition:
     """The constant control holds one value, drawn per clip the way a changing clip's values
     are spread: one of the planned tiers at random, then a point within its range (on the
     dimension's scale); the mid tier's range without `ranges`. The dimension is present, it
-    just does not change. A fixed value (the middle of the range) made "a middling amount
-    over the whole clip" a cue that told constant clips from changing ones (noise: AUC 1.00
-    in the shortcut audit); the mid tier alone left out the high tier's extremes (telephone
-    clarity: constants brighter than changing clips, AUC 0.78)."""
+    just does not change. A fixed value (the middle of the range) would make "a middling
+    amount over the whole clip" a cue that tells constant clips from changing ones, and the
+    mid tier alone would leave out the high tier's extremes (see the design notes)."""
     rng = np.random.default_rng([seed, int(item, 16), 11])
     u = float(rng.uniform())
     lo, hi = condition.start, condition.end

@@ -17,6 +17,7 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.audio import (
+    EDGE_GUARD_S,
     FRAME_S,
     SpeechSpan,
     load_audio,
@@ -25,9 +26,10 @@ from vocalgrad.audio import (
     peak_gain,
     resample,
 )
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
 from vocalgrad.errors import AudioError
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.levelling import flatten_level_course, symmetric_edges
 from vocalgrad.signal.trajectories import parameter_track
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
@@ -64,8 +66,12 @@ class PreparedSource:
     tone_seed: int
     tone_rms: float
     tone: np.ndarray = field(repr=False)  # the room tone, as long as the longest clip so far
-    held: dict = field(default_factory=dict, repr=False)  # held renders, shared by an item and its twin
-    twins: dict = field(default_factory=dict, repr=False)  # finished twins (item -> ClipResult), limited with their pair
+    held: dict = field(default_factory=dict, repr=False)
+    # Memos of pure functions: an entry is what the same call would compute again, so evicting
+    # it when read (as both do, to bound memory) changes the cost of a later call, never its
+    # result. `held`: (category, value) -> the held render; `twins`: (item, twin item) -> the
+    # item's clip, limited with its twin, left by the twin's call `render_condition(twin, item)`.
+    twins: dict = field(default_factory=dict, repr=False)
     fill: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32), repr=False)  # `tone_under`'s fresh tone
 
     @property
@@ -136,7 +142,8 @@ def tone_seed_for(seed: int, source_id: str) -> int:
 
 
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
-    """Load, downmix, resample and loudness-normalise a source; reject unusable speech."""
+    """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
+    over the speech (`flatten_level_course`); reject unusable speech."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -146,11 +153,11 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     clipped = float(np.mean(np.abs(audio) >= 0.999 * peak)) if peak >= 0.99 else 0.0
     if clipped > 0.001:
         raise AudioError(f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording")
-    audio = quantise16(normalise(resample(audio, source_sr, sr), sr, target_lufs))
-    ref = Analysis(audio, sr)
+    ref = Analysis(normalise(resample(audio, source_sr, sr), sr, target_lufs), sr)
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
-    return ref
+    levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
+    return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
 
 
 def prepare_source(clean: Analysis, tone_seed: int, tone_rms: float | None = None) -> PreparedSource:
@@ -254,21 +261,20 @@ def clip_span(dim, track, ref: Analysis, n_samples: int) -> SpeechSpan:
     rendered clip (`n_samples` long) as it does in the source, to the sample: taken from the
     warp's integral, it was off by the resynthesis' few ms, in opposite directions for a fast
     and a slow clip, and the audit's trailing edge window began at another sample in each twin."""
-    warp = getattr(dim, "output_time", None)
-    if warp is None:
+    if not dim.SPEC.warps_time:
         return ref.span
-    onset = float(warp(track, np.array([ref.span.onset_s]))[0])
+    onset = float(dim.output_time(track, np.array([ref.span.onset_s]))[0])
     trail = len(ref.audio) - int(round(ref.span.offset_s * ref.sr))
     return SpeechSpan(onset, (n_samples - trail) / ref.sr, ref.span.plausible, ref.span.reason)
 
 
 def clip_time(dim, track, source_s: float) -> float:
     """Where a moment of the source lies in the clip (moved only by a time warp)."""
-    warp = getattr(dim, "output_time", None)
-    return float(warp(track, np.array([source_s]))[0]) if warp else float(source_s)
+    if not dim.SPEC.warps_time:
+        return float(source_s)
+    return float(dim.output_time(track, np.array([source_s]))[0])
 
 
-EDGE_GUARD_S = 0.1  # the edges kept from the source stop this far from the speech
 SPLICE_S = 0.01  # raised-cosine crossfade between processed speech and source edges
 
 
@@ -298,19 +304,12 @@ def with_source_edges(processed: np.ndarray, clean: np.ndarray, span: SpeechSpan
     return out
 
 
-def finish(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
-           seed: int, rove_key: str) -> tuple[np.ndarray, float]:
-    """From processed audio to the 16-bit clip a listener hears: loudness compensation
-    where the dimension asks for it, the source's speech loudness (over the clip's speech
-    span), the room-tone floor, a roved overall level, its own peak limit. Returns (audio,
-    rove dB)."""
-    audio, rove = unlimited(source, category, processed, track, span, seed, rove_key)
-    return to_file(audio), rove
-
-
 def unlimited(source: PreparedSource, category: str, processed: np.ndarray, track: Track, span: SpeechSpan,
               seed: int, rove_key: str) -> tuple[np.ndarray, float]:
-    """`finish` up to the peak limit, in float."""
+    """From processed audio to the clip a listener hears, up to its peak limit (in float; the
+    file takes `to_file`): loudness compensation where the dimension asks for it, the source's
+    speech loudness (over the clip's speech span), the room-tone floor and a roved overall
+    level. Returns (audio, rove dB)."""
     edges = dimensions.get(category).SPEC.source_edges
     audio, rove, _ = assemble(source, [level(source, category, processed, track, span)], seed, rove_key,
                               source_edges=edges)
@@ -326,8 +325,7 @@ def level(source: PreparedSource, category: str, processed: np.ndarray, track: T
     sr = source.sr
     power = None
     if dim.SPEC.loudness_neutral:
-        warp = getattr(dim, "source_time", None)
-        to_source = (lambda times: warp(track, times)) if warp else None
+        to_source = (lambda times: dim.source_time(track, times)) if dim.SPEC.warps_time else None
         processed, power = compensate_loudness(processed, source.clean.k_power, sr, to_source)
     elif held:
         return processed
@@ -411,14 +409,14 @@ def render_condition(source: PreparedSource, condition: Condition, seed: int, it
         return render_comparison(source, condition, seed, item)
     if condition.format == "recognition":
         return render_recognition(source, condition, seed, item)
-    if item in source.twins:
-        return source.twins.pop(item)
+    if (item, twin_item) in source.twins:
+        return source.twins.pop((item, twin_item))
     mine = _render_unlimited(source, condition, seed, item)
     if condition.direction == "constant" or twin_item is None:
         return _finished(source, mine, peak_gain(mine.audio))
     other = _render_unlimited(source, condition.twin(), seed, twin_item)
     gain = peak_gain(mine.audio, other.audio)
-    source.twins[twin_item] = _finished(source, other, gain)
+    source.twins[(twin_item, item)] = _finished(source, other, gain)
     return _finished(source, mine, gain)
 
 
@@ -495,12 +493,6 @@ def _render_held(source: PreparedSource, condition: Condition, value: float) -> 
     processed = dim.render(source.clean, track, rng)
     heard_span = clip_span(dim, track, source.clean, len(processed))
     return level(source, condition.category, processed, track, heard_span, held=True), heard_span
-
-
-def held_value(measured: Measured) -> float:
-    """One value for a held clip: the mean of its head and tail measures (either if one is NaN)."""
-    values = [v for v in (measured.start, measured.end) if np.isfinite(v)]
-    return float(np.mean(values)) if values else float("nan")
 
 
 def part_span(bound: tuple[int, int], span: SpeechSpan, sr: int) -> tuple[float, float]:

@@ -18,6 +18,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
+from vocalgrad.records import row_format
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import (
@@ -80,9 +81,10 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
                 held[(row["source_id"], row["pair_id"])].append((row, change, conf))
             else:
                 record(row, change, verdict(row["direction"], change, dim.SPEC), conf)
-        blind = getattr(dim, "blind_change", None)
-        if blind is not None and row["direction"] != "constant" and row.get("format", "gradual") == "gradual":
-            bucket["blind"].append((blind(clip), 1 if row["direction"] == "increase" else -1))
+        asked = row["direction"] != "constant" and row_format(row) == "gradual"
+        blind = dim.blind_change(clip) if asked else None
+        if blind is not None:
+            bucket["blind"].append((blind, 1 if row["direction"] == "increase" else -1))
         bucket["clipping_ratio"].append(float(np.mean(np.abs(audio) >= 0.999)))
         bucket["n"].append(1)
     for pair in held.values():
@@ -121,7 +123,7 @@ def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
     first's, each part measured alone (confounds: second minus first); recognition, the
     clip's held value (its verdict needs the twin, `recognition_verdict`)."""
     dim = dimensions.get(row["category"])
-    fmt = row.get("format", "gradual")
+    fmt = row_format(row)
     if fmt == "comparison":
         values, confs = [], []
         samples = clip.channels if clip.channels.shape[1] > 1 else clip.audio  # a stereo part keeps both ears

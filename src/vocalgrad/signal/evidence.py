@@ -1,0 +1,237 @@
+"""Ideal-observer evidence: signed decision statistics measured on a clip against its source.
+
+Each function takes ``(clip, ref, sr)``: the clip and its unprocessed source as float arrays at
+``sr`` Hz (``clip`` mono ``(n,)``, or ``(n, channels)`` where stated; ``ref`` mono ``(m,)``,
+time-aligned with the clip) and returns one float that is positive when the quantity it
+reads rose over the clip: late speech against early speech. A dimension names the statistic
+its ideal observer answers from (``evidence`` in its module, see
+`vocalgrad.dimensions.base.Bound`).
+
+They are deliberately independent of the builder's verification: librosa features (YIN F0,
+RMS, MFCC alignment, band levels, envelope modulation) over the first and last thirds of the
+clip, where verification uses Praat and 20% windows; so the ideal observer is a second,
+independent reading of what the audio supports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+
+import librosa
+import numpy as np
+
+from vocalgrad.signal.analysis import mel_centres, mel_spectrogram
+
+
+def _thirds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n = len(x) // 3
+    return x[:n], x[-n:]
+
+
+def _db(x: np.ndarray) -> np.ndarray:
+    return 10 * np.log10(np.maximum(x, 1e-12))
+
+
+def _rms(y: np.ndarray) -> np.ndarray:
+    return librosa.feature.rms(y=y, frame_length=512, hop_length=160, center=False)[0]
+
+
+def _active(ref: np.ndarray) -> np.ndarray:
+    level = _rms(ref)
+    return level > level.max() * 10 ** (-30 / 20)
+
+
+def _speech_thirds(values: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last thirds of the frames where the source has speech."""
+    n = min(len(values), len(active))
+    return _thirds(values[:n][active[:n]])
+
+
+def level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Frame level of the clip re the source (dB), median of the last third of the source's
+    speech frames minus the first: a rising gain raises it."""
+    n = min(len(clip), len(ref))
+    diff = _db(_rms(clip[:n]) ** 2) - _db(_rms(ref[:n]) ** 2)
+    first, last = _speech_thirds(diff, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
+def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """YIN F0 of the clip re the source (semitones) over the source's voiced frames, median
+    of the last third minus the first: a rising pitch shift raises it."""
+    n = min(len(clip), len(ref))
+    f_clip = librosa.yin(clip[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
+    f_ref = librosa.yin(ref[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
+    level = librosa.feature.rms(y=ref[:n], frame_length=1024, hop_length=160)[0]
+    m = min(len(f_clip), len(f_ref), len(level))
+    voiced = level[:m] > level.max() * 10 ** (-25 / 20)
+    diff = 12 * np.log2(f_clip[:m] / f_ref[:m])
+    first, last = _thirds(diff[voiced])
+    return float(np.median(last) - np.median(first))
+
+
+MFCC_N_FFT = 2048  # librosa's default, which the MFCC alignment has always used
+
+
+@lru_cache(maxsize=4)
+def _mfcc_basis(sr: int, n_fft: int) -> np.ndarray:
+    return librosa.filters.mel(sr=sr, n_fft=n_fft)
+
+
+def _clip_mfcc(y: np.ndarray, sr: int) -> np.ndarray:
+    """`librosa.feature.mfcc(y=y, sr=sr, n_mfcc=13, hop_length=160)`, the same numbers: its
+    steps, but the mel filter bank applied by a matrix product instead of librosa's `np.einsum`
+    (slower on numpy 2, and the ideal observer's largest cost)."""
+    power = np.abs(librosa.stft(y, n_fft=MFCC_N_FFT, hop_length=160)) ** 2.0
+    return librosa.feature.mfcc(S=librosa.power_to_db(_mfcc_basis(sr, MFCC_N_FFT) @ power), n_mfcc=13)
+
+
+_SOURCE_MFCC: dict[tuple[bytes, int], np.ndarray] = {}
+
+
+def _mfcc(y: np.ndarray, sr: int, memo: bool = False) -> np.ndarray:
+    """`_clip_mfcc`; with `memo`, kept for the last few signals (a source is the reference of
+    every clip made from it, forwards and reversed)."""
+    if not memo:
+        return _clip_mfcc(y, sr)
+    key = (hashlib.sha1(np.ascontiguousarray(y).tobytes()).digest(), sr)
+    if key not in _SOURCE_MFCC:
+        if len(_SOURCE_MFCC) >= 4:
+            _SOURCE_MFCC.pop(next(iter(_SOURCE_MFCC)))
+        _SOURCE_MFCC[key] = _clip_mfcc(y, sr)
+    return _SOURCE_MFCC[key]
+
+
+def rate_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Align MFCCs by DTW; compare the source-over-clip time slope in first and last thirds."""
+    a = _mfcc(ref, sr, memo=True)
+    b = _mfcc(clip, sr)
+    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
+    path = path[::-1]
+    first, last = _thirds(path)
+    slopes = [np.polyfit(p[:, 1], p[:, 0], 1)[0] for p in (first, last)]
+    return float(np.log(slopes[1] / slopes[0]))
+
+
+def held_rate(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Log rate of a held clip: the source-over-clip time slope of the MFCC alignment over the
+    source's speech frames (the silences around it, and any padding, left out). The thirds of
+    `rate_change` cannot be used: padding after a fast part would fill the last third."""
+    a = _mfcc(ref, sr, memo=True)
+    b = _mfcc(clip, sr)
+    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
+    active = _active(ref)
+    speech = active[np.minimum(path[:, 0], len(active) - 1)]
+    points = path[speech] if speech.sum() >= 5 else path
+    return float(np.log(np.polyfit(points[:, 1], points[:, 0], 1)[0]))
+
+
+def added_energy(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Energy of what was added (noise, reverb, distortion error), late vs early, in dB."""
+    n = min(len(clip), len(ref))
+    gain = np.dot(clip[:n], ref[:n]) / max(np.dot(ref[:n], ref[:n]), 1e-12)
+    added = _rms(clip[:n] - gain * ref[:n]) ** 2
+    first, last = _thirds(added)
+    return float(_db(np.array([last.mean()]))[0] - _db(np.array([first.mean()]))[0])
+
+
+def high_band_kept_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """High band kept relative to the source, band by band: the mean over the mel bands
+    above 1 kHz where the source stands 10 dB clear of its floor of the clip/source level
+    (dB), re the 150-1000 Hz band. Rising means clearer. Band by band, so the 5-8 kHz bands a
+    5 kHz low-pass removes count as much as the loud 1-3 kHz ones, whose summed energy a
+    low-pass barely moves."""
+    n = min(len(clip), len(ref))
+    c, r = mel_spectrogram(clip[:n], sr), mel_spectrogram(ref[:n], sr)
+    m = min(c.shape[1], r.shape[1])
+    c, r = c[:, :m], r[:, :m]
+    centres = mel_centres(sr)
+    floor = np.percentile(r, 1, axis=1, keepdims=True)
+    clear = r > floor * 10.0
+    low_band = (centres >= 150) & (centres < 1000)
+    offset = _db(c[low_band].sum(axis=0)) - _db(r[low_band].sum(axis=0))
+    high = clear & (centres >= 1000)[:, None]
+    kept = np.where(high, np.clip(_db(c) - _db(r), -40.0, 10.0), 0.0)
+    counted = high.sum(axis=0)
+    per_frame = kept.sum(axis=0) / np.maximum(counted, 1) - offset
+    active = _active(ref[:n])[:m] & (counted > 0)
+    first, last = _thirds(per_frame[active])
+    return float(np.median(last) - np.median(first))
+
+
+def envelope_fluctuation_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Variance of the clip/source envelope ratio: tremolo makes it fluctuate."""
+    n = min(len(clip), len(ref))
+    c = librosa.feature.rms(y=clip[:n], frame_length=160, hop_length=80, center=False)[0]
+    r = librosa.feature.rms(y=ref[:n], frame_length=160, hop_length=80, center=False)[0]
+    ok = r > r.max() * 10 ** (-30 / 20)
+    ratio = np.log(np.maximum(c[ok], 1e-9) / r[ok])
+    first, last = _thirds(ratio)
+    return float(np.std(last) - np.std(first))
+
+
+def spectral_tilt_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Level of 2-6 kHz re 150-800 Hz in the clip over the source: rising means brighter."""
+    n = min(len(clip), len(ref))
+    spec_c = np.abs(librosa.stft(clip[:n], n_fft=512, hop_length=160)) ** 2
+    spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
+    freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
+    high, low = (freqs >= 2000) & (freqs <= 6000), (freqs >= 150) & (freqs <= 800)
+    tilt = (
+        _db(spec_c[high].sum(axis=0))
+        - _db(spec_c[low].sum(axis=0))
+        - _db(spec_r[high].sum(axis=0))
+        + _db(spec_r[low].sum(axis=0))
+    )
+    first, last = _speech_thirds(tilt, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
+def centroid_fall(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Log-frequency centroid (200-4000 Hz) of the clip re the source: formants going down
+    (a longer tract) pull it down, so a falling centroid means "increase"."""
+    n = min(len(clip), len(ref))
+    freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
+    band = (freqs >= 200) & (freqs <= 4000)
+    octaves = np.log2(freqs[band])
+
+    def centroid(y: np.ndarray) -> np.ndarray:
+        power = np.abs(librosa.stft(y, n_fft=512, hop_length=160))[band] ** 2
+        return octaves @ power / np.maximum(power.sum(axis=0), 1e-12)
+
+    first, last = _speech_thirds(centroid(clip[:n]) - centroid(ref[:n]), _active(ref[:n]))
+    return float(np.median(first) - np.median(last))
+
+
+def uncorrelated_energy_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """What the clip holds that the source does not, per frame: 1/rho^2 - 1 with rho the
+    clip/source correlation in 32 ms frames (level-free), in dB, late vs early speech."""
+    n = min(len(clip), len(ref))
+    c = librosa.util.frame(clip[:n].astype(np.float64), frame_length=512, hop_length=160)
+    r = librosa.util.frame(ref[:n].astype(np.float64), frame_length=512, hop_length=160)
+    rho2 = (c * r).sum(axis=0) ** 2 / np.maximum((c * c).sum(axis=0) * (r * r).sum(axis=0), 1e-24)
+    added = _db(1.0 / np.maximum(rho2, 1e-12) - 1.0)
+    first, last = _speech_thirds(added, _active(ref[:n]))
+    return float(np.median(last) - np.median(first))
+
+
+def interaural_level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """Right-over-left level above 1.5 kHz (dB), late third minus early third of the
+    source's speech frames: moving right raises it. No second channel, no evidence."""
+    if clip.ndim != 2 or clip.shape[1] < 2:
+        return 0.0
+    spec = [
+        np.abs(librosa.stft(np.ascontiguousarray(clip[:, c]), n_fft=512, hop_length=160)) ** 2
+        for c in (0, 1)
+    ]
+    high = librosa.fft_frequencies(sr=sr, n_fft=512) > 1500
+    ild = _db(spec[1][high].sum(axis=0)) - _db(spec[0][high].sum(axis=0))
+    first, last = _speech_thirds(ild, _active(ref[: len(clip)]))
+    return float(np.median(last) - np.median(first))
+
+
+def level_fall(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """`level_change` negated: the level re the source falling, as when a source moves away
+    (the room's reverberation fills in, but less)."""
+    return -level_change(clip, ref, sr)

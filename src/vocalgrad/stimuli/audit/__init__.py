@@ -1,0 +1,139 @@
+"""Shortcut audit: can a label be read off cues that are not the target's course over time?
+
+The benchmark promises that a listener who answers right has heard the gradual change. If
+increase clips were, say, louder overall, longer, or had more leading silence than their
+decrease twins, a listener could answer right without following the change at all. The
+audit measures direction-invariant cues of every clip (whole-clip level, duration, spectral
+centroid, F0, file size, digital silence, and what the first and last 300 ms look like),
+trains simple classifiers on the train split and reports how well they predict the label on
+the test split. A clean benchmark keeps them at chance.
+
+Some cue families measure the target itself on some dimensions (the level of the last
+300 ms *is* the volume at the end): each dimension declares those in
+`DimensionSpec.target_cues`, and they are left out of its audit.
+
+The order-free family (`vocalgrad.stimuli.order_free`: whole-file statistics that playing the
+clip backwards leaves as they are) is audited apart, on every dimension and format, with no
+exclusions: none of its cues can measure a direction, so none is a target cue, and the
+renderer's equalised statistic is only one of its several level measures. It is gated for
+gradual and comparison items. Beside it the audit reports the one-end observer: the
+dimension's own measure at one end of the clip, which shows how much of a benchmark an
+endpoint strategy answers without comparing over time (reported, not gated).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from threadpoolctl import threadpool_limits
+
+from vocalgrad.dataset import clean, load_rows
+from vocalgrad.files import atomic_write_text
+from vocalgrad.records import AuditReport
+from vocalgrad.stimuli.audit.cache import dataset_cues
+from vocalgrad.stimuli.audit.classifiers import (
+    MAX_CONSTANT_AUC,
+    MAX_SHORTCUT_ACCURACY,
+    N_BOOT,
+    SEED,
+    DirectionModel,
+    audit_category,
+    fit_direction_model,
+    one_end_report,
+    order_free_report,
+)
+from vocalgrad.stimuli.audit.cues import (
+    CUE_NAMES,
+    CUES_VERSION,
+    FAMILIES,
+    FORMAT_FAMILIES,
+    allowed_families,
+    clip_cues,
+    feature_names,
+    row_parts,
+    row_span,
+    target_cue_names,
+)
+from vocalgrad.stimuli.audit.report import format_audit
+
+REPORT_FILE = "audit.json"
+
+
+def audit_dataset(
+    root: str | Path,
+    *,
+    cache: bool = True,
+    workers: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> AuditReport:
+    """Shortcut audit of a dataset folder; writes `root/audit.json` and returns the report.
+
+    Per category, classifiers (standardised logistic regression, gradient-boosted trees) are
+    trained on the train split's cues (all families but the dimension's target cues) and
+    predict the test split's labels: direction on changing clips, and constant vs changing
+    where constant clips exist. Without a usable train split they are scored by grouped
+    cross-validation over test sources. CIs resample sources. A category passes when the
+    best direction accuracy is at most MAX_SHORTCUT_ACCURACY with a CI that includes chance,
+    and the constant AUC (if any) is at most MAX_CONSTANT_AUC; a category too small to
+    audit gets passes = None and does not fail the dataset.
+    """
+    started = time.time()
+    root = Path(root)
+    rows = load_rows(root)
+    cues = dataset_cues(root, rows, cache=cache, workers=workers, compact=True, progress=progress)
+    measured = time.time() - started
+    with threadpool_limits(1):  # tiny fits: OpenMP threads cost more than they save
+        per_category = {
+            category: audit_category(category, [r for r in rows if r["category"] == category], cues)
+            for category in sorted({r["category"] for r in rows})
+        }
+    protocols = {c["protocol"] for c in per_category.values() if c["protocol"]}
+    report = {
+        "dataset": str(root),
+        "protocol": protocols.pop() if len(protocols) == 1 else ("mixed" if protocols else None),
+        "thresholds": {
+            "max_shortcut_accuracy": MAX_SHORTCUT_ACCURACY,
+            "max_constant_auc": MAX_CONSTANT_AUC,
+        },
+        "n_boot": N_BOOT,
+        "seed": SEED,
+        "cues_version": CUES_VERSION,
+        "n_clips": len(rows),
+        "seconds_cues": round(measured, 2),
+        "seconds": round(time.time() - started, 2),
+        "per_category": per_category,
+        "passes": all(c["passes"] is not False for c in per_category.values()),
+    }
+    report = clean(report)
+    atomic_write_text(root / REPORT_FILE, json.dumps(report, indent=2) + "\n")
+    return report
+
+
+__all__ = [
+    "CUES_VERSION",
+    "CUE_NAMES",
+    "FAMILIES",
+    "FORMAT_FAMILIES",
+    "MAX_CONSTANT_AUC",
+    "MAX_SHORTCUT_ACCURACY",
+    "N_BOOT",
+    "REPORT_FILE",
+    "SEED",
+    "DirectionModel",
+    "allowed_families",
+    "audit_category",
+    "audit_dataset",
+    "clip_cues",
+    "dataset_cues",
+    "feature_names",
+    "fit_direction_model",
+    "format_audit",
+    "one_end_report",
+    "order_free_report",
+    "row_parts",
+    "row_span",
+    "target_cue_names",
+]

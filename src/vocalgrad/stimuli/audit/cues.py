@@ -1,0 +1,251 @@
+"""The audit's cues of one clip: direction-invariant measures of the whole clip and its edges,
+grouped in families, and which of them measure the target on a dimension and format."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+import soundfile as sf
+
+from vocalgrad.audio import EDGE_GUARD_S, SpeechSpan, loudness_lufs, speech_span
+from vocalgrad.records import row_format
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.stimuli.order_free import FAMILY as ORDER_FREE
+from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
+from vocalgrad.stimuli.order_free import order_free_cues, zero_share
+
+FAMILIES = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+CUE_NAMES: dict[str, tuple[str, ...]] = {
+    "global": (
+        "global_duration_s", "global_loudness_lufs", "global_peak_dbfs", "global_centroid_hz",
+        "global_f0_hz", "global_file_bytes", "global_zero_share", "global_ild_db",
+    ),
+    "edge_silence": ("edge_silence_lead_s", "edge_silence_trail_s"),
+    "edge_level": ("edge_level_first_db", "edge_level_last_db"),
+    "edge_spectrum": ("edge_spectrum_first_hz", "edge_spectrum_last_hz"),
+    "edge_zeros": ("edge_zeros_first", "edge_zeros_last"),
+    # comparison items: where the parts and the gap lie, and the level of the gap. The silence
+    # a detector finds around each part's speech is not audited: where it ends follows the
+    # target (the last syllable's level)
+    "parts": ("parts_first_s", "parts_gap_s", "parts_second_s", "parts_gap_db"),
+    # recognition items: the clip's length alone
+    "duration": ("global_duration_s",),
+    # statistics of the whole file that playing it backwards leaves as they are: audited apart,
+    # on every dimension and format, never a target cue (`vocalgrad.stimuli.order_free`)
+    ORDER_FREE: ORDER_FREE_NAMES,
+}  # fmt: skip
+EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
+# Cue families audited per question format. A recognition clip holds one value, so every
+# whole-clip summary (level, centroid, F0, size) measures the target: only its length and
+# its edges are audited. A comparison item's whole-file summaries hold both parts in either
+# order, and its part layout must tell nothing.
+FORMAT_FAMILIES = {
+    "gradual": FAMILIES,
+    "comparison": (*FAMILIES, "parts"),
+    "recognition": ("duration", *EDGE_FAMILIES),
+}
+# A held rate sets how long the speech of a part lasts, so what pads it (comparison: what
+# follows the second part's speech; recognition: the clip's length).
+WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition": ("duration",)}
+CUES_VERSION = 8  # bump when clip_cues changes: cached cues of another version are recomputed
+EDGE_S = 0.3
+FLOOR_DB = -120.0
+
+
+def _centroid_hz(x: np.ndarray, sr: int) -> float:
+    """Median of the per-frame spectral centroids over Hann frames of ~32 ms (hop 50%); 0 for
+    silence. Each frame counts once, whatever its level: a power-weighted centroid reads the
+    spectrum of the loudest stretch, which on a volume ramp is *where* the loud part is (the
+    target), not the clip's overall spectral balance."""
+    n_fft = 1 << max(6, int(math.ceil(math.log2(0.032 * sr))))
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < n_fft:
+        x = np.pad(x, (0, n_fft - len(x)))
+    hop = n_fft // 2
+    frames = np.lib.stride_tricks.sliding_window_view(x, n_fft)[::hop]
+    power = np.abs(np.fft.rfft(frames * np.hanning(n_fft), axis=1)) ** 2
+    total = power.sum(axis=1)
+    ok = total > 1e-20
+    if not ok.any():
+        return 0.0
+    centroids = power[ok] @ np.fft.rfftfreq(n_fft, 1 / sr) / total[ok]
+    return float(np.median(centroids))
+
+
+def _rms_db(x: np.ndarray) -> float:
+    if x.size == 0:
+        return FLOOR_DB
+    rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64))))
+    return max(FLOOR_DB, 20 * math.log10(rms)) if rms > 0 else FLOOR_DB
+
+
+def _flac_bytes(audio: np.ndarray, sr: int) -> int:
+    buffer = io.BytesIO()
+    sf.write(buffer, audio, sr, format="FLAC", subtype="PCM_16")
+    return len(buffer.getvalue())
+
+
+def clip_cues(
+    audio: np.ndarray,
+    sr: int,
+    span: tuple[float, float] | None = None,
+    parts: Sequence[Sequence[float]] | None = None,
+) -> dict[str, float]:
+    """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
+
+    None of them follows the course of the clip over time: they summarise the clip, or what
+    lies before and after the speech. With the speech span (onset, offset) in seconds, the
+    level, spectrum, F0, size and zero cues summarise the speech span, and the edge cues the
+    silences in the first and last 300 ms only: an edge window that reached into speech
+    would measure the target itself at the start or end (recordings trimmed close to the
+    speech have no silence there; those cues are then NaN), stopping EDGE_GUARD_S short of the
+    speech, where the first and last phonemes fade in and out. Without a span, the whole clip
+    and its first and last 300 ms. A two-part item (`parts`) summarises the whole file in both
+    orders of its parts. NaN cues are filled with the training median. A
+    two-channel clip adds its whole-clip level difference between the ears (0 for mono)
+    and gives every other cue from its mono downmix."""
+    audio = np.asarray(audio, dtype=np.float32)
+    ears = audio if audio.ndim == 2 else None
+    audio = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio)
+    duration = len(audio) / sr
+    detected = speech_span(audio, sr)
+    n_edge = max(1, min(len(audio), int(round(EDGE_S * sr))))
+    if span is None:
+        body, first, last = audio, audio[:n_edge], audio[len(audio) - n_edge :]
+    else:
+        onset, offset = (int(round(t * sr)) for t in span)
+        onset, offset = min(max(onset, 0), len(audio)), min(max(offset, onset), len(audio))
+        body = audio[onset:offset] if offset - onset > sr // 10 else audio
+        guard = int(round(EDGE_GUARD_S * sr))
+        first = audio[: min(max(onset - guard, 0), n_edge)]
+        last = audio[max(offset + guard, len(audio) - n_edge) :]
+    if parts:  # both parts whole, in both orders (`_both_orders`)
+        summary = _both_orders(audio, sr, parts, detected)
+    else:
+        summary = _summary(body, audio, sr, detected)
+    return {
+        **(part_cues(audio, sr, parts) if parts else {}),
+        "global_duration_s": duration,
+        **summary,
+        "global_ild_db": 0.0 if ears is None else _rms_db(ears[:, 1]) - _rms_db(ears[:, 0]),
+        "edge_silence_lead_s": float(detected.onset_s),
+        "edge_silence_trail_s": float(max(0.0, duration - detected.offset_s)),
+        "edge_level_first_db": _edge(first, sr, _rms_db),
+        "edge_level_last_db": _edge(last, sr, _rms_db),
+        "edge_spectrum_first_hz": _edge(first, sr, lambda x: _centroid_hz(x, sr)),
+        "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
+        "edge_zeros_first": _edge(first, sr, lambda x: zero_share(x, sr)),
+        "edge_zeros_last": _edge(last, sr, lambda x: zero_share(x, sr)),
+        **order_free_cues(ears if ears is not None else audio, sr),
+    }
+
+
+def _summary(
+    body: np.ndarray, audio: np.ndarray, sr: int, detected: SpeechSpan
+) -> dict[str, float]:
+    """The whole-clip summaries: level, peak, spectrum, F0, size and digital silence."""
+    peak = float(np.max(np.abs(body))) if body.size else 0.0
+    lufs = loudness_lufs(body, sr)
+    return {
+        "global_loudness_lufs": max(FLOOR_DB, lufs) if math.isfinite(lufs) else FLOOR_DB,
+        "global_peak_dbfs": max(FLOOR_DB, 20 * math.log10(peak)) if peak > 0 else FLOOR_DB,
+        "global_centroid_hz": _centroid_hz(body, sr),
+        "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
+        "global_file_bytes": float(_flac_bytes(body, sr)),
+        "global_zero_share": zero_share(body, sr),
+    }
+
+
+def _both_orders(
+    audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]], detected: SpeechSpan
+) -> dict[str, float]:
+    """The summaries of a two-part item, averaged over the file and the file with its parts
+    swapped, so that no summary reads which part comes first. The whole file, not the speech
+    spans: a first part's tail and a second's lead would differ with the order (a reverb
+    tail, a held rate). Summaries are not quite order-free on their own: BS.1770's 100 ms
+    block grid starts at the file's start, so two files that are exact swaps of each other
+    can differ in loudness by a fraction of a dB, enough for a classifier to read."""
+    (a0, a1), (b0, b1) = ((int(round(x * sr)) for x in part) for part in parts)
+    swapped = np.concatenate([audio[:a0], audio[b0:b1], audio[a1:b0], audio[a0:a1], audio[b1:]])
+    both = [
+        _summary(audio, audio, sr, detected),
+        _summary(swapped, swapped, sr, speech_span(swapped, sr)),
+    ]
+    return {k: float(np.mean([b[k] for b in both])) for k in both[0]}
+
+
+def part_cues(audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]]) -> dict[str, float]:
+    """Layout cues of a two-part item (`parts`: start and end of each part, in seconds):
+    the parts' and the gap's lengths and the gap's level."""
+    (a0, a1), (b0, b1) = parts
+    gap = audio[int(round(a1 * sr)) : int(round(b0 * sr))]
+    return {
+        "parts_first_s": a1 - a0,
+        "parts_gap_s": b0 - a1,
+        "parts_second_s": b1 - b0,
+        "parts_gap_db": _rms_db(gap),
+    }
+
+
+def row_parts(row: Mapping) -> list[list[float]] | None:
+    """A comparison row's part bounds in seconds, if any."""
+    bounds = row.get("part_bounds")
+    return [[a / row["sample_rate"], b / row["sample_rate"]] for a, b in bounds] if bounds else None
+
+
+def _edge(x: np.ndarray, sr: int, cue: Callable[[np.ndarray], float]) -> float:
+    """A cue of an edge window, NaN where the window holds under 20 ms of silence."""
+    return cue(x) if len(x) >= 0.02 * sr else float("nan")
+
+
+def row_span(row: Mapping) -> tuple[float, float] | None:
+    """The speech span a dataset row records, if any."""
+    onset, offset = row.get("speech_onset_s"), row.get("speech_offset_s")
+    return None if onset is None or offset is None else (float(onset), float(offset))
+
+
+def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
+    """Cues that measure the target on `category` in a question format, left out of its
+    audit: `SPEC.target_cues` (whole families or single cues), and what pads held speech
+    where the dimension warps time."""
+    from vocalgrad.dimensions import get
+
+    dim = get(category)
+    declared = set(dim.SPEC.target_cues)
+    if dim.SPEC.warps_time:
+        declared.update(WARP_TARGET_FAMILIES[fmt])
+    names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (
+        declared - set(CUE_NAMES)
+    )
+    return names - {
+        ORDER_FREE,
+        *ORDER_FREE_NAMES,
+    }  # never a target: no order-free cue reads a direction
+
+
+def rows_format(rows: Iterable[Mapping]) -> str:
+    """The one question format of a set of rows (old rows are gradual)."""
+    formats = {row_format(r) for r in rows}
+    if len(formats) > 1:
+        raise ValueError(
+            f"rows of several question formats ({', '.join(sorted(formats))}) audited together"
+        )
+    return formats.pop() if formats else "gradual"
+
+
+def allowed_families(category: str, fmt: str = "gradual") -> tuple[str, ...]:
+    """Cue families the audit of `category` uses in a format: those with a cue that is not a
+    target cue."""
+    excluded = target_cue_names(category, fmt)
+    return tuple(f for f in FORMAT_FAMILIES[fmt] if any(n not in excluded for n in CUE_NAMES[f]))
+
+
+def feature_names(
+    families: Iterable[str], category: str | None = None, fmt: str = "gradual"
+) -> list[str]:
+    """The cues of `families`, less the target cues of `category` (in `fmt`) if one is given."""
+    excluded = target_cue_names(category, fmt) if category else set()
+    return [name for family in families for name in CUE_NAMES[family] if name not in excluded]

@@ -1,0 +1,98 @@
+"""The audit report as text: the table that goes into the dataset card and `vocalgrad audit`'s
+output."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from vocalgrad.stats import MIN_SOURCES
+from vocalgrad.stimuli.audit.classifiers import MAX_CONSTANT_AUC, MAX_SHORTCUT_ACCURACY
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _verdict(passes: bool | None) -> str:
+    return "n/a (too few sources)" if passes is None else ("yes" if passes else "NO")
+
+
+def _order_free_cell(c: Mapping) -> str:
+    """The order-free family's accuracy [CI] and its strongest cue; marked where not gated."""
+    of = c.get("order_free")
+    if not of:
+        return "n/a"
+    lo, hi = of["ci"]
+    top = next(iter(of["per_cue_auc"]), None)
+    cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
+    gated = "" if c.get("order_free_gated", True) else " (held value: not gated)"
+    return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}"
+
+
+def _one_end_cell(one_end: Mapping | None) -> str:
+    """The one-end observer's accuracy [CI] and the end it reads (reported, not gated)."""
+    if not one_end:
+        return "n/a"
+    ci = f"[{_pct(one_end['lo'])}, {_pct(one_end['hi'])}]"
+    return f"{one_end['accuracy']:.2f} {ci} ({one_end['end']})"
+
+
+def format_audit(report: Mapping) -> str:
+    """Markdown table of an audit report, with a legend of the excluded target cues."""
+    lines = [
+        f"Shortcut audit of {report['dataset']} (protocol {report.get('protocol') or 'n/a'}; "
+        f"pass: accuracy <= {MAX_SHORTCUT_ACCURACY:.2f} with a CI including 0.5, "
+        f"constant AUC <= {MAX_CONSTANT_AUC:.2f})",
+        "",
+        "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
+        "worst curve | constant AUC | order-free acc [CI] (top cue AUC) | one-end acc [CI] "
+        "| pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    excluded = []
+    for category, c in report["per_category"].items():
+        if c["excluded_target_cues"]:
+            excluded.append(f"{category}: {', '.join(c['excluded_target_cues'])}")
+        if c["shortcut_accuracy"] is None:
+            lines.append(
+                f"| {category} | {c['n_items_test']} | {c['n_sources_test']} "
+                "| n/a | | | | | | | | | "
+                f"n/a ({'; '.join(c['reasons'])}) |"
+            )
+            continue
+        lo, hi = c["shortcut_ci"]
+        fam = c["by_family_set"]
+        worst = c["worst_curve"]
+        constant = (
+            "n/a"
+            if c["constant_auc"] is None
+            else f"{c['constant_auc']:.2f} [{_pct(c['constant_ci'][0])}, "
+            f"{_pct(c['constant_ci'][1])}]"
+        )
+        lines.append(
+            f"| {category} | {c['n_items_test']} | {c['n_sources_test']} | "
+            f"{c['shortcut_accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}] "
+            f"({c['shortcut_classifier'].upper()}) | "
+            f"{c['direction']['lr']['accuracy']:.2f} | {c['direction']['hgb']['accuracy']:.2f} | "
+            f"{_pct((fam.get('global') or {}).get('accuracy'))} | "
+            f"{_pct((fam.get('edge') or {}).get('accuracy'))} | "
+            f"{worst['curve']} {worst['accuracy']:.2f} | {constant} | {_order_free_cell(c)} | "
+            f"{_one_end_cell(c.get('one_end'))} | {_verdict(c['passes'])} |"
+        )
+    lines.append("")
+    lines.append(
+        f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
+        f"jackknife t-interval below, none with one source: the audit then cannot pass)."
+    )
+    lines.append(
+        "Order-free cues (whole file, unchanged when played backwards) are audited on every "
+        "category with no exclusions; the one-end observer (the dimension's own measure at "
+        "one end, learnt on train) is reported, not gated."
+    )
+    others = len(report["per_category"]) > len(excluded)
+    lines.append(
+        "Cue families excluded as target cues: "
+        + "; ".join(excluded or ["none"])
+        + ("; other categories: none." if excluded and others else ".")
+    )
+    return "\n".join(lines)

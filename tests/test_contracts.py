@@ -1,0 +1,81 @@
+"""Contracts, not special cases: shared code names no dimension and asks no dimension module
+what it has; everything a dimension needs comes from its own module through `bind`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from vocalgrad import dimensions
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "vocalgrad"
+# Where a dimension's name is only an example or another word: an API docstring's example,
+# an error message's example, and the listening test's volume-setting phase.
+ALLOWED = {
+    ("api.py", 'categories=["volume"]'),
+    ("stimuli/config.py", 'e.g. ["volume", "echo"]'),
+    ("human/app.py", 'phase = "volume"'),
+}
+
+
+def shared_modules() -> list[Path]:
+    return [p for p in sorted(SRC.rglob("*.py")) if "dimensions" not in p.relative_to(SRC).parts]
+
+
+def test_shared_code_names_no_dimension():
+    names = "|".join(dimensions.CATEGORIES)
+    quoted = re.compile(rf"""(['"])({names})\1""")
+    found = []
+    for path in shared_modules():
+        rel = path.relative_to(SRC).as_posix()
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if quoted.search(line) and not any(
+                rel == f and snippet in line for f, snippet in ALLOWED
+            ):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert found == []
+
+
+def test_no_module_is_asked_what_it_has():
+    probe = re.compile(r"\b(getattr|hasattr)\((dim|dimension|dimensions\.get\([^)]*\))\b")
+    found = [
+        f"{p.relative_to(SRC)}:{n}"
+        for p in sorted(SRC.rglob("*.py"))
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if probe.search(line)
+    ]
+    assert found == []
+
+
+def test_every_dimension_is_bound_with_every_member():
+    for name, dim in dimensions.DIMENSIONS.items():
+        assert dim.name == name
+        for member in (
+            "endpoints",
+            "inaudible_reason",
+            "render",
+            "measure",
+            "output_time",
+            "source_time",
+            "blind_change",
+            "evidence",
+        ):
+            assert callable(getattr(dim, member)), (name, member)
+        assert dim.SPEC.warps_time == (dim.output_time is not dimensions.base.Bound.output_time)
+
+
+def test_a_family_says_whether_it_wants_an_accelerator_before_it_loads():
+    from vocalgrad.executors import ListenerSpec
+    from vocalgrad.listeners import register
+    from vocalgrad.listeners.registry import _registered, family
+
+    assert family("baseline").wants_gpu is False  # a plain factory: the defaults
+    assert family("whisper").wants_gpu and family("hf").wants_gpu and family("tuned").wants_gpu
+    assert (
+        ListenerSpec("whisper:tiny.en").wants_gpu and not ListenerSpec("baseline:random").wants_gpu
+    )
+    register("plain-test-family", lambda rest, *, dataset=None, **options: None)
+    try:
+        assert ListenerSpec("plain-test-family:x").wants_gpu is False
+    finally:
+        _registered.pop("plain-test-family")

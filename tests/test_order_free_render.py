@@ -1,0 +1,128 @@
+"""The renderer's remedies for order-free leaks, on real recorded speech: every source is
+levelled and given mirrored edges before any dimension sees it; echo ends its reverberation
+with the speech; background noise leaves the silences to the source."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import RENDER_SR
+
+from vocalgrad.audio import FRAME_S, load_audio, normalise, resample
+from vocalgrad.dimensions import echo
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.levelling import EDGE_FADE_S, MAX_SILENCE_S, MIN_SILENCE_S, flattening_gain
+from vocalgrad.stimuli.order_free import momentary_db
+from vocalgrad.stimuli.plan import Condition, item_id
+from vocalgrad.stimuli.render import prepare_reference, prepare_source, render_condition
+
+
+@pytest.fixture(scope="module")
+def sources(real_speech_paths):
+    return [prepare_source(prepare_reference(str(p), RENDER_SR, -26.0), i + 1)
+            for i, p in enumerate(real_speech_paths)]
+
+
+def _half_levels(audio: np.ndarray, ref: Analysis) -> tuple[float, float]:
+    """Mean K-weighted power (dB) of the speech frames in each half of the span."""
+    clip = Analysis(audio, ref.sr, span=ref.span)
+    power = clip.k_power[: len(ref.active)]
+    centres = (np.arange(len(power)) + 0.5) * FRAME_S
+    mid = (ref.span.onset_s + ref.span.offset_s) / 2
+    active = ref.active[: len(power)] & (centres >= ref.span.onset_s) & (centres <= ref.span.offset_s)
+    early, late = active & (centres < mid), active & (centres >= mid)
+    return tuple(10 * np.log10(power[m].mean()) for m in (early, late))  # type: ignore[return-value]
+
+
+def test_levelling_removes_the_slow_level_course(real_speech_paths):
+    """Declination gone: the two halves of the speech within 1 dB under the flattening gain
+    (over the recording's own speech frames), where the recordings were further apart; the
+    gain is a function of the source alone."""
+    spread_before, spread_after = [], []
+    for path in real_speech_paths:
+        audio, sr = load_audio(path)
+        raw = Analysis(normalise(resample(audio, sr, RENDER_SR), RENDER_SR, -26.0), RENDER_SR)
+        gain = flattening_gain(raw)
+        np.testing.assert_array_equal(gain, flattening_gain(Analysis(raw.audio.copy(), RENDER_SR)))
+        for spread, samples in ((spread_before, raw.audio), (spread_after, raw.audio * gain)):
+            early, late = _half_levels(samples, raw)
+            spread.append(abs(late - early))
+    assert max(spread_after) < 1.0, (spread_after, spread_before)
+    assert max(spread_before) > max(spread_after) + 0.5
+
+
+def test_references_lead_and_trail_with_the_same_silence(sources):
+    """Equal silences on both sides of the speech, faded in and out alike, exact zeros
+    beyond the fades (the room tone fills them in every clip)."""
+    for s in sources:
+        ref = s.clean
+        lead, trail = ref.span.onset_s, ref.duration_s - ref.span.offset_s
+        assert lead == pytest.approx(trail, abs=1.5 / ref.sr)
+        assert MIN_SILENCE_S - 1e-3 <= lead <= MAX_SILENCE_S + 1e-3
+        quiet = int(round((lead - EDGE_FADE_S) * ref.sr)) - 1
+        assert not np.any(ref.audio[:quiet]) and not np.any(ref.audio[len(ref.audio) - quiet:])
+
+
+def _pair(source, category: str, start: float, end: float, curve: str = "linear"):
+    up = Condition(category, "high", curve, "increase", end - start, start, end)
+    down = up.twin()
+    ids = item_id(0, "s", up), item_id(0, "s", down)
+    return (render_condition(source, up, 0, ids[0], ids[1]), render_condition(source, down, 0, ids[1], ids[0]))
+
+
+def test_volume_twins_mirror_each_other_in_level(sources):
+    """The loud end of an increase and of its decrease twin lie within 3 dB of each other
+    (the unlevelled recordings' declination alone is 1-4 dB between the halves of their
+    speech). What is left is how words start and end: a loud attack right after the onset,
+    a weak consonant and a decay before the offset, so the loudest 400 ms of a decrease clip
+    are still the louder on every recording here; the audit's order-free family reports it."""
+    for s in sources:
+        up, down = _pair(s, "volume", -9.0, 9.0)
+        assert up.verified and down.verified
+        p_up, p_down = (np.percentile(momentary_db(r.audio, RENDER_SR), 95) for r in (up, down))
+        assert abs(p_up - p_down) < 3.0, (p_up, p_down)
+
+
+def _pause_cores(ref: Analysis, min_s: float = 0.15) -> np.ndarray:
+    """Samples in the middle half of each pause (>= min_s of quiet frames) within the speech."""
+    centres = (np.arange(len(ref.active)) + 0.5) * FRAME_S
+    quiet = ~ref.active & (centres > ref.span.onset_s) & (centres < ref.span.offset_s)
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], quiet.astype(np.int8), [0]])))
+    mask = np.zeros(len(ref.audio), bool)
+    for a, b in zip(edges[0::2] * FRAME_S, edges[1::2] * FRAME_S, strict=True):
+        if b - a >= min_s:
+            mask[int((a + (b - a) / 4) * ref.sr):int((b - (b - a) / 4) * ref.sr)] = True
+    return mask
+
+
+def test_echo_rings_only_within_the_speech(sources):
+    """Both twins keep the source's length, and after the speech (plus the guard) both are
+    the source's own edge: no twin stays audible longer than the other; the speech's
+    pauses stay dry in both."""
+    paused = 0
+    for s in sources:
+        up, down = _pair(s, "echo", 0.0, echo.SPEC.tiers["high"])
+        assert up.verified and down.verified
+        assert len(up.audio) == len(down.audio) == len(s.clean.audio)
+        after = int(round((s.clean.span.offset_s + 0.12) * RENDER_SR))
+        rms = [float(np.sqrt(np.mean(r.audio[after:].astype(np.float64) ** 2))) for r in (up, down)]
+        assert abs(20 * np.log10(rms[0] / rms[1])) < 1.0, rms
+        dry = _pause_cores(s.clean)  # a pause rings in neither twin
+        if dry.any():
+            pause = [float(np.sqrt(np.mean(r.audio[dry].astype(np.float64) ** 2))) for r in (up, down)]
+            assert abs(20 * np.log10(pause[0] / pause[1])) < 2.0, pause  # the twins' levels differ by ~1 dB
+            paused += 1
+    assert paused  # the joined ALSA phrases hold a 0.25 s pause
+
+
+def test_background_noise_leaves_both_twins_silences_as_the_source_s(sources):
+    """Beyond the speech (and its edge guard) both twins carry the source's own samples
+    under the same room tone, so no edge reads which end is noisy; inside, the noise is there."""
+    for s in sources:
+        up, down = _pair(s, "background_noise", 0.0, 0.12)
+        span = s.clean.span
+        lead = int(round((span.onset_s - 0.1) * RENDER_SR))
+        trail = int(round((span.offset_s + 0.1) * RENDER_SR))
+        assert np.array_equal(up.audio[:lead], down.audio[:lead])
+        assert np.array_equal(up.audio[trail:], down.audio[trail:])
+        assert not np.array_equal(up.audio[lead:trail], down.audio[lead:trail])

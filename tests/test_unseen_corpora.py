@@ -1,0 +1,176 @@
+"""Speech the toolkit was not tuned on: recordings of Debian's ktuberling-data and
+tuxpaint-stamps-default, and what they showed (issue #24, part 4)."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import arctic_path
+
+from vocalgrad.audio import load_audio
+from vocalgrad.sources.check import speech_problem
+
+GALICIAN = sorted(glob.glob("/usr/share/ktuberling/sounds/gl/*.ogg"))
+NEEDS_KTUBERLING = ("needs the Galician words of Debian's ktuberling-data: "
+                    "apt-get install ktuberling-data")
+
+
+def test_a_dc_offset_does_not_make_speech_read_as_a_tone():
+    """A DC offset is inaudible, but it put most of every frame's power at 0 Hz: real speech
+    read as 'a steady level ... like a tone at 0 Hz'. The check now measures what a listener
+    hears; a DC offset alone is still refused, as silence."""
+    speech, sr = load_audio(arctic_path())
+    speech = 0.5 * speech / np.max(np.abs(speech))
+    for offset in (0.1, -0.2):
+        assert speech_problem((speech + offset).astype(np.float32), sr) is None
+    t = np.arange(3 * sr) / sr
+    drift = (0.3 + 0.05 * np.sin(2 * np.pi * 0.5 * t)).astype(np.float32)
+    assert "DC offset" in speech_problem(drift, sr)
+    tone = (0.2 + 0.3 * np.sin(2 * np.pi * 1000 * t)).astype(np.float32)
+    assert "tone at 1000 Hz" in speech_problem(tone, sr)
+
+
+@pytest.mark.skipif(len(GALICIAN) < 10, reason=NEEDS_KTUBERLING)
+def test_ktuberlings_galician_words_pass_the_speech_check_despite_their_dc_offset():
+    joined = []
+    for path in GALICIAN[:6]:
+        audio, sr = load_audio(path)
+        assert abs(float(np.mean(audio))) > 0.005  # the recordings really are off zero
+        joined += [audio, np.zeros(int(0.3 * sr), np.float32)]
+    x = np.concatenate(joined)
+    assert speech_problem(0.5 * x / np.max(np.abs(x)), sr) is None
+
+
+def _telephone(x: np.ndarray, sr: int) -> np.ndarray:
+    from scipy.signal import butter, sosfiltfilt
+
+    return sosfiltfilt(butter(8, (300, 3400), btype="bandpass", fs=sr, output="sos"), x).astype(np.float32)
+
+
+def _heard(audio: np.ndarray, sr: int):
+    from vocalgrad.audio import normalise
+    from vocalgrad.signal.analysis import Analysis
+    from vocalgrad.stimuli.render import prepare_source, quantise16
+
+    clean = Analysis(quantise16(normalise(audio, sr, -26.0)), sr)
+    return prepare_source(clean, 1).heard
+
+
+def test_a_clarity_low_pass_above_the_sources_own_band_is_refused_for_that_source():
+    """16 kHz speech that is telephone band (300-3400 Hz) loses nothing to a 5000 Hz low-pass:
+    the low tier is refused for the source, as the rate rule refuses it at 8 kHz; the mid tier
+    (2500 Hz) cuts into the band and stays. Wideband 16 kHz ARCTIC keeps every tier."""
+    from vocalgrad.audio import resample
+    from vocalgrad.dimensions import voice_clarity
+
+    audio, sr = load_audio(arctic_path())
+    wide = resample(audio, sr, 16000)
+    tiers = voice_clarity.SPEC.tiers
+    heard = _heard(wide, 16000)
+    assert all(voice_clarity.source_inaudible_reason(m, heard) is None for m in tiers.values())
+    narrow = _heard(_telephone(wide, 16000), 16000)
+    reason = voice_clarity.source_inaudible_reason(tiers["low"], narrow)
+    assert reason and "5000 Hz low-pass takes 0.0 dB" in reason
+    top = float(reason.rsplit("above ", 1)[1].split()[0])
+    assert 3000 < top < 4500  # the band it reports is the telephone band's top
+    assert voice_clarity.source_inaudible_reason(tiers["mid"], narrow) is None
+    assert voice_clarity.source_inaudible_reason(tiers["high"], narrow) is None
+    assert voice_clarity.source_inaudible_reason(8000.0, narrow) is None  # the rate rule's case
+
+
+def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_low_tier(tmp_path, capsys):
+    import soundfile as sf
+
+    from vocalgrad.audio import resample
+    from vocalgrad.cli import main
+    from vocalgrad.dataset import load_rows
+
+    audio, sr = load_audio(arctic_path())
+    root = tmp_path / "tel16"
+    for speaker, gain in (("a", 0.5), ("b", 0.3)):
+        (root / speaker).mkdir(parents=True)
+        x = _telephone(resample(audio, sr, 16000), 16000)
+        sf.write(root / speaker / f"{speaker}.wav", gain * x / np.max(np.abs(x)), 16000)
+    config = tmp_path / "one.toml"
+    config.write_text("[build]\nper_speaker_test = 1\n")
+    out = tmp_path / "ds"
+    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
+                 "--config", str(config), "--categories", "voice_clarity", "--tiers", "low,mid",
+                 "--curves", "linear", "--no-constant", "--no-audit"]) == 0
+    printed = capsys.readouterr().out
+    assert "refused voice_clarity low on folder/a/a.wav (2 clips)" in printed
+    import json
+
+    report = json.loads((out / "build_report.json").read_text())
+    refused = report["refused_for_source"]
+    assert [(r["source_id"], r["tier"], r["clips"]) for r in refused] == [
+        ("folder/a/a.wav", "low", 2), ("folder/b/b.wav", "low", 2)]
+    assert report["per_category"]["voice_clarity"]["refused_inaudible"] >= 4
+    rows = load_rows(out)
+    assert rows and {r["tier"] for r in rows} == {"mid"}  # the mid tier is audible and kept
+    assert "Conditions refused on one source" in (out / "README.md").read_text()
+    # resuming the finished build renders nothing again and keeps the count
+    assert main(["build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2", "--n-train", "0",
+                 "--config", str(config), "--categories", "voice_clarity", "--tiers", "low,mid",
+                 "--curves", "linear", "--no-constant", "--no-audit"]) == 0
+    again = json.loads((out / "build_report.json").read_text())
+    assert again["refused_for_source"] == refused
+
+
+def _benchmark():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "unseen_corpora.py"
+    spec = importlib.util.spec_from_file_location("unseen_corpora", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_nothing(tmp_path, monkeypatch, capsys):
+    bench = _benchmark()
+    monkeypatch.setattr(bench, "CORPORA", {"tuxpaint": ("vocalgrad-no-such-package", tmp_path / "none",
+                                                        bench.tuxpaint_utterances)})
+    monkeypatch.setattr("sys.argv", ["unseen_corpora.py", str(tmp_path / "out"), "--corpus", "tuxpaint"])
+    bench.main()
+    printed = capsys.readouterr().out
+    assert "tuxpaint: skipped" in printed and "apt-get install vocalgrad-no-such-package" in printed
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(len(GALICIAN) < 10, reason=NEEDS_KTUBERLING)
+def test_the_benchmark_prepares_telephone_band_speech_from_the_installed_package(tmp_path):
+    bench = _benchmark()
+    info = bench.prepare("ktuberling", tmp_path, ["tel", "48k"], per_speaker=2)
+    assert len(info["speakers"]) >= 8 and set(info["speakers"].values()) == {2}
+    tel = sorted((tmp_path / "ktuberling" / "tel").rglob("*.wav"))
+    assert len(tel) == 2 * len(info["speakers"])
+    x, sr = load_audio(tel[0])
+    assert sr == 8000 and len(x) > 1.5 * sr  # three words joined
+    spectrum = np.abs(np.fft.rfft(x)) ** 2
+    freqs = np.fft.rfftfreq(len(x), 1 / sr)
+    inside = spectrum[(freqs > 500) & (freqs < 3000)].mean()
+    assert spectrum[freqs > 3800].mean() < inside * 1e-3 and spectrum[freqs < 150].mean() < inside * 1e-3
+    assert load_audio(sorted((tmp_path / "ktuberling" / "48k").rglob("*.wav"))[0])[1] == 48000
+
+
+def test_a_constant_clip_holds_only_values_of_the_tiers_kept_on_its_source():
+    """With clarity's low tier refused on telephone-band speech, a constant clip drawing from
+    the low tier's range would hold 'no change at all' where no changing clip of the source
+    does (ktuberling's telephone band at 16 kHz: constants told apart with AUC 0.65)."""
+    from vocalgrad.audio import resample
+    from vocalgrad.stimuli.build import held_among_kept
+    from vocalgrad.stimuli.config import BuildConfig
+    from vocalgrad.stimuli.plan import item_id, plan_conditions
+
+    config = BuildConfig(sample_rate=16000, categories=("voice_clarity",), tiers=("low", "mid"))
+    constant = next(c for c in plan_conditions(config)[0] if c.direction == "constant")
+    assert constant.ranges == ((5000.0, 8400.0), (2500.0, 8400.0))
+    audio, sr = load_audio(arctic_path())
+    wide = resample(audio, sr, 16000)
+    assert held_among_kept(constant, config, _heard(wide, 16000)) == constant
+    narrow = held_among_kept(constant, config, _heard(_telephone(wide, 16000), 16000))
+    assert narrow.ranges == ((2500.0, 8400.0),)
+    assert item_id(0, "s", narrow) == item_id(0, "s", constant)  # the same clip, resumable
