@@ -37,46 +37,90 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(UV_INSTALL) -e '.[all,test,docs]'
 	touch $@
 
+# The demo's steps form a graph (builds -> evaluations -> report) that runs DEMO_JOBS steps at a
+# time, each step's output printed in one piece when it ends. Every process keeps to one BLAS /
+# OpenMP / torch thread: a step runs beside another one, and threads waiting on a busy core burn
+# CPU. Finished steps leave a stamp in $(STEPS); `rm -rf out` starts the demo over.
+DEMO_JOBS ?= 2
+STEPS := $(DEMO)/.steps
+ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
+# what the report reads, each one a step below
+DEMO_RUNS := whisper random always-increase ideal shortcut sweep-ideal sweep-whisper \
+	random-comparison random-recognition ideal-comparison ideal-recognition \
+	whisper-trimmed-tiers whisper-trimmed-comparison whisper-trimmed-recognition
+
 demo: $(DEMO_STAMP)
-	# 1. benchmarks from the builtin speech: the published tiers, and a magnitude sweep, each on
-	#    10 test sources (the fewest that give bootstrap CIs clustered by source)
+	$(ONE_THREAD) $(MAKE) --no-print-directory -j$(DEMO_JOBS) --output-sync=target $(STEPS)/report
+	@echo "demo finished: open $(DEMO)/report.html"
+
+# 1. benchmarks from the builtin speech: the published tiers, and a magnitude sweep, each on
+#    10 test sources (the fewest that give bootstrap CIs clustered by source). The build verifies
+#    every clip on the samples it writes and prints the agreement (`vocalgrad verify` re-measures
+#    a dataset from elsewhere; here it would repeat the build's measurements).
+$(STEPS)/tiers:
 	$(VG) build --out $(DEMO)/tiers --n-test 10 --n-train 8
-	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 10 --n-train 0 --no-constant --no-audit
-	$(VG) verify $(DEMO)/tiers
 	$(VG) info $(DEMO)/tiers
-	# 1b. the same test sources and magnitudes as comparison items (two held parts) and
-	#     recognition items (one held clip)
-	$(VG) build --out $(DEMO)/comparison --question-format comparison --n-test 10 --n-train 0
-	$(VG) build --out $(DEMO)/recognition --question-format recognition --n-test 10 --n-train 0
-	# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en
-	$(VG) eval $(DEMO)/tiers --listener baseline:random --out $(RUNS)/random
-	$(VG) eval $(DEMO)/tiers --listener baseline:always-increase --out $(RUNS)/always-increase
+	@mkdir -p $(@D) && touch $@
+$(STEPS)/sweep:
+	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 10 --n-train 0 --no-constant --no-audit
+	@mkdir -p $(@D) && touch $@
+# 1b. the same test sources and magnitudes as comparison items (two held parts) and
+#     recognition items (one held clip)
+$(STEPS)/comparison $(STEPS)/recognition: $(STEPS)/%:
+	$(VG) build --out $(DEMO)/$* --question-format $* --n-test 10 --n-train 0
+	@mkdir -p $(@D) && touch $@
+
+# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en.
+#    Padded Whisper is the longest step (two listener copies): when the tiers build ends it must
+#    start first, so the other steps on the tiers build wait (order only) for the sweep's Whisper
+#    run, which the other job slot works through meanwhile.
+$(STEPS)/whisper: $(STEPS)/tiers
+	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en --limit $(WHISPER_ITEMS) --controls reversed --workers 2 --out $(RUNS)/whisper
+	@touch $@
+AFTER_TIERS := $(STEPS)/tiers | $(STEPS)/sweep-whisper
+$(STEPS)/random $(STEPS)/always-increase $(STEPS)/shortcut: $(STEPS)/%: $(AFTER_TIERS)
+	$(VG) eval $(DEMO)/tiers --listener baseline:$* --out $(RUNS)/$*
+	@touch $@
+$(STEPS)/ideal: $(AFTER_TIERS)
 	$(VG) eval $(DEMO)/tiers --listener baseline:ideal --controls reversed --out $(RUNS)/ideal
-	$(VG) eval $(DEMO)/tiers --listener baseline:shortcut --out $(RUNS)/shortcut
-	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en --limit $(WHISPER_ITEMS) --controls reversed --out $(RUNS)/whisper
+	@touch $@
+$(STEPS)/sweep-ideal: $(STEPS)/sweep
 	$(VG) eval $(DEMO)/sweep --listener baseline:ideal --out $(RUNS)/sweep-ideal
-	# 2a. the sweep on Whisper's trimmed encoder context, 7x faster than the padded default
-	#     (the README gives their measured agreement)
+	@touch $@
+# 2a. the sweep on Whisper's trimmed encoder context, 7x faster than the padded default
+#     (the README gives their measured agreement)
+$(STEPS)/sweep-whisper: $(STEPS)/sweep
 	$(VG) eval $(DEMO)/sweep --listener whisper:tiny.en+trimmed --limit $$((3 * $(WHISPER_ITEMS))) --out $(RUNS)/sweep-whisper
-	# 2b. one question in three formats: chance, the ideal observer and Whisper (its trimmed encoder
-	#     context: the padded default is the one to report, see README)
-	for f in comparison recognition; do \
-		$(VG) eval $(DEMO)/$$f --listener baseline:random --out $(RUNS)/random-$$f && \
-		$(VG) eval $(DEMO)/$$f --listener baseline:ideal --out $(RUNS)/ideal-$$f || exit 1; \
-	done
-	for f in tiers comparison recognition; do \
-		$(VG) eval $(DEMO)/$$f --listener whisper:tiny.en+trimmed --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-$$f || exit 1; \
-	done
-	# 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis (10 test sources,
-	#    the fewest that give its verdicts clustered bootstrap CIs)
+	@touch $@
+# 2b. one question in three formats: chance, the ideal observer and Whisper (its trimmed encoder
+#     context: the padded default is the one to report, see README)
+$(STEPS)/random-comparison $(STEPS)/random-recognition: $(STEPS)/random-%: $(STEPS)/%
+	$(VG) eval $(DEMO)/$* --listener baseline:random --out $(RUNS)/random-$*
+	@touch $@
+$(STEPS)/ideal-comparison $(STEPS)/ideal-recognition: $(STEPS)/ideal-%: $(STEPS)/%
+	$(VG) eval $(DEMO)/$* --listener baseline:ideal --out $(RUNS)/ideal-$*
+	@touch $@
+$(STEPS)/whisper-trimmed-comparison $(STEPS)/whisper-trimmed-recognition: $(STEPS)/whisper-trimmed-%: $(STEPS)/%
+	$(VG) eval $(DEMO)/$* --listener whisper:tiny.en+trimmed --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-$*
+	@touch $@
+$(STEPS)/whisper-trimmed-tiers: $(AFTER_TIERS)
+	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en+trimmed --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-tiers
+	@touch $@
+
+# 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis (10 test sources,
+#    the fewest that give its verdicts clustered bootstrap CIs)
+$(STEPS)/probe:
 	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch --no-audit
 	$(VG) probe $(DEMO)/probe-set --listener whisper:tiny.en --out $(DEMO)/probe
-	# 4. one self-contained report
+	@mkdir -p $(@D) && touch $@
+
+# 4. one self-contained report
+$(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/whisper \
 		$(RUNS)/sweep-ideal $(RUNS)/sweep-whisper \
 		$(RUNS)/random-comparison $(RUNS)/random-recognition $(RUNS)/ideal-comparison $(RUNS)/ideal-recognition \
 		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
-	@echo "demo finished: open $(DEMO)/report.html"
+	@touch $@
 
 # two workers, each test file on one of them, so a file's module-scoped fixtures (a built
 # dataset, a loaded model, a Ray cluster) are made once, not on both workers

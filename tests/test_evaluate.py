@@ -252,3 +252,35 @@ def test_a_partly_failed_batch_keeps_the_answers_that_arrived(dataset, tmp_path)
     assert len(answered) == len(failed) == 4 == counts["failed"]
     assert {r["predicted"] for r in answered} == {"increase"}
     assert all(r["error"].startswith("lost ") for r in failed)
+
+
+def test_local_listener_copies_give_the_in_process_run(dataset, tmp_path):
+    """`eval --workers 2` locally: two processes each load the listener from its spec and
+    answer batches; the run (rows, their order, the manifest) is the one a single in-process
+    listener writes, and the copies are gone afterwards."""
+    from vocalgrad.executors import Executor, ListenerSpec, LocalListenerCopies
+
+    config = EvalConfig(batch_size=8, controls=("reversed",))
+    load = ListenerSpec("baseline:ideal", str(dataset))
+    evaluate(dataset, load(), tmp_path / "here", config, cache=AnswerCache(tmp_path / "here.sqlite"))
+    with Executor(2, listener_copies=2) as executor:
+        copies = executor.listener(load)
+        assert isinstance(copies, LocalListenerCopies) and copies.copies == 2
+        assert copies.manifest() == load().manifest() and copies.channels == 2
+        evaluate(dataset, copies, tmp_path / "there", config, cache=AnswerCache(tmp_path / "there.sqlite"),
+                 executor=executor)
+        pool = copies._pool
+    assert pool._shutdown_thread
+    rows = {}
+    for name in ("here", "there"):
+        lines = (tmp_path / name / "results.jsonl").read_text().splitlines()
+        rows[name] = [json.loads(line) for line in lines]
+    assert len(rows["there"]) == len(rows["here"]) > 16
+    # a copy holds BLAS to its share of the cores, which moves a float sum's last bits: the
+    # same answers, the same rows in the same order, measures equal to 1e-5
+    numeric = ("seconds", "llr", "logprobs")
+    for there, here in zip(rows["there"], rows["here"], strict=True):
+        assert {k: v for k, v in there.items() if k not in numeric} == {k: v for k, v in here.items() if k not in numeric}
+        assert there["llr"] == pytest.approx(here["llr"], abs=1e-5)
+    assert json.loads((tmp_path / "there" / "manifest.json").read_text())["listener"] == load().manifest()
+    assert Executor(2).listener(load).__class__.__name__ == "IdealObserver"  # one copy: in process

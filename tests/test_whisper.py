@@ -189,6 +189,43 @@ def test_score_choices_finite_and_batch_invariant(listener, requests_, batched_s
             assert alone[option] == pytest.approx(batched[option], abs=1e-4)
 
 
+def test_shared_cross_attention_projections_give_the_same_scores(listener) -> None:
+    """An item asked under both option orders (and its reversed control) decodes two rows per
+    clip; projecting each clip's encoder memory once for both rows must give exactly the scores
+    of projecting it once per row, as the decoder did before, on real speech."""
+    import contextlib
+
+    from vocalgrad.listeners import whisper
+
+    audio = _arctic_16k()
+    clips = {"a": audio[:32000], "b": audio[8000:40000], "r": audio[:32000][::-1].copy()}
+    reqs = [Request(k, build_prompt(cat, variant, item_id=k), {k: clip})
+            for k, clip, cat in zip(clips, clips.values(), ("volume", "voice_pitch", "volume"), strict=True)
+            for variant in ("default", "swapped")]
+    shared = listener.score_choices(reqs)
+    rows_projected: list[int] = []
+    original = whisper._shared_cross_attention
+
+    @contextlib.contextmanager
+    def per_row(decoder, memories):
+        rows_projected.append(len(memories))
+        yield
+
+    try:
+        whisper._shared_cross_attention = per_row
+        per_row_scores = listener.score_choices(reqs)
+    finally:
+        whisper._shared_cross_attention = original
+    assert rows_projected == [len(reqs)]  # one decoder pass, every row with its own projection
+    assert shared == per_row_scores  # bit for bit
+    decoder = listener.model.model.decoder
+    linear = decoder.layers[0].encoder_attn.k_proj
+    memory = listener._encode([audio[:16000]])[0].memory
+    with whisper._shared_cross_attention(decoder, [memory, memory]):
+        assert decoder.layers[0].encoder_attn.k_proj is not linear
+    assert decoder.layers[0].encoder_attn.k_proj is linear  # the projections are put back
+
+
 def test_generate_returns_strings(listener, requests_) -> None:
     answers = listener.generate(requests_[:2], max_new_tokens=4)
     assert len(answers) == 2 and all(isinstance(a, str) for a in answers)

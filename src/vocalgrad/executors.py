@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,20 +54,37 @@ class ListenerSpec:
 
 
 class Executor(TaskPool):
-    """Local processes for tasks, this process for listener batches."""
+    """Local processes for tasks; listener batches in this process, or, with
+    `listener_copies` > 1 and a listener given as a spec, on that many local processes that
+    each load their own copy (and share the cores between them)."""
+
+    def __init__(self, workers: int = 1, listener_copies: int = 1) -> None:
+        super().__init__(workers)
+        self.listener_copies = max(1, listener_copies)
+        self._copies: list[LocalListenerCopies] = []
 
     def listener(self, load: Callable[[], Listener]) -> Listener:
         """The listener batches are answered by (loaded here; on Ray: once in each actor)."""
+        if self.listener_copies > 1 and isinstance(load, ListenerSpec):
+            copies = LocalListenerCopies(load, self.listener_copies)
+            self._copies.append(copies)
+            return copies
         return load()
 
     def map_batches(self, listener: Listener, fn: Callable[[Listener, Any], Any],
                     payloads: Iterable) -> Iterator[tuple[int, Any]]:
         """(index, fn(listener, payload)) for every payload, each exactly once."""
+        if isinstance(listener, LocalListenerCopies):
+            yield from listener.dispatch(fn, payloads)
+            return
         for i, payload in enumerate(payloads):
             yield i, fn(listener, payload)
 
     def close(self) -> None:
         """Release what the executor started."""
+        for copies in self._copies:
+            copies.close()
+        self._copies.clear()
 
     def __enter__(self) -> Executor:
         return self
@@ -76,11 +95,13 @@ class Executor(TaskPool):
 
 def make_executor(name: str = "local", workers: int | None = None, address: str | None = None,
                   gpus_per_actor: float | None = None) -> Executor:
-    """From the CLI options: an address implies Ray; Ray without one starts on this machine."""
+    """From the CLI options: an address implies Ray; Ray without one starts on this machine.
+    Locally, `workers` processes take tasks (default: all cores) and, when given, also answer
+    listener batches (default: one copy, in this process)."""
     if address and name == "local":
         name = "ray"
     if name == "local":
-        return Executor(workers or os.cpu_count() or 1)
+        return Executor(workers or os.cpu_count() or 1, listener_copies=workers or 1)
     if name == "ray":
         return RayExecutor(address, workers, gpus_per_actor)
     raise ConfigError(f"unknown executor {name!r}; use local or ray")
@@ -98,6 +119,87 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
             pass
     except OSError as err:
         raise ConfigError(f"cannot reach the Ray cluster at {address!r}: {err}") from None
+
+
+_COPY: Listener | None = None  # the listener a local copy process answers with
+
+
+def _load_copy(load: ListenerSpec, threads: int) -> None:
+    """A copy process: its share of the cores (BLAS, OpenMP and torch's pools), then its listener."""
+    global _COPY
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+    _COPY = load()
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+def _describe_copy() -> dict:
+    assert _COPY is not None
+    return {"listener_id": _COPY.listener_id, "revision": _COPY.revision, "sample_rate": _COPY.sample_rate,
+            "capabilities": _COPY.capabilities(), "manifest": _COPY.manifest()}
+
+
+def _run_copy(fn: Callable[[Listener, Any], Any], payload: Any) -> Any:
+    assert _COPY is not None
+    return fn(_COPY, payload)
+
+
+class LocalListenerCopies(Listener):
+    """The driver's stand-in for `copies` local processes that each hold one copy of a
+    listener (loaded from its spec there, never here): it carries the identity that manifests
+    and cache keys need. Batches go to whichever copy is free, two in flight per copy, and
+    come back in payload order, so a run's results file reads as if one process had answered."""
+
+    def __init__(self, load: ListenerSpec, copies: int) -> None:
+        threads = max(1, (os.cpu_count() or 1) // copies)
+        self.copies = copies
+        self._pool = ProcessPoolExecutor(max_workers=copies, initializer=_load_copy,
+                                         initargs=(load, threads))
+        try:
+            info = self._pool.submit(_describe_copy).result()
+        except BaseException:
+            self.close()
+            raise
+        self.listener_id = info["listener_id"]
+        self.revision = info["revision"]
+        self.sample_rate = info["sample_rate"]
+        for name, value in info["capabilities"].items():
+            setattr(self, name, value)
+        self._manifest = info["manifest"]
+
+    def dispatch(self, fn: Callable[[Listener, Any], Any], payloads: Iterable) -> Iterator[tuple[int, Any]]:
+        """(index, fn(copy, payload)) for every payload, in payload order."""
+        fresh = enumerate(payloads)  # pulled lazily: payloads hold audio
+        pending: dict[int, Future] = {}
+        following = 0
+        try:
+            while True:
+                while len(pending) < 2 * self.copies:
+                    item = next(fresh, None)
+                    if item is None:
+                        break
+                    pending[item[0]] = self._pool.submit(_run_copy, fn, item[1])
+                if not pending:
+                    return
+                result = pending.pop(following).result()
+                yield following, result
+                following += 1
+        except BaseException:
+            for future in pending.values():
+                future.cancel()
+            raise
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def manifest(self) -> dict:
+        return self._manifest
+
+    def generate(self, requests, max_new_tokens: int = 16) -> list[str]:
+        raise NotImplementedError("local listener copies answer through Executor.map_batches")
 
 
 class RayExecutor(Executor):

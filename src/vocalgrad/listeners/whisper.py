@@ -324,7 +324,8 @@ class WhisperListener(Listener):
             for j, i in enumerate(members):
                 ids[j, : len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
             memory = torch.stack([memories[i] for i in members])
-            hidden = self.model.model.decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
+            with _shared_cross_attention(self.model.model.decoder, [memories[i] for i in members]):
+                hidden = self.model.model.decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
             for j, i in enumerate(members):
                 out[i] = hidden.last_hidden_state[j]
         return out
@@ -565,6 +566,49 @@ class WhisperListener(Listener):
             logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
             out.append(logp[:, a] - logp[:, b])
         return out
+
+
+class _RowsOnce(torch.nn.Module):
+    """A cross-attention key or value projection that projects each distinct encoder memory
+    of a batch once and hands every row its memory's projection (rows of one clip, e.g. an
+    item under both option orders, would otherwise each project the same 1,500 frames)."""
+
+    def __init__(self, linear: torch.nn.Module, first: torch.Tensor, index: torch.Tensor) -> None:
+        super().__init__()
+        self.linear, self.first, self.index = linear, first, index
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.linear(states.index_select(0, self.first)).index_select(0, self.index)
+
+
+@contextlib.contextmanager
+def _shared_cross_attention(decoder: torch.nn.Module, memories: Sequence[torch.Tensor]) -> Iterator[None]:
+    """While a decoder pass runs on a batch whose rows carry `memories` (the same tensor object
+    for rows of one clip), each cross-attention layer projects every distinct memory once.
+    Nothing changes when every row has its own memory."""
+    slot: dict[int, int] = {}
+    first, index = [], []
+    for row, memory in enumerate(memories):
+        if id(memory) not in slot:
+            slot[id(memory)] = len(first)
+            first.append(row)
+        index.append(slot[id(memory)])
+    if len(first) == len(memories):
+        yield
+        return
+    first_t, index_t = torch.tensor(first), torch.tensor(index)
+    swapped = []
+    try:
+        for layer in decoder.layers:
+            attention = layer.encoder_attn
+            for name in ("k_proj", "v_proj"):
+                linear = getattr(attention, name)
+                swapped.append((attention, name, linear))
+                setattr(attention, name, _RowsOnce(linear, first_t, index_t))
+        yield
+    finally:
+        for attention, name, linear in reversed(swapped):
+            setattr(attention, name, linear)
 
 
 def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> WhisperListener:

@@ -1,0 +1,106 @@
+"""The demo's padded Whisper step, old way against new, on the same items in one run.
+
+    python benchmarks/bench_demo.py [--dataset out/demo/tiers] [--items 48] [--copies 2]
+
+Old: one process, torch's default threads, every decoder row projecting its clip's 30 s
+encoder memory for cross-attention (the way `make demo` ran before). New: `--copies` local
+listener copies with one core each (`eval --workers 2`), each clip's memory projected once for
+all its rows (both option orders). Both run `vocalgrad.evaluate` with `--controls reversed` on
+the same items, each with an empty answer cache. Prints items/s (wall and per CPU-second, the
+CPU of this process and its copies), the speed-up, and how far the answers agree: the chosen
+answers (the target: 100%, at least 99%) and the largest change of a log-likelihood ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate
+from vocalgrad.executors import Executor, ListenerSpec
+from vocalgrad.listeners import whisper
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
+
+
+def dataset_dir(given: str | None) -> Path:
+    if given:
+        return Path(given)
+    out = Path(tempfile.mkdtemp(prefix="bench-demo-")) / "ds"
+    build(BuildConfig(n_test=2, n_train=0), out, workers=os.cpu_count() or 1, audit=False)
+    return out
+
+
+def cpu_seconds() -> float:
+    """CPU of this process and of its reaped children (the listener copies)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@contextlib.contextmanager
+def per_row_projections():
+    """The decoder as it was: every row projects its own copy of the encoder memory."""
+    original = whisper._shared_cross_attention
+
+    @contextlib.contextmanager
+    def per_row(decoder, memories):
+        yield
+
+    whisper._shared_cross_attention = per_row
+    try:
+        yield
+    finally:
+        whisper._shared_cross_attention = original
+
+
+def run(dataset: Path, out: Path, config: EvalConfig, copies: int) -> tuple[float, float, list[dict]]:
+    """(wall s, CPU s, result rows) of one evaluation into `out`."""
+    load = ListenerSpec("whisper:tiny.en", str(dataset))
+    with Executor(copies, listener_copies=copies) as executor:
+        listener = executor.listener(load)
+        start, cpu = time.perf_counter(), cpu_seconds()
+        evaluate(dataset, listener, out, config, cache=AnswerCache(out.parent / f"{out.name}.sqlite"),
+                 executor=executor)
+        wall = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu  # after the copies are reaped
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    return wall, cpu, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", help="a built dataset (default: a small builtin build)")
+    parser.add_argument("--items", type=int, default=48, help="items asked (each also reversed)")
+    parser.add_argument("--copies", type=int, default=2, help="listener copies of the new way")
+    args = parser.parse_args()
+
+    dataset = dataset_dir(args.dataset)
+    config = EvalConfig(controls=("reversed",), limit=args.items)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-demo-runs-"))
+    with per_row_projections():
+        old = run(dataset, tmp / "old", config, copies=1)
+    new = run(dataset, tmp / "new", config, copies=args.copies)
+    n = len(old[2])
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"padded whisper:tiny.en, {args.items} items x (as is, reversed) = {n} answers, {os.cpu_count()} CPUs, "
+          f"load average {load}")
+    print(f"{'way':<58}{'wall s':>8}{'CPU s':>8}{'answers/s':>10}{'/CPU-s':>8}")
+    for name, (wall, cpu, _) in (("old: one process, per-row cross-attention projections", old),
+                                 (f"new: {args.copies} copies x 1 thread, shared projections", new)):
+        print(f"{name:<58}{wall:>8.1f}{cpu:>8.1f}{n / wall:>10.2f}{n / cpu:>8.2f}")
+    print(f"new / old: {old[0] / new[0]:.2f}x answers per wall second, {old[1] / new[1]:.2f}x per CPU-second")
+    same = sum(a["predicted"] == b["predicted"] for a, b in zip(old[2], new[2], strict=True))
+    shift = max(abs(a["llr"] - b["llr"]) for a, b in zip(old[2], new[2], strict=True))
+    keys = [r["key"] for r in old[2]] == [r["key"] for r in new[2]]
+    print(f"answers: {same} of {n} the same ({same / n:.1%}; target >= 99%), largest |change of "
+          f"log-likelihood ratio| {shift:.2e} nats; rows in the same order: {keys}")
+
+
+if __name__ == "__main__":
+    main()
