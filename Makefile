@@ -126,7 +126,8 @@ $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 # dataset, a loaded model, a Ray cluster) are made once, not on both workers
 PYTEST := $(PY) -m pytest -n 2 --dist loadfile --durations=15
 test: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks docs/scripts
+	$(VENV)/bin/ruff format --check --quiet src tests benchmarks docs/scripts
 	$(VENV)/bin/lint-imports
 	$(MKDOCS) build --strict --site-dir $(VENV)/site
 	$(PYTEST) -m "not slow" tests

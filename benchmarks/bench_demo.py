@@ -39,7 +39,10 @@ def dataset_dir(given: str | None) -> Path:
 
 def cpu_seconds() -> float:
     """CPU of this process and of its reaped children (the listener copies)."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
@@ -59,14 +62,22 @@ def per_row_projections():
         whisper._shared_cross_attention = original
 
 
-def run(dataset: Path, out: Path, config: EvalConfig, copies: int) -> tuple[float, float, list[dict]]:
+def run(
+    dataset: Path, out: Path, config: EvalConfig, copies: int
+) -> tuple[float, float, list[dict]]:
     """(wall s, CPU s, result rows) of one evaluation into `out`."""
     load = ListenerSpec("whisper:tiny.en", str(dataset))
     with Executor(copies, listener_copies=copies) as executor:
         listener = executor.listener(load)
         start, cpu = time.perf_counter(), cpu_seconds()
-        evaluate(dataset, listener, out, config, cache=AnswerCache(out.parent / f"{out.name}.sqlite"),
-                 executor=executor)
+        evaluate(
+            dataset,
+            listener,
+            out,
+            config,
+            cache=AnswerCache(out.parent / f"{out.name}.sqlite"),
+            executor=executor,
+        )
         wall = time.perf_counter() - start
     cpu = cpu_seconds() - cpu  # after the copies are reaped
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -74,7 +85,9 @@ def run(dataset: Path, out: Path, config: EvalConfig, copies: int) -> tuple[floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--dataset", help="a built dataset (default: a small builtin build)")
     parser.add_argument("--items", type=int, default=48, help="items asked (each also reversed)")
     parser.add_argument("--copies", type=int, default=2, help="listener copies of the new way")
@@ -88,18 +101,28 @@ def main() -> None:
     new = run(dataset, tmp / "new", config, copies=args.copies)
     n = len(old[2])
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"padded whisper:tiny.en, {args.items} items x (as is, reversed) = {n} answers, {os.cpu_count()} CPUs, "
-          f"load average {load}")
+    print(
+        f"padded whisper:tiny.en, {args.items} items x (as is, reversed) = {n} answers, "
+        f"{os.cpu_count()} CPUs, "
+        f"load average {load}"
+    )
     print(f"{'way':<58}{'wall s':>8}{'CPU s':>8}{'answers/s':>10}{'/CPU-s':>8}")
-    for name, (wall, cpu, _) in (("old: one process, per-row cross-attention projections", old),
-                                 (f"new: {args.copies} copies x 1 thread, shared projections", new)):
+    for name, (wall, cpu, _) in (
+        ("old: one process, per-row cross-attention projections", old),
+        (f"new: {args.copies} copies x 1 thread, shared projections", new),
+    ):
         print(f"{name:<58}{wall:>8.1f}{cpu:>8.1f}{n / wall:>10.2f}{n / cpu:>8.2f}")
-    print(f"new / old: {old[0] / new[0]:.2f}x answers per wall second, {old[1] / new[1]:.2f}x per CPU-second")
+    print(
+        f"new / old: {old[0] / new[0]:.2f}x answers per wall second, "
+        f"{old[1] / new[1]:.2f}x per CPU-second"
+    )
     same = sum(a["predicted"] == b["predicted"] for a, b in zip(old[2], new[2], strict=True))
     shift = max(abs(a["llr"] - b["llr"]) for a, b in zip(old[2], new[2], strict=True))
     keys = [r["key"] for r in old[2]] == [r["key"] for r in new[2]]
-    print(f"answers: {same} of {n} the same ({same / n:.1%}; target >= 99%), largest |change of "
-          f"log-likelihood ratio| {shift:.2e} nats; rows in the same order: {keys}")
+    print(
+        f"answers: {same} of {n} the same ({same / n:.1%}; target >= 99%), largest |change of "
+        f"log-likelihood ratio| {shift:.2e} nats; rows in the same order: {keys}"
+    )
 
 
 if __name__ == "__main__":

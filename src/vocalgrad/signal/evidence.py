@@ -84,7 +84,8 @@ def _clip_mfcc(y: np.ndarray, sr: int) -> np.ndarray:
     steps, but the mel filter bank applied by a matrix product instead of librosa's `np.einsum`
     (slower on numpy 2, and the ideal observer's largest cost)."""
     power = np.abs(librosa.stft(y, n_fft=MFCC_N_FFT, hop_length=160)) ** 2.0
-    return librosa.feature.mfcc(S=librosa.power_to_db(_mfcc_basis(sr, MFCC_N_FFT) @ power), n_mfcc=13)
+    mel = _mfcc_basis(sr, MFCC_N_FFT) @ power
+    return librosa.feature.mfcc(S=librosa.power_to_db(mel), n_mfcc=13)
 
 
 _SOURCE_MFCC: dict[tuple[bytes, int], np.ndarray] = {}
