@@ -25,16 +25,13 @@ SPEC = DimensionSpec(
     constant_tolerance=8.0,
     psychometric_range=(3000.0, 15500.0),
     # the held samples' aliases make speech less periodic, so a pitch tracker drops voiced frames
-    # where the distortion is strong and the median F0 weighs the cleaner part (62% of pairs)
+    # where the distortion is strong and the median F0 weighs the cleaner part
     target_cues=("global_f0_hz",),
 )
 
 
-# The hold's images scale with the speech: judged against the room tone in an empty band, a
-# held rate read ~10 dB more distorted in a louder sentence (telephone-band constants moved
-# by up to 15 dB, 97.2% agreement); 60 dB under the frame's speech, agreement is 100% on the
-# telephone and wideband recordings and 99.9% on the 32 + 32 builtin build, and held clips
-# move by a median 1.3-1.7 dB. A masking skirt rarely reaches further below its masker.
+# The hold's images scale with the speech, so each band's mask floor follows the frame's speech
+# level, this far down: a masking skirt rarely reaches further below its masker.
 IMAGE_FLOOR_BELOW_SPEECH_DB = 60.0
 
 

@@ -19,14 +19,9 @@ SPEC = DimensionSpec(
     **ERROR_TO_MASK_SPEC,
     constant_tolerance=4.0,  # the speech content moves a held error-to-mask ratio by up to ~3 dB
     psychometric_range=(3.0, 14.0),
-    # a coarse quantiser also silences a recording's own low-level background in its
-    # pauses (it gates): the level, spectrum and digital zeros of the silences at each end
-    # follow the bit depth there, and it gates the quiet rise of the first (or last) phoneme,
-    # so a speech detector finds the speech later where the quantiser is coarse (on real
-    # recordings: the increase clip's detected lead silence is the shorter in 71% of twins)
-    # The quantisation error is broadband noise on the speech: like added noise, it lifts
-    # each frame's spectral centroid and the bits FLAC needs where the quantiser is coarse
-    # (60% of twins each on the demo build)
+    # a coarse quantiser gates the recording's background in its pauses and the quiet rise of
+    # the first (or last) phoneme, and its broadband error lifts the centroid and the bits FLAC
+    # needs: the edges and both globals follow the bit depth where it is coarse
     target_cues=(
         "edge_silence",
         "edge_level",

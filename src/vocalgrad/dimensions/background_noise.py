@@ -36,11 +36,8 @@ SPEC = DimensionSpec(
         "global_centroid_hz",
         "global_file_bytes",
     ),
-    # The noise fades in and out over NOISE_FADE_S at the speech's edges, and beyond them the
-    # file is the source's in every clip. Running on into the silences, the noise met the
-    # source's asymmetric edges (nothing before the first onset, the last syllable's decay
-    # after the offset): the summed centroid of the file's first and last 300 ms, which
-    # playing the clip backwards leaves as it is, told the direction (AUC 0.75 on builtin 8 + 8).
+    # The noise fades in and out over NOISE_FADE_S at the speech's edges, so the file's
+    # silences (and the source's asymmetric edges) are the source's in every clip.
     source_edges=True,
 )
 NOISE_FADE_S = 0.08  # inside the renderer's 0.1 s edge guard

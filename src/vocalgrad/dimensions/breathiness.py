@@ -53,12 +53,9 @@ SPEC = DimensionSpec(
     # masks it: the content moves it by up to ~6 dB (tiers move it by 10-20 dB)
     constant_tolerance=6.0,
     # the noise goes into voiced speech only, so the file's silences can be the source's own
-    # samples: levelled with the speech, a held breathy clip's edges sat 0.17 dB under a
-    # clear one's (its added noise lowers the gain that sets the speech's loudness), and the
-    # trailing silence's level told recognition items apart in 90% of twins on the recordings
+    # samples and are not levelled with the speech (whose loudness gain the noise lowers)
     source_edges=True,
-    # a detector finds a breathy last phoneme's end later (its noise stays above the threshold):
-    # in 93% of the recordings' held recognition twins whose detected trailing silence differs
+    # a detector finds a breathy last phoneme's end later (its noise stays above the threshold)
     target_cues=("edge_silence",),
 )
 GATE_SMOOTHING_S = 0.03  # voicing gate ramps over ~30 ms: no clicks at voicing onsets

@@ -38,7 +38,7 @@ SPEC = DimensionSpec(
     ),
     psychometric_range=(0.1, 4.0),
     # loudness-weighted: speech is louder early (declination), so with a plain time-average a
-    # clip dark at the start is darker overall (spectral centroid) than its twin (84% of pairs)
+    # clip dark at the start would be darker overall (spectral centroid) than its twin
     centre="energy",
     constant_tolerance=0.75,
     # the tilt acts on the whole recording: the spectrum and level of its own background in

@@ -26,17 +26,9 @@ SPEC = DimensionSpec(
     "(Larsen, Iyer, Lutfi & Hartmann 2008)",
     constant_tolerance=7.0,  # the speech content moves it (tiers change it by ~25 dB)
     psychometric_range=(0.03, 0.7),
-    # the tail after the last word is the reverb itself, in every edge cue
-    # and a pitch tracker loses voiced frames where the reverb is strong, so the median F0
-    # weighs the drier part of a declining F0 contour more (69% of pairs).
-    # How much reverb the speech span holds is the target summed over time, and it follows
-    # the direction: the tail runs only forward, so an increase's late reverb rings out after
-    # the span and a decrease's early reverb stays inside it, and a 0 -> max quadratic has
-    # mean send m/3 one way and 2m/3 the other. Three cues read that amount: FLAC size (as
-    # for noise; 71% of jump twins on the recordings), the centroid (62-71%), and the peak
-    # over the exactly normalised loudness, i.e. the crest factor reverb flattens (+0.14 to
-    # +0.26 dB for increase at the high tier, 62-65% of twins; with them the 32 + 32 builtin
-    # build read 0.52 [0.51, 0.54] and the recordings 0.62 [0.54, 0.70]).
+    # the reverb is the tail after the last word (edge cues), drops voiced frames where it is
+    # strong (the median F0), and, ringing only forward, fills the speech span more in one
+    # direction (the FLAC size, the centroid and the crest factor it flattens read that amount)
     target_cues=(
         "edge_silence",
         "edge_level",
@@ -53,12 +45,8 @@ SPEC = DimensionSpec(
 )
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none
-# The wet signal fades out over the last WET_FADE_S before the speech offset. A room rings only
-# forward: left to ring, an increase clip (its send high at the end) stayed audible 0.2 s longer
-# after the speech than its decrease twin (send 0 at the end), and the summed edge silence,
-# which playing the clip backwards leaves as it is, told them apart (AUC 0.01 on builtin
-# 8 + 8); ringing on past the offset, even for 50 ms, the reverb still lifted the summed level
-# of the file's first and last 300 ms (AUC 0.70).
+# The wet signal fades out over the last WET_FADE_S before the speech offset: a room rings only
+# forward, so a tail left to ring would outlast the speech longer where the send ends high.
 WET_FADE_S = 0.1
 PAUSE_S = 0.08  # a pause at least this long is left dry
 PAUSE_FADE_S = 0.02
@@ -107,10 +95,8 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
 def _outside_pauses(ref: Analysis) -> np.ndarray:
     """Per-sample weight, 0 within the speech's pauses of PAUSE_S or more, 1 elsewhere (raised
-    cosines of PAUSE_FADE_S at their edges): a room rings only forward, so a pause after
-    speech sent loud into it rang, and the same pause before such speech did not; a
-    decrease clip's early pauses rang and its increase twin's late pauses could not, and how
-    long the clip was audible told them apart."""
+    cosines of PAUSE_FADE_S at their edges): a room rings only forward, so a pause after loud
+    speech would ring and one before it would not, and which pauses ring follows the direction."""
     active = ref.active.copy()
     frames = np.arange(len(active))
     centres = (frames + 0.5) * FRAME_S

@@ -31,13 +31,9 @@ SPEC = DimensionSpec(
     neutral_value=1.0,  # silences before and after the speech are not stretched
     source_edges=True,
     warps_time=True,  # output_time / source_time below
-    # every time average over the clip weighs the slowed part more: with F0, level and spectrum
-    # declining over an utterance, a slow start lifts the median F0 (80% of pairs), lowers the
-    # centroid's median (68%) and, once the clip is set to the source's integrated loudness,
-    # moves its peak (or, without that step, its loudness): they read where the speech is slow.
-    # The file's silences are the source's, sample for sample (`source_edges`); a detector on
-    # the clip finds a slowed first or last phoneme a few ms later (twins within 20 ms: 84% at
-    # the start, 71% at the end)
+    # every time average weighs the slowed part more (F0, level and spectrum decline over an
+    # utterance), so the median F0, the centroid and the peak (the loudness, unnormalised) read
+    # where the speech is slow, and a detector finds a slowed first or last phoneme later
     target_cues=(
         "global_f0_hz",
         "global_centroid_hz",

@@ -44,13 +44,11 @@ SPEC = DimensionSpec(
     psychometric_range=(0.005, 0.2),
     centre="mean",
     constant_tolerance=4.0,
-    # the warp runs on every STFT frame, so a recording's own background in the silences took
-    # the held value's colour: in comparison items on the recordings the last 300 ms (the
-    # second part's trailing silence) told the order in 90% of twins (-24 Hz centroid).
-    # The tract is the voice's: the silences stay the source's own samples
+    # the warp runs on every STFT frame and would colour the recording's background, so the
+    # silences stay the source's own samples
     source_edges=True,
-    # the detected speech end moves with the last phoneme's formants (10 ms later where the
-    # tract is longer: 100% of 28 comparison twins), as a slowed last phoneme does for speed
+    # the detected speech end moves with the last phoneme's formants, as a slowed last phoneme
+    # does for speed
     target_cues=("edge_silence",),
 )
 MAX_GAIN = np.log(10.0)  # the warp gain is kept within +-20 dB: an envelope valley is not a hole

@@ -33,12 +33,8 @@ SPEC = DimensionSpec(
     psychometric_range=(0.1, 4.0),
     centre="energy",
     source_edges=True,
-    # the median F0 of the clip is the pitch itself: centred, its shift averages out, but the
-    # median over voiced frames weighs whichever stretch has more of them. The peak is the
-    # pitch where the speech is loudest: a lower voice has a higher crest factor (the same
-    # speech held at -3 st peaks 1.08 dB higher over its loudness than at +3 st, median of 24
-    # builtin sources, all 24 the same way), and the loud first words are lower in an
-    # increase clip (peak higher in 66% of 32 + 32 twins, median +0.24 dB)
+    # the median F0 over voiced frames weighs whichever stretch has more of them, and the peak
+    # reads the pitch where the speech is loudest (a lower voice has a higher crest factor)
     target_cues=("global_f0_hz", "global_peak_dbfs"),
 )
 

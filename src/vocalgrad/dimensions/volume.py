@@ -25,17 +25,9 @@ SPEC = DimensionSpec(
     psychometric_range=(0.5, 24.0),
     centre="mean",
     loudness_neutral=False,  # loudness is the target
-    # the gain acts on the whole recording: its background in the silences and where a
-    # detector finds the speech follow the level at each end; and the peak (the loudest
-    # moment) and the FLAC size (how many bits the level course needs) are statistics of the
-    # level course itself: under a ramp they read which part is loud, i.e. the target; so
-    # does the median F0, as a pitch tracker finds fewer voiced frames where the voice is quiet
-    # (with F0 declining over an utterance, a loud end pulls the median down: 3 Hz, 83% of pairs).
-    # A frame's spectral centroid does not change with gain, so a level course moves the
-    # median centroid only through the fixed room-tone floor under the speech: it reads the
-    # speech-to-floor ratio over time, the level course again (lower for increase in 62% of
-    # 32 + 32 twins, median -2.4 Hz; with the roves paired it took the telephone build's
-    # audit to 0.53 [0.50, 0.55])
+    # the gain acts on the whole recording, so the silences at each end, the peak, the FLAC
+    # size, the median F0 (fewer voiced frames where quiet) and the centroid (speech over the
+    # fixed room-tone floor) all follow the level course, i.e. the target
     target_cues=(*LEVEL_COURSE_CUES, "global_centroid_hz"),
 )
 

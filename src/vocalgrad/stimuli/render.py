@@ -109,10 +109,9 @@ class PreparedSource:
         (`SPEC.source_edges`) but whose length is not (a held speaking rate), continued to
         n_total: the source's tone with its middle cut out (a shorter part) or fresh tone
         spliced in (a longer one), so both of the part's edges lie on the tone that lay under
-        the source's edges. Laid from the file's start, a faster clip's trailing edge sat on
-        another stretch of tone than its twin's: -0.28 dB and +95 Hz at the median, which a
-        tree read on held-speed recognition twins (0.60). The splices lie mid-file, under
-        speech at ROOM_TONE_DB, as equal-power crossfades of SPLICE_S."""
+        the source's edges (laid from the file's start, a part of another length would end on
+        another stretch of tone than its twin). The splices lie mid-file, under speech at
+        ROOM_TONE_DB, as equal-power crossfades of SPLICE_S."""
         n_source = len(self.clean.audio)
         if n_part == n_source:
             return self.room_tone(n_total)
@@ -133,9 +132,7 @@ class PreparedSource:
         into_tail = np.clip((i - middle + shift + fade / 2) / fade, 0, 1) * (
             np.pi / 2
         )  # after the -shift fresh samples
-        if (
-            len(self.fill) < n_total
-        ):  # generated once per source, like the tone (2.7 ms per 60,000 samples)
+        if len(self.fill) < n_total:  # generated once per source, like the tone
             self.fill = room_tone(n_total, [self.tone_seed, 1], self.tone_rms)
         fill = self.fill[:n_total]
         fresh = np.sin(into_fill) * np.cos(into_tail)
@@ -284,9 +281,8 @@ def clip_span(dim, track, ref: Analysis, n_samples: int) -> SpeechSpan:
     """The clip's speech span is the source's, moved by any time warp. Detecting it on the
     clip instead would be wrong by design: a -18 dB start or a noisy end hides speech. A
     warp leaves the silences unstretched, so the offset lies as far from the end of the
-    rendered clip (`n_samples` long) as it does in the source, to the sample: taken from the
-    warp's integral, it was off by the resynthesis' few ms, in opposite directions for a fast
-    and a slow clip, and the audit's trailing edge window began at another sample in each twin."""
+    rendered clip (`n_samples` long) as it does in the source, to the sample (the warp's
+    integral misses it by the resynthesis' few ms, differently in a fast and a slow twin)."""
     if not dim.SPEC.warps_time:
         return ref.span
     onset = float(dim.output_time(track, np.array([ref.span.onset_s]))[0])
@@ -309,8 +305,7 @@ def with_source_edges(
 ) -> np.ndarray:
     """`processed` with everything before (onset - guard) and after (offset + guard) taken from
     the source, sample for sample, crossfaded over SPLICE_S inside the guard: the audit's edge
-    windows stop at the guard, and a crossfade outside it (as it once was) left them 10 ms of
-    processed residue, 1e-4 dB that a tree told held recognition twins apart by. The trailing
+    windows stop at the guard, so no processed residue reaches them. The trailing
     edge is aligned from the end: a time warp keeps the silences' lengths, so the file's last
     n samples are the source's last n."""
     out = processed.astype(np.float32, copy=True)
@@ -463,9 +458,7 @@ def measure_clip(
 def rove_key(source: PreparedSource, condition: Condition, item: str) -> str:
     """What a clip's roves (its overall level, `SPEC.rove`) are drawn from: for a changing
     clip its pair's key, so an increase clip and its decrease twin get the same rove and no
-    rove follows the direction even by chance (drawn per item, the level rove of a 32-source
-    build's roughness clips averaged 0.29 dB more for increase in train and 0.16 dB in test,
-    and the audit's classifier read it: 0.53 [0.50, 0.55]); a constant clip's own item."""
+    rove follows the direction even by chance; a constant clip's own item."""
     if condition.direction == "constant":
         return item
     return hashlib.sha256(f"{source.tone_seed}|{condition.pair_key}".encode()).hexdigest()[:16]
@@ -477,8 +470,8 @@ def render_condition(
     """One clip. A changing gradual clip given its twin's item id (the same source and pair,
     the other direction) is peak-limited by one gain with its twin: both are rendered, and
     the twin's result waits in `source.twins` until it is asked for. Limited alone, the clip
-    whose loud burst passed the ceiling came out quieter than its twin (on a 32 + 32 build,
-    78 volume decreases against 20 increases), so overall loudness told the direction."""
+    whose loud burst passed the ceiling would come out quieter than its twin, and overall
+    loudness would tell the direction."""
     if condition.format == "comparison":
         return render_comparison(source, condition, seed, item)
     if condition.format == "recognition":
