@@ -81,7 +81,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument(
         "--json", help="also write the full report here (always written to DATASET/audit.json)"
     )
-    a.add_argument("--workers", type=whole(1), default=1, help="processes measuring clip cues")
+    a.add_argument(
+        "--workers",
+        type=whole(1),
+        default=1,
+        help="processes measuring clip cues and fitting the categories' classifiers",
+    )
     a.set_defaults(func=cmd_audit)
 
     s = sub.add_parser("sources", help="list what a source spec resolves to")

@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad.dataset import clean, load_rows
 from vocalgrad.files import atomic_write_text
+from vocalgrad.parallel import TaskPool
 from vocalgrad.records import AuditReport
 from vocalgrad.stimuli.audit.cache import dataset_cues
 from vocalgrad.stimuli.audit.classifiers import (
@@ -62,6 +63,13 @@ from vocalgrad.stimuli.audit.report import format_audit
 REPORT_FILE = "audit.json"
 
 
+def _audit_task(task: tuple[str, list, dict]) -> tuple[str, dict]:
+    """One category's audit, in a worker: tiny fits, so OpenMP threads cost more than they save."""
+    category, rows, cues = task
+    with threadpool_limits(1):
+        return category, audit_category(category, rows, cues)
+
+
 def audit_dataset(
     root: str | Path,
     *,
@@ -85,11 +93,19 @@ def audit_dataset(
     rows = load_rows(root)
     cues = dataset_cues(root, rows, cache=cache, workers=workers, compact=True, progress=progress)
     measured = time.time() - started
-    with threadpool_limits(1):  # tiny fits: OpenMP threads cost more than they save
-        per_category = {
-            category: audit_category(category, [r for r in rows if r["category"] == category], cues)
-            for category in sorted({r["category"] for r in rows})
-        }
+    tasks = []
+    for category in sorted({r["category"] for r in rows}):
+        chosen = [r for r in rows if r["category"] == category]
+        tasks.append(
+            (
+                category,
+                chosen,
+                {r["item_id"]: cues[r["item_id"]] for r in chosen if r["item_id"] in cues},
+            )
+        )
+    # categories are independent: their fits run in `workers` processes
+    done = dict(TaskPool(workers).map_tasks(_audit_task, tasks))
+    per_category = {category: done[category] for category, _, _ in tasks}
     protocols = {c["protocol"] for c in per_category.values() if c["protocol"]}
     report = {
         "dataset": str(root),
