@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import importlib.util
+import json
 from pathlib import Path
 
 import numpy as np
@@ -103,36 +104,12 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
     config = tmp_path / "one.toml"
     config.write_text("[build]\nper_speaker_test = 1\n")
     out = tmp_path / "ds"
-    assert (
-        main(
-            [
-                "build",
-                "--out",
-                str(out),
-                "--source",
-                f"folder:{root}",
-                "--n-test",
-                "2",
-                "--n-train",
-                "0",
-                "--config",
-                str(config),
-                "--categories",
-                "voice_clarity",
-                "--tiers",
-                "low,mid",
-                "--curves",
-                "linear",
-                "--no-constant",
-                "--no-audit",
-            ]
-        )
-        == 0
-    )
+    argv = ["build", "--out", str(out), "--source", f"folder:{root}", "--config", str(config)]
+    argv += ["--n-test", "2", "--n-train", "0", "--categories", "voice_clarity"]
+    argv += ["--tiers", "low,mid", "--curves", "linear", "--no-constant", "--no-audit"]
+    assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "refused voice_clarity low on folder/a/a.wav (2 clips)" in printed
-    import json
-
     report = json.loads((out / "build_report.json").read_text())
     refused = report["refused_for_source"]
     assert [(r["source_id"], r["tier"], r["clips"]) for r in refused] == [
@@ -144,32 +121,7 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
     assert rows and {r["tier"] for r in rows} == {"mid"}  # the mid tier is audible and kept
     assert "Conditions refused on one source" in (out / "README.md").read_text()
     # resuming the finished build renders nothing again and keeps the count
-    assert (
-        main(
-            [
-                "build",
-                "--out",
-                str(out),
-                "--source",
-                f"folder:{root}",
-                "--n-test",
-                "2",
-                "--n-train",
-                "0",
-                "--config",
-                str(config),
-                "--categories",
-                "voice_clarity",
-                "--tiers",
-                "low,mid",
-                "--curves",
-                "linear",
-                "--no-constant",
-                "--no-audit",
-            ]
-        )
-        == 0
-    )
+    assert main(argv) == 0
     again = json.loads((out / "build_report.json").read_text())
     assert again["refused_for_source"] == refused
 
