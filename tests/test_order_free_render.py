@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import RENDER_SR
+from conftest import RENDER_SR, needs_alsa
 
 from vocalgrad.audio import FRAME_S, load_audio, normalise, resample
 from vocalgrad.dimensions import echo
@@ -104,9 +104,7 @@ def _pause_cores(ref: Analysis, min_s: float = 0.15) -> np.ndarray:
 
 def test_echo_rings_only_within_the_speech(sources):
     """Both twins keep the source's length, and after the speech (plus the guard) both are
-    the source's own edge: no twin stays audible longer than the other; the speech's
-    pauses stay dry in both."""
-    paused = 0
+    the source's own edge: no twin stays audible longer than the other."""
     for s in sources:
         up, down = _pair(s, "echo", 0.0, echo.SPEC.tiers["high"])
         assert up.verified and down.verified
@@ -114,15 +112,21 @@ def test_echo_rings_only_within_the_speech(sources):
         after = int(round((s.clean.span.offset_s + 0.12) * RENDER_SR))
         rms = [float(np.sqrt(np.mean(r.audio[after:].astype(np.float64) ** 2))) for r in (up, down)]
         assert abs(20 * np.log10(rms[0] / rms[1])) < 1.0, rms
-        dry = _pause_cores(s.clean)  # a pause rings in neither twin
-        if dry.any():
-            pause = [
-                float(np.sqrt(np.mean(r.audio[dry].astype(np.float64) ** 2))) for r in (up, down)
-            ]
-            assert abs(20 * np.log10(pause[0] / pause[1])) < 2.0, (
-                pause
-            )  # the twins' levels differ by ~1 dB
-            paused += 1
+
+
+@needs_alsa
+def test_echo_leaves_the_speech_s_pauses_dry(sources):
+    """A pause rings in neither twin: their pauses' levels differ by the ~1 dB their overall
+    levels do, not by the reverberation one of them sent into it (3.9 dB ungated)."""
+    paused = 0
+    for s in sources:
+        dry = _pause_cores(s.clean)
+        if not dry.any():
+            continue
+        up, down = _pair(s, "echo", 0.0, echo.SPEC.tiers["high"])
+        pause = [float(np.sqrt(np.mean(r.audio[dry].astype(np.float64) ** 2))) for r in (up, down)]
+        assert abs(20 * np.log10(pause[0] / pause[1])) < 2.0, pause
+        paused += 1
     assert paused  # the joined ALSA phrases hold a 0.25 s pause
 
 
