@@ -41,6 +41,7 @@ from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
 from vocalgrad.stimuli.render import (
     GAP_S,
+    RENDERER_REVISION,
     prepare_reference,
     prepare_source,
     recognition_verdict,
@@ -424,6 +425,8 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
 def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:
     saved = state / "config.json"
     wanted = json.dumps(config.to_dict(), sort_keys=True)
+    revision = state / "renderer.txt"  # a build begun before it was recorded: revision 1
+    done_by = revision.read_text().strip() if revision.is_file() else "1"
     if saved.is_file() and overwrite:
         shutil.rmtree(out)  # a finished build too: the same config on changed code renders anew
     elif saved.is_file() and saved.read_text() != wanted:
@@ -431,10 +434,17 @@ def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) 
             f"{out} holds a build with a different config; pass --overwrite to replace it "
             "or choose another --out"
         )
+    elif saved.is_file() and done_by != str(RENDERER_REVISION):
+        raise ConfigError(
+            f"{out} was begun by renderer revision {done_by} and this vocalgrad renders "
+            f"revision {RENDERER_REVISION}: its clips would not match; pass --overwrite to "
+            "build it anew or choose another --out"
+        )
     elif out.exists() and not saved.is_file() and any(out.iterdir()):
         raise ConfigError(f"{out} exists and is not a vocalgrad build; choose an empty --out")
     state.mkdir(parents=True, exist_ok=True)
     atomic_write_text(saved, wanted)
+    atomic_write_text(state / "renderer.txt", str(RENDERER_REVISION))
 
 
 def _done_items(log: Path, out: Path) -> set[str]:

@@ -43,6 +43,9 @@ from vocalgrad.stimuli.neutralise import (
 from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 
 INT16_SCALE = 32768.0
+# Bumped when the same config renders other clips (a build resumed across it would mix
+# them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
+RENDERER_REVISION = 2
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
