@@ -180,14 +180,16 @@ def test_different_config_into_same_folder_is_refused(small, tmp_path):
     # a build begun by an older renderer is not resumed with this one's clips
     from vocalgrad.stimuli.build import STATE_DIR
 
-    revision = out / STATE_DIR / "renderer.txt"
-    current = revision.read_text()
-    revision.write_text("1")
+    saved = out / STATE_DIR / "config.json"
+    current = saved.read_text()
+    older = json.loads(current)
+    del older["renderer_revision"]  # as builds saved it before the revision was recorded
+    saved.write_text(json.dumps(older, sort_keys=True))
     try:
         with pytest.raises(ConfigError, match="renderer revision 1"):
             build(SMALL, out, workers=1)
     finally:
-        revision.write_text(current)
+        saved.write_text(current)
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("x")
     with pytest.raises(ConfigError, match="not a vocalgrad build"):

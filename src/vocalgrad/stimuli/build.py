@@ -423,28 +423,30 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
 
 
 def _check_resume(out: Path, state: Path, config: BuildConfig, overwrite: bool) -> None:
+    """Refuse to resume a build of another config, or one begun by another renderer revision
+    (its clips would not match); both are saved in one file, written at once."""
     saved = state / "config.json"
-    wanted = json.dumps(config.to_dict(), sort_keys=True)
-    revision = state / "renderer.txt"  # a build begun before it was recorded: revision 1
-    done_by = revision.read_text().strip() if revision.is_file() else "1"
+    wanted = {**config.to_dict(), "renderer_revision": RENDERER_REVISION}
+    text = json.dumps(wanted, sort_keys=True)
     if saved.is_file() and overwrite:
         shutil.rmtree(out)  # a finished build too: the same config on changed code renders anew
-    elif saved.is_file() and saved.read_text() != wanted:
+    elif saved.is_file() and saved.read_text() != text:
+        found = json.loads(saved.read_text())
+        revision = found.pop("renderer_revision", 1)  # builds begun before it was recorded
+        if json.dumps({**found, "renderer_revision": RENDERER_REVISION}, sort_keys=True) == text:
+            raise ConfigError(
+                f"{out} was begun by renderer revision {revision} and this vocalgrad renders "
+                f"revision {RENDERER_REVISION}: its clips would not match; pass --overwrite to "
+                "build it anew or choose another --out"
+            )
         raise ConfigError(
             f"{out} holds a build with a different config; pass --overwrite to replace it "
             "or choose another --out"
         )
-    elif saved.is_file() and done_by != str(RENDERER_REVISION):
-        raise ConfigError(
-            f"{out} was begun by renderer revision {done_by} and this vocalgrad renders "
-            f"revision {RENDERER_REVISION}: its clips would not match; pass --overwrite to "
-            "build it anew or choose another --out"
-        )
     elif out.exists() and not saved.is_file() and any(out.iterdir()):
         raise ConfigError(f"{out} exists and is not a vocalgrad build; choose an empty --out")
     state.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(saved, wanted)
-    atomic_write_text(state / "renderer.txt", str(RENDERER_REVISION))
+    atomic_write_text(saved, text)
 
 
 def _done_items(log: Path, out: Path) -> set[str]:
