@@ -103,20 +103,42 @@ def test_comparison_rows_parts_and_room_tone_gap(built):
         assert (r["measured_change"] > 0) == (r["direction"] == "increase") and r["verified"]
 
 
+def _twins(rows: list[dict]) -> list[tuple[dict, dict]]:
+    """Every comparison pair as (increase, decrease)."""
+    pairs: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        pairs.setdefault((r["source_id"], r["pair_id"]), []).append(r)
+    return [tuple(sorted(p, key=lambda r: r["direction"] != "increase")) for p in pairs.values()]
+
+
 def test_comparison_twins_hold_the_same_parts_in_the_other_order(built):
     path, _ = built["comparison"]
-    rows = _rows(path)
-    pair = [
-        r
-        for r in rows
-        if r["pair_id"] == rows[0]["pair_id"] and r["source_id"] == rows[0]["source_id"]
-    ]
-    inc, dec = sorted(pair, key=lambda r: r["direction"] != "increase")
-    x, _ = sf.read(path / "test" / inc["file_name"], dtype="float32")
-    y, _ = sf.read(path / "test" / dec["file_name"], dtype="float32")
-    (a0, a1), (b0, b1) = inc["part_bounds"]
-    for first, second in ((x[a0:a1], y[b0:b1]), (x[b0:b1], y[a0:a1])):
-        assert np.corrcoef(first, second)[0, 1] > 0.999  # the same audio, up to the roved level
+    for inc, dec in _twins(_rows(path)):
+        x, _ = sf.read(path / "test" / inc["file_name"], dtype="float32")
+        y, _ = sf.read(path / "test" / dec["file_name"], dtype="float32")
+        for (s0, e0), (s1, e1) in zip(inc["part_spans_s"], dec["part_spans_s"][::-1], strict=True):
+            assert e0 - s0 == pytest.approx(e1 - s1, abs=1e-4)
+            first = x[int(round(s0 * SR)) : int(round(e0 * SR))]
+            second = y[int(round(s1 * SR)) : int(round(s1 * SR)) + len(first)]
+            assert np.corrcoef(first, second)[0, 1] > 0.999  # the same audio, up to the level
+
+
+def test_comparison_edges_do_not_follow_the_order_of_the_parts(built):
+    """A faster part is shorter; its padding faces the gap, so the file's edges are the parts'
+    own and equal between twins. Padded at its end, a faster second part left trailing
+    silence that gave the answer away (order-free accuracy 1.00 on speaking speed)."""
+    path, _ = built["comparison"]
+    speed = [t for t in _twins(_rows(path)) if t[0]["category"] == "speaking_speed"]
+    assert speed
+    for inc, dec in speed:
+        end = inc["part_bounds"][1][1] / SR
+        spans = [r["part_spans_s"] for r in (inc, dec)]
+        edges = [s[0][0] + end - s[1][1] for s in spans]  # silence before and after the speech
+        padding = abs(np.diff([e - s for s, e in spans[0]])[0])  # the parts' length difference
+        assert padding > 0.3  # at the high tier: enough to give the order away at an edge
+        assert abs(edges[0] - edges[1]) < 0.01
+        inner = [s[1][0] - s[0][1] for s in spans]
+        assert inner[0] == pytest.approx(inner[1], abs=0.01)  # all the padding lies between
 
 
 def test_recognition_rows_are_balanced_and_verified_against_the_twin(built):

@@ -20,8 +20,8 @@ FORMAT_NOTES = {
     "comparison": "two parts of the same source, the parameter held within each at the two "
     "endpoints of the gradual condition, 0.5 s of room tone between them, in one file "
     "(`part_bounds`: "
-    "start and end sample of each part, both the same length; `part_spans_s`: each part's "
-    "speech). Label `increase` = the second part is higher; both orders of every pair are "
+    "start and end sample of each part, both the same length, a shorter part padded on the "
+    "side that faces the gap; `part_spans_s`: each part's speech). Label `increase` = the second part is higher; both orders of every pair are "
     "built, and verification measures each part against the source (`measured_start`, "
     "`measured_end` = first and second part, `measured_change` = second minus first)",
     "recognition": "one clip held at one endpoint of the gradual condition, asked which of two "

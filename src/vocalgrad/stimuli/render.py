@@ -45,7 +45,8 @@ from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips (a build resumed across it would mix
 # them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
-RENDERER_REVISION = 2
+# 3: a comparison's last part padded before its speech.
+RENDERER_REVISION = 3
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -344,7 +345,7 @@ def unlimited(
     speech loudness (over the clip's speech span), the room-tone floor and a roved overall
     level. Returns (audio, rove dB)."""
     edges = dimensions.get(category).SPEC.source_edges
-    audio, rove, _ = assemble(
+    audio, rove, _, _ = assemble(
         source,
         [level(source, category, processed, track, span)],
         seed,
@@ -398,7 +399,7 @@ def assemble(
     rove_key: str,
     gap_s: float = 0.0,
     source_edges: bool = False,
-) -> tuple[np.ndarray, float, list[tuple[int, int]]]:
+) -> tuple[np.ndarray, float, list[tuple[int, int]], list[int]]:
     """One file from levelled parts: each part padded to the longest (so part lengths carry
     nothing), the room-tone floor under every part (the same samples as under the source,
     so each part measures against the heard source as a single clip does) and in the gaps
@@ -406,29 +407,37 @@ def assemble(
     level for the whole file (so parts keep their level difference); not yet peak-limited
     or quantised (`to_file`). Parts whose edges are the source's (`source_edges`) get the
     tone that lay under the source's edges at both ends (`PreparedSource.tone_under`).
-    Returns (audio, rove dB, [(start, end) sample of each part])."""
+    Every pad faces a gap: the last of several parts is padded before its speech, the
+    others after it, so the file's edges are the parts' own whichever part is shorter (a
+    held speaking rate) and the order of a pair's parts leaves no trace at the edges.
+    Returns (audio, rove dB, [(start, end) sample of each part's slot], [samples of padding
+    before each part within its slot])."""
     length = max(len(p) for p in parts)
     gap = int(round(gap_s * source.sr))
+    last = len(parts) - 1
+    leads = [length - len(p) if 0 < i == last else 0 for i, p in enumerate(parts)]
+    n_tone = length + gap + max(leads)  # a part's tone runs on through the gap and a lead-in
     tones = [
-        source.tone_under(len(p), length + gap) if source_edges else source.room_tone(length + gap)
+        source.tone_under(len(p), n_tone) if source_edges else source.room_tone(n_tone)
         for p in parts
     ]
     pieces, bounds, at = [], [], 0
-    for i, (part, tone) in enumerate(zip(parts, tones, strict=True)):
-        if i:
-            between = tones[i - 1][length:]  # the gap continues the tone of the part before it
-            pieces.append(
-                np.repeat(between[:, None], part.shape[1], axis=1) if part.ndim == 2 else between
-            )
+    for i, (part, tone, lead) in enumerate(zip(parts, tones, leads, strict=True)):
+        if i:  # the tone of the part before continues through the gap and this lead-in
+            pieces.append(_like(part, tones[i - 1][length : length + gap + lead]))
             at += gap
-        padded = np.pad(part, ((0, length - len(part)),) + ((0, 0),) * (part.ndim - 1))
-        pieces.append(
-            padded + (tone[:length, None] if part.ndim == 2 else tone[:length])
-        )  # both ears alike
+        n = length - lead
+        padded = np.pad(part, ((0, n - len(part)),) + ((0, 0),) * (part.ndim - 1))
+        pieces.append(padded + _like(part, tone[:n]))
         bounds.append((at, at + length))
         at += length
     rove = rove_gain_db(seed, rove_key)
-    return np.concatenate(pieces) * np.float32(10 ** (rove / 20)), rove, bounds
+    return np.concatenate(pieces) * np.float32(10 ** (rove / 20)), rove, bounds, leads
+
+
+def _like(part: np.ndarray, tone: np.ndarray) -> np.ndarray:
+    """Mono tone shaped like a part: repeated to every channel (both ears alike)."""
+    return np.repeat(tone[:, None], part.shape[1], axis=1) if part.ndim == 2 else tone
 
 
 def to_file(audio: np.ndarray, gain: float | None = None) -> np.ndarray:
@@ -581,6 +590,11 @@ def part_span(bound: tuple[int, int], span: SpeechSpan, sr: int) -> tuple[float,
     return bound[0] / sr + span.onset_s, bound[0] / sr + span.offset_s
 
 
+def shifted(span: SpeechSpan, by_s: float) -> SpeechSpan:
+    """A speech span moved later by `by_s` (a part padded before its speech)."""
+    return dataclasses.replace(span, onset_s=span.onset_s + by_s, offset_s=span.offset_s + by_s)
+
+
 def part_mid(part: Analysis) -> float:
     """Where the source's speech midpoint lies in a held part: the middle of its speech span
     (a held rate moves it uniformly)."""
@@ -600,7 +614,7 @@ def render_comparison(
     value minus the first's is the measured change, checked like a gradual clip's."""
     spec = dimensions.get(condition.category).SPEC
     held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
-    audio, rove, bounds = assemble(
+    audio, rove, bounds, leads = assemble(
         source,
         [p for p, _ in held],
         seed,
@@ -609,14 +623,15 @@ def render_comparison(
         source_edges=spec.source_edges,
     )
     audio = to_file(audio)  # twins are the same parts in the other order: the same peak
+    in_slot = [shifted(span, lead / source.sr) for (_, span), lead in zip(held, leads, strict=True)]
     clips, measures = [], []
-    for (a, b), (_, span) in zip(bounds, held, strict=True):
+    for (a, b), span in zip(bounds, in_slot, strict=True):
         clip, measured = measure_against_source(source.heard, condition.category, audio[a:b], span)
         clips.append(clip)
         measures.append(held_value(measured))
     measured = Measured(*measures)
     spans = tuple(
-        part_span(bound, span, source.sr) for bound, (_, span) in zip(bounds, held, strict=True)
+        part_span(bound, span, source.sr) for bound, span in zip(bounds, in_slot, strict=True)
     )
     whole = Analysis(audio, source.sr, span=SpeechSpan(spans[0][0], spans[1][1], True))
     first, second = (measure_confounds(c, source.heard, part_mid(c)) for c in clips)
@@ -648,7 +663,7 @@ def render_recognition(
     )  # the twin's: it waits in source.held
     key = rove_key(source, condition, item)
     edges = dimensions.get(condition.category).SPEC.source_edges
-    audio, rove, _ = assemble(source, [part], seed, key, source_edges=edges)
+    audio, rove, _, _ = assemble(source, [part], seed, key, source_edges=edges)
     twin_audio = assemble(source, [twin_part], seed, key, source_edges=edges)[0]
     audio = to_file(audio, peak_gain(audio, twin_audio))  # one limit per pair
     clip, measured = measure_against_source(source.heard, condition.category, audio, span)
