@@ -49,6 +49,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--levels", type=whole(2), help="magnitudes per dimension for --design psychometric"
     )
     b.add_argument(
+        "--rove-endpoints",
+        action="store_true",
+        help="place each change at random within a window around its tier, so one end of a "
+        "clip does not give the direction away (off: the published protocol)",
+    )
+    b.add_argument(
         "--question-format",
         choices=FORMATS,
         help="a change within one clip (gradual, default), two held parts to compare "
@@ -117,6 +123,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         "design": args.design,
         "levels": args.levels,
         "format": args.question_format,
+        "rove_endpoints": True if args.rove_endpoints else None,
     }
     with executor_from_args(args) as executor:
         report = build(

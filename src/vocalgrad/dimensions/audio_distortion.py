@@ -48,6 +48,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From a 2 kHz sample-and-hold (telephone speech is 8 kHz) to none at all."""
+    return 2000.0, float(sr)
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """A phase accumulator advancing rate(t)/sr per sample takes a new input sample each
     time it crosses an integer and holds it otherwise: continuous in time, vectorised."""

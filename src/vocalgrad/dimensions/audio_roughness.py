@@ -46,6 +46,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From 2 bits (still speech) to the file's own 16."""
+    return 2.0, CLEAN_BITS
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Full scale is the source's peak, so "4 bits" means 16 levels across the speech
     whatever its recording level. A quantiser has no memory, so the step can change at any

@@ -51,6 +51,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a noise level of 0 adds nothing"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From no noise to noise as loud as the speech (0 dB SNR)."""
+    return 0.0, 1.0
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Noise is present in pauses too, so the change is not hidden in the silences; it
     fades in over NOISE_FADE_S before the speech onset and out over NOISE_FADE_S after the

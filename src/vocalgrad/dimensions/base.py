@@ -190,6 +190,11 @@ def _audible_on_every_source(magnitude: float, ref: Analysis) -> str | None:
     return None
 
 
+def _unbounded(sr: int) -> tuple[float, float]:
+    """Default `Bound.domain`: every value of the parameter can be rendered."""
+    return -np.inf, np.inf
+
+
 def _no_blind_change(clip: Analysis) -> float | None:
     """The default source-free measure: none (verification without a source checks nothing)."""
     return None
@@ -201,6 +206,7 @@ OPTIONAL = (
     "output_time",
     "source_time",
     "source_inaudible_reason",
+    "domain",
     "blind_change",
     "evidence",
     "held_evidence",
@@ -224,6 +230,8 @@ class Bound:
     - ``source_inaudible_reason(magnitude, ref) -> str | None``: why a change of this
       magnitude would be inaudible on this source (its bandwidth, say), decided before
       rendering; default: None (the rate rule, ``inaudible_reason``, alone decides).
+    - ``domain(sr) -> (low, high)``: the parameter values a clip may take at ``sr`` Hz, which
+      bound an endpoint rove (``BuildConfig.rove_endpoints``); default: unbounded.
     - ``blind_change(clip) -> float | None``: the change measured from the clip alone, for
       datasets without sources; default: None (no source-free check).
     - ``evidence(clip, ref, sr) -> float``: the ideal observer's decision statistic on a gradual
@@ -244,6 +252,7 @@ class Bound:
     output_time: Callable[[Track, np.ndarray], np.ndarray] = _identity_time
     source_time: Callable[[Track, np.ndarray], np.ndarray] = _identity_time
     source_inaudible_reason: Callable[[float, Analysis], str | None] = _audible_on_every_source
+    domain: Callable[[int], tuple[float, float]] = _unbounded
     blind_change: Callable[[Analysis], float | None] = _no_blind_change
     evidence: Evidence = added_energy
     held_evidence: Evidence | None = field(default=None, repr=False)

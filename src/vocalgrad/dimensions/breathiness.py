@@ -78,6 +78,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "an aspiration-noise level of 0 adds nothing"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From no aspiration noise to as much as voice."""
+    return 0.0, 1.0
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Source STFT plus envelope-shaped noise at ratio(t) of each voiced frame's RMS."""
     freqs, times, spec = stft_frames(ref)

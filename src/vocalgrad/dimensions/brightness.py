@@ -61,6 +61,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a tilt change of 0 dB/octave changes nothing"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """Tilts within +-6 dB/octave (a telephone's roll-off is steeper than any voice's)."""
+    return -6.0, 6.0
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Gain tilt(t) x log2(f / 1 kHz) dB per STFT bin and frame (flat below 125 Hz)."""
     freqs, times, spec = stft_frames(ref)

@@ -90,6 +90,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     )
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From NEAR_M to 8 m, inside the modelled room."""
+    return NEAR_M, 8.0
+
+
 def room_response(sr: int) -> np.ndarray:
     """The room: unit-energy exponentially decaying noise, the highs decaying faster."""
     rng = np.random.default_rng(ROOM_SEED)

@@ -61,6 +61,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a wet level of 0 adds nothing"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From dry to as much reverberation as direct sound."""
+    return 0.0, 1.0
+
+
 def rt60_for(magnitude: float) -> float:
     """Bigger rooms for bigger magnitudes, as in the published tiers (0.28 -> 0.64 s)."""
     return 0.3 + 1.2 * magnitude

@@ -54,6 +54,12 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """Rates between 0.4x and 2.5x the source's, where time stretching still sounds like
+    speech."""
+    return 0.4, 2.5
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Relative duration 1/rate along source time, resynthesised by overlap-add (PSOLA)."""
     times = np.arange(0.0, ref.duration_s, FRAME_S)

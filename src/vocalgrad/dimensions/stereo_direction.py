@@ -74,6 +74,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a source that stays straight ahead does not move"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From hard left to hard right."""
+    return -90.0, 90.0
+
+
 def ear_response(freqs: np.ndarray, azimuth_deg: np.ndarray, side: int) -> np.ndarray:
     """(freqs x frames) complex64 response of the ear on `side` (-1 left, +1 right): Brown &
     Duda's head shadow (1 + j alpha w/2) / (1 + j w/2), written out in real arithmetic, times

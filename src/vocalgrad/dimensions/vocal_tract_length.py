@@ -71,6 +71,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """Lengths within the range ``inaudible_reason`` allows a change to reach."""
+    return 1.0 / 1.5, 1.5
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Warp each frame's envelope by its own L(t): gain exp(E(f L) - E(f)), E in natural log."""
     freqs, times, spec = stft_frames(ref)

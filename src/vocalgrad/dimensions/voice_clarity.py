@@ -62,6 +62,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From the lowest intelligible cutoff to the open filter."""
+    return MIN_CUTOFF_HZ, open_cutoff(sr)
+
+
 def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     """Why a `magnitude` Hz low-pass would change nothing audible on this source, or None.
 

@@ -50,6 +50,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a pitch shift of 0 semitones changes nothing"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """Within an octave of the speaker's own pitch."""
+    return -12.0, 12.0
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Replace the source's pitch tier by F0(t) * 2^(shift(t)/12) and resynthesise."""
     times, f0 = ref.f0

@@ -52,6 +52,11 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """From none to full-depth tremolo."""
+    return 0.0, 1.0
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Gain (1 + d sin) / sqrt(1 + d^2/2) has unit mean power for any depth d, so the
     tremolo does not make the clip quieter (the published one did)."""

@@ -40,6 +40,13 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a gain change of 0 dB changes nothing"
 
 
+def domain(sr: int) -> tuple[float, float]:
+    """No room beyond the change itself: every clip's speech is levelled to its source's
+    loudness, so a gain path shifted up or down would be levelled back. Volume is not roved;
+    its one-end cue stays (see the validity page)."""
+    return 0.0, 0.0
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     gain_db = track(sample_times(len(ref.audio), ref.sr))
     return (ref.audio * 10.0 ** (gain_db / 20.0)).astype(np.float32)

@@ -12,6 +12,7 @@ from vocalgrad import dimensions
 from vocalgrad.stimuli.audit import format_audit
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
+from vocalgrad.stimuli.plan import ENDPOINT_ROVE
 
 FORMAT_NOTES = {
     "gradual": "one clip whose parameter changes over the speech span; "
@@ -21,7 +22,8 @@ FORMAT_NOTES = {
     "endpoints of the gradual condition, 0.5 s of room tone between them, in one file "
     "(`part_bounds`: "
     "start and end sample of each part, both the same length, a shorter part padded on the "
-    "side that faces the gap; `part_spans_s`: each part's speech). Label `increase` = the second part is higher; both orders of every pair are "
+    "side that faces the gap; `part_spans_s`: each part's speech). Label `increase` = the "
+    "second part is higher; both orders of every pair are "
     "built, and verification measures each part against the source (`measured_start`, "
     "`measured_end` = first and second part, `measured_change` = second minus first)",
     "recognition": "one clip held at one endpoint of the gradual condition, asked which of two "
@@ -89,6 +91,12 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "distance, stereo direction: mean weighted by the source's loudness; speed: every clip "
         "keeps the source's duration and silences) and non-volume processing is "
         "loudness-compensated",
+        *[
+            "- endpoints roved: each changing path is placed at random (one draw per twin pair) "
+            f"within {ENDPOINT_ROVE:g} changes of its tier's endpoints, inside the dimension's "
+            "domain (`param_start`, `param_end`), so one end of a clip does not say the direction"
+        ]
+        * config.rove_endpoints,
         f"- source spec: `{config.source}`, seed {config.seed}",
         *[f"- sources converted: {'; '.join(report['source_conversions'])}"]
         * bool(report.get("source_conversions")),

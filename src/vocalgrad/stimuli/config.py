@@ -7,7 +7,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
@@ -49,6 +56,10 @@ class BuildConfig(BaseModel):
     levels: int = Field(6, ge=2)  # magnitudes per dimension in the psychometric design
     drop_unverified: bool = True  # drop clips (and their pair) whose measurement disagrees
     format: str = "gradual"  # "gradual" (a change within one clip), "comparison" or "recognition"
+    # Place each changing path at random within a window around the tier's endpoints, so
+    # that one end of a clip does not say the direction (`plan.rove_window`); off by default,
+    # as in the published protocol.
+    rove_endpoints: bool = False
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -91,6 +102,15 @@ class BuildConfig(BaseModel):
     def _known_magnitude_categories(cls, table: dict[str, dict[str, float]]) -> dict:
         _known(tuple(table), DIMENSIONS, "category in magnitudes")
         return table
+
+    @model_validator(mode="after")
+    def _rove_has_a_course(self) -> BuildConfig:
+        if self.rove_endpoints and self.format == "recognition":
+            raise ValueError(
+                "rove_endpoints: a recognition item asks where its one held value lies, so "
+                "roving it would change the answer; use the gradual or comparison format"
+            )
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()

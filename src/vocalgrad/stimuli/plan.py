@@ -29,8 +29,11 @@ class Condition:
     end: float
     format: str = "gradual"
     # constant clips: the (start, end) of every planned tier; the held value is drawn from one of
-    # them at random (`held_constant`). Not part of the key: item ids do not depend on it.
+    # them at random (`held_constant`). With an endpoint rove, each tier's rove window instead,
+    # and a changing clip's own window (one range). Not part of the key: item ids do not
+    # depend on it.
     ranges: tuple[tuple[float, float], ...] = ()
+    endpoint_rove: bool = False  # the path is placed at random within its window (`roved`)
 
     @property
     def key(self) -> str:
@@ -83,22 +86,38 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 continue
             low, high = dim.endpoints(magnitude, config.sample_rate)
             held = config.format != "gradual"  # held parts have no course over time: one "curve"
+            rove = {}
+            if config.rove_endpoints:
+                rove = {
+                    "ranges": (rove_window(name, low, high, config.sample_rate),),
+                    "endpoint_rove": True,
+                }
             for curve in ("held",) if held else config.curves:
-                conditions.append(
-                    Condition(name, tier, curve, "increase", magnitude, low, high, config.format)
-                )
-                conditions.append(
-                    Condition(name, tier, curve, "decrease", magnitude, high, low, config.format)
-                )
+                for direction, a, b in (("increase", low, high), ("decrease", high, low)):
+                    conditions.append(
+                        Condition(
+                            name, tier, curve, direction, magnitude, a, b, config.format, **rove
+                        )
+                    )
         if config.include_constant and config.format == "gradual":
             low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
             ranges = tuple(
-                (c.start, c.end)
+                c.ranges[0] if config.rove_endpoints else (c.start, c.end)
                 for c in conditions
                 if c.category == name and c.direction == "increase" and c.curve == config.curves[0]
             )
             conditions.append(
-                Condition(name, "none", "none", "constant", 0.0, low, high, ranges=ranges)
+                Condition(
+                    name,
+                    "none",
+                    "none",
+                    "constant",
+                    0.0,
+                    low,
+                    high,
+                    ranges=ranges,
+                    endpoint_rove=config.rove_endpoints,
+                )
             )
     return conditions, refused
 
@@ -135,7 +154,7 @@ def held_constant(condition: Condition, seed: int, item: str) -> Condition:
     if condition.ranges:
         lo, hi = condition.ranges[int(rng.integers(len(condition.ranges)))]
     spec = dimensions.get(condition.category).SPEC
-    if spec.rove:  # the spread comes from the rove, the same as for changing clips
+    if spec.rove and not condition.endpoint_rove:  # spread by the rove, as changing clips are
         value = (lo + hi) / 2
     elif spec.scale == "log":
         value = float(np.exp(np.log(lo) + u * (np.log(hi) - np.log(lo))))
@@ -145,15 +164,64 @@ def held_constant(condition: Condition, seed: int, item: str) -> Condition:
 
 
 def roved(condition: Condition, seed: int, key: str) -> Condition:
-    """The condition shifted by its dimension's rove (SPEC.rove; linear scale), drawn from
-    (global seed, the clip's rove key: see `render.rove_key`)."""
+    """The condition shifted by a rove drawn from (global seed, the clip's rove key: see
+    `render.rove_key`): with an endpoint rove, the path placed uniformly within its window
+    (on the dimension's scale; a constant was already spread by `held_constant`), else
+    shifted within +-SPEC.rove (linear scale)."""
+    rng = np.random.default_rng([seed, int(key, 16), 13])
+    if condition.endpoint_rove:
+        if condition.direction == "constant":
+            return condition
+        ((low, high),) = condition.ranges
+        start, end = (_to_scale(condition.category, v) for v in (condition.start, condition.end))
+        offset = float(
+            rng.uniform(
+                _to_scale(condition.category, low) - min(start, end),
+                _to_scale(condition.category, high) - max(start, end),
+            )
+        )
+        return dataclasses.replace(
+            condition,
+            start=_from_scale(condition.category, start + offset),
+            end=_from_scale(condition.category, end + offset),
+        )
     rove = dimensions.get(condition.category).SPEC.rove
     if not rove:
         return condition
-    offset = float(np.random.default_rng([seed, int(key, 16), 13]).uniform(-rove, rove))
+    offset = float(rng.uniform(-rove, rove))
     return dataclasses.replace(
         condition, start=condition.start + offset, end=condition.end + offset
     )
+
+
+# An endpoint rove reaches this many changes beyond each end of a path. Placed uniformly in
+# a window 7 changes wide, the path's start (or end) tells an observer reading one end the
+# direction at most 0.5 + 1/(4 * 3) = 0.58 of the time, wherever the domain leaves room.
+ENDPOINT_ROVE = 3.0
+
+
+def rove_window(category: str, start: float, end: float, sr: int) -> tuple[float, float]:
+    """Where an endpoint rove may place the path from `start` to `end`: ENDPOINT_ROVE
+    changes beyond each of its ends (on the dimension's scale), cut to the dimension's
+    `domain`, which never cuts into the path itself."""
+    low, high = sorted(_to_scale(category, v) for v in (start, end))
+    reach = ENDPOINT_ROVE * (high - low)
+    d_low, d_high = (_to_scale(category, v) for v in dimensions.get(category).domain(sr))
+    return (
+        _from_scale(category, min(low, max(d_low, low - reach))),
+        _from_scale(category, max(high, min(d_high, high + reach))),
+    )
+
+
+def _to_scale(category: str, value: float) -> float:
+    """A parameter value on its dimension's interpolation scale (log: natural log)."""
+    if dimensions.get(category).SPEC.scale != "log":
+        return float(value)
+    return float(np.log(value)) if value > 0 else -np.inf
+
+
+def _from_scale(category: str, value: float) -> float:
+    return float(np.exp(value)) if dimensions.get(category).SPEC.scale == "log" else float(value)
 
 
 def item_id(seed: int, source_id: str, condition: Condition) -> str:

@@ -225,8 +225,8 @@ def track_for(
         weights = np.interp(times, (np.arange(len(power)) + 0.5) * FRAME_S, power) + 1e-20
     centre = spec.centre if centred else "none"
     factor, shift = 1.0, 0.0
-    if centre == "harmonic":
-        factor = float(np.mean(1.0 / grid))
+    if centre == "harmonic":  # the source's duration; a roved path's, at its midpoint rate
+        factor = float(np.mean(1.0 / grid)) * ((start + end) / 2 if condition.endpoint_rove else 1)
     elif centre in ("mean", "energy") and log:  # on a log scale the mean is geometric
         factor = float(np.sqrt(start * end) / np.exp(np.average(np.log(grid), weights=weights)))
     elif centre in ("mean", "energy"):
@@ -613,6 +613,7 @@ def render_comparison(
     between them. Verified by measuring each part against the source: the second part's
     value minus the first's is the measured change, checked like a gradual clip's."""
     spec = dimensions.get(condition.category).SPEC
+    condition = roved(condition, seed, rove_key(source, condition, item))
     held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
     audio, rove, bounds, leads = assemble(
         source,
