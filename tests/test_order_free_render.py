@@ -11,7 +11,17 @@ from conftest import RENDER_SR, needs_alsa
 from vocalgrad.audio import FRAME_S, load_audio, normalise, resample
 from vocalgrad.dimensions import echo
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.signal.levelling import EDGE_FADE_S, MAX_SILENCE_S, MIN_SILENCE_S, flattening_gain
+from vocalgrad.signal.levelling import (
+    EDGE_COURSE_HOP_S,
+    EDGE_COURSE_S,
+    EDGE_COURSE_SMOOTH_S,
+    EDGE_FADE_S,
+    MAX_SILENCE_S,
+    MIN_SILENCE_S,
+    flatten_level_course,
+    flattening_gain,
+    symmetric_edges,
+)
 from vocalgrad.stimuli.order_free import momentary_db
 from vocalgrad.stimuli.plan import Condition, item_id
 from vocalgrad.stimuli.render import prepare_reference, prepare_source, render_condition
@@ -65,6 +75,37 @@ def test_references_lead_and_trail_with_the_same_silence(sources):
         assert MIN_SILENCE_S - 1e-3 <= lead <= MAX_SILENCE_S + 1e-3
         quiet = int(round((lead - EDGE_FADE_S) * ref.sr)) - 1
         assert not np.any(ref.audio[:quiet]) and not np.any(ref.audio[len(ref.audio) - quiet :])
+
+
+def _edge_courses(audio: np.ndarray, sr: int, onset_s: float, offset_s: float) -> np.ndarray:
+    """|head - tail| (dB) of the two ends' smoothed level courses, read inward from each edge."""
+    hop, k = int(EDGE_COURSE_HOP_S * sr), int(round(EDGE_COURSE_S / EDGE_COURSE_HOP_S))
+    onset, offset = int(round(onset_s * sr)), int(round(offset_s * sr))
+    smooth = int(round(EDGE_COURSE_SMOOTH_S / EDGE_COURSE_HOP_S))
+
+    def course(segment: np.ndarray) -> np.ndarray:
+        level = 10 * np.log10(np.mean(segment.astype(np.float64).reshape(k, hop) ** 2, 1) + 1e-12)
+        return np.convolve(level, np.ones(smooth) / smooth, "valid")
+
+    head = course(audio[onset : onset + k * hop])
+    tail = course(audio[offset - k * hop : offset][::-1])
+    return np.abs(head - tail)
+
+
+def test_both_ends_of_the_speech_share_one_level_course(sources, real_speech_paths):
+    """Read inward from its edge, each end of a reference's speech has nearly the same level
+    course (the quieter of the two), where the levelled recordings' ends were several dB
+    apart on average (a loud first attack, a weak last consonant and decay)."""
+    before = []
+    for s, path in zip(sources, real_speech_paths, strict=True):
+        ref = s.clean
+        after = _edge_courses(ref.audio, ref.sr, ref.span.onset_s, ref.span.offset_s)
+        assert after.mean() < 1.5, after.mean()  # 0.65-1.12 dB on these recordings
+        audio, sr = load_audio(path)
+        raw = Analysis(normalise(resample(audio, sr, RENDER_SR), RENDER_SR, -26.0), RENDER_SR)
+        levelled, span = symmetric_edges(flatten_level_course(raw), RENDER_SR, raw.span)
+        before.append(_edge_courses(levelled, RENDER_SR, span.onset_s, span.offset_s).mean())
+    assert min(before) > 3.0, before  # 3.9-23 dB
 
 
 def _pair(source, category: str, start: float, end: float, curve: str = "linear"):

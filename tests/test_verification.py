@@ -160,5 +160,7 @@ def test_a_held_decimation_reads_constant_when_the_sentence_gets_louder(sources)
         narrow = telephone(prepare_source(louder, source.tone_seed))
         held = Condition("audio_distortion", "p1", "linear", "constant", 12000.0, 12000.0, 12000.0)
         result = render_condition(narrow, held, 0, ITEM)
-        assert abs(result.change) < 3.0, result.measured
+        # up to 3.6 dB: a source's first 400 ms are attenuated to match its end's level
+        # course (`matched_edge_courses`), so the head's images lie nearer the room tone
+        assert abs(result.change) < 4.0, result.measured
         assert result.verdict == "verified"

@@ -105,3 +105,60 @@ def symmetric_edges(audio: np.ndarray, sr: int, span: SpeechSpan) -> tuple[np.nd
     window = (0.5 - 0.5 * np.cos(np.pi * rise)) * (0.5 - 0.5 * np.cos(np.pi * fall))
     new_span = dataclasses.replace(span, onset_s=pad / sr, offset_s=(pad + offset - onset) / sr)
     return (out * window).astype(np.float32), new_span
+
+
+EDGE_COURSE_S = 0.4  # how far into the speech the two ends' level courses are matched
+EDGE_COURSE_HOP_S = 0.01  # the level course's frames
+EDGE_COURSE_SMOOTH_S = 0.1  # the matching gain changes no faster than this
+EDGE_COURSE_PASSES = 3  # each pass matches what the smooth gain of the last left apart
+
+
+def matched_edge_courses(audio: np.ndarray, sr: int, span: SpeechSpan) -> np.ndarray:
+    """Attenuate each end of the speech so that its level course, read inward from its edge,
+    is the quieter of the two ends' at every distance from the edge (over EDGE_COURSE_S).
+
+    Why: words start on a loud attack and end on a weak consonant or a decay, which the slow
+    flattening (`flattening_gain`) leaves in place: the last 200 ms of speech are 2-3 dB
+    weaker than the first. A level ramp that ends on the weak end sinks it under a listener's
+    threshold sooner than its twin sinks the strong start, so how long the clip is audible,
+    its loudness range and its quiet percentiles told volume and speaking speed apart
+    without hearing the change. Attenuation only: raising the weak end would lift its peaks.
+
+    Parameters
+    ----------
+    audio : np.ndarray
+        The source's samples (float).
+    sr : int
+        Sample rate in Hz.
+    span : SpeechSpan
+        Where the speech starts and stops in `audio`.
+
+    Returns
+    -------
+    np.ndarray, float32
+        The samples with both ends' level courses matched; unchanged where the speech is
+        shorter than six frames.
+    """
+    hop = int(round(EDGE_COURSE_HOP_S * sr))
+    onset, offset = int(round(span.onset_s * sr)), int(round(span.offset_s * sr))
+    k = min(int(round(EDGE_COURSE_S / EDGE_COURSE_HOP_S)), (offset - onset) // (2 * hop))
+    if k < 3:
+        return audio.astype(np.float32)
+    x = audio.astype(np.float64)
+    smooth = max(1, int(round(EDGE_COURSE_SMOOTH_S / EDGE_COURSE_HOP_S)))
+    kernel = np.ones(smooth) / smooth
+
+    def course(segment: np.ndarray) -> np.ndarray:
+        """Frame levels (dB) read inward from the edge, smoothed."""
+        level = 10 * np.log10(np.mean(segment.reshape(k, hop) ** 2, axis=1) + 1e-12)
+        return np.convolve(np.pad(level, smooth, mode="edge"), kernel, "same")[smooth:-smooth]
+
+    centres = (np.arange(k) + 0.5) * hop
+    n = np.arange(k * hop)
+    for _ in range(EDGE_COURSE_PASSES):  # a smooth gain leaves the smoothed courses nearer
+        head = course(x[onset : onset + k * hop])
+        tail = course(x[offset - k * hop : offset][::-1])
+        quieter = np.minimum(head, tail)
+        x[onset : onset + k * hop] *= np.interp(n, centres, 10 ** ((quieter - head) / 20))
+        x[offset - k * hop : offset] *= np.interp(n, centres, 10 ** ((quieter - tail) / 20))[::-1]
+    return x.astype(np.float32)

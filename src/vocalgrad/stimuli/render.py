@@ -29,7 +29,11 @@ from vocalgrad.audio import (
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
 from vocalgrad.errors import AudioError
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.signal.levelling import flatten_level_course, symmetric_edges
+from vocalgrad.signal.levelling import (
+    flatten_level_course,
+    matched_edge_courses,
+    symmetric_edges,
+)
 from vocalgrad.signal.trajectories import parameter_track
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
@@ -45,7 +49,7 @@ from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips (a build resumed across it would mix
 # them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
-# 3: a comparison's last part padded before its speech.
+# 3: the ends' level courses matched; a comparison's last part padded before its speech.
 RENDERER_REVISION = 3
 
 
@@ -158,7 +162,8 @@ def tone_seed_for(seed: int, source_id: str) -> int:
 
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
-    over the speech (`flatten_level_course`); reject unusable speech."""
+    over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`) and
+    matched level courses at its two ends (`matched_edge_courses`); reject unusable speech."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -174,6 +179,7 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
+    levelled = matched_edge_courses(levelled, sr, span)
     return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
 
 
