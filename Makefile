@@ -45,7 +45,7 @@ DEMO_JOBS ?= 2
 STEPS := $(DEMO)/.steps
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # what the report reads, each one a step below
-DEMO_RUNS := whisper random always-increase ideal shortcut sweep-ideal sweep-whisper \
+DEMO_RUNS := whisper random always-increase ideal shortcut one-end sweep-ideal sweep-whisper \
 	random-comparison random-recognition ideal-comparison ideal-recognition \
 	whisper-trimmed-tiers whisper-trimmed-comparison whisper-trimmed-recognition
 
@@ -70,7 +70,8 @@ $(STEPS)/comparison $(STEPS)/recognition: $(STEPS)/%:
 	$(VG) build --out $(DEMO)/$* --question-format $* --n-test 10 --n-train 0
 	@mkdir -p $(@D) && touch $@
 
-# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, and Whisper tiny.en.
+# 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, an observer that
+#    reads one end of a clip only, and Whisper tiny.en.
 #    Padded Whisper is the longest step (two listener copies): when the tiers build ends it must
 #    start first, so the other steps on the tiers build wait (order only) for the sweep's Whisper
 #    run, which the other job slot works through meanwhile.
@@ -78,7 +79,7 @@ $(STEPS)/whisper: $(STEPS)/tiers
 	$(VG) eval $(DEMO)/tiers --listener whisper:tiny.en --limit $(WHISPER_ITEMS) --controls reversed --workers 2 --out $(RUNS)/whisper
 	@touch $@
 AFTER_TIERS := $(STEPS)/tiers | $(STEPS)/sweep-whisper
-$(STEPS)/random $(STEPS)/always-increase $(STEPS)/shortcut: $(STEPS)/%: $(AFTER_TIERS)
+$(STEPS)/random $(STEPS)/always-increase $(STEPS)/shortcut $(STEPS)/one-end: $(STEPS)/%: $(AFTER_TIERS)
 	$(VG) eval $(DEMO)/tiers --listener baseline:$* --out $(RUNS)/$*
 	@touch $@
 $(STEPS)/ideal: $(AFTER_TIERS)
@@ -116,7 +117,7 @@ $(STEPS)/probe:
 
 # 4. one self-contained report
 $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
-	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/whisper \
+	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/one-end $(RUNS)/whisper \
 		$(RUNS)/sweep-ideal $(RUNS)/sweep-whisper \
 		$(RUNS)/random-comparison $(RUNS)/random-recognition $(RUNS)/ideal-comparison $(RUNS)/ideal-recognition \
 		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html

@@ -151,6 +151,28 @@ def _dataset(folder: Path) -> Path:
         )
     )
     (folder / "README.md").write_text("# card\n\nLicence: see https://example.org/licence\n")
+
+    def audited(accuracy: float, passes: bool, reasons: list[str]) -> dict:
+        return {
+            "shortcut_accuracy": 0.51,
+            "shortcut_ci": [0.47, 0.55],
+            "constant_auc": 0.52,
+            "order_free": {"accuracy": accuracy, "ci": [accuracy - 0.06, accuracy + 0.06]},
+            "one_end": {"end": "start", "accuracy": 0.97, "lo": 0.93, "hi": 1.0},
+            "passes": passes,
+            "reasons": reasons,
+        }
+
+    (folder / "audit.json").write_text(
+        json.dumps(
+            {
+                "per_category": {
+                    "voice_pitch": audited(0.52, True, []),
+                    "volume": audited(0.7, False, ["order-free accuracy 0.70 > 0.60"]),
+                }
+            }
+        )
+    )
     return folder
 
 
@@ -368,6 +390,11 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     assert "e+0" not in thresholds and "Hz [" in thresholds  # 2460 Hz, not 2.46e+03 Hz
     assert "lost in decoder" in text  # the diagnosis table
     assert "verification below 90% for voice_clarity" in text
+    # the build's shortcut audit, failures named where a reader looks first
+    assert "The shortcut audit fails volume." in text
+    audit = _section(text, "dataset").split("The shortcut audit of this build")[0]
+    assert "0.70 [0.64, 0.76]" in audit and "fails: order-free accuracy 0.70 &gt; 0.60" in audit
+    assert "0.97 [0.93, 1.00] (start)" in audit
     assert "vocalgrad eval dataset --listener model-a" in text  # commands in provenance
 
 

@@ -310,6 +310,7 @@ class DatasetInfo:
     rows: list[dict]
     card: str
     official: bool = False  # the published release: no references, provenance or verification
+    audit: dict = field(default_factory=dict)  # the build's audit.json, if any
 
 
 def load_dataset_info(path: str | Path) -> DatasetInfo | None:
@@ -328,5 +329,10 @@ def load_dataset_info(path: str | Path) -> DatasetInfo | None:
     if not rows and not card:
         return None
     return DatasetInfo(
-        path, _read_json(path / "build.json"), _read_json(path / "build_report.json"), rows, card
+        path,
+        _read_json(path / "build.json"),
+        _read_json(path / "build_report.json"),
+        rows,
+        card,
+        audit=_read_json(path / "audit.json"),
     )

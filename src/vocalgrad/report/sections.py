@@ -636,13 +636,59 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
             "with the label, and what else changed (confounds a listener could hear).",
         ),
     ]
+    failing = []
+    if info.audit.get("per_category"):
+        table, failing = _audit_table(info.audit)
+        blocks.append(table)
     if info.card:
         blocks.append(Details("Dataset card (README.md)", info.card))
     low = [c for c, a in agreement.items() if a < 0.9]
     glance = f"{len(rows)} clips from {len({r.get('source_id') for r in rows})} sources; " + (
         f"verification below 90% for {', '.join(low)}." if low else "verification ≥ 90% everywhere."
     )
+    if failing:
+        glance += f" The shortcut audit fails {', '.join(failing)}."
     return Section("dataset", "Dataset card", blocks, glance)
+
+
+def _audit_table(audit: Mapping) -> tuple[Table, list[str]]:
+    """The build's shortcut audit per category (`audit.json`), and the categories it fails:
+    a right answer there may not need hearing the change, and the report says so."""
+    header = [
+        "category",
+        "shortcut accuracy",
+        "order-free accuracy",
+        "constant AUC",
+        "one-end observer (reported, not gated)",
+        "audit",
+    ]
+    rows, failing = [], []
+    for cat, c in sorted(audit["per_category"].items()):
+        free = c.get("order_free") or {}
+        one = c.get("one_end") or {}
+        ci, free_ci = c.get("shortcut_ci") or (None, None), free.get("ci") or (None, None)
+        if not c.get("passes"):
+            failing.append(cat.replace("_", " "))
+        rows.append(
+            [
+                cat.replace("_", " "),
+                with_ci(c.get("shortcut_accuracy"), *ci),
+                with_ci(free.get("accuracy"), *free_ci),
+                fmt(c.get("constant_auc")),
+                f"{with_ci(one.get('accuracy'), one.get('lo'), one.get('hi'))} ({one['end']})"
+                if one
+                else "–",
+                "passes" if c.get("passes") else "fails: " + "; ".join(c.get("reasons", [])),
+            ]
+        )
+    caption = (
+        "The shortcut audit of this build (audit.json): classifiers that never hear the "
+        "change (cues that tell the direction without following it over time, and cues "
+        "unchanged when the clip plays backwards) must stay at chance, accuracy <= 0.60 with "
+        "a CI that includes 0.5. Where a category fails, a listener's right answers there may "
+        "not need hearing the change."
+    )
+    return Table(header, rows, caption=caption), failing
 
 
 def provenance(runs: Sequence[Run], command: str, generated: str) -> Section:
