@@ -245,6 +245,9 @@ CONFIG_NOTES = {
     "seed": "global seed; every random choice derives from (seed, item id)",
     "speaker_pattern": "regex with a `(?P<speaker>...)` group (optional `text` group) on a "
     "folder source's relative paths",
+    "rove_endpoints": "place each changing path at random within three changes of its tier's "
+    "endpoints, inside the dimension's domain, so one end of a clip does not give the "
+    "direction away (gradual and comparison; see [validity](../explanations/validity.md))",
 }
 
 
