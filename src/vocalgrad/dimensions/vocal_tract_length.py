@@ -89,6 +89,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     return inverse_stft(spec * np.exp(np.clip(warped - envelope, -MAX_GAIN, MAX_GAIN)), ref)
 
 
+LOUD_DB = 40.0  # frames this close to the loudest stand in for voiced ones at a quiet end
+
+
 def measure(clip: Analysis, ref: Analysis) -> Measured:
     """The log-frequency shift that best aligns the clip's LPC envelope with the source's,
     as 100 ln L (positive: formants lower, tract longer): per source-voiced frame, the
@@ -100,8 +103,11 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     n = min(len(times), env_clip.shape[0])
     voiced = f0_at(ref, times[:n]) > 0
     out = []
+    loud = _loud(ref, times[:n])
     for window in ref.head_tail_at(times[:n]):
         frames = window & voiced
+        if not frames.any():  # a quiet end the pitch tracker calls unvoiced: its loud frames
+            frames = window & loud
         if not frames.any():
             out.append(float("nan"))
             continue
@@ -111,6 +117,13 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         peak = i - MAX_SHIFT + (0.5 * (a - c) / (a - 2 * b + c) if a - 2 * b + c < 0 else 0.0)
         out.append(float(100 * np.log(2) * peak / STEPS_PER_OCTAVE))
     return Measured(*out)
+
+
+def _loud(ref: Analysis, times_s: np.ndarray) -> np.ndarray:
+    """Frames within LOUD_DB of the source's loudest (K-weighted power)."""
+    level = 10 * np.log10(np.maximum(ref.k_power, 1e-30))
+    index = np.clip((times_s / FRAME_S).astype(int), 0, len(level) - 1)
+    return level[index] > level.max() - LOUD_DB
 
 
 def _shift_correlation(clip: np.ndarray, ref: np.ndarray) -> np.ndarray:
