@@ -83,7 +83,9 @@ def test_verify_reads_the_official_release_layout(dataset, tmp_path):
             )
     report = verify_dataset(official)
     assert report["official"]
-    assert report["per_category"]["volume"]["blind_agreement"] >= 0.6
+    # a 36 dB jump sinks the quiet half under the speech detector; the blind measure reads
+    # what sounds above the file's floor, so both halves count (0.5 when it read the span)
+    assert report["per_category"]["volume"]["blind_agreement"] >= 0.9
     assert "agreement" not in report["per_category"]["volume"]
 
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
-from vocalgrad.signal.analysis import Analysis, head_tail
+from vocalgrad.signal.analysis import HEAD_TAIL_FRACTION, Analysis, head_tail
 from vocalgrad.signal.evidence import level_change
 from vocalgrad.signal.trajectories import sample_times
 
@@ -65,12 +65,25 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
     return Measured(*out)
 
 
+BLIND_ABOVE_FLOOR_DB = 10.0  # a frame this far above the file's quietest tenth holds sound
+
+
 def blind_change(clip: Analysis) -> float:
     """Level change (dB, tail minus head) of the clip alone: the 90th percentile of frame
-    levels in each window, i.e. the loud (voiced) frames, with no activity threshold that
-    a large gain change would push a whole window under."""
-    head, tail = clip.head_tail_frames(len(clip.level_db))
-    h, t = head_tail(clip.level_db, head, tail, reduce=lambda x: np.percentile(x, 90))
+    levels in the first and last 20% of what is audible above the file's floor, i.e. the
+    loud (voiced) frames. Not the detected speech span: a large gain change (a 36 dB jump)
+    sinks the quiet half under the speech detector, and both windows then lie in the loud
+    half."""
+    level = clip.level_db
+    sounding = np.flatnonzero(level > np.percentile(level, 10) + BLIND_ABOVE_FLOOR_DB)
+    if sounding.size < 2:
+        return float("nan")
+    first, last = sounding[0], sounding[-1]
+    width = max(1, int(round(HEAD_TAIL_FRACTION * (last - first + 1))))
+    frames = np.arange(len(level))
+    head = (frames >= first) & (frames < first + width)
+    tail = (frames > last - width) & (frames <= last)
+    h, t = head_tail(level, head, tail, reduce=lambda x: np.percentile(x, 90))
     return t - h
 
 
