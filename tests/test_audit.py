@@ -408,6 +408,36 @@ def test_shortcut_listener_exploits_the_leak(silence_leak, tmp_path):
         load_listener("baseline:shortcut")
 
 
+def test_shortcut_listener_reads_the_audits_cues_for_the_datasets_own_clips(tmp_path):
+    """The build's audit measured every clip: the listener looks those cues up (the same
+    answers as measuring them) but measures any other audio, e.g. an edited copy."""
+    root = make_dataset(tmp_path / "ds", "voice_pitch", silences=SILENCE_LEAK)
+    audit_dataset(root)
+    requests, _ = _requests(root, "voice_pitch")
+    measured = load_listener("baseline:shortcut", dataset=root)
+    measured._measured = {}  # as if the dataset had no cue cache
+    expected = measured.score_choices(requests)
+    listener = load_listener("baseline:shortcut", dataset=root)
+    assert listener.score_choices(requests) == expected
+    # the lookup is what answers: cached cues that say "silent edges" move the answer
+    cache = root / CACHE_DIR / CACHE_FILE
+    entries = [json.loads(line) for line in cache.read_text().splitlines()]
+    victim = requests[0].item_id
+    for entry in entries:
+        if entry["key"].startswith(victim + "|"):
+            entry["cues"] = {k: 0.0 for k in entry["cues"]}
+    cache.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    edited = load_listener("baseline:shortcut", dataset=root)
+    assert edited.score_choices(requests[:1]) != expected[:1]
+    assert edited.score_choices(requests[1:]) == expected[1:]
+    # other samples under the same item id are measured, not looked up
+    louder = requests[0].target_audio * np.float32(0.5)
+    other = Request(victim, requests[0].prompt, {victim: louder}, requests[0].source_id)
+    fresh = load_listener("baseline:shortcut", dataset=root)
+    fresh._measured = {}
+    assert edited.score_choices([other]) == fresh.score_choices([other])
+
+
 def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     out = tmp_path / "audit.json"
     assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 1

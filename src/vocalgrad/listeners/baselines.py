@@ -267,6 +267,8 @@ class ShortcutListener(_ProbabilityListener):
         all_rows = load_rows(self.root)
         self._spans = {r["item_id"]: audit.row_span(r) for r in all_rows}
         self._parts = {r["item_id"]: audit.row_parts(r) for r in all_rows}
+        self._paths = {r["item_id"]: r["path"] for r in all_rows}
+        self._measured = audit.cached_cues(self.root, all_rows)
         self._cues: dict[str, dict[str, float]] = {}
 
     def _span(self, item_id: str, duration_s: float) -> tuple[float, float] | None:
@@ -276,8 +278,18 @@ class ShortcutListener(_ProbabilityListener):
             return span
         return duration_s - span[1], duration_s - span[0]
 
+    def _audited(self, item_id: str, clip: np.ndarray) -> dict[str, float] | None:
+        """The cues the dataset's audit measured for this clip, if `clip` is that item's file
+        as the audit read it (not a reversed control, a downmix or a resampled copy)."""
+        cues = self._measured.get(item_id)
+        if cues is None:
+            return None
+        audio, sr = load_audio(self._paths[item_id], mono=False)
+        return cues if sr == self.sample_rate and np.array_equal(audio, clip) else None
+
     def p_increase(self, request: Request) -> float:
-        """P(increase) from the clip's cues; 0.5 without audio (text-only and silence controls)."""
+        """P(increase) from the clip's cues; 0.5 without audio (text-only and silence controls).
+        A clip the build's audit measured is looked up, not measured again."""
         from vocalgrad.stimuli.audit import clip_cues
 
         category = request.prompt.category
@@ -298,7 +310,7 @@ class ShortcutListener(_ProbabilityListener):
                 if request.item_id.endswith(REVERSED_SUFFIX)
                 else self._parts.get(request.item_id)
             )
-            cues = clip_cues(
+            cues = self._audited(request.item_id, clip) or clip_cues(
                 clip,
                 self.sample_rate,
                 self._span(request.item_id, len(clip) / self.sample_rate),

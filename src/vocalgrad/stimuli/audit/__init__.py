@@ -34,7 +34,7 @@ from vocalgrad.dataset import clean, load_rows
 from vocalgrad.files import atomic_write_text
 from vocalgrad.parallel import TaskPool
 from vocalgrad.records import AuditReport
-from vocalgrad.stimuli.audit.cache import dataset_cues
+from vocalgrad.stimuli.audit.cache import cached_cues, dataset_cues
 from vocalgrad.stimuli.audit.classifiers import (
     MAX_CONSTANT_AUC,
     MAX_SHORTCUT_ACCURACY,
@@ -142,6 +142,7 @@ __all__ = [
     "allowed_families",
     "audit_category",
     "audit_dataset",
+    "cached_cues",
     "clip_cues",
     "dataset_cues",
     "feature_names",

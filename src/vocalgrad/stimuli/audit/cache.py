@@ -149,3 +149,11 @@ def dataset_cues(
             if pool is not None:
                 pool.shutdown()
     return {r["item_id"]: cached[_cache_key(r)] for r in rows}
+
+
+def cached_cues(root: str | Path, rows: Sequence[Mapping]) -> dict[str, dict[str, float]]:
+    """item_id -> cues of the `rows` whose cues the cache at `root` already holds (the build's
+    audit measured every clip), measuring nothing: a reader that answers many clips looks
+    them up instead of measuring them again."""
+    cached, _, _ = _read_cache(Path(root) / CACHE_DIR / CACHE_FILE)
+    return {r["item_id"]: cached[k] for r in rows if (k := _cache_key(r)) in cached}
