@@ -136,7 +136,6 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks docs/scripts
 	$(VENV)/bin/ruff format --check --quiet src tests benchmarks docs/scripts
 	$(VENV)/bin/lint-imports
-	$(MKDOCS) build --strict --site-dir $(VENV)/site
 	$(PYTEST) -m "not slow" tests
 
 # the slow end-to-end tests (killed and resumed runs, Ray, browsers, the installed wheel):

@@ -14,6 +14,9 @@ import soundfile as sf
 from vocalgrad.audio import load_audio, normalise, resample
 from vocalgrad.stimuli.render import quantise16
 
+# the Ray test modules' cluster and dataset fixtures
+pytest_plugins = ("ray_helpers",)
+
 RENDER_SR = 16000
 
 

@@ -134,8 +134,9 @@ def test_readme_keeps_the_make_commands():
     assert re.search(r"^make demo\b", blocks, re.M) and re.search(r"^make test\b", blocks, re.M)
 
 
-@pytest.mark.slow
 def test_site_builds_strict(tmp_path):
+    """The documentation site builds with every warning an error (`make test` runs it here,
+    beside the other tests, not before them)."""
     needed = (
         "mkdocs",
         "material",
