@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import chromium_path, needs_chromium
 
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.adaptive import SimulatedObserver, run_adaptive, save_adaptive
@@ -474,15 +475,12 @@ def test_report_without_psychometric_or_probe_data_still_has_all_sections(inputs
     assert "section skipped" in text
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
+@needs_chromium
 def test_headless_browser_renders_the_report(html_report, tmp_path):
     shot = tmp_path / "shot.png"
     subprocess.run(
         [
-            CHROMIUM,
+            str(chromium_path()),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -514,7 +512,7 @@ document.body.insertAdjacentHTML("beforeend", "<pre id=sizes>" + JSON.stringify(
 </script>"""
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install -y chromium)")
+@needs_chromium
 def test_headless_browser_shows_probe_panels_at_a_readable_size(html_report, inputs, tmp_path):
     """The browser's own layout of the probe figure (a measuring script added to a copy of the
     report, which itself has no script): it fits the page, and each panel, at the scale it is
@@ -523,7 +521,7 @@ def test_headless_browser_shows_probe_panels_at_a_readable_size(html_report, inp
     page.write_text(html_report.read_text().replace("</body>", MEASURE + "</body>"))
     dom = subprocess.run(
         [
-            CHROMIUM,
+            str(chromium_path()),
             "--headless",
             "--no-sandbox",
             "--disable-gpu",

@@ -10,20 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import CHROMIUM_ARGS, chromium_path, needs_chromium
 from test_report import _row, _write_run
 
 from vocalgrad.report import build_sections, write_report
 from vocalgrad.report.model import Figure
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+ARGS = CHROMIUM_ARGS
 CATS = ("volume", "voice_pitch", "voice_clarity", "echo")
 TIERS = (("low", 1.0), ("mid", 2.0), ("high", 3.0))
 MODELS = {  # listener -> format -> P(correct)
@@ -40,10 +33,7 @@ REFERENCES = {  # the references answer better than any model: none may be marke
 VIEW = 1280
 PRINT_WIDTH = 700  # CSS px across an A4 page inside 12 mm margins (186 mm at 96 dpi: 703)
 
-needs_browser = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's Chromium at /usr/bin/chromium (apt-get install -y chromium)",
-)
+needs_browser = needs_chromium
 
 
 def _answers(listener: str, form: str, p: float | None, n_sources: int, seed: int) -> list[dict]:
@@ -150,7 +140,7 @@ def test_few_sources_make_one_short_warning(tmp_path):
 def test_browser_at_1280px_fits_reads_and_sorts(demo, tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = p.chromium.launch(executable_path=str(chromium_path()), args=ARGS)
         page = browser.new_page(viewport={"width": VIEW, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -195,7 +185,7 @@ def test_warnings_box_is_a_few_lines_in_the_browser(tmp_path):
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
     html = write_report(_runs(tmp_path / "runs", 6), tmp_path / "r.html", n_boot=50, fit_boot=10)
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = p.chromium.launch(executable_path=str(chromium_path()), args=ARGS)
         page = browser.new_page(viewport={"width": VIEW, "height": 900})
         page.goto(html.as_uri())
         lines = page.evaluate("""(() => { const ol = document.querySelector('#warnings ol');
@@ -215,7 +205,7 @@ def test_printed_pdf_is_clean(demo, tmp_path):
     pypdf = pytest.importorskip("pypdf", reason="pip install pypdf")
     pdf = tmp_path / "report.pdf"
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = p.chromium.launch(executable_path=str(chromium_path()), args=ARGS)
         page = browser.new_page(viewport={"width": PRINT_WIDTH, "height": 1000})
         page.goto(demo["html"].as_uri())
         page.emulate_media(media="print")
