@@ -100,8 +100,8 @@ def test_whisper_tiny_probe_two_categories(dataset: Path, tmp_path: Path) -> Non
     from vocalgrad.errors import ConfigError
     from vocalgrad.listeners.whisper import WhisperListener
 
-    try:
-        lis = WhisperListener("whisper:tiny.en")
+    try:  # the trimmed encoder context, as the demo probes (padded states: test_whisper.py)
+        lis = WhisperListener("whisper:tiny.en+trimmed")
     except ConfigError as err:
         pytest.skip(str(err))
     summary = probe_dataset(
