@@ -103,9 +103,11 @@ def audit_dataset(
                 {r["item_id"]: cues[r["item_id"]] for r in chosen if r["item_id"] in cues},
             )
         )
-    # categories are independent: their fits run in `workers` processes
+    # categories are independent: their fits run in `workers` processes, the largest first so
+    # that the last to start are short
+    tasks.sort(key=lambda task: len(task[1]), reverse=True)
     done = dict(TaskPool(workers).map_tasks(_audit_task, tasks))
-    per_category = {category: done[category] for category, _, _ in tasks}
+    per_category = {category: done[category] for category in sorted(done)}
     protocols = {c["protocol"] for c in per_category.values() if c["protocol"]}
     report = {
         "dataset": str(root),

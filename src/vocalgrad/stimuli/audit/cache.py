@@ -8,6 +8,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
@@ -91,6 +92,11 @@ def _cues_of_file(job: tuple[str, tuple[float, float] | None, list | None]) -> d
     return clip_cues(audio, sr, span, parts)
 
 
+def _chunksize(n_jobs: int, workers: int) -> int:
+    """Clips a worker takes at a time: few enough that the last ones spread over the workers."""
+    return max(1, min(16, n_jobs // (8 * workers)))
+
+
 def dataset_cues(
     root: str | Path,
     rows: Sequence[Mapping] | None = None,
@@ -123,31 +129,27 @@ def dataset_cues(
             todo.setdefault(key, (r["path"], row_span(r), row_parts(r)))
     if todo:
         keys = list(todo)
-        pool = (
-            ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
-            if workers > 1
-            else None
-        )
-        try:
-            for begin in range(0, len(keys), _BATCH):
-                batch = keys[begin : begin + _BATCH]
-                jobs = [todo[k] for k in batch]
-                if pool is None:
-                    with threadpool_limits(1):
-                        measured = [_cues_of_file(job) for job in jobs]
-                else:
-                    measured = list(
-                        pool.map(_cues_of_file, jobs, chunksize=max(1, len(jobs) // (4 * workers)))
-                    )
-                fresh = dict(zip(batch, measured, strict=True))
-                cached.update(fresh)
-                if writable:
-                    writable = _try(_append_cache, path, fresh)
-                if progress is not None:
-                    progress(begin + len(batch), len(keys))
-        finally:
-            if pool is not None:
-                pool.shutdown()
+        jobs = [todo[k] for k in keys]
+        with ExitStack() as stack:
+            # every clip is queued at once and results are taken in order as they come, so no
+            # worker waits for a batch's slowest clip; the cache grows a batch at a time
+            if workers > 1:
+                pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
+                stack.callback(pool.shutdown, cancel_futures=True)  # interrupted: drop the rest
+                measured = pool.map(_cues_of_file, jobs, chunksize=_chunksize(len(jobs), workers))
+            else:
+                stack.enter_context(threadpool_limits(1))
+                measured = map(_cues_of_file, jobs)
+            fresh: dict[str, dict[str, float]] = {}
+            for done, (key, cues) in enumerate(zip(keys, measured, strict=True), start=1):
+                fresh[key] = cues
+                if len(fresh) == _BATCH or done == len(keys):
+                    cached.update(fresh)
+                    if writable:
+                        writable = _try(_append_cache, path, fresh)
+                    fresh = {}
+                    if progress is not None:
+                        progress(done, len(keys))
     return {r["item_id"]: cached[_cache_key(r)] for r in rows}
 
 
