@@ -234,8 +234,18 @@ def matched_edge_spectra(audio: np.ndarray, sr: int, span: SpeechSpan) -> np.nda
     for _ in range(EDGE_COURSE_PASSES):  # a smooth gain leaves the smoothed courses nearer
         power = weights @ (np.abs(spectrum * (weights.T @ gains)) ** 2)
         head_db, tail_db = course(power[:, head]), course(power[:, tail][:, ::-1])
-        quieter = np.minimum(head_db, tail_db)
-        gains[:, head] *= 10 ** ((quieter - head_db) / 20)
-        gains[:, tail] *= (10 ** ((quieter - tail_db) / 20))[:, ::-1]
+        target = _shared_spectrum(head_db, tail_db)
+        gains[:, head] *= 10 ** ((target - head_db) / 20)
+        gains[:, tail] *= (10 ** ((target - tail_db) / 20))[:, ::-1]
     _, out = istft(spectrum * (weights.T @ gains), sr, nperseg=n_fft, noverlap=n_fft - hop)
     return out[: len(audio)].astype(np.float32)
+
+
+def _shared_spectrum(head_db: np.ndarray, tail_db: np.ndarray) -> np.ndarray:
+    """(bands, frames) band levels both ends are given: at each distance from the edge, the
+    two ends' mean spectral shape at the quieter end's total level, so the broadband course
+    is the one `matched_edge_courses` sets and no end is attenuated beyond it."""
+    head, tail = 10 ** (head_db / 10), 10 ** (tail_db / 10)
+    head_total, tail_total = head.sum(axis=0), tail.sum(axis=0)
+    shape = (head / head_total + tail / tail_total) / 2
+    return 10 * np.log10(shape * np.minimum(head_total, tail_total) + 1e-20)
