@@ -174,6 +174,18 @@ def test_a_failing_write_leaves_no_half_written_file(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_built_dataset_is_readable_by_others_as_the_umask_allows(dataset):
+    """Clips, references and metadata take the umask's permissions, as any file open()
+    creates: written through `mkstemp` they were owner-only (0600), so a dataset built on a
+    shared machine or copied to a shared drive could not be read by a colleague."""
+    umask = os.umask(0)
+    os.umask(umask)
+    files = [p for p in dataset.rglob("*") if p.is_file() and not p.name.startswith(".")]
+    assert any(p.suffix == ".flac" for p in files) and any(p.suffix == ".jsonl" for p in files)
+    modes = {p.stat().st_mode & 0o777 for p in files}
+    assert modes == {0o666 & ~umask}, modes  # what open() gives a new file
+
+
 # --- a second writer ------------------------------------------------------------------------
 
 

@@ -7,8 +7,8 @@ folder for as long as one process writes into it: a second writer fails at once.
 
 from __future__ import annotations
 
+import itertools
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +30,40 @@ def naming(path: str | Path, always: bool = False) -> Iterator[None]:
         if (err.filename is not None and not always) or err.errno is None:
             raise
         raise type(err)(err.errno, err.strerror, str(path)) from err
+
+
+_NAMES = itertools.count()
+
+
+def _create_temporary(path: Path, suffix: str) -> tuple[int, Path]:
+    """A new, empty sibling of `path` (named after it, this process and a counter; created
+    exclusively, so a name left by a killed process is never reused) and its open fd. Its
+    mode is what open() would give, the umask's: `mkstemp`'s 0600 made datasets private."""
+    while True:
+        tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}-{next(_NAMES)}{suffix}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+@contextmanager
+def _temporary(path: str | Path, suffix: str = "") -> Iterator[tuple[int, Path]]:
+    """(open fd, temporary sibling of `path`), renamed over `path` when the block ends
+    without error (the fd closed first) and removed when it raises. OS errors name `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with naming(path, always=True):
+        fd, tmp = _create_temporary(path, suffix)
+        try:
+            try:
+                yield fd, tmp
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 @contextmanager
@@ -54,29 +88,22 @@ def atomic_path(path: str | Path, suffix: str = "") -> Iterator[Path]:
     OSError
         Any error of the write or the rename, naming `path` (see `naming`).
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with naming(path, always=True):
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-", suffix=suffix)
-        os.close(fd)
-        tmp = Path(name)
-        try:
-            yield tmp
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+    with _temporary(path, suffix) as (_, tmp):
+        yield tmp
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> Path:
     """Write `data` to `path` atomically (`atomic_path`); with `sync`, flushed to disk before
     the rename, so a power cut cannot leave the new name on empty blocks (many small files,
-    each cheap to write again, may skip it)."""
-    with atomic_path(path) as tmp, tmp.open("wb") as f:
-        f.write(data)
+    each cheap to write again, may skip it). Written through the temporary file's own
+    descriptor: a build writes thousands of clips, and opening each file twice cost 0.2 ms
+    of CPU a clip here."""
+    with _temporary(path) as (fd, _):
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
         if sync:
-            f.flush()
-            os.fsync(f.fileno())
+            os.fsync(fd)
     return Path(path)
 
 

@@ -32,7 +32,6 @@ from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.levelling import (
     flatten_level_course,
     matched_edge_courses,
-    matched_edge_spectra,
     symmetric_edges,
 )
 from vocalgrad.signal.trajectories import parameter_track
@@ -164,8 +163,7 @@ def tone_seed_for(seed: int, source_id: str) -> int:
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
     over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`) and
-    matched spectral and level courses at its two ends (`matched_edge_spectra`,
-    `matched_edge_courses`); reject unusable speech."""
+    matched level courses at its two ends (`matched_edge_courses`); reject unusable speech."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -181,7 +179,7 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
-    levelled = matched_edge_courses(matched_edge_spectra(levelled, sr, span), sr, span)
+    levelled = matched_edge_courses(levelled, sr, span)
     return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
 
 
