@@ -382,6 +382,24 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_p
         server.close()
 
 
+def test_ctrl_c_inside_a_ctypes_callback_during_the_warm_up_is_not_lost():
+    """numba loads its caches through ctypes callbacks, and Python drops a KeyboardInterrupt
+    raised inside one: a Ctrl-C during the build's warm-up was lost (the build ran to its
+    end and exited 0). Held until the warm-up ends, it interrupts."""
+    import ctypes
+
+    from vocalgrad.jit import deferred_interrupt
+
+    def callback() -> None:  # as numba's cache loader: Python code called back from C
+        signal.raise_signal(signal.SIGINT)
+        sum(range(1000))  # the bytecodes at which Python would raise it
+
+    handle = ctypes.CFUNCTYPE(None)(callback)
+    with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+        handle()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_completes(
     tmp_path, cache_dir
 ):

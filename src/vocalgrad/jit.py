@@ -8,11 +8,46 @@ call here, made before workers start, writes the caches; later processes only re
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 
+@contextmanager
+def deferred_interrupt() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) until the block ends, then act on it as the handler before would.
+
+    Why: numba loads its caches through ctypes callbacks, and a KeyboardInterrupt raised
+    inside a callback is printed ("Exception ignored on calling ctypes callback function")
+    and dropped. A Ctrl-C during the warm-up was lost and the build ran on to its end. Only
+    the main thread can swap the handler; elsewhere the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
 def warm_up(sr: int = 16000) -> None:
-    """Touch every numba-compiled librosa path vocalgrad uses (about 10 s the first time)."""
+    """Touch every numba-compiled librosa path vocalgrad uses (about 10 s the first time),
+    with Ctrl-C held until it is done (`deferred_interrupt`)."""
+    with deferred_interrupt():
+        _touch_numba_paths(sr)
+
+
+def _touch_numba_paths(sr: int) -> None:
     import librosa
 
     rng = np.random.default_rng(0)
