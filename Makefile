@@ -30,12 +30,15 @@ $(DEMO_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet uv
 	# pip fetches the pinned torch wheel from wherever pip is set to look; uv installs it
 	$(PY) -m pip download --quiet --no-deps --dest $(VENV)/wheels $(TORCH)
-	$(UV_INSTALL) $(VENV)/wheels/torch-*.whl -e '.[models]'
+	# the core first; then librosa's numba kernels compile once (one core, ~20 s), before
+	# parallel workers could race on its cache, while the models extra installs beside it
+	$(UV_INSTALL) -e .
+	$(PY) -m vocalgrad.jit & jit=$$!; \
+		$(UV_INSTALL) $(VENV)/wheels/torch-*.whl -e '.[models]' || { kill $$jit; exit 1; }; \
+		wait $$jit
 	rm -rf $(VENV)/wheels
 	# the project's own modules too (the editable install leaves them where they are)
 	$(PY) -m compileall -q src
-	# compile librosa's numba kernels once, before parallel workers could race on its cache
-	$(PY) -m vocalgrad.jit
 	touch $@
 
 $(STAMP): pyproject.toml $(DEMO_STAMP)
