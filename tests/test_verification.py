@@ -69,14 +69,23 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
             rng,
         )
     elif kind == "wrong dimension":
+        # noise for volume; for the others a plain level ramp over the source (volume's own
+        # renderer also gives the two ends of the speech one spectrum, a fixed filter that
+        # error-based verifiers rightly read as a change growing with the level)
         other_name = "background_noise" if labelled.category == "volume" else "volume"
         other = dimensions.get(other_name)
-        wrong = condition(other_name, labelled.direction)
-        raw = other.render(
+        wrong = track_for(
+            condition(other_name, labelled.direction),
+            other.SPEC,
+            span.onset_s,
+            span.offset_s,
             source.clean,
-            track_for(wrong, other.SPEC, span.onset_s, span.offset_s, source.clean),
-            rng,
         )
+        if other_name == "volume":
+            gain_db = wrong(np.arange(len(source.clean.audio)) / source.sr)
+            raw = (source.clean.audio * 10 ** (gain_db / 20)).astype(np.float32)
+        else:
+            raw = other.render(source.clean, wrong, rng)
     elif kind == "outside the speech span":
         neutral = NEUTRAL.get(labelled.category, labelled.start)
 

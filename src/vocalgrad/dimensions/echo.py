@@ -1,4 +1,4 @@
-"""Echo: reverberation whose send level follows the curve, so tails decay naturally."""
+"""Echo: reverberation whose return level follows the curve (the room's output, faded)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
     name="echo",
-    parameter="reverb wet level (unit-energy room response)",
+    parameter="reverb return level (unit-energy room response)",
     unit="ratio",
     increase_means="more reverberant (echoey)",
     tiers={"low": 0.28, "mid": 0.40, "high": 0.52},
@@ -46,7 +46,7 @@ SPEC = DimensionSpec(
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none
 # The wet signal fades out over the last WET_FADE_S before the speech offset: a room rings only
-# forward, so a tail left to ring would outlast the speech longer where the send ends high.
+# forward, so a tail left to ring would outlast the speech longer where the return ends high.
 WET_FADE_S = 0.1
 PAUSE_S = 0.08  # a pause at least this long is left dry
 PAUSE_FADE_S = 0.02
@@ -81,18 +81,24 @@ def room_response(rt60_s: float, sr: int, rng: np.random.Generator) -> np.ndarra
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """Scale the *send* into the room: a tail started while the send was high keeps
-    ringing after it falls, as a real room would, in both directions, until the speech
-    ends: the reverberation fades out over the last WET_FADE_S of the speech span (a raised
-    cosine), and the file keeps the source's length and silences."""
+    """Scale the room's *return*, not the send into it: the reverberation of the whole source
+    is faded in and out along the curve, so the twins differ only in where along the speech
+    it is loud. Why not the send: the reverb heard at a moment rings from what was sent
+    before it, so its level lagged the curve, above it on the way down and below it on the
+    way up. A decrease clip held more reverb than its increase twin, filled more of the quiet
+    frames between words, and how much of the file lay within 30 dB of its loudest frame told
+    the direction (fewer such frames in the increase clip in 72% of linear and jump twins;
+    order-free 0.58 [0.55, 0.62] on builtin 32 + 32). The reverberation fades out over the
+    last WET_FADE_S of the speech span (a raised cosine), stays out of pauses, and the file
+    keeps the source's length and silences."""
     n = len(ref.audio)
     dry = ref.audio.astype(np.float64)
-    send = track(sample_times(n, ref.sr))
-    magnitude = float(np.max(np.abs(send)))
+    level = track(sample_times(n, ref.sr))
+    magnitude = float(np.max(np.abs(level)))
     if magnitude == 0:
         return dry.astype(np.float32)
     ir = room_response(rt60_for(magnitude), ref.sr, rng)
-    wet = fftconvolve(ref.audio * send, ir)[:n]
+    wet = fftconvolve(ref.audio, ir)[:n] * level
     t = sample_times(n, ref.sr)
     u = np.clip((t - ref.span.offset_s + WET_FADE_S) / WET_FADE_S, 0.0, 1.0)
     return (dry + wet * (0.5 + 0.5 * np.cos(np.pi * u)) * _outside_pauses(ref)).astype(np.float32)
@@ -123,10 +129,10 @@ def _outside_pauses(ref: Analysis) -> np.ndarray:
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
-    """The send level, read from energies: reverb energy at t integrates the source energy
+    """The return level, read from energies: reverb energy at t integrates the source energy
     of the last second or so. Dividing the clip's reverb energy by the source energy
     passed through a generic exponential decay cancels that memory (build-up at the start,
-    ringing after loud words), so a held send reads as held and a ramp as a ramp."""
+    ringing after loud words), so a held level reads as held and a ramp as a ramp."""
     wet = frame_rms(gain_matched_residual(clip, ref), ref.sr) ** 2
     dry = frame_rms(ref.audio, ref.sr) ** 2
     a = np.exp(-6.908 * 2 * FRAME_S / MODEL_RT60_S)  # energy decays at twice the amplitude rate

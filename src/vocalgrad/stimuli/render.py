@@ -50,7 +50,8 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips (a build resumed across it would mix
 # them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
 # 3: the ends' level courses matched; a comparison's last part padded before its speech.
-RENDERER_REVISION = 3
+# 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
+RENDERER_REVISION = 4
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
