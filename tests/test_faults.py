@@ -395,9 +395,15 @@ def test_ctrl_c_inside_a_ctypes_callback_during_the_warm_up_is_not_lost():
         sum(range(1000))  # the bytecodes at which Python would raise it
 
     handle = ctypes.CFUNCTYPE(None)(callback)
-    with pytest.raises(KeyboardInterrupt), deferred_interrupt():
-        handle()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # as an interactive Python has it: a suite started as a background job by a
+    # non-interactive shell inherits SIGINT ignored, and Python then installs no handler
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), deferred_interrupt():
+            handle()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_completes(
