@@ -8,7 +8,7 @@ from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import HEAD_TAIL_FRACTION, Analysis, head_tail
 from vocalgrad.signal.evidence import level_change
-from vocalgrad.signal.levelling import matched_edge_spectra
+from vocalgrad.signal.levelling import matched_edge_courses, matched_edge_spectra
 from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -59,9 +59,13 @@ def edge_matched(ref: Analysis) -> np.ndarray:
     computed once per source. Why volume alone: a gain ramp weighs one end of the speech far
     above the other, so the whole file's spectrum is that end's; the speech's last 200 ms are
     brighter than its first, and the increase clip's whole-file centroid was the higher in
-    62-65% of twin pairs (builtin 32 + 32). No other dimension weighs one end so."""
+    62-65% of twin pairs (builtin 32 + 32). No other dimension weighs one end so. The ends'
+    level courses are matched again after (`matched_edge_courses`): the spectral matching
+    moves them a little, and without it the comparison format's order-free accuracy rose
+    (0.61 instead of 0.55 on builtin 32 + 32, seed 11)."""
     if "edge_matched" not in ref.cache:
-        ref.cache["edge_matched"] = matched_edge_spectra(ref.audio, ref.sr, ref.span)
+        matched = matched_edge_spectra(ref.audio, ref.sr, ref.span)
+        ref.cache["edge_matched"] = matched_edge_courses(matched, ref.sr, ref.span)
     return ref.cache["edge_matched"]
 
 
