@@ -114,7 +114,9 @@ EDGE_COURSE_SMOOTH_S = 0.1  # the matching gain changes no faster than this
 EDGE_COURSE_PASSES = 3  # each pass matches what the smooth gain of the last left apart
 
 
-def matched_edge_courses(audio: np.ndarray, sr: int, span: SpeechSpan) -> np.ndarray:
+def matched_edge_courses(
+    audio: np.ndarray, sr: int, span: SpeechSpan, smooth_s: float = EDGE_COURSE_SMOOTH_S
+) -> np.ndarray:
     """Attenuate each end of the speech so that its level course, read inward from its edge,
     is the quieter of the two ends' at every distance from the edge (over EDGE_COURSE_S).
 
@@ -133,6 +135,8 @@ def matched_edge_courses(audio: np.ndarray, sr: int, span: SpeechSpan) -> np.nda
         Sample rate in Hz.
     span : SpeechSpan
         Where the speech starts and stops in `audio`.
+    smooth_s : float
+        How fast the matching gain may change (the courses are smoothed over this).
 
     Returns
     -------
@@ -146,7 +150,7 @@ def matched_edge_courses(audio: np.ndarray, sr: int, span: SpeechSpan) -> np.nda
     if k < 3:
         return audio.astype(np.float32)
     x = audio.astype(np.float64)
-    smooth = max(1, int(round(EDGE_COURSE_SMOOTH_S / EDGE_COURSE_HOP_S)))
+    smooth = max(1, int(round(smooth_s / EDGE_COURSE_HOP_S)))
     kernel = np.ones(smooth) / smooth
 
     def course(segment: np.ndarray) -> np.ndarray:
