@@ -11,7 +11,7 @@ scaling and peak memory (which must not grow with the number of sources).
 Throughput is per CPU-second of the rendering processes (time.process_time inside each
 worker), so it does not depend on how many cores the machine has, and each job's least of
 `--repeat` runs, so a busy neighbour does not decide the ratio (one run of the published
-side swung from 48 to 66 clips/s between runs); the scaling section reports wall-clock time.
+side swung from 42 to 66 clips/s between runs); the scaling section reports wall-clock time.
 """
 
 from __future__ import annotations
