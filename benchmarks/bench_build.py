@@ -10,8 +10,8 @@ scaling and peak memory (which must not grow with the number of sources).
 
 Throughput is per CPU-second of the rendering processes (time.process_time inside each
 worker), so it does not depend on how many cores the machine has, and each job's least of
-`--repeat` runs, so a busy neighbour does not decide the ratio (one run of the published
-side swung from 42 to 66 clips/s between runs); the scaling section reports wall-clock time.
+`--repeat` runs, so a busy neighbour does not decide the ratio (the published side's rate
+swung from 42 to 66 clips/s between single runs); the scaling section reports wall-clock time.
 """
 
 from __future__ import annotations
@@ -304,6 +304,14 @@ def print_profile(source: SpeechSource, split: str, config: BuildConfig, top: in
         print("\n".join(lines[start : start + top + 1]))
 
 
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1 (no run at all would time nothing)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=int, default=4, help="builtin test sources (default 4)")
@@ -315,7 +323,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=_positive_int,
         default=3,
         help="time each throughput job this many times and keep the least (default 3)",
     )
