@@ -11,10 +11,12 @@ VG := $(VENV)/bin/vocalgrad
 # the two variables silence notices about MkDocs 2 that mkdocs-material and a plugin print
 MKDOCS := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs
 # uv installs several times faster than pip (benchmarks/bench_install.py); pip bootstraps it.
-# It compiles every module to bytecode as it installs: each of the demo's ~25 processes would
-# otherwise compile scipy, torch and transformers anew wherever .pyc files are not written
-# (PYTHONDONTWRITEBYTECODE, a read-only venv): 2.5 s of every short command
-UV_INSTALL := $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY)
+UV_INSTALL := $(VENV)/bin/uv pip install --quiet --python $(PY)
+# Each of the demo's ~25 processes would compile scipy, torch and transformers anew (3-5 s) where
+# .pyc files are not written (PYTHONDONTWRITEBYTECODE, a CI setting). Importing every vocalgrad
+# module and loading Whisper once with writing on compiles the ~3,800 modules they import;
+# `uv pip install --compile-bytecode` compiled all ~16,000 installed ones in ~60 CPU-s.
+BYTECODE := $(PY) -m vocalgrad.bytecode whisper:tiny.en
 # the CPU build of torch (a plain `torch` requirement would resolve a multi-GB CUDA build)
 TORCH := torch==2.13.0
 # every Whisper run of the demo answers at most this many items: two per source in each of
@@ -32,17 +34,18 @@ $(DEMO_STAMP): pyproject.toml
 	$(PY) -m pip download --quiet --no-deps --dest $(VENV)/wheels $(TORCH)
 	# the core first; then librosa's numba kernels compile once (one core, ~20 s), before
 	# parallel workers could race on its cache, while the models extra installs beside it
+	# and the bytecode is written
 	$(UV_INSTALL) -e .
 	$(PY) -m vocalgrad.jit & jit=$$!; \
-		$(UV_INSTALL) $(VENV)/wheels/torch-*.whl -e '.[models]' || { kill $$jit; exit 1; }; \
+		{ $(UV_INSTALL) $(VENV)/wheels/torch-*.whl -e '.[models]' && $(BYTECODE); } \
+		|| { kill $$jit; exit 1; }; \
 		wait $$jit
 	rm -rf $(VENV)/wheels
-	# the project's own modules too (the editable install leaves them where they are)
-	$(PY) -m compileall -q src
 	touch $@
 
 $(STAMP): pyproject.toml $(DEMO_STAMP)
 	$(UV_INSTALL) -e '.[all,test,docs]'
+	$(BYTECODE)
 	touch $@
 
 # The demo's steps form a graph (builds -> evaluations -> report) that runs DEMO_JOBS steps at a

@@ -10,9 +10,10 @@ The old way, as the Makefile did: `python -m venv`, pip upgraded, the CPU build 
 with pip, then the project in editable mode with pip (`--no-cache-dir`). The new way, as the
 Makefile does now: `python -m venv`, uv installed by pip, the pinned torch wheel fetched by
 pip from wherever pip finds it (uv would resolve a multi-GB CUDA build of a plain `torch`),
-then that wheel and the project installed by uv, compiling bytecode (an empty `UV_CACHE_DIR`;
-pip compiles what it installs too). The Makefile splits that uv step in two, the core and then
-the models extra, to compile librosa's numba kernels beside the second; timed here as one.
+then that wheel and the project installed by uv (an empty `UV_CACHE_DIR`), and the bytecode
+of what vocalgrad and Whisper import written (`python -m vocalgrad.bytecode`; pip compiles all it
+installs). The Makefile splits that uv step in two, the core and then the models extra, to
+compile librosa's numba kernels beside the second; timed here as one.
 Timings are wall clock: an install waits on the network and the disk more than on the CPU.
 The machine's load is printed, since other work on it slows both ways alike.
 """
@@ -59,7 +60,6 @@ def install(tool: str, extras: str, python: str) -> tuple[float, float]:
                     "pip",
                     "install",
                     "--quiet",
-                    "--compile-bytecode",
                     "--python",
                     py,
                     *map(str, wheels.glob("torch-*.whl")),
@@ -68,6 +68,7 @@ def install(tool: str, extras: str, python: str) -> tuple[float, float]:
                 ],
                 env,
             )
+            _run([py, "-m", "vocalgrad.bytecode", "whisper:tiny.en"], env)  # as the Makefile does
         else:
             _run([py, "-m", "pip", "install", "--quiet", "--upgrade", "pip"], env)
             _run([py, "-m", "pip", "install", "--quiet", TORCH], env)

@@ -2,8 +2,8 @@
 
 Why: the demo runs ~25 `vocalgrad` processes, and each imports scipy, torch or transformers.
 Where Python cannot write `.pyc` files (`PYTHONDONTWRITEBYTECODE=1`, a read-only venv) it
-compiles every imported module from source in every process. The Makefile's install now
-compiles the venv and the project (`uv pip install --compile-bytecode`, `compileall src`).
+compiles every imported module from source in every process. The Makefile's install writes
+the bytecode of every module vocalgrad imports (`python -m vocalgrad.bytecode`).
 
     python benchmarks/bench_startup.py [--repeats 3] [DATASET]
 

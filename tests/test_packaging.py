@@ -113,3 +113,46 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(wheel, tmp
         timeout=300,
     )
     assert cli.returncode == 0 and "tuned:..." in cli.stdout
+
+
+@pytest.mark.slow
+def test_the_bytecode_warm_up_leaves_nothing_for_later_processes_to_compile(tmp_path):
+    """The Makefile installs without compiling every package and runs `python -m
+    vocalgrad.bytecode whisper:tiny.en` instead: it must write the .pyc of what a command
+    imports, also where writing is off, so that a later command (one that builds, one that
+    loads Whisper) compiles nothing."""
+    pytest.importorskip("transformers")
+    prefix = tmp_path / "pyc"
+    env = {
+        **os.environ,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONPYCACHEPREFIX": str(prefix),
+        "VOCALGRAD_CACHE": str(tmp_path / "cache"),  # the converted model goes here
+    }
+    subprocess.run(
+        [sys.executable, "-m", "vocalgrad.bytecode", "whisper:tiny.en"],
+        env=env,
+        check=True,
+        timeout=600,
+    )
+    written = {p.relative_to(prefix) for p in prefix.rglob("*.pyc")}
+    names = {p.name.split(".")[0] for p in written}
+    assert {"build", "evaluate", "score", "functional", "modeling_whisper"} <= names, names
+    env.pop("PYTHONDONTWRITEBYTECODE")  # a later process that could write: it finds all it needs
+    later = "import vocalgrad.cli.data, vocalgrad.listeners as v; v.load_listener('whisper:tiny')"
+    subprocess.run([sys.executable, "-c", later], env=env, check=True, timeout=600)
+    # aside: what runs before the warm-up's first line can turn writing on (Python's start-up,
+    # `-m vocalgrad.bytecode` importing its package); Python ships its own modules compiled
+    stdlib = Path(sys.base_prefix).relative_to("/")
+    new = {p.relative_to(prefix) for p in prefix.rglob("*.pyc")} - written
+    startup = {
+        ("vocalgrad", "__init__"),
+        ("vocalgrad", "_version"),
+        ("_distutils_hack", "__init__"),
+    }
+    left = [
+        p
+        for p in new
+        if not p.is_relative_to(stdlib) and (p.parent.name, p.name.split(".")[0]) not in startup
+    ]
+    assert not left, sorted(left)[:10]
