@@ -1,6 +1,6 @@
 """The demo's padded Whisper step, old way against new, on the same items in one run.
 
-    python benchmarks/bench_demo.py [--dataset out/demo/tiers] [--items 48] [--copies 2]
+    python benchmarks/bench_demo.py [--dataset out/demo/tiers] [--items 48] [--copies 2] [--no-old]
 
 Old: one process, torch's default threads, every decoder row projecting its clip's 30 s
 encoder memory for cross-attention, a batch's clips encoded in one pass (the way `make demo`
@@ -10,7 +10,8 @@ encoder pass (`whisper.PASS_MEL_FRAMES`). Both run `vocalgrad.evaluate` with `--
 reversed` on the same items, each with an empty answer cache. Prints items/s (wall and per
 CPU-second, the CPU of this process and its copies), the speed-up, and how far the answers
 agree: the chosen answers (the target: 100%, at least 99%) and the largest change of a
-log-likelihood ratio.
+log-likelihood ratio. Then the demo's listener, `whisper:tiny.en+bf16` (bfloat16 autocast), the
+same way against the new float32 one: its speed-up, and how many answers it keeps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import json
 import os
 import resource
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -66,10 +68,10 @@ def old_way():
 
 
 def run(
-    dataset: Path, out: Path, config: EvalConfig, copies: int
+    dataset: Path, out: Path, config: EvalConfig, copies: int, spec: str = "whisper:tiny.en"
 ) -> tuple[float, float, list[dict]]:
     """(wall s, CPU s, result rows) of one evaluation into `out`."""
-    load = ListenerSpec("whisper:tiny.en", str(dataset))
+    load = ListenerSpec(spec, str(dataset))
     with Executor(copies, listener_copies=copies) as executor:
         listener = executor.listener(load)
         start, cpu = time.perf_counter(), cpu_seconds()
@@ -94,15 +96,24 @@ def main() -> None:
     parser.add_argument("--dataset", help="a built dataset (default: a small builtin build)")
     parser.add_argument("--items", type=int, default=48, help="items asked (each also reversed)")
     parser.add_argument("--copies", type=int, default=2, help="listener copies of the new way")
+    parser.add_argument("--no-old", action="store_true", help="skip the old way (the slowest)")
     args = parser.parse_args()
 
     dataset = dataset_dir(args.dataset)
     config = EvalConfig(controls=("reversed",), limit=args.items)
     tmp = Path(tempfile.mkdtemp(prefix="bench-demo-runs-"))
-    with old_way():
-        old = run(dataset, tmp / "old", config, copies=1)
-    new = run(dataset, tmp / "new", config, copies=args.copies)
-    n = len(old[2])
+    ways = {}
+    if not args.no_old:
+        with old_way():
+            ways["old: one process, per-row projections, batched encoder"] = run(
+                dataset, tmp / "old", config, copies=1
+            )
+    new_name = f"new: {args.copies} copies x 1 thread, shared projections, 1 clip/pass"
+    ways[new_name] = run(dataset, tmp / "new", config, copies=args.copies)
+    ways["the demo's: the new way + bf16 autocast"] = run(
+        dataset, tmp / "bf16", config, copies=args.copies, spec="whisper:tiny.en+bf16"
+    )
+    n = len(ways[new_name][2])
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"padded whisper:tiny.en, {args.items} items x (as is, reversed) = {n} answers, "
@@ -110,22 +121,23 @@ def main() -> None:
         f"load average {load}"
     )
     print(f"{'way':<66}{'wall s':>8}{'CPU s':>8}{'answers/s':>10}{'/CPU-s':>8}")
-    for name, (wall, cpu, _) in (
-        ("old: one process, per-row projections, batched encoder", old),
-        (f"new: {args.copies} copies x 1 thread, shared projections, 1 clip/pass", new),
-    ):
+    for name, (wall, cpu, _) in ways.items():
         print(f"{name:<66}{wall:>8.1f}{cpu:>8.1f}{n / wall:>10.2f}{n / cpu:>8.2f}")
-    print(
-        f"new / old: {old[0] / new[0]:.2f}x answers per wall second, "
-        f"{old[1] / new[1]:.2f}x per CPU-second"
-    )
-    same = sum(a["predicted"] == b["predicted"] for a, b in zip(old[2], new[2], strict=True))
-    shift = max(abs(a["llr"] - b["llr"]) for a, b in zip(old[2], new[2], strict=True))
-    keys = [r["key"] for r in old[2]] == [r["key"] for r in new[2]]
-    print(
-        f"answers: {same} of {n} the same ({same / n:.1%}; target >= 99%), largest |change of "
-        f"log-likelihood ratio| {shift:.2e} nats; rows in the same order: {keys}"
-    )
+    (*before, new, bf16) = ways.values()
+    pairs = [("new / old", before[0], new)] if before else []
+    for label, (wall_a, cpu_a, rows_a), (wall_b, cpu_b, rows_b) in [
+        *pairs,
+        ("bf16 / new", new, bf16),
+    ]:
+        same = sum(a["predicted"] == b["predicted"] for a, b in zip(rows_a, rows_b, strict=True))
+        shifts = [abs(a["llr"] - b["llr"]) for a, b in zip(rows_a, rows_b, strict=True)]
+        keys = [r["key"] for r in rows_a] == [r["key"] for r in rows_b]
+        print(
+            f"{label}: {wall_a / wall_b:.2f}x answers per wall second, {cpu_a / cpu_b:.2f}x per "
+            f"CPU-second; answers: {same} of {n} the same ({same / n:.1%}; target >= 99%), "
+            f"|change of log-likelihood ratio| median {statistics.median(shifts):.2e}, largest "
+            f"{max(shifts):.2e} nats; rows in the same order: {keys}"
+        )
 
 
 if __name__ == "__main__":

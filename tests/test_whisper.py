@@ -359,6 +359,37 @@ def test_trimmed_context_runs_the_clip_frames_only(listener, trimmed, requests_)
     )
 
 
+def test_bf16_runs_encoder_and_decoder_in_bfloat16_and_keeps_the_scores(
+    listener, trimmed, requests_
+) -> None:
+    """`+bf16` (bfloat16 autocast) is a listener of its own, combines with `+trimmed`, really
+    runs in reduced precision, and scores as float32 does up to a small change of each
+    log-likelihood ratio; its greedy decoding still transcribes speech."""
+    import torch
+
+    bf16 = type(listener)("whisper:tiny.en+trimmed+bf16", cache_dir=listener.folder.parent.parent)
+    assert bf16.listener_id == "whisper:tiny.en+trimmed+bf16"
+    assert (bf16.context, bf16.manifest()["precision"], trimmed.manifest()["precision"]) == (
+        "trimmed",
+        "bf16",
+        "fp32",
+    )
+    with torch.inference_mode():
+        ours = bf16._encode(bf16._clips(requests_[:1]))[0].memory
+        theirs = trimmed._encode(trimmed._clips(requests_[:1]))[0].memory
+    assert ours.dtype == torch.float32
+    assert 0 < float((ours - theirs).norm() / theirs.norm()) < 0.02
+    for reduced, full in zip(
+        bf16.score_choices(requests_), trimmed.score_choices(requests_), strict=True
+    ):
+        (a, b) = full
+        assert abs((reduced[a] - reduced[b]) - (full[a] - full[b])) < 0.15, (reduced, full)
+    (text,) = bf16.transcribe([_arctic_16k()])
+    assert _word_errors(ARCTIC_A0007, text) <= 2, text
+    with pytest.raises(ConfigError, match="precision"):
+        type(listener)("whisper:tiny.en", precision="fp16")
+
+
 @pytest.mark.slow
 def test_trimmed_context_still_hears_speech(trimmed) -> None:
     """The trimmed encoder is still Whisper: it transcribes the ARCTIC sentence."""

