@@ -116,7 +116,7 @@ def test_the_wheel_installs_into_a_fresh_venv_and_runs_the_quickstart(wheel, tmp
 
 
 @pytest.mark.slow
-def test_the_bytecode_warm_up_leaves_nothing_for_later_processes_to_compile(tmp_path):
+def test_the_bytecode_warm_up_leaves_nothing_for_later_processes_to_compile(tmp_path, cache_dir):
     """The Makefile installs without compiling every package and runs `python -m
     vocalgrad.bytecode whisper:tiny.en` instead: it must write the .pyc of what a command
     imports, also where writing is off, so that a later command (one that builds, one that
@@ -127,7 +127,7 @@ def test_the_bytecode_warm_up_leaves_nothing_for_later_processes_to_compile(tmp_
         **os.environ,
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONPYCACHEPREFIX": str(prefix),
-        "VOCALGRAD_CACHE": str(tmp_path / "cache"),  # the converted model goes here
+        "VOCALGRAD_CACHE": str(cache_dir),  # the converted model, shared with other tests
     }
     subprocess.run(
         [sys.executable, "-m", "vocalgrad.bytecode", "whisper:tiny.en"],
