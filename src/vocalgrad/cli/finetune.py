@@ -56,7 +56,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         help="tune a listener on train categories (head, LoRA or full), then eval every category",
     )
     p.add_argument("dataset", help="a dataset folder with a train split")
-    p.add_argument("--listener", required=True, help="whisper:tiny.en[+trimmed][+bf16] | hf:PATH")
+    p.add_argument(
+        "--listener", required=True, help="whisper:tiny.en, optionally +trimmed and +bf16 | hf:PATH"
+    )
     p.add_argument(
         "--train-categories",
         type=csv_list,
