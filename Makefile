@@ -144,11 +144,13 @@ $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 # two workers, each test file on one of them, so a file's module-scoped fixtures (a built
 # dataset, a loaded model, a Ray cluster) are made once, not on both workers
 PYTEST := $(PY) -m pytest -n 2 --dist loadfile --durations=15
+# `make test SLOW=1` runs the slow tests too, in the same session (as CI does): run apart,
+# each session would end on its longest file with the other worker idle
 test: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks docs/scripts
 	$(VENV)/bin/ruff format --check --quiet src tests benchmarks docs/scripts
 	$(VENV)/bin/lint-imports
-	$(PYTEST) -m "not slow" tests
+	$(PYTEST) $(if $(SLOW),,-m "not slow") tests
 
 # the slow end-to-end tests (killed and resumed runs, Ray, browsers, the installed wheel):
 # CI runs them after `make test`
