@@ -129,15 +129,22 @@ def main() -> None:
         *pairs,
         ("bf16 / new", new, bf16),
     ]:
-        same = sum(a["predicted"] == b["predicted"] for a, b in zip(rows_a, rows_b, strict=True))
-        shifts = [abs(a["llr"] - b["llr"]) for a, b in zip(rows_a, rows_b, strict=True)]
+        pairs_ab = list(zip(rows_a, rows_b, strict=True))
+        moved = [abs(a["llr"]) for a, b in pairs_ab if a["predicted"] != b["predicted"]]
+        shifts = [abs(a["llr"] - b["llr"]) for a, b in pairs_ab]
         keys = [r["key"] for r in rows_a] == [r["key"] for r in rows_b]
         print(
             f"{label}: {wall_a / wall_b:.2f}x answers per wall second, {cpu_a / cpu_b:.2f}x per "
-            f"CPU-second; answers: {same} of {n} the same ({same / n:.1%}; target >= 99%), "
-            f"|change of log-likelihood ratio| median {statistics.median(shifts):.2e}, largest "
-            f"{max(shifts):.2e} nats; rows in the same order: {keys}"
+            f"CPU-second; answers: {n - len(moved)} of {n} the same "
+            f"({1 - len(moved) / n:.1%}; target >= 99%), |change of log-likelihood ratio| "
+            f"median {statistics.median(shifts):.2e}, largest {max(shifts):.2e} nats; "
+            f"rows in the same order: {keys}"
         )
+        if moved:  # a tie moves either way: how close to one were the answers that moved?
+            print(
+                f"  the {len(moved)} that moved had |LLR| <= {max(moved):.3f} nats before "
+                f"(every answer's median: {statistics.median(abs(a['llr']) for a in rows_a):.3f})"
+            )
 
 
 if __name__ == "__main__":
