@@ -153,7 +153,7 @@ test: $(STAMP)
 	$(PYTEST) $(if $(SLOW),,-m "not slow") tests
 
 # the slow end-to-end tests (killed and resumed runs, Ray, browsers, the installed wheel):
-# CI runs them after `make test`
+# CI runs them with the rest, `make test SLOW=1`
 test-slow: $(STAMP)
 	$(PYTEST) -m slow tests
 
