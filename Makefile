@@ -141,9 +141,12 @@ $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
 	@touch $@
 
-# two workers, each test file on one of them, so a file's module-scoped fixtures (a built
-# dataset, a loaded model, a Ray cluster) are made once, not on both workers
-PYTEST := $(PY) -m pytest -n 2 --dist loadfile --durations=15
+# three workers, each test file on one of them, so a file's module-scoped fixtures (a built
+# dataset, a loaded model, a Ray cluster) are made once, not on every worker. Three on two
+# cores: the tests wait on subprocesses, servers and Ray much of the time (two workers kept
+# 126% of the CPU busy); both suites in one session took 10:51 with two, 8:59 and 7:59 with
+# three (docs/results.md#the-tests)
+PYTEST := $(PY) -m pytest -n 3 --dist loadfile --durations=15
 # `make test SLOW=1` runs the slow tests too, in the same session (as CI does): run apart,
 # each session would end on its longest file with the other worker idle
 test: $(STAMP)
