@@ -114,6 +114,25 @@ def wait_for(predicate, timeout: float = 60.0, step: float = 0.05) -> bool:
     return False
 
 
+def child_pids(pid: int) -> list[int]:
+    """The processes that `pid` forked and that still run its own command line: a local
+    pool's workers (not a subprocess it runs). Linux only, read from /proc."""
+    proc = Path("/proc")
+    try:
+        own = (proc / str(pid) / "cmdline").read_bytes()
+        children = (proc / str(pid) / "task" / str(pid) / "children").read_text().split()
+    except OSError:
+        return []
+    forked = []
+    for child in children:
+        try:
+            if (proc / child / "cmdline").read_bytes() == own:
+                forked.append(int(child))
+        except OSError:
+            continue
+    return forked
+
+
 def interrupt(proc: subprocess.Popen, sig: int = signal.SIGINT) -> None:
     os.kill(proc.pid, sig)
 

@@ -19,7 +19,16 @@ import numpy as np
 import pytest
 import soundfile as sf
 from conftest import arctic_path
-from fault_helpers import StubServer, cli, interrupt, jsonl_rows, remount, small_tmpfs, wait_for
+from fault_helpers import (
+    StubServer,
+    child_pids,
+    cli,
+    interrupt,
+    jsonl_rows,
+    remount,
+    small_tmpfs,
+    wait_for,
+)
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.cli import main
@@ -336,7 +345,7 @@ def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path, mod
         interrupt(proc)
         started = time.monotonic()
         _, err = proc.communicate(timeout=60)
-        assert time.monotonic() - started < 3.0
+        assert time.monotonic() - started < 10.0  # not the 60 s a stalled request waits
         assert proc.returncode == 130
         one_line_error(err, "interrupted", "rerun `vocalgrad eval", str(run))
         time.sleep(0.5)  # a request sent just before the exit may still be counted by the stub
@@ -430,12 +439,14 @@ def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_comple
     )
     env = {"VOCALGRAD_CACHE": str(cache_dir)}
     proc = cli(*args, env=env)
-    assert wait_for(lambda: (out / ".build" / "config.json").is_file(), 120)
-    time.sleep(0.5)
+    # once the workers run: before that the main process holds Ctrl-C through the numba
+    # warm-up (test above), seconds on a busy machine
+    assert wait_for(lambda: len(child_pids(proc.pid)) >= 2, 120)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
     started = time.monotonic()
     _, err = proc.communicate(timeout=60)
-    assert time.monotonic() - started < 3.0 and proc.returncode == 130, err
+    assert time.monotonic() - started < 10.0 and proc.returncode == 130, err
+    assert not (out / "test" / "metadata.jsonl").exists()  # stopped, not run to its end
     one_line_error(err, "interrupted", "rerun `vocalgrad build")
     proc = cli(*args, env=env)
     _, err = proc.communicate(timeout=300)
