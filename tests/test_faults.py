@@ -36,6 +36,7 @@ from vocalgrad.dataset import load_rows, read_jsonl
 from vocalgrad.errors import ConfigError, DatasetError
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig, load_config
+from vocalgrad.stimuli.plan import plan_conditions
 
 TINY = BuildConfig(n_test=2, n_train=0, categories=("volume",), tiers=("high",), curves=("linear",))
 N_ITEMS = 6  # 2 sources x (increase, decrease, constant)
@@ -391,6 +392,25 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_p
         server.close()
 
 
+def test_ctrl_c_while_a_pool_starts_is_the_interrupt_and_ends_its_workers(monkeypatch):
+    """A Ctrl-C landing while a process pool starts its manager thread (the first submit):
+    the executor's own `with` then joined a thread that never started and ended the build
+    with "RuntimeError: cannot join thread before it is started" instead of the interrupt,
+    leaving the workers it had forked running."""
+    import multiprocessing
+    from concurrent.futures import process
+
+    from vocalgrad.parallel import process_pool
+
+    def interrupted(thread) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process._ExecutorManagerThread, "start", interrupted)
+    with pytest.raises(KeyboardInterrupt), process_pool(2):
+        pass
+    assert wait_for(lambda: not multiprocessing.active_children(), 10)
+
+
 def test_ctrl_c_inside_a_ctypes_callback_during_the_warm_up_is_not_lost():
     """numba loads its caches through ctypes callbacks, and Python drops a KeyboardInterrupt
     raised inside one: a Ctrl-C during the build's warm-up was lost (the build ran to its
@@ -419,39 +439,27 @@ def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_comple
     tmp_path, cache_dir
 ):
     out = tmp_path / "ds"
-    args = (
-        "build",
-        "--out",
-        str(out),
-        "--n-test",
-        "2",
-        "--n-train",
-        "0",
-        "--categories",
-        "volume",
-        "--tiers",
-        "high",
-        "--curves",
-        "linear",
-        "--workers",
-        "2",
-        "--no-audit",
-    )
+    categories = ("volume", "speaking_speed", "voice_pitch")  # ~2.4 s of rendering on 2 workers
+    args = ("build", "--out", str(out), "--n-test", "4", "--n-train", "0")
+    args += ("--categories", ",".join(categories), "--workers", "2", "--no-audit")
     env = {"VOCALGRAD_CACHE": str(cache_dir)}
     proc = cli(*args, env=env)
-    # once the workers run: before that the main process holds Ctrl-C through the numba
-    # warm-up (test above), seconds on a busy machine
+    # once the workers are forked: before that the main process holds Ctrl-C through the
+    # numba warm-up (test above), seconds on a busy machine
     assert wait_for(lambda: len(child_pids(proc.pid)) >= 2, 120)
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole group
     started = time.monotonic()
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - started < 10.0 and proc.returncode == 130, err
-    assert not (out / "test" / "metadata.jsonl").exists()  # stopped, not run to its end
     one_line_error(err, "interrupted", "rerun `vocalgrad build")
+    assert not (out / "test" / "metadata.jsonl").exists()  # stopped, not run to its end
     proc = cli(*args, env=env)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert len(load_rows(out)) == N_ITEMS and not list(out.rglob(".tmp-*"))
+    conditions, refused = plan_conditions(BuildConfig(categories=categories, n_test=4, n_train=0))
+    rows = load_rows(out)
+    assert not refused and len(rows) == len({r["item_id"] for r in rows}) == 4 * len(conditions)
+    assert not list(out.rglob(".tmp-*"))
 
 
 # --- OS errors: one line naming the path and the fix ------------------------------------------

@@ -172,8 +172,8 @@ class LocalListenerCopies(Listener):
         )
         try:
             info = self._pool.submit(_describe_copy).result()
-        except BaseException:
-            self.close()
+        except BaseException:  # Ctrl-C while the pool starts: join nothing (parallel.process_pool)
+            self.close(wait=False)
             raise
         self.listener_id = info["listener_id"]
         self.revision = info["revision"]
@@ -206,8 +206,8 @@ class LocalListenerCopies(Listener):
                 future.cancel()
             raise
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, wait: bool = True) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=True)
 
     def manifest(self) -> dict:
         return self._manifest

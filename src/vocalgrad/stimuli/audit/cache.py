@@ -7,7 +7,6 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from threadpoolctl import threadpool_limits
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import dumps, load_rows
 from vocalgrad.files import atomic_path
+from vocalgrad.parallel import process_pool
 from vocalgrad.stimuli.audit.cues import CUES_VERSION, clip_cues, row_parts, row_span
 
 CACHE_DIR = ".audit"
@@ -134,8 +134,7 @@ def dataset_cues(
             # every clip is queued at once and results are taken in order as they come, so no
             # worker waits for a batch's slowest clip; the cache grows a batch at a time
             if workers > 1:
-                pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker)
-                stack.callback(pool.shutdown, cancel_futures=True)  # interrupted: drop the rest
+                pool = stack.enter_context(process_pool(workers, initializer=_init_worker))
                 measured = pool.map(_cues_of_file, jobs, chunksize=_chunksize(len(jobs), workers))
             else:
                 stack.enter_context(threadpool_limits(1))
