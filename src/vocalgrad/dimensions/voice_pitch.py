@@ -40,10 +40,11 @@ SPEC = DimensionSpec(
 )
 
 
-# A tracker's octave error puts a frame ~12 st off the shift: a frame is dropped when it is
-# further from zero than any shift the domain allows (a stretch of errors), or further from
-# its neighbours' course than the high tier's 6 st jump (a lone error inside an endpoint-roved
-# path, whose shift may lie anywhere in the domain).
+# A tracker's octave error puts a frame ~12 st off the shift. A frame is dropped when it is
+# further from zero than any shift the domain allows, plus the tracker's slack (a stretch of
+# errors), or further from its neighbours' running median than OCTAVE_ERROR_ST: above the
+# high tier's 6 st jump, below an octave (a lone error inside an endpoint-roved path, whose
+# shift may lie anywhere in the domain).
 OCTAVE_ERROR_ST = 9.0
 TRACKER_SLACK_ST = 1.5
 LOCAL_FRAMES = 15  # the running median's window: 15 voiced frames, 0.45 s
