@@ -51,8 +51,7 @@ INT16_SCALE = 32768.0
 # them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
 # 3: the ends' level courses matched; a comparison's last part padded before its speech.
 # 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
-# 5: an endpoint-roved pitch path stays within +-9 st (was 12); pitch verification drops a
-#    tracker's octave errors by their neighbours too (roved builds keep other clips).
+# 5: an endpoint-roved pitch path stays within +-9 st (was 12).
 RENDERER_REVISION = 5
 
 
