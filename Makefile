@@ -145,8 +145,10 @@ $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 # dataset, a loaded model, a Ray cluster) are made once, not on every worker. Three on two
 # cores: the tests wait on subprocesses, servers and Ray much of the time (two workers kept
 # 126% of the CPU busy); both suites in one session took 10:51 with two, 8:59 and 7:59 with
-# three (docs/results.md#the-tests)
-PYTEST := $(PY) -m pytest -n 3 --dist loadfile --durations=15
+# three (docs/results.md#the-tests). Files in collection order, where tests/conftest.py puts
+# the files with slow tests first (xdist's default hands out files with the most tests first,
+# which left the few long Ray and browser tests to the end of the session)
+PYTEST := $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 # `make test SLOW=1` runs the slow tests too, in the same session (as CI does): run apart,
 # each session would end on its longest file with the other worker idle
 test: $(STAMP)

@@ -67,10 +67,12 @@ CHROMIUM_ARGS = [
 ]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium for the whole session, driven by Playwright (which downloads no
-    browser of its own); each test opens its own page or context on it."""
+    """One headless Chromium per test file, driven by Playwright (which downloads no browser
+    of its own); each test opens its own page or context on it. Not per session: while open,
+    Playwright's sync API keeps an event loop running in the thread, and a later file's
+    `asyncio.run` (inspect-ai's) on the same pytest worker would fail."""
     path = chromium_path()
     if path is None:
         pytest.skip(NEEDS_CHROMIUM)
@@ -124,3 +126,11 @@ def builtin_cache(cache_dir):
     os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
     yield
     os.environ.pop("VOCALGRAD_CACHE", None)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files that hold slow tests run first: pytest-xdist hands whole files to its workers
+    in this order, so the longest start early and the session does not end on one of them
+    with the other workers idle."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable within each group
