@@ -25,7 +25,7 @@ wideband pipeline. Then per variant: ``vocalgrad build`` (folder source, speaker
 same function on the same files, so by default it is not run twice).
 
     python benchmarks/unseen_corpora.py OUT [--corpus tuxpaint ktuberling]
-        [--variant 48k 16k 8k tel tel16] [--n-test 8] [--n-train 8] [--workers 1]
+        [--variant 48k 16k 8k tel tel16] [--n-test 8] [--n-train 8] [--workers 1] [--seed 0]
         [--prepare-only] [--order-free-script] [--summary]
 
 Prints one markdown table per corpus and variant (and writes OUT/<corpus>-<variant>.md):
@@ -176,6 +176,7 @@ def evaluate(
     n_train: int,
     workers: int,
     order_free_script: bool = False,
+    seed: int = 0,
 ) -> str:
     """Build, audit, verify and order-free audit one prepared variant; the markdown table."""
     folder = out / corpus / variant
@@ -200,6 +201,8 @@ def evaluate(
             str(render_sr),
             "--workers",
             str(workers),
+            "--seed",
+            str(seed),
             "--no-audit",
         ],
         log,
@@ -351,6 +354,13 @@ def main() -> None:
     ap.add_argument("--n-test", type=int, default=8)
     ap.add_argument("--n-train", type=int, default=8)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="the builds' seed: at 8 + 8 a cell near a gate passes or fails with it, so "
+        "compare several (one OUT per seed)",
+    )
     ap.add_argument("--prepare-only", action="store_true")
     ap.add_argument(
         "--summary",
@@ -394,6 +404,7 @@ def main() -> None:
                 args.n_train,
                 args.workers,
                 args.order_free_script,
+                args.seed,
             )
             (args.out / f"{corpus}-{variant}.md").write_text(text)
             print(text, flush=True)
