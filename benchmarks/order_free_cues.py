@@ -1,4 +1,4 @@
-"""Can the label be read off order-free statistics of the whole file?
+r"""Can the label be read off order-free statistics of the whole file?
 
 Why: a statistic that is the same when a clip plays backwards cannot measure a direction,
 so on a valid benchmark it predicts none. Speech is not symmetric in time, and a renderer
@@ -8,15 +8,28 @@ cues). This trains classifiers on the train split's order-free cues and tests on
 split; CIs resample test sources.
 
     python benchmarks/order_free_cues.py DATASET [CATEGORY ...] [--top 4] [--workers 2]
+        [--disjoint-parts REGEX [--draws 10]]
 
 Prints, per category, the best classifier's direction accuracy [95% CI] and the cues whose
 AUC for "increase" lies furthest from 0.5. Cues are measured from the files (not cached).
+
+``--disjoint-parts`` asks whether the classifiers learn parts that sources share across the
+splits (sources joined from a few recordings, such as the alsa-utils phrase pairs): REGEX's
+named groups name each source's parts in its `source_id` (for the pairs
+``'^folder/(?P<a>[^+/]+)\+(?P<b>[^/]+)/'``). Each draw splits the parts into two halves at
+random and refits train -> test on the sources whose parts all lie in one half against those
+in the other; the control splits the same sources at random into train and test of the same
+sizes. Prints mean +- SD over draws of each classifier's accuracy, both ways.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
 
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import load_rows
@@ -29,12 +42,59 @@ def _cues(path: str) -> dict[str, float]:
     return order_free_cues(audio, sr)
 
 
+def _disjoint_parts(
+    category: str,
+    rows: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    pattern: str,
+    draws: int,
+) -> str:
+    """Train -> test accuracies with the parts disjoint across the splits, and with a random
+    split of the same sources (the control), mean +- SD over `draws`."""
+    regex = re.compile(pattern)
+    parts = {}
+    for r in rows:
+        match = regex.search(str(r["source_id"]))
+        if match is None:
+            raise SystemExit(f"--disjoint-parts: no match in source_id {r['source_id']!r}")
+        parts[r["source_id"]] = frozenset(match.groupdict().values())
+    names = sorted(set().union(*parts.values()))
+    rng = np.random.default_rng(0)
+    results: dict[str, list[float]] = {}
+    for _ in range(draws):
+        half = set(rng.permutation(names)[: len(names) // 2])
+        # sources with parts on both sides of the draw are left out of it
+        test_sources = sorted(s for s, p in parts.items() if p <= half)
+        train_sources = sorted(s for s, p in parts.items() if not p & half)
+        shuffled = list(rng.permutation(sorted(parts)))
+        control = (
+            shuffled[: len(train_sources)],
+            shuffled[len(train_sources) : len(train_sources) + len(test_sources)],
+        )
+        for way, (train, test) in (
+            ("disjoint", (train_sources, test_sources)),
+            ("random", control),
+        ):
+            split = {**{s: "train" for s in train}, **{s: "test" for s in test}}
+            chosen = [
+                {**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split
+            ]
+            report = order_free_report(category, chosen, cues)
+            for name, d in (report.get("direction") or {}).items():
+                results.setdefault(f"{way} {name}", []).append(d["accuracy"])
+    return ", ".join(
+        f"{key} {np.mean(v):.2f} +- {np.std(v):.2f}" for key, v in sorted(results.items())
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
     ap.add_argument("categories", nargs="*", help="default: every category of the dataset")
     ap.add_argument("--top", type=int, default=4, help="cues to list per category")
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--disjoint-parts", metavar="REGEX", help="see the module docstring")
+    ap.add_argument("--draws", type=int, default=10)
     args = ap.parse_args()
     rows = [r for r in load_rows(args.dataset) if r["direction"] in ("increase", "decrease")]
     categories = args.categories or sorted({r["category"] for r in rows})
@@ -68,6 +128,11 @@ def main() -> None:
             f"[{lo:.2f}, {hi:.2f}] | {d['lr']['accuracy']:.2f} | {d['hgb']['accuracy']:.2f} | "
             f"{tops} |"
         )
+    if args.disjoint_parts:
+        for category in categories:
+            chosen = [r for r in rows if r["category"] == category]
+            text = _disjoint_parts(category, chosen, cues, args.disjoint_parts, args.draws)
+            print(f"{category}, parts disjoint across the splits vs a random split: {text}")
 
 
 if __name__ == "__main__":
