@@ -534,6 +534,39 @@ def test_order_free_family_catches_a_leak_in_the_equalised_statistic(tmp_path):
     assert of["per_cue_auc"]["of_loudness_lufs"]["auc"] > 0.75
 
 
+def _buried_onset(
+    direction: str, audio: np.ndarray, onset: int, offset: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A far start: the decrease clip's first 80 ms of speech rise out of a room's build-up,
+    and nothing rings before them (distance's documented limit)."""
+    if direction != "decrease":
+        return audio
+    out = audio.copy()
+    n = int(0.08 * SR)
+    out[onset : onset + n] *= np.linspace(0.0, 1.0, n, dtype=np.float32) ** 4
+    return out
+
+
+def test_a_documented_order_free_limit_is_named_and_the_audit_still_fails(clean, tmp_path):
+    """Distance keeps an order-free cue that physics makes (reverberation rings after speech,
+    never before it). Planted, the audit fails it as any leak and names the limit after its
+    reasons; where the family passes, no reason names it, and the report lists it apart."""
+    limit = get("distance").SPEC.order_free_limit
+    assert "never before it" in limit and get("volume").SPEC.order_free_limit == ""
+    report = audit_dataset(make_dataset(tmp_path / "far-start", "distance", plant=_buried_onset))
+    _order_free_fails(report, "distance")
+    c = report["per_category"]["distance"]
+    assert c["order_free_limit"] == limit
+    assert c["reasons"][-1] == f"a documented limit of the dimension: {limit}", c["reasons"]
+    assert "Documented order-free limits" in format_audit(report)
+    twins = audit_dataset(make_dataset(tmp_path / "clean", "distance"))["per_category"]
+    assert twins["distance"]["order_free"]["accuracy"] <= 0.7, twins["distance"]["order_free"]
+    assert not any("documented limit" in r for r in twins["distance"]["reasons"])
+    volume = audit_dataset(clean)
+    assert volume["per_category"]["volume"]["order_free_limit"] is None
+    assert "Documented order-free limits" not in format_audit(volume)
+
+
 def test_palindromic_twins_pass_the_order_free_family(clean):
     """Each increase clip is its decrease twin backwards (up to the level rove): chance."""
     c = audit_dataset(clean)["per_category"]["volume"]

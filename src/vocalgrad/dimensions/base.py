@@ -72,6 +72,10 @@ class DimensionSpec:
     # The dimension warps time (``output_time`` / ``source_time`` are not the identity): the
     # clip's speech span, loudness compensation and the audit's padding cues follow the warp.
     warps_time: bool = False
+    # An order-free cue that the physics of the dimension keeps, measured: what carries it and
+    # how much. The audit still fails on it (it is a shortcut all the same) and names it in
+    # its reason and its report, so the failure reads as a known limit, never a silent pass.
+    order_free_limit: str = ""
 
     @property
     def constant_limit(self) -> float:

@@ -54,6 +54,13 @@ SPEC = DimensionSpec(
     # the FLAC size are statistics of the level course and the median F0 weighs the loud part
     target_cues=LEVEL_COURSE_CUES,
     constant_tolerance=4.0,
+    order_free_limit=(
+        "reverberation rings after speech, never before it: a far start's onset rises out of "
+        "the room's build-up and the file passes -30 dB re its loudest frame later (median "
+        "20 ms, 94% of twins), while the room's ringing sets the trailing edge of both, so "
+        "the sum of the edges' silences tells the direction (builtin 32 + 32: order-free "
+        "0.63 [0.57, 0.69])"
+    ),
 )
 NEAR_M = 0.25
 CRITICAL_M = 1.0  # direct = reverberant energy at this distance

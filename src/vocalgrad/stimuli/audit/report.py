@@ -89,6 +89,16 @@ def format_audit(report: Mapping) -> str:
         "category with no exclusions; the one-end observer (the dimension's own measure at "
         "one end, learnt on train) is reported, not gated."
     )
+    limits = [
+        f"{category}: {c['order_free_limit']}"
+        for category, c in report["per_category"].items()
+        if c.get("order_free_limit")
+    ]
+    if limits:
+        lines.append(
+            "Documented order-free limits (physics keeps these cues; the audit fails on them "
+            "all the same): " + "; ".join(limits)
+        )
     others = len(report["per_category"]) > len(excluded)
     lines.append(
         "Cue families excluded as target cues: "
