@@ -658,3 +658,25 @@ def test_breathiness_reads_the_same_whatever_the_span_rounding(references):
             )
             _, m = measure_against_source(source.heard, "breathiness", r.audio, span)
             assert m.change == pytest.approx(r.change, abs=0.5), (shift, m, r.measured)
+
+
+def test_breathiness_refuses_a_source_whose_speech_ends_without_periodic_voice(arctic):
+    """Aspiration noise sits in periodic voice. Real speech that ends in a long fricative-like
+    hiss has no periodic frame in the tail window the measure reads: an increase there would
+    read as a decrease, so the condition is refused for that source, with why; the speech
+    alone is not."""
+    from scipy.signal import butter, sosfilt
+
+    from vocalgrad.dimensions import breathiness
+
+    audio, sr = arctic
+    speech = Analysis(audio, sr)
+    assert breathiness.source_inaudible_reason(0.75, speech) is None
+    rng = np.random.default_rng(3)
+    band = butter(4, (2500, 6000), "bandpass", fs=sr, output="sos")
+    hiss = sosfilt(band, rng.standard_normal(sr))
+    hiss *= speech.speech_rms / np.sqrt(np.mean(hiss**2))
+    end = int(round(speech.span.offset_s * sr))
+    joined = np.concatenate([audio[:end], hiss.astype(np.float32), audio[end:]])
+    reason = breathiness.source_inaudible_reason(0.75, Analysis(joined, sr))
+    assert reason is not None and "at its end" in reason, reason

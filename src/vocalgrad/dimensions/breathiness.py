@@ -83,6 +83,27 @@ def domain(sr: int) -> tuple[float, float]:
     return 0.0, 1.0
 
 
+def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
+    """Why no change of aspiration noise can be heard on this source, or None.
+
+    Aspiration sits in periodic voice. Where an end of the source's speech (the head or tail
+    window `measure` reads) holds no voiced frame periodic enough to show added noise (an
+    utterance ending on a consonant or in creak), that end of every path reads as masked: an
+    increase would end at the masked level and measure as a decrease (builtin 32 + 32: all 8
+    disagreeing clips, from 4 sources), and a decrease would verify only because its end is
+    masked. The condition is refused for this source before rendering instead."""
+    times, h_ref = harmonicity(ref)
+    readable = np.where((h_ref >= PERIODIC_HNR_DB) & (f0_at(ref, times) > 0), 1.0, np.nan)
+    head, tail = head_tail(readable, *ref.head_tail_at(times))
+    ends = [name for name, x in (("start", head), ("end", tail)) if not np.isfinite(x)]
+    if not ends:
+        return None
+    return (
+        f"the source has no periodic voiced frame at its {' or '.join(ends)}, where aspiration "
+        "noise would be masked"
+    )
+
+
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     """Source STFT plus envelope-shaped noise at ratio(t) of each voiced frame's RMS."""
     freqs, times, spec = stft_frames(ref)

@@ -52,7 +52,8 @@ INT16_SCALE = 32768.0
 # 3: the ends' level courses matched; a comparison's last part padded before its speech.
 # 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
 # 5: an endpoint-roved pitch path stays within +-9 st (was 12).
-RENDERER_REVISION = 5
+# 6: breathiness refuses a source with no periodic voice at an end of its speech.
+RENDERER_REVISION = 6
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
