@@ -179,7 +179,7 @@ def test_killed_eval_resumes_without_duplicates(dataset, tmp_path):
         "4",
         "--controls",
         "reversed",
-        "--limit",  # 72 items and their 72 reversed controls: ~18 batches for the kill to cut
+        "--limit",  # 72 items and their 72 reversed controls: 36 batches of 4 for the kill to cut
         "72",
     ]
     out = tmp_path / "killed"
