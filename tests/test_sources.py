@@ -117,8 +117,55 @@ def test_folder_missing_and_empty(tmp_path: Path) -> None:
         resolve_sources(f"folder:{tmp_path / 'nope'}")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "readme.txt").write_text("x")
-    with pytest.raises(SourceError, match="no .wav or .flac"):
+    with pytest.raises(SourceError, match="no audio files found"):
         resolve_sources(f"folder:{tmp_path / 'empty'}")
+
+
+def test_folder_reads_compressed_containers_and_builds_from_them(
+    tmp_path: Path, cache_dir: Path, builtin_cache
+) -> None:
+    """Corpora ship Ogg and MP3 as often as WAV: the folder takes every container whose header
+    states its rate, decodes it to the same speech, and a build renders and verifies from it."""
+    from vocalgrad import api
+    from vocalgrad.audio import load_audio, resample
+
+    speakers = ["builtin-f1", "builtin-m1", "builtin-f2", "builtin-m2"]
+    spoken = ensure_rendered(
+        builtin_sources(cache_dir, speakers=speakers, max_sentences=2, sentences_per_clip=2)
+    )
+    folder = tmp_path / "corpus"
+    formats = [("OGG", "VORBIS", "ogg"), ("OGG", "OPUS", "opus"), ("MP3", "MPEG_LAYER_III", "mp3"),
+               ("AIFF", "PCM_16", "aiff")]  # fmt: skip
+    originals = {}
+    for src, (fmt, subtype, ext) in zip(spoken, formats, strict=True):
+        speech, sr = load_audio(src.path)
+        rate = 48000 if subtype == "OPUS" else sr  # Opus runs at 8, 12, 16, 24 or 48 kHz
+        path = folder / src.speaker_id / f"{src.speaker_id}.{ext}"  # one text per file
+        path.parent.mkdir(parents=True)
+        sf.write(path, resample(speech, sr, rate), rate, format=fmt, subtype=subtype)
+        originals[path.suffix] = speech, sr
+    sources = resolve_sources(f"folder:{folder}")
+    assert sorted(Path(s.path).suffix for s in sources) == [".aiff", ".mp3", ".ogg", ".opus"]
+    for s in sources:
+        speech, sr = originals[Path(s.path).suffix]
+        decoded, rate = load_audio(s.path)
+        assert abs(len(decoded) / rate - len(speech) / sr) < 0.1, s.path
+        level = np.sqrt(np.mean(decoded**2)) / np.sqrt(np.mean(speech**2))
+        assert 0.8 < level < 1.25, (s.path, level)  # the speech, not silence or noise
+    dataset = api.build(
+        tmp_path / "ds", source=f"folder:{folder}", n_test=2, n_train=2, categories="volume",
+        tiers="high", curves="linear", per_speaker_test=1, audit=False, workers=1,
+    )  # fmt: skip
+    changing = [r for r in dataset.rows("test") if r["direction"] != "constant"]
+    assert len({r["source_id"] for r in changing}) == 2 and all(r["verified"] for r in changing)
+
+
+def test_folder_of_headerless_samples_says_how_to_convert(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.raw").write_bytes(np.zeros(16000, np.int16).tobytes())
+    (tmp_path / "a" / "y.ulaw").write_bytes(bytes(8000))
+    with pytest.raises(SourceError, match=r"2 file\(s\) without a header \(\.raw, \.ulaw\).*sox"):
+        resolve_sources(f"folder:{tmp_path}")
 
 
 # --- VCTK ---------------------------------------------------------------------------------

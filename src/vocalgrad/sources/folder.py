@@ -1,4 +1,9 @@
-"""Speech from a plain folder of WAV/FLAC files (user-supplied recordings).
+"""Speech from a plain folder of audio files (user-supplied recordings).
+
+Every container that carries its own sample rate and that libsndfile reads is taken: WAV,
+FLAC, Ogg (Vorbis, Opus), MP3, AIFF, AU, CAF, W64, RF64 and NIST SPHERE. Headerless sample
+dumps (``.raw``, ``.pcm``, ``.ulaw``, ``.sln``, ``.gsm``, ...) hold no rate or encoding to
+read: a folder of only those is refused with the conversion to run, never guessed at.
 
 Speaker identity comes from the path, because folders carry no metadata. By default the
 speaker is the top-level sub-folder under the root (``root/<speaker>/.../clip.wav``); taking the
@@ -21,7 +26,17 @@ from pathlib import Path
 from vocalgrad.errors import SourceError
 from vocalgrad.sources.base import SpeechSource
 
-FOLDER_EXTENSIONS = (".wav", ".flac")
+# containers whose header gives the rate and encoding, all read by the libsndfile that
+# soundfile's wheels bundle (>= 1.1 for MP3)
+FOLDER_EXTENSIONS = (
+    ".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aif", ".aiff", ".aifc", ".au", ".snd",
+    ".caf", ".w64", ".rf64", ".sph", ".nist",
+)  # fmt: skip
+# sample dumps without a header: their rate and encoding would be guesses
+HEADERLESS_EXTENSIONS = (
+    ".raw", ".pcm", ".sln", ".sln16", ".ulaw", ".alaw", ".ul", ".al", ".gsm", ".vox", ".g722",
+    ".g729",
+)  # fmt: skip
 FOLDER_LICENCE = "unknown (user-supplied)"
 
 
@@ -36,18 +51,19 @@ def text_key(text: str) -> str:
     return hashlib.sha1(normalise_text(text).encode("utf-8")).hexdigest()[:16]
 
 
-def scan_audio_files(root: Path) -> list[Path]:
-    """All WAV/FLAC files under root, recursively, in a deterministic (sorted) order."""
+def scan_audio_files(root: Path, extensions: tuple[str, ...] = FOLDER_EXTENSIONS) -> list[Path]:
+    """All files under root with one of `extensions`, recursively, in a deterministic
+    (sorted) order."""
     files = [
         p
         for p in root.rglob("*")
-        if p.is_file() and p.suffix.lower() in FOLDER_EXTENSIONS and not p.name.startswith(".")
+        if p.is_file() and p.suffix.lower() in extensions and not p.name.startswith(".")
     ]
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
 def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list[SpeechSource]:
-    """Resolve every WAV/FLAC under root into a SpeechSource.
+    """Resolve every audio file under root (`FOLDER_EXTENSIONS`) into a SpeechSource.
 
     speaker_pattern is a regex searched in the path relative to root (POSIX separators); it
     must define a named group ``speaker`` and may define ``text``.
@@ -62,9 +78,19 @@ def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list
     pattern = _compile(speaker_pattern)
     files = scan_audio_files(root)
     if not files:
+        headerless = scan_audio_files(root, HEADERLESS_EXTENSIONS)
+        if headerless:
+            kinds = ", ".join(sorted({p.suffix.lower() for p in headerless}))
+            raise SourceError(
+                f"{root}: {len(headerless)} file(s) without a header ({kinds}) and no audio "
+                "file that states its sample rate; convert them to WAV with their rate and "
+                "encoding, e.g. `sox -t raw -r 16000 -e signed -b 16 -c 1 x.raw x.wav` or "
+                "`sox -t ul -r 8000 -c 1 x.ulaw x.wav`"
+            )
         raise SourceError(
-            f"{root}: no .wav or .flac files found (searched recursively); "
-            "add audio files or point folder: at the right directory"
+            f"{root}: no audio files found (searched recursively for "
+            f"{' '.join(FOLDER_EXTENSIONS)}); add audio files or point folder: at the right "
+            "directory"
         )
     sources = []
     for path in files:
