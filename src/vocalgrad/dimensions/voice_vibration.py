@@ -58,11 +58,17 @@ def domain(sr: int) -> tuple[float, float]:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """Gain (1 + d sin) / sqrt(1 + d^2/2) has unit mean power for any depth d, so the
-    tremolo does not make the clip quieter (the published one did)."""
+    """Gain (1 + d cos) / sqrt(1 + d^2/2) has unit mean power for any depth d, so the
+    tremolo does not make the clip quieter (the published one did). The cosine is centred on
+    the speech's midpoint, so the speech's two ends sit at one phase of it: with a phase set
+    by the file's start, a deep tremolo moved where a detector found the speech begin and end
+    by different amounts, and in a comparison item (the same two parts in either order) the
+    sum of the file's edge silences told which part trembled (builtin 32 + 32, seed 11:
+    order-free 0.59 [0.53, 0.66] -> 0.53 [0.50, 0.56])."""
     t = sample_times(len(ref.audio), ref.sr)
     depth = track(t)
-    gain = (1.0 + depth * np.sin(2 * np.pi * LFO_HZ * t)) / np.sqrt(1.0 + depth**2 / 2)
+    mid = (ref.span.onset_s + ref.span.offset_s) / 2
+    gain = (1.0 + depth * np.cos(2 * np.pi * LFO_HZ * (t - mid))) / np.sqrt(1.0 + depth**2 / 2)
     return (ref.audio * gain).astype(np.float32)
 
 

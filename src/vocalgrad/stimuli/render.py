@@ -53,7 +53,8 @@ INT16_SCALE = 32768.0
 # 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
 # 5: an endpoint-roved pitch path stays within +-9 st (was 12).
 # 6: breathiness refuses a source with no periodic voice at an end of its speech.
-RENDERER_REVISION = 6
+# 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start.
+RENDERER_REVISION = 7
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
