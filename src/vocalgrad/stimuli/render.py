@@ -53,7 +53,8 @@ INT16_SCALE = 32768.0
 # 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
 # 5: an endpoint-roved pitch path stays within +-9 st (was 12).
 # 6: breathiness refuses a source with no periodic voice at an end of its speech.
-# 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start.
+# 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start, and
+#    measured by a fit of its rate (which clips verification keeps).
 RENDERER_REVISION = 7
 
 
