@@ -12,9 +12,10 @@ With `fwd` and `rev` the shares of twins whose increase clip has the larger valu
     content  = (fwd - rev) / 2      renderer = (fwd + rev) / 2 - 0.5
 
 (each on the share scale; 0 for no leak). This renders the dataset's own plan (its
-format, tiers and curves; changing conditions only) from its stored references, so it
-checks the build it is given; the reversed references are prepared as the build prepares
-any source.
+format, tiers and curves; changing conditions only) from the sources it was built from,
+prepared as the build prepares them (each forward preparation must reproduce the stored
+reference sample for sample, or the script stops: the dataset was built by another
+renderer); the reversed sources are the recordings played backwards, prepared the same way.
 
     python benchmarks/reversal_control.py DATASET [CATEGORY ...] [--sources N] [--top 4]
         [--question-format gradual|comparison] [--workers 2]
@@ -38,6 +39,9 @@ import soundfile as sf
 from scipy.stats import binomtest
 
 from vocalgrad.audio import load_audio
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.sources import resolve_sources
+from vocalgrad.sources.builtin import ensure_rendered
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.order_free import NAMES, order_free_cues
 from vocalgrad.stimuli.plan import Condition, plan_conditions
@@ -52,10 +56,9 @@ Differences = dict[str, list[float]]  # category -> cue -> increase minus decrea
 
 
 def _twin_differences(
-    path: str, source_id: str, config: BuildConfig, conditions: Sequence[Condition]
+    clean: Analysis, source_id: str, config: BuildConfig, conditions: Sequence[Condition]
 ) -> dict[str, Differences]:
     """Order-free cue differences (increase minus decrease) of every twin of one source."""
-    clean = prepare_reference(path, config.sample_rate, config.target_lufs)
     source = prepare_source(clean, tone_seed_for(config.seed, source_id))
     out: dict[str, Differences] = defaultdict(lambda: defaultdict(list))
     for i, condition in enumerate(conditions):
@@ -70,15 +73,22 @@ def _twin_differences(
 
 
 def _one_source(task: tuple) -> tuple[dict[str, Differences], dict[str, Differences]]:
-    reference, source_id, config, conditions = task
-    audio, sr = load_audio(reference)
+    path, reference, source_id, config, conditions = task
+    forward = prepare_reference(path, config.sample_rate, config.target_lufs)
+    if reference is not None and not np.array_equal(forward.audio, load_audio(reference)[0]):
+        raise SystemExit(
+            f"{source_id}: prepared anew it differs from the dataset's reference "
+            f"({reference}); the dataset was built by another renderer revision"
+        )
+    audio, sr = load_audio(path)
     with tempfile.TemporaryDirectory() as tmp:
         backwards = Path(tmp) / "reversed.wav"
-        sf.write(backwards, np.ascontiguousarray(audio[::-1]), sr, subtype="PCM_16")
-        return (
-            _twin_differences(reference, source_id, config, conditions),
-            _twin_differences(str(backwards), source_id, config, conditions),
-        )
+        sf.write(backwards, np.ascontiguousarray(audio[::-1]), sr, subtype="FLOAT")
+        backward = prepare_reference(str(backwards), config.sample_rate, config.target_lufs)
+    return (
+        _twin_differences(forward, source_id, config, conditions),
+        _twin_differences(backward, source_id, config, conditions),
+    )
 
 
 def share(differences: Sequence[float]) -> tuple[float, int]:
@@ -141,8 +151,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         for line in (args.dataset / "references" / "metadata.jsonl").read_text().splitlines()
     ]
     refs = refs[: args.sources] if args.sources else refs
+    wanted = {r["source_id"] for r in refs}
+    sources = [
+        s
+        for s in resolve_sources(config.source, speaker_pattern=config.speaker_pattern)
+        if s.source_id in wanted
+    ]
+    if len(sources) < len(wanted):
+        raise SystemExit(f"{len(wanted) - len(sources)} of the sources are not in {config.source}")
+    paths = {s.source_id: s.path for s in ensure_rendered(sources)}
     tasks = [
-        (str(args.dataset / "references" / r["file_name"]), r["source_id"], config, conditions)
+        (
+            paths[r["source_id"]],
+            str(args.dataset / "references" / r["file_name"]),
+            r["source_id"],
+            config,
+            conditions,
+        )
         for r in refs
     ]
     fwd: dict[str, Differences] = defaultdict(lambda: defaultdict(list))
