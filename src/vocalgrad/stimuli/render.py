@@ -55,7 +55,8 @@ INT16_SCALE = 32768.0
 # 6: breathiness refuses a source with no periodic voice at an end of its speech.
 # 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start, and
 #    measured by a fit of its rate (which clips verification keeps).
-RENDERER_REVISION = 7
+# 8: echo's room output is held at one ratio to the speech before the curve scales it.
+RENDERER_REVISION = 8
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
