@@ -102,16 +102,16 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     if magnitude == 0:
         return dry.astype(np.float32)
     ir = room_response(rt60_for(magnitude), ref.sr, rng)
-    wet = held_ratio(dry, fftconvolve(ref.audio, ir)[:n], ref) * level
+    wet = held_ratio(fftconvolve(ref.audio, ir)[:n], ref) * level
     t = sample_times(n, ref.sr)
     u = np.clip((t - ref.span.offset_s + WET_FADE_S) / WET_FADE_S, 0.0, 1.0)
     return (dry + wet * (0.5 + 0.5 * np.cos(np.pi * u)) * _outside_pauses(ref)).astype(np.float32)
 
 
-def held_ratio(dry: np.ndarray, room: np.ndarray, ref: Analysis) -> np.ndarray:
-    """The room's output under a slow gain that holds its energy at one ratio to the speech's
-    (their ratio over the speech span) in every RATIO_WINDOW_S, the gain at most
-    MAX_RATIO_GAIN_DB.
+def held_ratio(room: np.ndarray, ref: Analysis) -> np.ndarray:
+    """The room's output (`room`, as long as `ref`) under a slow gain that holds its energy at
+    one ratio to the speech's (their ratio over the speech span) in every RATIO_WINDOW_S, the
+    gain at most MAX_RATIO_GAIN_DB.
 
     Why: a room rings forwards, so its output builds up over each phrase from nothing at
     the onset and is strongest where a phrase ends. A return that rises toward the end meets
@@ -123,7 +123,7 @@ def held_ratio(dry: np.ndarray, room: np.ndarray, ref: Analysis) -> np.ndarray:
     keep their decay within the window."""
     width = max(1, int(round(RATIO_WINDOW_S * ref.sr)))
     room = room.astype(np.float64)
-    dry_energy = uniform_filter1d(dry**2, width, mode="constant")
+    dry_energy = uniform_filter1d(ref.audio.astype(np.float64) ** 2, width, mode="constant")
     room_energy = uniform_filter1d(room**2, width, mode="constant")
     onset, offset = int(ref.span.onset_s * ref.sr), int(ref.span.offset_s * ref.sr)
     ratio = room_energy[onset:offset].sum() / max(dry_energy[onset:offset].sum(), 1e-30)
