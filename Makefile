@@ -21,7 +21,7 @@ BYTECODE := $(PY) -m vocalgrad.bytecode whisper:tiny.en
 TORCH := torch==2.13.0
 # every Whisper run of the demo answers at most this many items: two per source in each of
 # the nine categories, so each category rests on >= 10 test sources among its changing items
-# too (a source has one constant per category); a limited run interleaves categories and
+# too (a source has three constants per category); a limited run interleaves categories and
 # sources, and asks each format about the same cells
 WHISPER_ITEMS := 180
 # The demo's Whisper runs under bfloat16 autocast: 1.38x fewer CPU-seconds than float32 on its

@@ -121,7 +121,7 @@ def measure(job: Job, repeat: int = 1) -> Timing:
 
 def _warm_up(source: SpeechSource, split: str, config: BuildConfig) -> None:
     """Pay one-off costs (imports, numba JIT of DTW, FFT plans) before anything is timed."""
-    small = config.replace(tiers=("mid",), curves=("linear",), include_constant=False)
+    small = config.replace(tiers=("mid",), curves=("linear",), constants=0)
     for impl in ("ours", "published"):
         measure(Job(impl, ALL, source, split, small))
 

@@ -184,7 +184,7 @@ def test_rendered_trials_report_ties_and_unparsed_replies(tmp_path, cache_dir, m
             categories=("volume",),
             tiers=("low",),
             curves=("linear",),
-            include_constant=False,
+            constants=0,
         ),
         dataset,
         workers=1,

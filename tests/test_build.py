@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from vocalgrad.dataset import load_rows
@@ -71,7 +72,36 @@ def test_directions_are_paired_and_balanced(small):
     for category in SMALL.categories:
         directions = Counter(r["direction"] for r in rows if r["category"] == category)
         assert directions["increase"] == directions["decrease"] > 0
-        assert directions["constant"] == 4  # one per source
+        assert directions["constant"] == 4 * SMALL.constants  # per source
+
+
+@pytest.mark.parametrize("n_ranges, n_constants", [(3, 3), (2, 3), (6, 3), (3, 1)])
+def test_a_sources_constants_spread_evenly_over_the_tiers(n_ranges, n_constants):
+    """Systematic sampling from a start drawn per source: one constant a tier when they are
+    as many, every tier as likely over sources otherwise, never two alike before each range
+    had one."""
+    from vocalgrad.stimuli.plan import Condition, stratified
+
+    ranges = tuple((0.0, float(k + 1)) for k in range(n_ranges))
+    counts = Counter()
+    for source in range(300):
+        held = [
+            stratified(
+                Condition(
+                    "echo", "none", "none", "constant", 0.0, 0.0, 1.0, ranges=ranges, replicate=i
+                ),
+                n_constants,
+                0,
+                f"s{source}",
+            ).ranges
+            for i in range(n_constants)
+        ]
+        assert all(len(r) == 1 for r in held)
+        assert len(set(held)) == min(n_ranges, n_constants)
+        counts.update(r[0] for r in held)
+    assert set(counts) == set(ranges)
+    share = np.array(list(counts.values())) / (300 * n_constants)
+    assert np.all(np.abs(share - 1 / n_ranges) < 0.06), counts
 
 
 def test_splits_are_speaker_and_text_disjoint(small):
@@ -199,9 +229,7 @@ def test_different_config_into_same_folder_is_refused(small, tmp_path):
 def test_overwrite_renders_a_finished_build_anew(tmp_path):
     """`--overwrite` replaces a finished build even with the same config (the code may have
     changed since); without it the same config resumes and renders nothing."""
-    config = BuildConfig(
-        n_test=1, n_train=0, categories=("volume",), tiers=("high",), include_constant=False
-    )
+    config = BuildConfig(n_test=1, n_train=0, categories=("volume",), tiers=("high",), constants=0)
     out = tmp_path / "ds"
     build(config, out, workers=1, audit=False)
     first = json.loads((out / "build.json").read_text())["content_sha256"]
@@ -257,7 +285,7 @@ def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
         n_test=2,
         n_train=0,
         categories=("audio_distortion", "volume"),
-        include_constant=False,
+        constants=0,
     )
     assert config.curves == ("linear",) and not config.drop_unverified
     conditions, _ = plan_conditions(config)

@@ -193,9 +193,7 @@ def test_twins_share_one_peak_limit(real_speech_paths):
 
     path = real_speech_paths[0]
     (up, _), _ = plan_conditions(
-        BuildConfig(
-            categories=("volume",), tiers=("high",), curves=("linear",), include_constant=False
-        )
+        BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",), constants=0)
     )
     down = up.twin()
     assert (
@@ -225,9 +223,7 @@ def test_a_clip_does_not_depend_on_the_order_it_is_asked_in(real_speech_paths):
     """`PreparedSource`'s memos hold what the same call computes again: a clip asked first or
     second, with its twin or alone, after its twin was rendered or not, is the same audio."""
     path = real_speech_paths[0]
-    config = BuildConfig(
-        categories=("volume",), tiers=("high",), curves=("linear",), include_constant=False
-    )
+    config = BuildConfig(categories=("volume",), tiers=("high",), curves=("linear",), constants=0)
     (up, _), _ = plan_conditions(config)
     down = up.twin()
     items = {c.direction: item_id(0, "order", c) for c in (up, down)}

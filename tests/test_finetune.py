@@ -382,7 +382,7 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(
             n_train=2,
             tiers=("high",),
             curves=("linear",),
-            include_constant=False,
+            constants=0,
         ),
         data,
         workers=1,

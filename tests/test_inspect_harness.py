@@ -61,7 +61,7 @@ def built(tmp_path_factory) -> dict[str, Path]:
             n_train=0,
             categories=("volume", "voice_pitch"),
             tiers=("high",),
-            include_constant=False,
+            constants=0,
         )
         build(config, root / fmt, workers=1, audit=False)
         out[fmt] = root / fmt

@@ -78,7 +78,7 @@ def volume(tmp_path_factory) -> Path:
             categories=("volume",),
             tiers=("high",),
             curves=("linear",),
-            include_constant=False,
+            constants=0,
         ),
         out,
         workers=1,

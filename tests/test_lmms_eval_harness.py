@@ -108,7 +108,7 @@ def dataset(tmp_path_factory) -> Path:
         categories=("volume", "voice_pitch"),
         tiers=("high",),
         curves=("linear", "jump"),
-        include_constant=False,
+        constants=0,
     )
     build(config, out, workers=1, audit=False)
     return out

@@ -47,7 +47,7 @@ def ours(tmp_path_factory, cache_dir) -> Path:
         categories=("volume", "voice_pitch"),
         tiers=("high",),
         curves=("linear", "jump"),
-        include_constant=False,
+        constants=0,
     )
     build(config, out, workers=2, audit=False)
     return out

@@ -152,6 +152,7 @@ def test_folder_source_with_bad_files_skips_them_with_reasons(tmp_path):
         categories=("volume",),
         tiers=("high",),
         curves=("linear",),
+        constants=1,
     )
     out = tmp_path / "ds"
     report = build(config, out, workers=1)
@@ -180,7 +181,7 @@ def test_multichannel_and_odd_rate_sources_are_accepted(tmp_path):
         categories=("voice_pitch",),
         tiers=("high",),
         curves=("jump",),
-        include_constant=False,
+        constants=0,
     )
     report = build(config, tmp_path / "ds", workers=1)
     assert report["clips_kept"] == 6 and report["verification_agreement"]["voice_pitch"] == 1.0

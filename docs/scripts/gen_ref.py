@@ -233,7 +233,7 @@ CONFIG_NOTES = {
     "categories": "dimensions to build (default: the published nine)",
     "tiers": "magnitude tiers: `low`, `mid`, `high`",
     "curves": "progress curves p(t): `linear`, `quad_first_flat`, `quad_last_flat`, `jump`",
-    "include_constant": "one constant control clip per source and category",
+    "constants": "constant control clips per source and category, spread over the tiers (0: none)",
     "n_test": "test sources (speaker- and text-disjoint from train)",
     "n_train": "train sources (0: no train split; the audit then uses grouped CV)",
     "per_speaker_test": "test sources per speaker",

@@ -39,7 +39,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources"
     )
-    b.add_argument("--no-constant", action="store_true", help="omit the constant control clips")
+    b.add_argument(
+        "--constants",
+        type=whole(0),
+        help="constant control clips per source and category (default 3, one a tier; 0: none)",
+    )
     b.add_argument(
         "--design",
         choices=("tiers", "psychometric"),
@@ -119,7 +123,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         "sample_rate": args.sample_rate,
         "seed": args.seed,
         "speaker_pattern": args.speaker_pattern,
-        "include_constant": False if args.no_constant else None,
+        "constants": args.constants,
         "design": args.design,
         "levels": args.levels,
         "format": args.question_format,

@@ -38,7 +38,13 @@ from vocalgrad.sources.check import SpeechCheck, conversions
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.config import BuildConfig
-from vocalgrad.stimuli.plan import Condition, change_size, item_id, plan_conditions
+from vocalgrad.stimuli.plan import (
+    Condition,
+    change_size,
+    item_id,
+    plan_conditions,
+    stratified,
+)
 from vocalgrad.stimuli.render import (
     GAP_S,
     RENDERER_REVISION,
@@ -102,7 +108,7 @@ def _render_source(task: SourceTask) -> dict:
     rows = []
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
-        condition = held_among_kept(condition, config, prepared.heard)
+        condition = constant_range(condition, config, prepared.heard, source.source_id)
         reason = source_refusal(condition, prepared.heard)
         if (
             reason
@@ -158,12 +164,15 @@ def source_refusal(condition: Condition, heard: Analysis) -> str | None:
     return dimensions.get(condition.category).source_inaudible_reason(condition.magnitude, heard)
 
 
-def held_among_kept(condition: Condition, config: BuildConfig, heard: Analysis) -> Condition:
-    """A constant clip draws its held value from the planned tiers' ranges, less those refused
-    on this source: else it holds a refused tier's value (clarity's 5 kHz low-pass on
-    telephone-band speech: no change at all) a third of the time that no changing clip of
-    the source does, and the audit tells constants apart (ktuberling's telephone band at
-    16 kHz: AUC 0.65, over the limit). The item id does not depend on the ranges."""
+def constant_range(
+    condition: Condition, config: BuildConfig, heard: Analysis, source_id: str
+) -> Condition:
+    """The range a constant clip draws its held value from: the planned tiers' ranges less
+    those refused on this source, spread over the source's constants (`plan.stratified`).
+    Without the refused ones: else a constant holds a refused tier's value (clarity's 5 kHz
+    low-pass on telephone-band speech: no change at all) that no changing clip of the source
+    holds, and the audit tells constants apart (ktuberling's telephone band at 16 kHz: AUC
+    0.65, over the limit). The item id does not depend on the ranges."""
     if condition.direction != "constant" or not condition.ranges:
         return condition
     refused = {
@@ -173,11 +182,9 @@ def held_among_kept(condition: Condition, config: BuildConfig, heard: Analysis) 
         and c.direction == "increase"
         and source_refusal(c, heard)
     }
-    kept = tuple(r for r in condition.ranges if tuple(r) not in refused)
-    return (
-        dataclasses.replace(condition, ranges=kept)
-        if kept and len(kept) < len(condition.ranges)
-        else condition
+    kept = tuple(r for r in condition.ranges if tuple(r) not in refused) or condition.ranges
+    return stratified(
+        dataclasses.replace(condition, ranges=kept), config.constants, config.seed, source_id
     )
 
 

@@ -41,7 +41,9 @@ class BuildConfig(BaseModel):
     categories: Names = PUBLISHED_CATEGORIES  # the others are opt-in
     tiers: Names = TIERS
     curves: Names = CURVE_NAMES
-    include_constant: bool = True
+    # constant control clips per source and category (gradual format), spread over the
+    # planned tiers (`plan.stratified`); 0 for none, as in the published protocol
+    constants: int = Field(3, ge=0)
     n_test: int = Field(8, ge=1)
     n_train: int = Field(8, ge=0)
     per_speaker_test: int = Field(2, ge=1)
@@ -147,6 +149,9 @@ _EXPECTED = {
     "less_than_equal": "expected a number <= {le}",
 }
 
+# keys a config may still carry from an earlier release: what to write instead
+_RENAMED = {"include_constant": "`constants = N` (constant clips per source; 0 for none)"}
+
 
 def describe(err: ValidationError) -> str:
     """A validation error as one line: each bad key, its value and what is allowed."""
@@ -155,6 +160,8 @@ def describe(err: ValidationError) -> str:
         key = ".".join(str(x) for x in e["loc"])
         if e["type"] == "value_error":
             what = str(e["ctx"]["error"])
+        elif e["type"] == "extra_forbidden" and key in _RENAMED:
+            what = f"no longer a config key: write {_RENAMED[key]}"
         else:
             what = _EXPECTED.get(e["type"], e["msg"]).format(**e.get("ctx", {}))
         value = list(e["input"]) if isinstance(e["input"], tuple) else e["input"]
@@ -179,7 +186,7 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "per_speaker_test": 2,
         "min_duration_s": 3.0,
         "sample_rate": 48000,
-        "include_constant": False,
+        "constants": 0,
     },
 }
 
@@ -210,8 +217,12 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
+        renamed = "".join(
+            f"; {k}: no longer a config key: write {_RENAMED[k]}" for k in unknown if k in _RENAMED
+        )
         raise ConfigError(
-            f"unknown config key(s) {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+            f"unknown config key(s) {', '.join(unknown)}{renamed}; "
+            f"known keys: {', '.join(sorted(known))}"
         )
     return BuildConfig(**values)
 

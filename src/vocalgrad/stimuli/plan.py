@@ -16,7 +16,8 @@ from vocalgrad.stimuli.config import BuildConfig
 class Condition:
     """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the mid
     tier's range and `ranges` every planned tier's, which their held value is drawn from
-    (`held_constant`). In the comparison and recognition
+    (`held_constant`); a source has `BuildConfig.constants` of them per category, told apart
+    by `replicate`. In the comparison and recognition
     formats the curve is "held": the parameter is held at start and end (comparison: the two
     parts) or at end only (recognition)."""
 
@@ -34,12 +35,14 @@ class Condition:
     # depend on it.
     ranges: tuple[tuple[float, float], ...] = ()
     endpoint_rove: bool = False  # the path is placed at random within its window (`roved`)
+    replicate: int = 0  # which of a source's constant clips (0 for every changing one)
 
     @property
     def key(self) -> str:
+        """The first constant's key is what it was when a source had one constant."""
         return (
             f"{self.category}|{self.tier}|{self.curve}|{self.direction}|"
-            f"{self.magnitude:g}{self._fmt}"
+            f"{self.magnitude:g}{self._fmt}{f'|{self.replicate}' if self.replicate else ''}"
         )
 
     @property
@@ -99,14 +102,14 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                             name, tier, curve, direction, magnitude, a, b, config.format, **rove
                         )
                     )
-        if config.include_constant and config.format == "gradual":
+        if config.constants and config.format == "gradual":
             low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
             ranges = tuple(
                 c.ranges[0] if config.rove_endpoints else (c.start, c.end)
                 for c in conditions
                 if c.category == name and c.direction == "increase" and c.curve == config.curves[0]
             )
-            conditions.append(
+            conditions.extend(
                 Condition(
                     name,
                     "none",
@@ -117,7 +120,9 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                     high,
                     ranges=ranges,
                     endpoint_rove=config.rove_endpoints,
+                    replicate=replicate,
                 )
+                for replicate in range(config.constants)
             )
     return conditions, refused
 
@@ -141,13 +146,31 @@ def change_size(category: str, start: float, end: float) -> float:
     return float(abs(end - start))
 
 
+def stratified(condition: Condition, n_constants: int, seed: int, source_id: str) -> Condition:
+    """A source's constant clips spread evenly over the planned tiers' ranges (`ranges`):
+    systematic sampling from a start drawn per (seed, source), so with one constant per
+    tier each tier is held once, and with fewer or more every range is equally likely.
+    Why several constants: the audit's constant test is an AUC over the constant clips, and
+    with one per source it spread so wide under no leak at all that some category of a small
+    build failed by chance (demo size: 2-3% of the time per category, so one in five demos;
+    see the design notes)."""
+    if condition.direction != "constant" or len(condition.ranges) < 2:
+        return condition
+    digest = hashlib.sha256(f"{seed}|{source_id}|{condition.category}".encode()).hexdigest()
+    start = float(np.random.default_rng([seed, int(digest[:16], 16), 17]).uniform())
+    n = len(condition.ranges)
+    index = int((condition.replicate + start) * n / max(n_constants, 1)) % n
+    return dataclasses.replace(condition, ranges=(condition.ranges[index],))
+
+
 def held_constant(condition: Condition, seed: int, item: str) -> Condition:
     """The constant control holds one value, drawn per clip the way a changing clip's values
-    are spread: one of the planned tiers at random, then a point within its range (on the
-    dimension's scale); the mid tier's range without `ranges`. The dimension is present, it
-    just does not change. A fixed value (the middle of the range) would make "a middling
-    amount over the whole clip" a cue that tells constant clips from changing ones, and the
-    mid tier alone would leave out the high tier's extremes (see the design notes)."""
+    are spread: one of `ranges` at random (a build leaves each constant one, `stratified`),
+    then a point within it (on the dimension's scale); the mid tier's range without `ranges`.
+    The dimension is present, it just does not change. A fixed value (the middle of the
+    range) would make "a middling amount over the whole clip" a cue that tells constant clips
+    from changing ones, and the mid tier alone would leave out the high tier's extremes (see
+    the design notes)."""
     rng = np.random.default_rng([seed, int(item, 16), 11])
     u = float(rng.uniform())
     lo, hi = condition.start, condition.end

@@ -166,9 +166,9 @@ def _cross_fit(
     score test *and* on test to score train when both splits have two sources and both labels
     (every clip scored by a model that never saw its source), else `_predictions` on test.
 
-    For the constant test: a build has one constant per source, so a small build's test split
-    holds few; scored on those alone, the AUC of clips with no leak at all spreads as wide as
-    the gate (see the design notes). Both splits double the positives."""
+    For the constant test: a build has few constants per source (`BuildConfig.constants`), so
+    a small build's test split holds few; scored on those alone, the AUC of clips with no leak
+    at all spreads as wide as the gate (see the design notes). Both splits double them."""
     y_train, y_test = [label(r) for r in train], [label(r) for r in test]
     if (
         _n_groups(train) >= 2
