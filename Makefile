@@ -79,7 +79,7 @@ $(STEPS)/tiers:
 	$(VG) info $(DEMO)/tiers
 	@mkdir -p $(@D) && touch $@
 $(STEPS)/sweep:
-	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 10 --n-train 0 --no-constant --no-audit
+	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 10 --n-train 0 --constants 0 --no-audit
 	@mkdir -p $(@D) && touch $@
 # 1b. the same test sources and magnitudes as comparison items (two held parts) and
 #     recognition items (one held clip)

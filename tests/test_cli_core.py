@@ -80,6 +80,9 @@ def test_old_flag_spellings_work_with_a_warning(capsys):
     args = parser().parse_args(["build", "--out", "x", "--format", "comparison"])
     assert args.question_format == "comparison"
     assert "--format is deprecated" in capsys.readouterr().err
+    assert parser().parse_args(["build", "--out", "x", "--no-constant"]).constants == 0
+    assert "use --constants 0" in capsys.readouterr().err
+    assert parser().parse_args(["build", "--out", "x"]).constants is None  # the config's 3
     args = parser().parse_args(["score", "run", "--format", "csv"])
     assert args.output_format == "csv"
     args = parser().parse_args(["report", "run", "--format", "md"])

@@ -99,6 +99,48 @@ def test_documented_command_parses(where, argv):
             )
 
 
+def makefile_commands(targets: tuple[str, ...] = ("demo", "remedies")) -> list[list[str]]:
+    """The argv of every `vocalgrad` command the Makefile's targets run, as make expands them
+    (`make -n -B`: printed, not run). A loop variable stands for its loop's first value, an
+    arithmetic expansion for 1; a command substitution (optional arguments) is left out."""
+    done = subprocess.run(
+        ["make", "-n", "-B", "--no-print-directory", *targets],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    text = re.sub(r"\\\n\s*", " ", done.stdout)
+    found = []
+    for line in text.splitlines():
+        if "bin/vocalgrad " not in line:
+            continue
+        loops = {v: words.split()[0] for v, words in re.findall(r"for (\w+) in ([^;]+);", line)}
+        command = line.split("bin/vocalgrad ", 1)[1]
+        command = re.sub(r"\$\(\([^)]*\)\)", "1", command)
+        command = re.sub(r"\$\([^)]*\)", "", command)
+        command = re.sub(r"\$(\w+)", lambda m, loops=loops: loops.get(m.group(1), "1"), command)
+        found.append(shlex.split(re.split(r";|&&|\|\|", command)[0]))
+    return found
+
+
+def test_the_makefile_commands_parse():
+    """`make demo` and `make remedies` run these: an option renamed in the CLI must be renamed
+    there too (the demo once called a removed flag)."""
+    from vocalgrad.cli import parser
+
+    commands = makefile_commands()
+    assert {"build", "eval", "probe", "report", "finetune"} <= {argv[0] for argv in commands}
+    for argv in commands:
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                parser().parse_args(argv)
+        except SystemExit:
+            pytest.fail(f"Makefile: `vocalgrad {shlex.join(argv)}`:\n{stderr.getvalue()}")
+        assert "deprecated" not in stderr.getvalue(), (argv, stderr.getvalue())
+
+
 def test_extractor_joins_continuations_and_skips_output_and_placeholders(tmp_path):
     page = tmp_path / "page.md"
     page.write_text(

@@ -65,6 +65,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "(comparison), or one held clip to name (recognition)",
     )
     add_deprecated_alias(b, "--format", "--question-format", "question_format", choices=FORMATS)
+    add_deprecated_alias(b, "--no-constant", "--constants 0", "constants", nargs=0, const=0)
     add_executor_options(
         b,
         "local processes (default: all cores), or Ray tasks in flight "
