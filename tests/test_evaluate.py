@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -344,6 +345,37 @@ def test_a_limited_run_interleaves_categories_and_sources():
     assert _balanced_head(items, 30) == head  # the same items whatever the order given
     assert _balanced_head(items[::-1], 30) == head
     assert len(_balanced_head(items, 1000)) == len(items)
+
+
+def test_a_limited_run_asks_every_source_about_a_changing_clip():
+    """Three constant clips a source share one cell (magnitude 0, "constant"): two items a
+    source must never be two of them, whichever way the cells hash."""
+    from vocalgrad.evaluation.evaluate import _balanced_head
+
+    items = [
+        {
+            "item_id": f"{c}-{s}-{d}-{m}-{k}",
+            "category": c,
+            "source_id": f"src{s}",
+            "magnitude": m,
+            "direction": d,
+        }
+        for c in ("echo", "volume", "voice_pitch", "voice_clarity", "audio_roughness")
+        for s in range(10)
+        for m, d, copies in [(0.0, "constant", 3)]
+        + [(mag, d, 4) for mag in (1.0, 2.0, 3.0) for d in ("increase", "decrease")]
+        for k in range(copies)
+    ]
+    head = _balanced_head(items, 2 * 10 * 5)
+    for category in ("echo", "volume", "voice_pitch", "voice_clarity", "audio_roughness"):
+        changing = {
+            r["source_id"]
+            for r in head
+            if r["category"] == category and r["direction"] != "constant"
+        }
+        assert len(changing) == 10, (category, changing)
+    cells = Counter((r["source_id"], r["category"], r["magnitude"], r["direction"]) for r in head)
+    assert max(cells.values()) == 1  # two items of a source are two cells
 
 
 def test_a_partly_failed_batch_keeps_the_answers_that_arrived(dataset, tmp_path):
