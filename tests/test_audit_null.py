@@ -1,0 +1,76 @@
+"""The audit's null (benchmarks/audit_null.py): relabelled clips carry no label, and the
+statistics are the gate's own, so a planted difference reads as one and none reads as none."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _null():
+    path = ROOT / "benchmarks" / "audit_null.py"
+    spec = importlib.util.spec_from_file_location("audit_null", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(n_sources: int = 12) -> list[dict]:
+    return [
+        {
+            "item_id": f"{s:02d}-{tier}-{curve}-{d}",
+            "source_id": f"s{s}",
+            "split": "test" if s % 2 else "train",
+            "category": "echo",
+            "tier": tier,
+            "curve": curve,
+            "direction": d,
+        }
+        for s in range(n_sources)
+        for tier in ("low", "high")
+        for curve in ("linear", "jump")
+        for d in ("increase", "decrease")
+    ]
+
+
+def test_pseudo_constants_are_k_changing_clips_of_every_source():
+    null = _null()
+    rows = _rows()
+    relabelled = null.pseudo_constants(rows, 3, np.random.default_rng(0))
+    per_source = Counter(r["source_id"] for r in relabelled if r["direction"] == "constant")
+    assert set(per_source.values()) == {3} and len(per_source) == 12
+    assert all(r["direction"] != "constant" for r in rows)  # the input is left as it was
+
+
+def test_flipped_pairs_keep_twins_opposite_and_flip_about_half():
+    null = _null()
+    rows = _rows(40)
+    relabelled = null.flipped_pairs(rows, np.random.default_rng(1))
+    twins: dict[tuple, set] = {}
+    for r in relabelled:
+        twins.setdefault((r["source_id"], r["tier"], r["curve"]), set()).add(r["direction"])
+    assert all(d == {"increase", "decrease"} for d in twins.values())
+    moved = sum(a["direction"] != b["direction"] for a, b in zip(rows, relabelled, strict=True))
+    assert 0.35 < moved / len(rows) < 0.65
+
+
+def test_the_constant_statistic_sees_a_planted_difference_and_not_its_absence():
+    null = _null()
+    rng = np.random.default_rng(2)
+    rows = null.pseudo_constants(_rows(), 2, rng)
+    plain = {r["item_id"]: {"cue": float(rng.normal())} for r in rows}
+    auc, _, _ = null.constant_statistic(rows, plain, ["cue"], "plain")
+    assert abs(auc - 0.5) < 0.2
+    planted = {
+        k: {"cue": v["cue"] + 3.0 * (r["direction"] == "constant")}
+        for r in rows
+        for k, v in plain.items()
+        if k == r["item_id"]
+    }
+    auc, lo, _ = null.constant_statistic(rows, planted, ["cue"], "planted")
+    assert auc > 0.95 and lo > 0.65
