@@ -181,13 +181,14 @@ def test_a_constant_clip_holds_only_values_of_the_tiers_kept_on_its_source():
     from vocalgrad.stimuli.plan import item_id, plan_conditions
 
     config = BuildConfig(sample_rate=16000, categories=("voice_clarity",), tiers=("low", "mid"))
-    constants = [c for c in plan_conditions(config)[0] if c.direction == "constant"]
+    planned = plan_conditions(config)[0]
+    constants = [c for c in planned if c.direction == "constant"]
     constant = constants[0]
     assert constant.ranges == ((5000.0, 8400.0), (2500.0, 8400.0))
     audio, sr = load_audio(arctic_path())
     wide = resample(audio, sr, 16000)
-    held = [constant_range(c, config, _heard(wide, 16000), "s").ranges for c in constants]
+    held = [constant_range(c, planned, _heard(wide, 16000), config, "s").ranges for c in constants]
     assert sorted(set(held)) == [((2500.0, 8400.0),), ((5000.0, 8400.0),)]  # both tiers held
-    narrow = constant_range(constant, config, _heard(_telephone(wide, 16000), 16000), "s")
+    narrow = constant_range(constant, planned, _heard(_telephone(wide, 16000), 16000), config, "s")
     assert narrow.ranges == ((2500.0, 8400.0),)
     assert item_id(0, "s", narrow) == item_id(0, "s", constant)  # the same clip, resumable

@@ -17,6 +17,7 @@ import shutil
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,7 +109,9 @@ def _render_source(task: SourceTask) -> dict:
     rows = []
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
-        condition = constant_range(condition, config, prepared.heard, source.source_id)
+        condition = constant_range(
+            condition, task.conditions, prepared.heard, config, source.source_id
+        )
         reason = source_refusal(condition, prepared.heard)
         if (
             reason
@@ -165,10 +168,15 @@ def source_refusal(condition: Condition, heard: Analysis) -> str | None:
 
 
 def constant_range(
-    condition: Condition, config: BuildConfig, heard: Analysis, source_id: str
+    condition: Condition,
+    planned: Sequence[Condition],
+    heard: Analysis,
+    config: BuildConfig,
+    source_id: str,
 ) -> Condition:
     """The range a constant clip draws its held value from: the planned tiers' ranges less
-    those refused on this source, spread over the source's constants (`plan.stratified`).
+    those refused on this source (among the `planned` conditions), spread over the source's
+    constants (`plan.stratified`).
     Without the refused ones: else a constant holds a refused tier's value (clarity's 5 kHz
     low-pass on telephone-band speech: no change at all) that no changing clip of the source
     holds, and the audit tells constants apart (ktuberling's telephone band at 16 kHz: AUC
@@ -177,7 +185,7 @@ def constant_range(
         return condition
     refused = {
         (c.start, c.end)
-        for c in plan_conditions(config)[0]
+        for c in planned
         if c.category == condition.category
         and c.direction == "increase"
         and source_refusal(c, heard)
