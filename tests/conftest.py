@@ -20,6 +20,17 @@ pytest_plugins = ("ray_helpers",)
 RENDER_SR = 16000
 
 
+def load_benchmark(name: str):
+    """A script of `benchmarks/` as a module (they are scripts, not a package)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def arctic_path() -> Path:
     """CMU ARCTIC utterance a0007 (speaker BDL), shipped inside the pysptk wheel.
 

@@ -3,21 +3,10 @@ statistics are the gate's own, so a planted difference reads as one and none rea
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _null():
-    path = ROOT / "benchmarks" / "audit_null.py"
-    spec = importlib.util.spec_from_file_location("audit_null", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_benchmark
 
 
 def _rows(n_sources: int = 12) -> list[dict]:
@@ -39,7 +28,7 @@ def _rows(n_sources: int = 12) -> list[dict]:
 
 
 def test_pseudo_constants_are_k_changing_clips_of_every_source():
-    null = _null()
+    null = load_benchmark("audit_null")
     rows = _rows()
     relabelled = null.pseudo_constants(rows, 3, np.random.default_rng(0))
     per_source = Counter(r["source_id"] for r in relabelled if r["direction"] == "constant")
@@ -48,7 +37,7 @@ def test_pseudo_constants_are_k_changing_clips_of_every_source():
 
 
 def test_flipped_pairs_keep_twins_opposite_and_flip_about_half():
-    null = _null()
+    null = load_benchmark("audit_null")
     rows = _rows(40)
     relabelled = null.flipped_pairs(rows, np.random.default_rng(1))
     twins: dict[tuple, set] = {}
@@ -60,7 +49,7 @@ def test_flipped_pairs_keep_twins_opposite_and_flip_about_half():
 
 
 def test_the_constant_statistic_sees_a_planted_difference_and_not_its_absence():
-    null = _null()
+    null = load_benchmark("audit_null")
     rng = np.random.default_rng(2)
     rows = null.pseudo_constants(_rows(), 2, rng)
     plain = {r["item_id"]: {"cue": float(rng.normal())} for r in rows}

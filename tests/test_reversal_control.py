@@ -4,27 +4,14 @@ the renderer's (issue #24: trace each failure to its mechanism)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import arctic_path
+from conftest import arctic_path, load_benchmark
 
 from vocalgrad.audio import load_audio
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import plan_conditions
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _control():
-    path = ROOT / "benchmarks" / "reversal_control.py"
-    spec = importlib.util.spec_from_file_location("reversal_control", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _plan(category: str) -> tuple[BuildConfig, list]:
@@ -33,7 +20,7 @@ def _plan(category: str) -> tuple[BuildConfig, list]:
 
 
 def test_a_leak_that_flips_with_the_source_is_the_speechs_one_that_stays_the_renderers():
-    control = _control()
+    control = load_benchmark("reversal_control")
     assert control.split_leak(0.70, 0.30) == pytest.approx((0.20, 0.0))  # flips: content
     assert control.split_leak(0.70, 0.70) == pytest.approx((0.0, 0.20))  # keeps: renderer
     assert control.share([0.3, -0.1, 0.0, 2.0, np.nan]) == (2 / 3, 3)  # ties and NaN left out
@@ -50,7 +37,7 @@ def test_a_leak_that_flips_with_the_source_is_the_speechs_one_that_stays_the_ren
 def test_a_palindrome_reads_the_same_both_ways_and_real_speech_does_not(tmp_path):
     """Reversal changes the source and nothing else: a palindromic source gives the same twin
     differences forwards and backwards (no content part), a real sentence does not."""
-    control = _control()
+    control = load_benchmark("reversal_control")
     speech, sr = load_audio(arctic_path())
     palindrome = tmp_path / "palindrome.wav"
     sf.write(palindrome, np.concatenate([speech, speech[::-1]]), sr, subtype="PCM_16")

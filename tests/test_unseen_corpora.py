@@ -4,13 +4,11 @@ tuxpaint-stamps-default, and what they showed (issue #24, part 4)."""
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import arctic_path
+from conftest import arctic_path, load_benchmark
 
 from vocalgrad.audio import load_audio
 from vocalgrad.sources.check import speech_problem
@@ -126,18 +124,10 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
     assert again["refused_for_source"] == refused
 
 
-def _benchmark():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "unseen_corpora.py"
-    spec = importlib.util.spec_from_file_location("unseen_corpora", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_nothing(
     tmp_path, monkeypatch, capsys
 ):
-    bench = _benchmark()
+    bench = load_benchmark("unseen_corpora")
     monkeypatch.setattr(
         bench,
         "CORPORA",
@@ -154,7 +144,7 @@ def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_noth
 
 @pytest.mark.skipif(len(GALICIAN) < 10, reason=NEEDS_KTUBERLING)
 def test_the_benchmark_prepares_telephone_band_speech_from_the_installed_package(tmp_path):
-    bench = _benchmark()
+    bench = load_benchmark("unseen_corpora")
     info = bench.prepare("ktuberling", tmp_path, ["tel", "48k"], per_speaker=2)
     assert len(info["speakers"]) >= 8 and set(info["speakers"].values()) == {2}
     tel = sorted((tmp_path / "ktuberling" / "tel").rglob("*.wav"))
