@@ -166,7 +166,7 @@ def test_a_constant_clip_holds_only_values_of_the_tiers_kept_on_its_source():
     the low tier's range would hold 'no change at all' where no changing clip of the source
     does (ktuberling's telephone band at 16 kHz: constants told apart with AUC 0.65)."""
     from vocalgrad.audio import resample
-    from vocalgrad.stimuli.build import constant_range
+    from vocalgrad.stimuli.build import constant_range, refused_ranges
     from vocalgrad.stimuli.config import BuildConfig
     from vocalgrad.stimuli.plan import item_id, plan_conditions
 
@@ -177,8 +177,10 @@ def test_a_constant_clip_holds_only_values_of_the_tiers_kept_on_its_source():
     assert constant.ranges == ((5000.0, 8400.0), (2500.0, 8400.0))
     audio, sr = load_audio(arctic_path())
     wide = resample(audio, sr, 16000)
-    held = [constant_range(c, planned, _heard(wide, 16000), config, "s").ranges for c in constants]
+    wide_refused = refused_ranges(planned, _heard(wide, 16000))
+    held = [constant_range(c, wide_refused, config, "s").ranges for c in constants]
     assert sorted(set(held)) == [((2500.0, 8400.0),), ((5000.0, 8400.0),)]  # both tiers held
-    narrow = constant_range(constant, planned, _heard(_telephone(wide, 16000), 16000), config, "s")
+    telephone = _heard(_telephone(wide, 16000), 16000)
+    narrow = constant_range(constant, refused_ranges(planned, telephone), config, "s")
     assert narrow.ranges == ((2500.0, 8400.0),)
     assert item_id(0, "s", narrow) == item_id(0, "s", constant)  # the same clip, resumable

@@ -301,10 +301,10 @@ def _balanced_head(items: list[dict], limit: int) -> list[dict]:
         return hashlib.sha256(key.encode()).hexdigest()
 
     by_cell: dict[tuple[str, str, str], list[dict]] = {}
-    for r in sorted(items, key=lambda r: (cell(r), r["item_id"])):
-        by_cell.setdefault((r["category"], r["source_id"], cell(r)), []).append(r)
+    for r in sorted(items, key=lambda r: r["item_id"]):
+        by_cell.setdefault((cell(r), r["category"], r["source_id"]), []).append(r)
     by_cat: dict[str, dict[str, list[list[dict]]]] = {}
-    for (cat, source, _), group in sorted(by_cell.items(), key=lambda kv: kv[0][2]):
+    for (_, cat, source), group in sorted(by_cell.items()):
         by_cat.setdefault(cat, {}).setdefault(source, []).append(group)
     queues = {
         cat: [

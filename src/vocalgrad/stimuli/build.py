@@ -107,11 +107,10 @@ def _render_source(task: SourceTask) -> dict:
         "audio_sha256": write_flac_atomic(ref_path, clean.audio, clean.sr),
     }
     rows = []
+    refused = refused_ranges(task.conditions, prepared.heard)
     for condition in task.conditions:
         item = item_id(config.seed, source.source_id, condition)
-        condition = constant_range(
-            condition, task.conditions, prepared.heard, config, source.source_id
-        )
+        condition = constant_range(condition, refused, config, source.source_id)
         reason = source_refusal(condition, prepared.heard)
         if (
             reason
@@ -167,30 +166,34 @@ def source_refusal(condition: Condition, heard: Analysis) -> str | None:
     return dimensions.get(condition.category).source_inaudible_reason(condition.magnitude, heard)
 
 
+def refused_ranges(planned: Sequence[Condition], heard: Analysis) -> set[tuple[str, float, float]]:
+    """(category, start, end) of every planned change inaudible on this source."""
+    return {
+        (c.category, c.start, c.end)
+        for c in planned
+        if c.direction == "increase" and source_refusal(c, heard)
+    }
+
+
 def constant_range(
     condition: Condition,
-    planned: Sequence[Condition],
-    heard: Analysis,
+    refused: set[tuple[str, float, float]],
     config: BuildConfig,
     source_id: str,
 ) -> Condition:
     """The range a constant clip draws its held value from: the planned tiers' ranges less
-    those refused on this source (among the `planned` conditions), spread over the source's
-    constants (`plan.stratified`).
+    those `refused` on this source (`refused_ranges`), spread over the source's constants
+    (`plan.stratified`).
     Without the refused ones: else a constant holds a refused tier's value (clarity's 5 kHz
     low-pass on telephone-band speech: no change at all) that no changing clip of the source
     holds, and the audit tells constants apart (ktuberling's telephone band at 16 kHz: AUC
     0.65, over the limit). The item id does not depend on the ranges."""
     if condition.direction != "constant" or not condition.ranges:
         return condition
-    refused = {
-        (c.start, c.end)
-        for c in planned
-        if c.category == condition.category
-        and c.direction == "increase"
-        and source_refusal(c, heard)
-    }
-    kept = tuple(r for r in condition.ranges if tuple(r) not in refused) or condition.ranges
+    kept = (
+        tuple(r for r in condition.ranges if (condition.category, *r) not in refused)
+        or condition.ranges
+    )
     return stratified(
         dataclasses.replace(condition, ranges=kept), config.constants, config.seed, source_id
     )

@@ -153,6 +153,10 @@ _EXPECTED = {
 _RENAMED = {"include_constant": "`constants = N` (constant clips per source; 0 for none)"}
 
 
+def _renamed(key: str) -> str:
+    return f"no longer a config key: write {_RENAMED[key]}"
+
+
 def describe(err: ValidationError) -> str:
     """A validation error as one line: each bad key, its value and what is allowed."""
     parts = []
@@ -161,7 +165,7 @@ def describe(err: ValidationError) -> str:
         if e["type"] == "value_error":
             what = str(e["ctx"]["error"])
         elif e["type"] == "extra_forbidden" and key in _RENAMED:
-            what = f"no longer a config key: write {_RENAMED[key]}"
+            what = _renamed(key)
         else:
             what = _EXPECTED.get(e["type"], e["msg"]).format(**e.get("ctx", {}))
         value = list(e["input"]) if isinstance(e["input"], tuple) else e["input"]
@@ -217,9 +221,7 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
-        renamed = "".join(
-            f"; {k}: no longer a config key: write {_RENAMED[k]}" for k in unknown if k in _RENAMED
-        )
+        renamed = "".join(f"; {k}: {_renamed(k)}" for k in unknown if k in _RENAMED)
         raise ConfigError(
             f"unknown config key(s) {', '.join(unknown)}{renamed}; "
             f"known keys: {', '.join(sorted(known))}"

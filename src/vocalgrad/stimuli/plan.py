@@ -148,12 +148,12 @@ def change_size(category: str, start: float, end: float) -> float:
 
 def stratified(condition: Condition, n_constants: int, seed: int, source_id: str) -> Condition:
     """A source's constant clips spread evenly over the planned tiers' ranges (`ranges`):
-    systematic sampling from a start drawn per (seed, source), so with one constant per
-    tier each tier is held once, and with fewer or more every range is equally likely.
+    systematic sampling from a start drawn per (seed, source, category), so with one constant
+    per tier each tier is held once, and with fewer or more every range is equally likely.
     Why several constants: the audit's constant test is an AUC over the constant clips, and
-    with one per source it spread so wide under no leak at all that some category of a small
-    build failed by chance (demo size: 2-3% of the time per category, so one in five demos;
-    see the design notes)."""
+    with one per source it spread so wide under no leak at all that a category of the demo's
+    build failed by chance in 0-5% of draws, some category of nine in about one demo of five
+    (`benchmarks/audit_null.py`; the design notes)."""
     if condition.direction != "constant" or len(condition.ranges) < 2:
         return condition
     digest = hashlib.sha256(f"{seed}|{source_id}|{condition.category}".encode()).hexdigest()
