@@ -135,10 +135,10 @@ def test_probe_curves_with_few_sources_get_an_honest_interval_or_none():
     seeds = np.stack([correct, other], axis=1)  # seeds that disagree a lot
     _, lo_s, hi_s = balanced_accuracy_ci(seeds, pos, np.arange(60) // 20)
     assert np.all(hi_s - lo_s > hi - lo)  # seed-to-seed variation widens the interval
-    many = balanced_accuracy_ci(correct, pos, np.arange(60) // 2)  # 30 sources: bootstrap
+    many = balanced_accuracy_ci(correct, pos, np.arange(60))  # 60 sources: bootstrap
     assert many[1][0] == pytest.approx(
         np.percentile(  # unchanged: still the percentile bootstrap
-            _bootstrap_reference(correct[0], pos, np.arange(60) // 2), 2.5
+            _bootstrap_reference(correct[0], pos, np.arange(60)), 2.5
         )
     )
 

@@ -12,6 +12,7 @@ from scipy.stats import t as student_t
 from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from vocalgrad.stats import (
+    BOOTSTRAP_MIN_CLUSTERS,
     MIN_SOURCES,
     ClusterWeightedAUC,
     constant_summary,
@@ -303,7 +304,7 @@ def _spread_listener(items: list[dict], rng: np.random.Generator, key: str = "sp
     )
 
 
-@pytest.mark.parametrize("n_speakers", [1, 2, 3, 5, 9, 10, 12])
+@pytest.mark.parametrize("n_speakers", [1, 2, 3, 5, 9, 10, 12, 49, 50])
 def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
     """The issue's case: `--cluster speaker_id` on one or two speakers printed
     0.375 [0.375, 0.375]."""
@@ -314,7 +315,9 @@ def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
     want = (
         "none"
         if n_speakers == 1
-        else ("cluster jackknife t" if n_speakers < MIN_SOURCES else "cluster bootstrap")
+        else (
+            "cluster jackknife t" if n_speakers < BOOTSTRAP_MIN_CLUSTERS else "cluster bootstrap"
+        )
     )
     assert s["ci_method"] == want
     for name in ("accuracy", "balanced_accuracy", "dprime", "criterion"):
@@ -364,20 +367,20 @@ def test_clusters_that_agree_exactly_get_a_wilson_interval_on_the_cluster_count(
 
 
 def test_many_clusters_that_agree_exactly_get_the_wilson_interval_too():
-    """28 perfect sources: every bootstrap resample is perfect, and [1, 1] would claim a
-    certainty 28 sources cannot give; so would [0.5, 0.5] for a listener right on exactly
+    """56 perfect sources: every bootstrap resample is perfect, and [1, 1] would claim a
+    certainty 56 sources cannot give; so would [0.5, 0.5] for a listener right on exactly
     half of every source's items. An audit classifier's CI follows the same rule."""
-    items = make_items(n_sources=28, per_source=20)
+    items = make_items(n_sources=56, per_source=20)
     s = overall(answer(items, [r["direction"] for r in items]))
     z2 = norm.ppf(0.975) ** 2
-    assert s["ci_method"] == "cluster bootstrap" and s["n_clusters"] == 28
-    assert s["accuracy_lo"] == pytest.approx(28 / (28 + z2)) and s["accuracy_hi"] == pytest.approx(
+    assert s["ci_method"] == "cluster bootstrap" and s["n_clusters"] == 56
+    assert s["accuracy_lo"] == pytest.approx(56 / (56 + z2)) and s["accuracy_hi"] == pytest.approx(
         1.0
     )
     half = overall(answer(items, ["increase"] * len(items)))
     assert half["accuracy_lo"] < 0.4 and half["accuracy_hi"] > 0.6
     rng = np.random.default_rng(0)
-    lo, hi, method = weighted_ci(lambda w: np.full(len(w), 0.5), 0.5, 28, rng)
+    lo, hi, method = weighted_ci(lambda w: np.full(len(w), 0.5), 0.5, 56, rng)
     assert method == "cluster bootstrap" and lo < 0.4 and hi > 0.6
     spread = overall(
         answer(items, [r["direction"] if i % 3 else "increase" for i, r in enumerate(items)])
@@ -412,3 +415,15 @@ def test_paired_ci_with_few_clusters_agrees_with_the_permutation_test():
     )
     assert same_share["difference"] == 0.5 and same_share["permutation_p"] < 0.01
     assert math.isnan(same_share["difference_lo"])  # not [0.5, 0.5]
+
+
+def test_paired_ci_between_the_sign_flip_and_the_bootstrap_is_a_jackknife():
+    """20 clusters: too many sign vectors to enumerate, too few for the bootstrap's percentile
+    interval to cover (`benchmarks/ci_coverage.py`): the jackknife t of the difference."""
+    rng = np.random.default_rng(4)
+    items = make_items(n_sources=20, per_source=20)
+    better = paired_comparison(_listener(items, 0.9, rng), _listener(items, 0.5, rng))
+    assert better["n_clusters"] == 20 and better["ci_method"] == "cluster jackknife t"
+    assert 0 < better["difference_lo"] < better["difference"] < better["difference_hi"]
+    alike = paired_comparison(_listener(items, 0.7, rng), _listener(items, 0.7, rng))
+    assert alike["difference_lo"] < 0 < alike["difference_hi"]

@@ -153,6 +153,8 @@ def test_threshold_ci_with_few_sources_is_honest_or_absent():
     few = fit_sweep(sweep(obs, "volume", n_sources=3), "volume", n_boot=100)
     assert few.ci_method == "cluster jackknife t" and few.n_boot == 0
     assert few.ci[0] < few.threshold < few.ci[1]
-    many = fit_sweep(sweep(obs, "volume", n_sources=12), "volume", n_boot=100)
+    some = fit_sweep(sweep(obs, "volume", n_sources=12), "volume", n_boot=100)
+    assert some.ci_method == "cluster jackknife t" and some.ci[0] < some.threshold < some.ci[1]
+    many = fit_sweep(sweep(obs, "volume", n_sources=50), "volume", n_boot=100)
     assert many.ci_method == "cluster bootstrap" and many.n_boot == 100
     assert fit_sweep(sweep(obs, "volume", n_sources=3), "volume", n_boot=0).ci == (None, None)

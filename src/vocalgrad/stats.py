@@ -12,14 +12,15 @@ voice and a sentence, so they are not independent; resampling clips understates 
 uncertainty, resampling sources does not. Every bootstrap draws its cluster weights through
 `resample_weights`.
 
-Why a rule for few clusters: a bootstrap over G clusters has at most C(2G-1, G) distinct
-resamples, so its percentile interval collapses to a point or a sliver exactly when the data
-say least. Every CI here follows `ci_method_for`: G >= MIN_SOURCES keeps the cluster
-bootstrap; 2 <= G < that uses a delete-one-cluster jackknife t-interval with G - 1 degrees of
-freedom; one cluster gets no CI. Where the clusters agree exactly an interval has zero width,
-which G clusters cannot justify: accuracy-like proportions then get the Wilson interval with G
-as the sample size (the effective sample size when every item of a cluster answers alike),
-d' and c no CI.
+Why a rule for few clusters: a bootstrap's resamples can vary no more than the G clusters
+drawn, so its percentile interval is too narrow exactly when the data say least (95% nominal:
+0.89-0.90 at 8-10 clusters, 0.92-0.94 at 20-40, 0.94 from about 50; a delete-one-cluster
+jackknife t-interval 0.93-0.95 throughout; `benchmarks/ci_coverage.py`). Every CI here follows
+`ci_method_for`: G >= BOOTSTRAP_MIN_CLUSTERS keeps the cluster bootstrap; 2 <= G < that uses
+the jackknife t-interval with G - 1 degrees of freedom; one cluster gets no CI. Where the
+clusters agree exactly an interval has zero width, which G clusters cannot justify:
+accuracy-like proportions then get the Wilson interval with G as the sample size (the
+effective sample size when every item of a cluster answers alike), d' and c no CI.
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ _N_COLS = 10
 _WITH_CI = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
 _PROPORTIONS = ("accuracy", "balanced_accuracy", "auc")  # see `jackknife_t_ci(proportion=)`
 
-# Fewer clusters (sources, by default) than this: a jackknife t-interval (>= 2) or no CI (1),
-# and the report and the probe diagnosis flag every number resting on them as indicative.
+# Fewer clusters (sources, by default) than this: the report and the probe diagnosis flag
+# every number resting on them as indicative.
 MIN_SOURCES = 10
+# Fewer clusters than this: a jackknife t-interval (>= 2) or no CI (1), not the bootstrap,
+# whose percentile interval covers the truth in under 94% of draws below it (module docstring).
+BOOTSTRAP_MIN_CLUSTERS = 50
 BOOTSTRAP, JACKKNIFE, SIGN_FLIP, NO_CI = (
     "cluster bootstrap",
     "cluster jackknife t",
@@ -57,7 +61,7 @@ NO_CI_TEXT = "too few sources for a CI"
 
 def ci_method_for(n_clusters: int) -> str:
     """The interval a group with `n_clusters` clusters gets (the module docstring says why)."""
-    if n_clusters >= MIN_SOURCES:
+    if n_clusters >= BOOTSTRAP_MIN_CLUSTERS:
         return BOOTSTRAP
     return JACKKNIFE if n_clusters >= 2 else NO_CI
 
@@ -377,7 +381,7 @@ def summarise(
     is the signal), so a listener that rarely answers is not mistaken for a biased one; the
     unparsed rate says how many were left out. AUC uses `llr` and needs it on every row.
     CIs are 95% intervals over whole clusters (`cluster`, e.g. "source_id" or "speaker_id";
-    None makes each item a cluster): a percentile bootstrap with >= MIN_SOURCES
+    None makes each item a cluster): a percentile bootstrap with >= BOOTSTRAP_MIN_CLUSTERS
     clusters in the group, a jackknife t-interval with fewer, none with one; `ci_method` says
     which, `n_clusters` how many. `n_boot=0` computes no intervals. Constant-direction rows are
     left out here: see `constant_summary`.
@@ -451,9 +455,10 @@ def paired_comparison(
     items of a cluster are correlated. Exact when 2**n_clusters <= n_perm; with G clusters its
     p cannot go below 2 / 2**G (`permutation_min_p`: 0.5 with 2 clusters).
 
-    The CI (`ci_method`) is a cluster bootstrap with >= MIN_SOURCES clusters;
-    with fewer it inverts the exact sign-flip test, so CI and permutation p cannot disagree,
-    and where that test cannot reject at 5% (<= 5 clusters) there is no CI at all.
+    The CI (`ci_method`) follows `ci_method_for` (a cluster bootstrap, or a jackknife
+    t-interval below BOOTSTRAP_MIN_CLUSTERS), except under MIN_SOURCES clusters, where it
+    inverts the exact sign-flip test, so CI and permutation p cannot disagree, and where that
+    test cannot reject at 5% (<= 5 clusters) there is no CI at all.
     """
     nan = float("nan")
     b_by_id = {r["item_id"]: r for r in rows_b}
@@ -509,9 +514,14 @@ def paired_comparison(
             t = w @ sums
             diffs.append(_div(t[:, 0] - t[:, 1], t[:, 2]))
         lo, hi = _percentile_ci(np.concatenate(diffs))
-    elif method == JACKKNIFE:
+    elif method == JACKKNIFE and n_clusters < MIN_SOURCES:
         lo, hi = _sign_flip_interval(sums[:, 0] - sums[:, 1], sums[:, 2])
         method = SIGN_FLIP if np.isfinite(lo) else NO_CI
+    elif method == JACKKNIFE:  # too many clusters to enumerate every sign vector
+        t = leave_one_out_weights(n_clusters) @ sums
+        point = (sums[:, 0].sum() - sums[:, 1].sum()) / sums[:, 2].sum()
+        replicates = (t[:, 0] - t[:, 1]) / t[:, 2]
+        lo, hi = (float(v) for v in jackknife_t_ci(np.asarray(point), replicates))
 
     only_a = int(np.sum((ca == 1) & (cb == 0)))
     only_b = int(np.sum((ca == 0) & (cb == 1)))

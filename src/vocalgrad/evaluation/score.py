@@ -16,6 +16,7 @@ from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.files import atomic_write_text
 from vocalgrad.records import LABELS, RunSummary
 from vocalgrad.stats import (
+    BOOTSTRAP_MIN_CLUSTERS,
     MIN_SOURCES,
     NO_CI_TEXT,
     constant_summary,
@@ -145,7 +146,7 @@ def ci_note(cluster: str, n_boot: int) -> str:
     """How the intervals of a table were made (the rule of `metrics.ci_method_for`)."""
     if n_boot <= 0:
         return "No CIs (n_boot = 0)."
-    m = MIN_SOURCES
+    m = BOOTSTRAP_MIN_CLUSTERS
     return (
         f"95% CIs over {cluster} clusters: bootstrap ({n_boot} resamples) for groups with ≥ {m} "
         f"clusters; jackknife t-interval (G − 1 df) for 2–{m - 1}; where the clusters agree "

@@ -5,8 +5,8 @@ prediction vectors over the same items, and averaging seeds gives fractional cor
 resampling the same clusters for every curve keeps their CIs comparable and costs one
 matrix product. Clusters are source clips, as in `vocalgrad.stats` (the clips made from one
 source share voice and sentence, so they are not independent). The few-cluster rule is that
-module's `ci_method_for`: a bootstrap over fewer than MIN_SOURCES sources
-collapses towards a point, so a probe curve then gets a jackknife t-interval, and with one
+module's `ci_method_for`: a bootstrap over fewer than BOOTSTRAP_MIN_CLUSTERS sources is
+too narrow, so a probe curve then gets a jackknife t-interval, and with one
 source no interval (NaN), never a degenerate one.
 """
 
@@ -38,7 +38,7 @@ def balanced_accuracy_ci(
 
     With several seeds the point is the seed average and every bootstrap draw resamples the
     seeds as well as the source clips, so the interval also covers seed-to-seed variation
-    (large for shuffled-label controls). With fewer than MIN_SOURCES sources: a
+    (large for shuffled-label controls). With fewer than BOOTSTRAP_MIN_CLUSTERS sources: a
     delete-one-source jackknife t-interval on the seed average, widened by the seed-to-seed
     variance of that average (a Wilson interval on the source count where the sources agree
     exactly); with one source, NaN.
@@ -52,7 +52,7 @@ def balanced_accuracy_ci(
     clusters : ndarray
         (items,) int in 0..G-1: the source clip of each item.
     n_boot : int
-        Bootstrap resamples (used with >= MIN_SOURCES sources).
+        Bootstrap resamples (used with >= BOOTSTRAP_MIN_CLUSTERS sources).
     seed : int
         Seed of the resampling.
 

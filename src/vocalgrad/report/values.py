@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from vocalgrad.stats import MIN_SOURCES, NO_CI_TEXT
+from vocalgrad.stats import BOOTSTRAP_MIN_CLUSTERS, MIN_SOURCES, NO_CI_TEXT
 
 CI_RULE = (
-    f"95% CIs resample sources: a cluster bootstrap with ≥ {MIN_SOURCES} sources, a "
-    f"jackknife t-interval with 2–{MIN_SOURCES - 1}, none with one"
+    f"95% CIs resample sources: a cluster bootstrap with ≥ {BOOTSTRAP_MIN_CLUSTERS} sources, "
+    f"a jackknife t-interval with 2–{BOOTSTRAP_MIN_CLUSTERS - 1}, none with one"
 )
 NAMED = 3  # names a few-sources warning spells out before "+N more"
 

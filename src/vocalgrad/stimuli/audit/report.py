@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from vocalgrad.stats import MIN_SOURCES
+from vocalgrad.stats import BOOTSTRAP_MIN_CLUSTERS
 from vocalgrad.stimuli.audit.classifiers import MAX_CONSTANT_AUC, MAX_SHORTCUT_ACCURACY
 
 
@@ -81,7 +81,7 @@ def format_audit(report: Mapping) -> str:
         )
     lines.append("")
     lines.append(
-        f"CIs resample test sources (cluster bootstrap with >= {MIN_SOURCES} sources, a "
+        f"CIs resample test sources (cluster bootstrap with >= {BOOTSTRAP_MIN_CLUSTERS} sources, a "
         f"jackknife t-interval below, none with one source: the audit then cannot pass)."
     )
     lines.append(
