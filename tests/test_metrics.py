@@ -13,7 +13,6 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from vocalgrad.stats import (
     BOOTSTRAP_MIN_CLUSTERS,
-    MIN_SOURCES,
     ClusterWeightedAUC,
     constant_summary,
     flip_rate,
@@ -315,9 +314,7 @@ def test_few_clusters_never_give_a_degenerate_interval(n_speakers):
     want = (
         "none"
         if n_speakers == 1
-        else (
-            "cluster jackknife t" if n_speakers < BOOTSTRAP_MIN_CLUSTERS else "cluster bootstrap"
-        )
+        else ("cluster jackknife t" if n_speakers < BOOTSTRAP_MIN_CLUSTERS else "cluster bootstrap")
     )
     assert s["ci_method"] == want
     for name in ("accuracy", "balanced_accuracy", "dprime", "criterion"):

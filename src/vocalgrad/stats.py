@@ -14,8 +14,9 @@ uncertainty, resampling sources does not. Every bootstrap draws its cluster weig
 
 Why a rule for few clusters: a bootstrap's resamples can vary no more than the G clusters
 drawn, so its percentile interval is too narrow exactly when the data say least (95% nominal:
-0.89-0.90 at 8-10 clusters, 0.92-0.94 at 20-40, 0.94 from about 50; a delete-one-cluster
-jackknife t-interval 0.93-0.95 throughout; `benchmarks/ci_coverage.py`). Every CI here follows
+0.87-0.91 at 8-10 clusters, 0.91-0.94 at 15-40, 0.95 from 60, for accuracy, d' and AUC; a
+delete-one-cluster jackknife t-interval 0.93-0.95 throughout; `benchmarks/ci_coverage.py`).
+Every CI here follows
 `ci_method_for`: G >= BOOTSTRAP_MIN_CLUSTERS keeps the cluster bootstrap; 2 <= G < that uses
 the jackknife t-interval with G - 1 degrees of freedom; one cluster gets no CI. Where the
 clusters agree exactly an interval has zero width, which G clusters cannot justify:
