@@ -184,3 +184,29 @@ def test_a_constant_clip_holds_only_values_of_the_tiers_kept_on_its_source():
     narrow = constant_range(constant, refused_ranges(planned, telephone), config, "s")
     assert narrow.ranges == ((2500.0, 8400.0),)
     assert item_id(0, "s", narrow) == item_id(0, "s", constant)  # the same clip, resumable
+
+
+def test_a_source_with_every_change_refused_gives_no_constant_either():
+    """Clarity's low tier alone on telephone-band speech: every change is refused, so a
+    constant would be the only clarity clip of the source (and hold a value no changing clip
+    reaches); on wide-band speech nothing is refused and the constant is rendered."""
+    from vocalgrad.audio import resample
+    from vocalgrad.stimuli.build import constant_range, constant_refusal, refused_ranges
+    from vocalgrad.stimuli.config import BuildConfig
+    from vocalgrad.stimuli.plan import plan_conditions
+
+    config = BuildConfig(sample_rate=16000, categories=("voice_clarity",), tiers=("low",))
+    planned = plan_conditions(config)[0]
+    constant = next(c for c in planned if c.direction == "constant")
+    audio, sr = load_audio(arctic_path())
+    wide = resample(audio, sr, 16000)
+    for heard, refused_too in (
+        (_heard(wide, 16000), False),
+        (_heard(_telephone(wide, 16000), 16000), True),
+    ):
+        refused = refused_ranges(planned, heard)
+        reason = constant_refusal(constant_range(constant, refused, config, "s"), refused)
+        assert (reason is not None) == refused_too
+        if refused_too:
+            assert reason.startswith("every change of this dimension is refused")
+            assert refused[(constant.category, *constant.ranges[0])] in reason

@@ -56,7 +56,8 @@ INT16_SCALE = 32768.0
 # 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start, and
 #    measured by a fit of its rate (which clips verification keeps).
 # 8: echo's room output is held at one ratio to the speech before the curve scales it.
-RENDERER_REVISION = 8
+# 9: a source's constant clips are refused where every change of their dimension is.
+RENDERER_REVISION = 9
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
