@@ -14,11 +14,11 @@ uncertainty, resampling sources does not. Every bootstrap draws its cluster weig
 
 Why a rule for few clusters: a bootstrap's resamples can vary no more than the G clusters
 drawn, so its percentile interval is too narrow exactly when the data say least (95% nominal:
-0.87-0.91 at 8-10 clusters, 0.91-0.94 at 15-40, 0.95 from 60, for accuracy, d' and AUC; a
-delete-one-cluster jackknife t-interval 0.93-0.95 throughout; `benchmarks/ci_coverage.py`).
-Every CI here follows
-`ci_method_for`: G >= BOOTSTRAP_MIN_CLUSTERS keeps the cluster bootstrap; 2 <= G < that uses
-the jackknife t-interval with G - 1 degrees of freedom; one cluster gets no CI. Where the
+0.87-0.91 at 8-10 clusters, 0.91-0.94 at 15-40, 0.95-0.96 from 60, for accuracy, d' and AUC;
+a delete-one-cluster jackknife t-interval 0.93-0.96 throughout; `benchmarks/ci_coverage.py`).
+Every CI here follows `ci_method_for`: G >= BOOTSTRAP_MIN_CLUSTERS keeps the cluster
+bootstrap; 2 <= G < that uses the jackknife t-interval with G - 1 degrees of freedom; one
+cluster gets no CI. Where the
 clusters agree exactly an interval has zero width, which G clusters cannot justify:
 accuracy-like proportions then get the Wilson interval with G as the sample size (the
 effective sample size when every item of a cluster answers alike), d' and c no CI.
@@ -506,6 +506,7 @@ def paired_comparison(
     sums = np.zeros((n_clusters, 3))
     np.add.at(sums, cid, np.column_stack([ca, cb, np.ones_like(ca)]))
 
+    difference = float(ca.mean() - cb.mean())
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     lo = hi = nan
     if method == BOOTSTRAP:
@@ -520,9 +521,8 @@ def paired_comparison(
         method = SIGN_FLIP if np.isfinite(lo) else NO_CI
     elif method == JACKKNIFE:  # too many clusters to enumerate every sign vector
         t = leave_one_out_weights(n_clusters) @ sums
-        point = (sums[:, 0].sum() - sums[:, 1].sum()) / sums[:, 2].sum()
         replicates = (t[:, 0] - t[:, 1]) / t[:, 2]
-        lo, hi = (float(v) for v in jackknife_t_ci(np.asarray(point), replicates))
+        lo, hi = (float(v) for v in jackknife_t_ci(np.asarray(difference), replicates))
 
     only_a = int(np.sum((ca == 1) & (cb == 0)))
     only_b = int(np.sum((ca == 0) & (cb == 1)))
@@ -545,7 +545,7 @@ def paired_comparison(
         "ci_method": method,
         "accuracy_a": float(ca.mean()),
         "accuracy_b": float(cb.mean()),
-        "difference": float(ca.mean() - cb.mean()),
+        "difference": difference,
         "difference_lo": lo,
         "difference_hi": hi,
         "n_only_a_correct": only_a,

@@ -170,12 +170,11 @@ def refused_ranges(
     planned: Sequence[Condition], heard: Analysis
 ) -> dict[tuple[str, float, float], str]:
     """(category, start, end) -> why, for every planned change inaudible on this source."""
-    reasons = {
-        (c.category, c.start, c.end): source_refusal(c, heard)
-        for c in planned
-        if c.direction == "increase"
-    }
-    return {key: reason for key, reason in reasons.items() if reason}
+    refused = {}
+    for c in planned:
+        if c.direction == "increase" and (why := source_refusal(c, heard)):
+            refused[(c.category, c.start, c.end)] = why
+    return refused
 
 
 def constant_refusal(
