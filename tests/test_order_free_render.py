@@ -13,6 +13,9 @@ from vocalgrad.audio import FRAME_S, load_audio, normalise, resample
 from vocalgrad.dimensions import echo, volume
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.levelling import (
+    BOUNDARY_HOP_S,
+    BOUNDARY_IN_S,
+    BOUNDARY_OUT_S,
     EDGE_BANDS_HZ,
     EDGE_COURSE_HOP_S,
     EDGE_COURSE_S,
@@ -23,6 +26,7 @@ from vocalgrad.signal.levelling import (
     band_weights,
     flatten_level_course,
     flattening_gain,
+    matched_boundaries,
     symmetric_edges,
 )
 from vocalgrad.stimuli.order_free import momentary_db
@@ -109,6 +113,42 @@ def test_both_ends_of_the_speech_share_one_level_course(sources, real_speech_pat
         levelled, span = symmetric_edges(flatten_level_course(raw), RENDER_SR, raw.span)
         before.append(_edge_courses(levelled, RENDER_SR, span.onset_s, span.offset_s).mean())
     assert min(before) > 3.0, before  # 3.9-23 dB
+
+
+def _boundary_levels(audio: np.ndarray, sr: int, onset: int, offset: int) -> np.ndarray:
+    """(2, frames) levels (dB) of BOUNDARY_HOP_S frames from BOUNDARY_OUT_S outside the span
+    to BOUNDARY_IN_S inside, the head's read forwards and the tail's backwards."""
+    hop = int(round(BOUNDARY_HOP_S * sr))
+    k = int(round((BOUNDARY_OUT_S + BOUNDARY_IN_S) / BOUNDARY_HOP_S))
+    start, stop = onset - int(round(BOUNDARY_OUT_S * sr)), offset + int(round(BOUNDARY_OUT_S * sr))
+    ends = audio[start : start + k * hop], audio[stop - k * hop : stop][::-1]
+    x = np.array([e.astype(np.float64).reshape(k, hop) for e in ends])
+    return 10 * np.log10(np.mean(x**2, axis=2) + 1e-12)
+
+
+def test_both_speech_boundaries_fade_alike_frame_by_frame(sources, real_speech_paths):
+    """From the fade outside the span to 30 ms inside it, the two boundaries of a reference
+    have the same level in every 2.5 ms frame: a decay that ran on past the offset while the
+    onset rose from silence made the end of the file audible longer than its start."""
+    for s, path in zip(sources, real_speech_paths, strict=True):
+        ref = s.clean
+        onset, offset = (int(round(t * ref.sr)) for t in (ref.span.onset_s, ref.span.offset_s))
+        head, tail = _boundary_levels(ref.audio, ref.sr, onset, offset)
+        audible = np.maximum(head, tail) > -90  # above the 16-bit floor's reach
+        assert audible.sum() >= 10
+        np.testing.assert_allclose(head[audible], tail[audible], atol=1.5)
+        # without it: the recording's own boundaries, after the rest of the preparation
+        audio, sr = load_audio(path)
+        raw = Analysis(normalise(resample(audio, sr, RENDER_SR), RENDER_SR, -26.0), RENDER_SR)
+        levelled, span = symmetric_edges(flatten_level_course(raw), RENDER_SR, raw.span)
+        on, off = (int(round(t * RENDER_SR)) for t in (span.onset_s, span.offset_s))
+        before = _boundary_levels(levelled, RENDER_SR, on, off)
+        after = _boundary_levels(
+            matched_boundaries(levelled, RENDER_SR, on, off), RENDER_SR, on, off
+        )
+        assert np.max(np.abs(before[0] - before[1])) > 6.0
+        assert np.max(np.abs(after[0] - after[1])) < 0.6  # the gain is interpolated
+        assert np.all(after <= before + 1e-6)  # attenuation only
 
 
 def _pair(source, category: str, start: float, end: float, curve: str = "linear"):

@@ -166,7 +166,46 @@ def matched_edge_courses(
         quieter = np.minimum(head, tail)
         x[onset : onset + k * hop] *= np.interp(n, centres, 10 ** ((quieter - head) / 20))
         x[offset - k * hop : offset] *= np.interp(n, centres, 10 ** ((quieter - tail) / 20))[::-1]
-    return x.astype(np.float32)
+    return matched_boundaries(x, sr, onset, offset).astype(np.float32)
+
+
+BOUNDARY_OUT_S = EDGE_FADE_S  # the boundary matching starts this far outside the span
+BOUNDARY_IN_S = 0.03  # and ends this far inside it
+BOUNDARY_HOP_S = 0.0025  # unsmoothed frames: a detector's threshold crossing moves by less
+BOUNDARY_PASSES = 8  # frames far apart in level need more passes of an interpolated gain
+
+
+def matched_boundaries(x: np.ndarray, sr: int, onset: int, offset: int) -> np.ndarray:
+    """Match the two speech boundaries frame by frame (BOUNDARY_HOP_S, no smoothing), from
+    BOUNDARY_OUT_S outside the span to BOUNDARY_IN_S inside: each frame is attenuated to the
+    quieter of its own level and its mirror's at the other end.
+
+    Why: a recording's decay runs on past the detected offset while its onset rises from
+    silence, so the faded margin outside the span held 8-10 dB more at the tail than at the
+    head (median, 5 ms frames); the smoothed course matching (`matched_edge_courses`) works
+    inside the span and over 100 ms, and the part whose noise was the quieter stayed
+    audible 10-20 ms longer at the file's end than at its start (comparison format: the
+    edges' silence 45 dB under the loudest frame told background noise's direction).
+    Over 50 ms the frame-exact matching costs little of the speech."""
+    hop = max(1, int(round(BOUNDARY_HOP_S * sr)))
+    k = int(round((BOUNDARY_OUT_S + BOUNDARY_IN_S) / BOUNDARY_HOP_S))
+    start = onset - int(round(BOUNDARY_OUT_S * sr))
+    stop = offset + int(round(BOUNDARY_OUT_S * sr))
+    if start < 0 or stop > len(x) or stop - start < 2 * k * hop:
+        return x
+    x = x.copy()
+    centres = (np.arange(k) + 0.5) * hop
+    n = np.arange(k * hop)
+    for _ in range(BOUNDARY_PASSES):  # an interpolated gain leaves the frames nearer
+        head = np.mean(x[start : start + k * hop].reshape(k, hop) ** 2, axis=1)
+        tail = np.mean(x[stop - k * hop : stop][::-1].reshape(k, hop) ** 2, axis=1)
+        quieter = np.minimum(head, tail)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            head_gain = np.where(head > 0, np.sqrt(quieter / head), 1.0)
+            tail_gain = np.where(tail > 0, np.sqrt(quieter / tail), 1.0)
+        x[start : start + k * hop] *= np.interp(n, centres, head_gain)
+        x[stop - k * hop : stop] *= np.interp(n, centres, tail_gain)[::-1]
+    return x
 
 
 EDGE_BANDS_HZ = (500.0, 1500.0, 4000.0)  # crossovers of the bands whose edge courses are matched

@@ -57,7 +57,8 @@ INT16_SCALE = 32768.0
 #    measured by a fit of its rate (which clips verification keeps).
 # 8: echo's room output is held at one ratio to the speech before the curve scales it.
 # 9: a source's constant clips are refused where every change of their dimension is.
-RENDERER_REVISION = 9
+# 10: the speech's two boundaries are matched frame by frame (`matched_boundaries`).
+RENDERER_REVISION = 10
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -170,7 +171,8 @@ def tone_seed_for(seed: int, source_id: str) -> int:
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
     over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`) and
-    matched level courses at its two ends (`matched_edge_courses`); reject unusable speech."""
+    matched level courses and boundaries at its two ends (`matched_edge_courses`); reject
+    unusable speech."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
