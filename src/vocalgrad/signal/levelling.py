@@ -141,8 +141,9 @@ def matched_edge_courses(
     Returns
     -------
     np.ndarray, float32
-        The samples with both ends' level courses matched; unchanged where the speech is
-        shorter than six frames.
+        The samples with both ends' level courses, and then their boundaries
+        (`matched_boundaries`), matched; unchanged where the speech is shorter than six
+        frames.
     """
     hop = int(round(EDGE_COURSE_HOP_S * sr))
     onset, offset = int(round(span.onset_s * sr)), int(round(span.offset_s * sr))
