@@ -12,6 +12,7 @@ other's mirror image in level.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 from scipy.signal import istft, stft
@@ -154,20 +155,50 @@ def matched_edge_courses(
     smooth = max(1, int(round(smooth_s / EDGE_COURSE_HOP_S)))
     kernel = np.ones(smooth) / smooth
 
-    def course(segment: np.ndarray) -> np.ndarray:
+    def course(frames: np.ndarray) -> np.ndarray:
         """Frame levels (dB) read inward from the edge, smoothed."""
-        level = 10 * np.log10(np.mean(segment.reshape(k, hop) ** 2, axis=1) + 1e-12)
-        return np.convolve(np.pad(level, smooth, mode="edge"), kernel, "same")[smooth:-smooth]
+        return np.convolve(np.pad(_levels_db(frames), smooth, mode="edge"), kernel, "same")[
+            smooth:-smooth
+        ]
 
+    # a smooth gain leaves the smoothed courses nearer with each pass
+    _attenuate_to_mirror(x, onset, offset, hop, k, course, EDGE_COURSE_PASSES)
+    return matched_boundaries(x, sr, onset, offset).astype(np.float32)
+
+
+def _levels_db(frames: np.ndarray) -> np.ndarray:
+    """Level (dB) of each row of (frames, samples)."""
+    return 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
+
+
+def _exact_levels_db(frames: np.ndarray) -> np.ndarray:
+    """`_levels_db` without its floor: near-silent frames outside the span are compared as
+    they are (a digitally silent frame reads as -3000 dB, so its mirror is silenced too)."""
+    return 10 * np.log10(np.maximum(np.mean(frames**2, axis=1), 1e-300))
+
+
+def _attenuate_to_mirror(
+    x: np.ndarray,
+    first: int,
+    last: int,
+    hop: int,
+    k: int,
+    levels_db: Callable[[np.ndarray], np.ndarray],
+    passes: int,
+) -> None:
+    """In place: the k frames of `hop` samples read forwards from `first` and the k read
+    backwards from `last` each take the quieter of their own level and their mirror's
+    (`levels_db` of the (k, hop) frames), by a gain interpolated between frame centres,
+    applied `passes` times."""
+    head_part, tail_part = slice(first, first + k * hop), slice(last - k * hop, last)
     centres = (np.arange(k) + 0.5) * hop
     n = np.arange(k * hop)
-    for _ in range(EDGE_COURSE_PASSES):  # a smooth gain leaves the smoothed courses nearer
-        head = course(x[onset : onset + k * hop])
-        tail = course(x[offset - k * hop : offset][::-1])
+    for _ in range(passes):
+        head = levels_db(x[head_part].reshape(k, hop))
+        tail = levels_db(x[tail_part][::-1].reshape(k, hop))
         quieter = np.minimum(head, tail)
-        x[onset : onset + k * hop] *= np.interp(n, centres, 10 ** ((quieter - head) / 20))
-        x[offset - k * hop : offset] *= np.interp(n, centres, 10 ** ((quieter - tail) / 20))[::-1]
-    return matched_boundaries(x, sr, onset, offset).astype(np.float32)
+        x[head_part] *= np.interp(n, centres, 10 ** ((quieter - head) / 20))
+        x[tail_part] *= np.interp(n, centres, 10 ** ((quieter - tail) / 20))[::-1]
 
 
 BOUNDARY_OUT_S = EDGE_FADE_S  # the boundary matching starts this far outside the span
@@ -182,12 +213,13 @@ def matched_boundaries(x: np.ndarray, sr: int, onset: int, offset: int) -> np.nd
     quieter of its own level and its mirror's at the other end.
 
     Why: a recording's decay runs on past the detected offset while its onset rises from
-    silence, so the faded margin outside the span held 8-10 dB more at the tail than at the
-    head (median, 5 ms frames); the smoothed course matching (`matched_edge_courses`) works
-    inside the span and over 100 ms, and the part whose noise was the quieter stayed
-    audible 10-20 ms longer at the file's end than at its start (comparison format: the
-    edges' silence 45 dB under the loudest frame told background noise's direction).
-    Over 50 ms the frame-exact matching costs little of the speech."""
+    silence, so the faded margin outside the span held 8-11 dB more at the tail than at the
+    head (ktuberling's words, median of 5 ms frames); the smoothed course matching
+    (`matched_edge_courses`) works inside the span and over 100 ms, and the part whose noise
+    was the quieter stayed audible one or two 10 ms frames longer at the file's end than at
+    its start (comparison format: the edges' silence 45 dB under the loudest frame told
+    background noise's direction). It takes a median 0.5% of the speech's energy (at most
+    5%, 64 builtin sources and ktuberling's 66 words)."""
     hop = max(1, int(round(BOUNDARY_HOP_S * sr)))
     k = int(round((BOUNDARY_OUT_S + BOUNDARY_IN_S) / BOUNDARY_HOP_S))
     start = onset - int(round(BOUNDARY_OUT_S * sr))
@@ -195,17 +227,7 @@ def matched_boundaries(x: np.ndarray, sr: int, onset: int, offset: int) -> np.nd
     if start < 0 or stop > len(x) or stop - start < 2 * k * hop:
         return x
     x = x.copy()
-    centres = (np.arange(k) + 0.5) * hop
-    n = np.arange(k * hop)
-    for _ in range(BOUNDARY_PASSES):  # an interpolated gain leaves the frames nearer
-        head = np.mean(x[start : start + k * hop].reshape(k, hop) ** 2, axis=1)
-        tail = np.mean(x[stop - k * hop : stop][::-1].reshape(k, hop) ** 2, axis=1)
-        quieter = np.minimum(head, tail)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            head_gain = np.where(head > 0, np.sqrt(quieter / head), 1.0)
-            tail_gain = np.where(tail > 0, np.sqrt(quieter / tail), 1.0)
-        x[start : start + k * hop] *= np.interp(n, centres, head_gain)
-        x[stop - k * hop : stop] *= np.interp(n, centres, tail_gain)[::-1]
+    _attenuate_to_mirror(x, start, stop, hop, k, _exact_levels_db, BOUNDARY_PASSES)
     return x
 
 
