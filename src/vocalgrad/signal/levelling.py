@@ -219,7 +219,7 @@ def matched_boundaries(x: np.ndarray, sr: int, onset: int, offset: int) -> np.nd
     was the quieter stayed audible one or two 10 ms frames longer at the file's end than at
     its start (comparison format: the edges' silence 45 dB under the loudest frame told
     background noise's direction). It takes a median 0.5% of the speech's energy (at most
-    5%, 64 builtin sources and ktuberling's 66 words)."""
+    5.1%, 64 builtin sources and ktuberling's 66 words)."""
     hop = max(1, int(round(BOUNDARY_HOP_S * sr)))
     k = int(round((BOUNDARY_OUT_S + BOUNDARY_IN_S) / BOUNDARY_HOP_S))
     start = onset - int(round(BOUNDARY_OUT_S * sr))
