@@ -8,7 +8,7 @@ from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import HEAD_TAIL_FRACTION, Analysis, head_tail
 from vocalgrad.signal.evidence import level_change
-from vocalgrad.signal.levelling import matched_edge_courses, matched_edge_spectra
+from vocalgrad.signal.levelling import matched_edge_courses
 from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -49,7 +49,7 @@ def domain(sr: int) -> tuple[float, float]:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """The gain course over the source whose two ends share one spectrum (`edge_matched`)."""
+    """The gain course over the source with its ends' onsets matched (`edge_matched`)."""
     gain_db = track(sample_times(len(ref.audio), ref.sr))
     return (edge_matched(ref) * 10.0 ** (gain_db / 20.0)).astype(np.float32)
 
@@ -58,19 +58,15 @@ EDGE_ONSET_SMOOTH_S = 0.02  # the second level-course matching follows onsets an
 
 
 def edge_matched(ref: Analysis) -> np.ndarray:
-    """The source with one spectral course at both ends of its speech (`matched_edge_spectra`),
-    computed once per source. Why volume alone: a gain ramp weighs one end of the speech far
-    above the other, so the whole file's spectrum is that end's; the speech's last 200 ms are
-    brighter than its first, and the increase clip's whole-file centroid was the higher in
-    62-65% of twin pairs (builtin 32 + 32). No other dimension weighs one end so. The ends'
-    level courses are matched again after (`matched_edge_courses`), smoothed over 20 ms, not
-    100: the spectral matching moves them a little, and how long a file's edges stay under
-    -30 dB re its loudest frame told twins apart (comparison format, builtin 32 + 32, seed
-    11: order-free 0.61 without the second matching, 0.55 with 100 ms, 0.51 with 20 ms)."""
+    """The source with its ends' level courses matched once more, smoothed over 20 ms, not
+    the 100 ms of `prepare_reference`; computed once per source. Why volume alone: a gain
+    ramp weighs one end of the speech far above the other, so how long a file's edges stay
+    under -30 dB re its loudest frame follows the onsets and offsets there and told twins
+    apart (comparison format, builtin 32 + 32, seed 11: order-free 0.61 without this
+    matching, 0.55 with 100 ms, 0.51 with 20 ms)."""
     if "edge_matched" not in ref.cache:
-        matched = matched_edge_spectra(ref.audio, ref.sr, ref.span)
         ref.cache["edge_matched"] = matched_edge_courses(
-            matched, ref.sr, ref.span, smooth_s=EDGE_ONSET_SMOOTH_S
+            ref.audio, ref.sr, ref.span, smooth_s=EDGE_ONSET_SMOOTH_S
         )
     return ref.cache["edge_matched"]
 

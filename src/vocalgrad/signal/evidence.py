@@ -206,15 +206,25 @@ def centroid_fall(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
 
 
 def uncorrelated_energy_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """What the clip holds that the source does not, per frame: 1/rho^2 - 1 with rho the
-    clip/source correlation in 32 ms frames (level-free), in dB, late vs early speech."""
+    """What the clip holds that the source does not: its energy uncorrelated with the source
+    (1 - rho^2 of each 32 ms frame's energy, rho the clip/source correlation) over its
+    correlated energy, summed over the first and the last third of the source's speech
+    frames; dB, late minus early. Sums, not a median of frames: a breathy voice puts its
+    noise in the voiced frames only, and a third with many fricatives or pauses, which take
+    none, set the median of frames on the ALSA phrases (Front Center + Front Left: -2.8 dB
+    for a rise in breathiness; +8.2 dB as sums)."""
     n = min(len(clip), len(ref))
     c = librosa.util.frame(clip[:n].astype(np.float64), frame_length=512, hop_length=160)
     r = librosa.util.frame(ref[:n].astype(np.float64), frame_length=512, hop_length=160)
-    rho2 = (c * r).sum(axis=0) ** 2 / np.maximum((c * c).sum(axis=0) * (r * r).sum(axis=0), 1e-24)
-    added = _db(1.0 / np.maximum(rho2, 1e-12) - 1.0)
-    first, last = _speech_thirds(added, _active(ref[:n]))
-    return float(np.median(last) - np.median(first))
+    energy = (c * c).sum(axis=0)
+    rho2 = (c * r).sum(axis=0) ** 2 / np.maximum(energy * (r * r).sum(axis=0), 1e-24)
+    active = _active(ref[:n])
+    (added_first, added_last), (kept_first, kept_last) = (
+        _speech_thirds(energy * share, active) for share in (1.0 - rho2, rho2)
+    )
+    late = max(added_last.sum(), 1e-24) / max(kept_last.sum(), 1e-24)
+    early = max(added_first.sum(), 1e-24) / max(kept_first.sum(), 1e-24)
+    return float(10 * np.log10(late / early))
 
 
 def interaural_level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:

@@ -32,6 +32,7 @@ from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.levelling import (
     flatten_level_course,
     matched_edge_courses,
+    matched_edge_spectra,
     symmetric_edges,
 )
 from vocalgrad.signal.trajectories import parameter_track
@@ -58,7 +59,8 @@ INT16_SCALE = 32768.0
 # 8: echo's room output is held at one ratio to the speech before the curve scales it.
 # 9: a source's constant clips are refused where every change of their dimension is.
 # 10: the speech's two boundaries are matched frame by frame (`matched_boundaries`).
-RENDERER_REVISION = 10
+# 11: every source's two ends share one spectral course (`matched_edge_spectra`), not volume's.
+RENDERER_REVISION = 11
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -170,9 +172,9 @@ def tone_seed_for(seed: int, source_id: str) -> int:
 
 def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
-    over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`) and
-    matched level courses and boundaries at its two ends (`matched_edge_courses`); reject
-    unusable speech."""
+    over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`), one
+    spectral course (`matched_edge_spectra`) and matched level courses and boundaries
+    (`matched_edge_courses`) at its two ends; reject unusable speech."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -188,7 +190,7 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
-    levelled = matched_edge_courses(levelled, sr, span)
+    levelled = matched_edge_courses(matched_edge_spectra(levelled, sr, span), sr, span)
     return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
 
 
