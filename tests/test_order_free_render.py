@@ -242,8 +242,8 @@ def _edge_band_gaps_db(audio: np.ndarray, sr: int, onset_s: float, offset_s: flo
 
 def test_every_source_has_one_spectrum_at_both_ends_of_its_speech(sources, real_speech_paths):
     """Speech starts on voiced, low attacks and ends on fricatives and breath, so its last
-    200 ms are brighter than its first. A change that weighs one end above the other (a gain
-    ramp, a fading echo) then gave the whole file that end's spectrum, which playing it
+    200 ms are brighter than its first. A change that weighs one end above the other (a gain,
+    brightness or clarity ramp) then gave the whole file that end's spectrum, which playing it
     backwards keeps. The prepared sources have nearly one level in every band at both ends;
     the recordings' ends lie dB apart."""
     before, after = [], []
@@ -266,6 +266,7 @@ def test_a_constant_volume_clip_measures_no_change_against_its_source(sources):
     it: a clip with the gain held measures 0 dB at both ends, as its source would."""
     for s in sources:
         held = volume.render(s.clean, lambda t: np.zeros_like(t), np.random.default_rng(0))
+        assert volume.edge_matched(s.clean) is volume.edge_matched(s.clean)  # once per source
         measured = volume.measure(Analysis(held, s.sr, span=s.clean.span), s.clean)
         assert abs(measured.start) < 0.01 and abs(measured.end) < 0.01, measured
 

@@ -49,7 +49,8 @@ def domain(sr: int) -> tuple[float, float]:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """The gain course over the source with its ends' onsets matched (`edge_matched`)."""
+    """The gain course over the source with its ends' level courses matched at 20 ms
+    (`edge_matched`)."""
     gain_db = track(sample_times(len(ref.audio), ref.sr))
     return (edge_matched(ref) * 10.0 ** (gain_db / 20.0)).astype(np.float32)
 

@@ -210,9 +210,9 @@ def uncorrelated_energy_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> fl
     (1 - rho^2 of each 32 ms frame's energy, rho the clip/source correlation) over its
     correlated energy, summed over the first and the last third of the source's speech
     frames; dB, late minus early. Sums, not a median of frames: a breathy voice puts its
-    noise in the voiced frames only, and a third with many fricatives or pauses, which take
-    none, set the median of frames on the ALSA phrases (Front Center + Front Left: -2.8 dB
-    for a rise in breathiness; +8.2 dB as sums)."""
+    noise in the voiced frames only, and where a third holds many fricatives and weak final
+    frames, which take none, they set its median (the ALSA phrases Front Center + Front
+    Left, rendered at revision 11: -0.3 dB for a rise in breathiness; +8.2 dB as sums)."""
     n = min(len(clip), len(ref))
     c = librosa.util.frame(clip[:n].astype(np.float64), frame_length=512, hop_length=160)
     r = librosa.util.frame(ref[:n].astype(np.float64), frame_length=512, hop_length=160)
