@@ -12,9 +12,14 @@ human recordings that Debian packages ship and runs the whole pipeline on them:
   (``/usr/share/ktuberling/sounds/<lang>/*.ogg``); each word is ~0.8 s, so consecutive words
   of one language are joined 0.3 s apart into ~3 s phrases (as tests/conftest.py joins the
   alsa-utils phrases).
+- ``klettres``: syllables ("ba", "be", ...) spoken one at a time, Debian's klettres-data
+  (``/usr/share/klettres/<lang>/syllab/*.ogg``; the eight languages with at least 40). A
+  file holds one syllable in up to 2 s of silence, so each is trimmed to its sound
+  (librosa, 40 dB under its peak: 0.4-2.6 s, 10th-90th percentile) and four consecutive
+  ones are joined 0.3 s apart: spelled-out speech, a syllable at a time.
 
-Install with ``apt-get install tuxpaint-stamps-default ktuberling-data``. A corpus whose
-package is missing is skipped with a message; nothing is downloaded.
+Install with ``apt-get install tuxpaint-stamps-default ktuberling-data klettres-data``. A
+corpus whose package is missing is skipped with a message; nothing is downloaded.
 
 Each corpus is prepared once per variant: ``48k``, ``16k`` and ``8k`` (resampled from the
 package's own rate), ``tel`` (300-3400 Hz band-pass at 8 kHz, the telephone band) rendered at
@@ -41,8 +46,11 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+import librosa
 import numpy as np
 import soundfile as sf
 from scipy.signal import butter, sosfiltfilt
@@ -51,6 +59,7 @@ from vocalgrad.audio import load_audio, resample
 
 TUXPAINT_ROOT = Path("/usr/share/tuxpaint/stamps")
 KTUBERLING_ROOT = Path("/usr/share/ktuberling/sounds")
+KLETTRES_ROOT = Path("/usr/share/klettres")
 VARIANTS = {
     "48k": (48000, 48000),
     "16k": (16000, 16000),
@@ -107,9 +116,37 @@ def ktuberling_utterances(
     return by_lang
 
 
+def klettres_utterances(
+    root: Path = KLETTRES_ROOT, syllables: int = 4
+) -> dict[str, list[list[Path]]]:
+    """Language -> groups of `syllables` consecutive syllables, one joined phrase each
+    (languages with at least 40 recorded syllables)."""
+    by_lang: dict[str, list[list[Path]]] = {}
+    for folder in sorted(p for p in root.glob("*/syllab") if p.is_dir()):
+        files = sorted(folder.glob("*.ogg"))
+        if len(files) < 40:
+            continue
+        by_lang[folder.parent.name] = [
+            files[i : i + syllables] for i in range(0, len(files) - syllables + 1, syllables)
+        ]
+    return by_lang
+
+
+class Corpus(NamedTuple):
+    """A Debian package's recordings: where they lie, how they group into utterances, and
+    the level (dB under each file's peak) below which a file's own edges are trimmed (None:
+    kept whole)."""
+
+    package: str
+    root: Path
+    utterances: Callable[[Path], dict[str, list[list[Path]]]]
+    trim_top_db: float | None = None
+
+
 CORPORA = {
-    "tuxpaint": ("tuxpaint-stamps-default", TUXPAINT_ROOT, tuxpaint_utterances),
-    "ktuberling": ("ktuberling-data", KTUBERLING_ROOT, ktuberling_utterances),
+    "tuxpaint": Corpus("tuxpaint-stamps-default", TUXPAINT_ROOT, tuxpaint_utterances),
+    "ktuberling": Corpus("ktuberling-data", KTUBERLING_ROOT, ktuberling_utterances),
+    "klettres": Corpus("klettres-data", KLETTRES_ROOT, klettres_utterances, trim_top_db=40.0),
 }
 
 
@@ -119,11 +156,17 @@ def telephone_band(audio: np.ndarray, sr: int) -> np.ndarray:
     return sosfiltfilt(sos, audio).astype(np.float32)
 
 
-def joined(paths: list[Path], gap_s: float = 0.3) -> tuple[np.ndarray, int]:
-    """The files of one utterance, mono, at the first file's rate, `gap_s` of silence apart."""
+def joined(
+    paths: list[Path], gap_s: float = 0.3, trim_top_db: float | None = None
+) -> tuple[np.ndarray, int]:
+    """The files of one utterance, mono, at the first file's rate, `gap_s` of silence apart;
+    with `trim_top_db`, each file's leading and trailing silence (that far under its peak)
+    cut first."""
     parts, rate = [], None
     for path in paths:
         audio, sr = load_audio(path)
+        if trim_top_db is not None:
+            audio, _ = librosa.effects.trim(audio, top_db=trim_top_db)
         rate = rate or sr
         parts.append(resample(audio, sr, rate))
         parts.append(np.zeros(int(gap_s * rate), np.float32))
@@ -132,8 +175,8 @@ def joined(paths: list[Path], gap_s: float = 0.3) -> tuple[np.ndarray, int]:
 
 def prepare(corpus: str, out: Path, variants: list[str], per_speaker: int = PER_SPEAKER) -> dict:
     """Write OUT/<corpus>/<variant>/<speaker>/<n>.wav for every variant; returns counts."""
-    _, root, find = CORPORA[corpus]
-    utterances = find(root)
+    source = CORPORA[corpus]
+    utterances = source.utterances(source.root)
     rng = np.random.default_rng(0)
     counts: dict[str, int] = {}
     rates: dict[int, int] = {}
@@ -143,7 +186,7 @@ def prepare(corpus: str, out: Path, variants: list[str], per_speaker: int = PER_
             continue
         counts[lang] = len(chosen)
         for n, group in enumerate(chosen):
-            audio, sr = joined(group)
+            audio, sr = joined(group, trim_top_db=source.trim_top_db)
             rates[sr] = rates.get(sr, 0) + 1
             for variant in variants:
                 file_sr, _ = VARIANTS[variant]
@@ -376,7 +419,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for corpus in args.corpus:
-        package, root, _ = CORPORA[corpus]
+        package, root = CORPORA[corpus].package, CORPORA[corpus].root
         version = package_version(package)
         if version is None or not root.is_dir():
             print(

@@ -131,7 +131,11 @@ def test_the_unseen_corpora_benchmark_skips_a_missing_package_and_downloads_noth
     monkeypatch.setattr(
         bench,
         "CORPORA",
-        {"tuxpaint": ("vocalgrad-no-such-package", tmp_path / "none", bench.tuxpaint_utterances)},
+        {
+            "tuxpaint": bench.Corpus(
+                "vocalgrad-no-such-package", tmp_path / "none", bench.tuxpaint_utterances
+            )
+        },
     )
     monkeypatch.setattr(
         "sys.argv", ["unseen_corpora.py", str(tmp_path / "out"), "--corpus", "tuxpaint"]
@@ -210,3 +214,25 @@ def test_a_source_with_every_change_refused_gives_no_constant_either():
         if refused_too:
             assert reason.startswith("every change of this dimension is refused")
             assert refused[(constant.category, *constant.ranges[0])] in reason
+
+
+def test_joining_trims_each_recordings_own_silence_only_where_asked(tmp_path):
+    """klettres-data holds one syllable in up to 2 s of silence a file: joined untrimmed, a
+    phrase would be mostly pauses. Trimming cuts each file's edges to its sound and keeps
+    the gap between the parts as asked."""
+    import soundfile as sf
+
+    bench = load_benchmark("unseen_corpora")
+    speech, sr = load_audio(arctic_path())
+    padded = np.concatenate([np.zeros(sr, np.float32), speech, np.zeros(2 * sr, np.float32)])
+    path = tmp_path / "padded.wav"
+    sf.write(path, padded, sr, subtype="FLOAT")
+    whole, _ = bench.joined([path, path], gap_s=0.3)
+    trimmed, rate = bench.joined([path, path], gap_s=0.3, trim_top_db=40.0)
+    assert rate == sr and len(whole) == 2 * len(padded) + int(0.3 * sr)
+    # each part loses its 3 s of padding but for what librosa's 2048-sample frames leave at
+    # each edge, and none of its speech but quiet edges
+    part = (len(trimmed) - int(0.3 * sr)) / 2
+    assert len(speech) - 0.3 * sr < part <= len(speech) + 2 * 2048
+    gap = trimmed[int(part) : int(part) + int(0.3 * sr)]
+    assert np.all(gap == 0)
