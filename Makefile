@@ -127,7 +127,7 @@ $(STEPS)/whisper-trimmed-tiers: $(AFTER_TIERS)
 
 # 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis (10 test sources,
 #    the fewest that give its verdicts clustered bootstrap CIs), on the trimmed encoder context:
-#    7x less CPU than the padded one, the same verdicts (docs/results.md#the-demo)
+#    7x less CPU than the padded one, the same verdicts (git show 6263424:docs/results.md)
 $(STEPS)/probe:
 	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch --no-audit
 	$(VG) probe $(DEMO)/probe-set --listener $(WHISPER_TRIMMED) --out $(DEMO)/probe
