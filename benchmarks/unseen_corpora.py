@@ -15,8 +15,8 @@ human recordings that Debian packages ship and runs the whole pipeline on them:
 - ``klettres``: syllables ("ba", "be", ...) spoken one at a time, Debian's klettres-data
   (``/usr/share/klettres/<lang>/syllab/*.ogg``; the eight languages with at least 40). A
   file holds one syllable in up to 2 s of silence, so each is trimmed to its sound
-  (librosa, 40 dB under its peak: 0.4-2.6 s, 10th-90th percentile) and four consecutive
-  ones are joined 0.3 s apart: spelled-out speech, a syllable at a time.
+  (librosa, 40 dB under its peak: 0.43-2.65 s, 10th-90th percentile of the 964 files) and
+  four consecutive ones are joined 0.3 s apart: spelled-out speech, a syllable at a time.
 
 Install with ``apt-get install tuxpaint-stamps-default ktuberling-data klettres-data``. A
 corpus whose package is missing is skipped with a message; nothing is downloaded.
