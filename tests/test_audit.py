@@ -8,6 +8,7 @@ down, loudness-matched, with the same silences, unless a test plants a leak.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from vocalgrad import cli
+from vocalgrad import cli, dimensions
 from vocalgrad.audio import load_audio, loudness_lufs, normalise, write_flac_atomic
 from vocalgrad.dataset import read_jsonl, write_jsonl
 from vocalgrad.dimensions import get
@@ -538,7 +539,7 @@ def _buried_onset(
     direction: str, audio: np.ndarray, onset: int, offset: int, rng: np.random.Generator
 ) -> np.ndarray:
     """A far start: the decrease clip's first 80 ms of speech rise out of a room's build-up,
-    and nothing rings before them (distance's documented limit)."""
+    and nothing rings before them (what distance's renderer did up to revision 11)."""
     if direction != "decrease":
         return audio
     out = audio.copy()
@@ -547,17 +548,27 @@ def _buried_onset(
     return out
 
 
-def test_a_documented_order_free_limit_is_named_and_the_audit_still_fails(clean, tmp_path):
-    """Distance keeps an order-free cue that physics makes (reverberation rings after speech,
-    never before it). Planted, the audit fails it as any leak and names the limit after its
-    reasons; where the family passes, no reason names it, and the report lists it apart."""
-    limit = get("distance").SPEC.order_free_limit
-    assert "never before it" in limit and get("volume").SPEC.order_free_limit == ""
+LIMIT = "reverberation rings after speech, never before it (planted by this test)"
+
+
+def test_a_documented_order_free_limit_is_named_and_the_audit_still_fails(
+    clean, tmp_path, monkeypatch
+):
+    """A dimension may declare an order-free cue that its physics keeps
+    (`SPEC.order_free_limit`). Planted, the audit fails it as any leak and names the limit
+    after its reasons; where the family passes, no reason names it, and the report lists it
+    apart. No shipped dimension declares one since renderer revision 12."""
+    assert not any(dimensions.get(c).SPEC.order_free_limit for c in dimensions.CATEGORIES)
+    bound = dimensions.get("distance")
+    limited = dataclasses.replace(
+        bound, SPEC=dataclasses.replace(bound.SPEC, order_free_limit=LIMIT)
+    )
+    monkeypatch.setitem(dimensions.DIMENSIONS, "distance", limited)
     report = audit_dataset(make_dataset(tmp_path / "far-start", "distance", plant=_buried_onset))
     _order_free_fails(report, "distance")
     c = report["per_category"]["distance"]
-    assert c["order_free_limit"] == limit
-    assert c["reasons"][-1] == f"a documented limit of the dimension: {limit}", c["reasons"]
+    assert c["order_free_limit"] == LIMIT
+    assert c["reasons"][-1] == f"a documented limit of the dimension: {LIMIT}", c["reasons"]
     assert "Documented order-free limits" in format_audit(report)
     twins = audit_dataset(make_dataset(tmp_path / "clean", "distance"))["per_category"]
     assert twins["distance"]["order_free"]["accuracy"] <= 0.7, twins["distance"]["order_free"]

@@ -12,6 +12,7 @@ import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.signal.analysis import Analysis, mel_spectrogram
+from vocalgrad.signal.levelling import matched_edge_courses
 
 GAIN_WINDOW_FRAMES = 4  # the gain fit pools 40 ms around each 10 ms frame
 GAIN_ACTIVE_DB = 40.0  # only frames within 40 dB of the source's loudest inform the fit
@@ -30,6 +31,34 @@ ERROR_TO_MASK_SPEC = {
         "perceptual codec measurement, ITU-R BS.1387); 3 dB above the mask to count"
     ),
 }
+
+
+EDGE_ONSET_SMOOTH_S = 0.02  # the second level-course matching follows onsets and offsets
+
+
+def edge_matched(ref: Analysis) -> np.ndarray:
+    """The source with its ends' level courses matched once more, smoothed over 20 ms, not
+    the 100 ms of `prepare_reference`; computed once per source. Why, for the dimensions
+    whose level is the target (volume, distance): a level ramp weighs one end of the speech
+    far above the other, so how long a file's edges stay under -30 dB re its loudest frame,
+    and its quiet momentary-loudness percentiles, follow the onsets and offsets there and
+    told twins apart (volume, comparison format, builtin 32 + 32, seed 11: order-free 0.61
+    without this matching, 0.55 with 100 ms, 0.51 with 20 ms)."""
+    if "edge_matched" not in ref.cache:
+        ref.cache["edge_matched"] = matched_edge_courses(
+            ref.audio, ref.sr, ref.span, smooth_s=EDGE_ONSET_SMOOTH_S
+        )
+    return ref.cache["edge_matched"]
+
+
+def edge_matched_analysis(ref: Analysis) -> Analysis:
+    """`edge_matched` as an Analysis: what a level dimension's `measure` compares a clip with,
+    since its process acts on that signal (against the plain source, an end's K-weighted
+    level moves with the matching as if the gain had: at the end that moves more, median 1.8
+    dB, at most 4.7, over the 56 ordered ALSA phrase pairs of `benchmarks/alsa_pairs.py`)."""
+    if "edge_matched_analysis" not in ref.cache:
+        ref.cache["edge_matched_analysis"] = Analysis(edge_matched(ref), ref.sr, span=ref.span)
+    return ref.cache["edge_matched_analysis"]
 
 
 def gain_matched_residual(clip: Analysis, ref: Analysis) -> np.ndarray:

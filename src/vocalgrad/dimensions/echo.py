@@ -102,10 +102,25 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     if magnitude == 0:
         return dry.astype(np.float32)
     ir = room_response(rt60_for(magnitude), ref.sr, rng)
-    wet = held_ratio(fftconvolve(ref.audio, ir)[:n], ref) * level
-    t = sample_times(n, ref.sr)
+    wet = room_return(fftconvolve(ref.audio, ir)[:n], ref) * level
+    return (dry + wet).astype(np.float32)
+
+
+def room_return(room: np.ndarray, ref: Analysis, fade_in: bool = False) -> np.ndarray:
+    """The room's output (`room`, as long as `ref`) as every reverberant clip plays it: held at
+    one ratio to the speech (`held_ratio`), out of the speech's pauses, and faded out over the
+    last WET_FADE_S of the speech span (a raised cosine), so it never rings past the speech;
+    with `fade_in`, faded in over the span's first WET_FADE_S as well, so that the speech's
+    two ends hold the same share of it. Each step removes a way in which a room, ringing
+    only forward, would make a clip differ from its reversal in a way that tells the
+    direction."""
+    t = sample_times(len(room), ref.sr)
     u = np.clip((t - ref.span.offset_s + WET_FADE_S) / WET_FADE_S, 0.0, 1.0)
-    return (dry + wet * (0.5 + 0.5 * np.cos(np.pi * u)) * _outside_pauses(ref)).astype(np.float32)
+    fade = 0.5 + 0.5 * np.cos(np.pi * u)
+    if fade_in:
+        v = np.clip((ref.span.onset_s + WET_FADE_S - t) / WET_FADE_S, 0.0, 1.0)
+        fade = fade * (0.5 + 0.5 * np.cos(np.pi * v))
+    return held_ratio(room, ref) * fade * _outside_pauses(ref)
 
 
 def held_ratio(room: np.ndarray, ref: Analysis) -> np.ndarray:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, windows
+from vocalgrad.dimensions._shared import (
+    LEVEL_COURSE_CUES,
+    db,
+    edge_matched,
+    edge_matched_analysis,
+    windows,
+)
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import HEAD_TAIL_FRACTION, Analysis, head_tail
 from vocalgrad.signal.evidence import level_change
-from vocalgrad.signal.levelling import matched_edge_courses
 from vocalgrad.signal.trajectories import sample_times
 
 SPEC = DimensionSpec(
@@ -53,33 +58,6 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     (`edge_matched`)."""
     gain_db = track(sample_times(len(ref.audio), ref.sr))
     return (edge_matched(ref) * 10.0 ** (gain_db / 20.0)).astype(np.float32)
-
-
-EDGE_ONSET_SMOOTH_S = 0.02  # the second level-course matching follows onsets and offsets
-
-
-def edge_matched(ref: Analysis) -> np.ndarray:
-    """The source with its ends' level courses matched once more, smoothed over 20 ms, not
-    the 100 ms of `prepare_reference`; computed once per source. Why volume alone: a gain
-    ramp weighs one end of the speech far above the other, so how long a file's edges stay
-    under -30 dB re its loudest frame follows the onsets and offsets there and told twins
-    apart (comparison format, builtin 32 + 32, seed 11: order-free 0.61 without this
-    matching, 0.55 with 100 ms, 0.51 with 20 ms)."""
-    if "edge_matched" not in ref.cache:
-        ref.cache["edge_matched"] = matched_edge_courses(
-            ref.audio, ref.sr, ref.span, smooth_s=EDGE_ONSET_SMOOTH_S
-        )
-    return ref.cache["edge_matched"]
-
-
-def edge_matched_analysis(ref: Analysis) -> Analysis:
-    """`edge_matched` as an Analysis: what `measure` compares a clip with, since the gain acts
-    on that signal (against the plain source, an end's K-weighted level moves with the
-    matching as if the gain had: at the end that moves more, median 1.8 dB, at most 4.7, over
-    the 56 ordered ALSA phrase pairs of `benchmarks/alsa_pairs.py`)."""
-    if "edge_matched_analysis" not in ref.cache:
-        ref.cache["edge_matched_analysis"] = Analysis(edge_matched(ref), ref.sr, span=ref.span)
-    return ref.cache["edge_matched_analysis"]
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:
