@@ -1,5 +1,6 @@
 """Every dimension, rendered on real recorded speech, must be measurably what its label says."""
 
+import dataclasses
 from collections import defaultdict
 
 import numpy as np
@@ -9,7 +10,7 @@ from scipy.special import erf
 
 from vocalgrad import dimensions
 from vocalgrad.audio import PEAK_CEILING, k_weighted_frame_power
-from vocalgrad.dimensions import background_noise
+from vocalgrad.dimensions import background_noise, voice_pitch
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
@@ -505,6 +506,34 @@ def test_breathiness_lowers_hnr_in_voiced_speech_only(references):
     lead = slice(0, int(max(ref.span.onset_s - 0.05, 0.0) * ref.sr))
     assert lead.stop > 0.1 * ref.sr
     assert np.sqrt(np.mean((out[lead] - ref.audio[lead]) ** 2)) < 1e-3 * ref.speech_rms
+
+
+def test_breathiness_adds_nothing_outside_the_detected_span_where_the_voice_runs_on(references):
+    """A voice often sounds before the detector's onset (and seldom past its offset), so
+    noise on every voiced frame would show one edge of the speech and not the other. With
+    the span moved 150 ms into the voiced speech at both ends, the voice runs on past it;
+    the noise stays inside it (over 40 dB under the speech from 40 ms past each edge of the
+    span; -11 dB before the onset up to renderer revision 12), and within it is added as
+    ever."""
+    breathiness = dimensions.get("breathiness")
+    source = references[0].clean
+    inner = dataclasses.replace(
+        source.span, onset_s=source.span.onset_s + 0.15, offset_s=source.span.offset_s - 0.15
+    )
+    ref = Analysis(source.audio, source.sr, span=inner)
+    out = breathiness.render(ref, held("breathiness", 0.75, ref), np.random.default_rng(0))
+    added = out - ref.audio
+    sr = ref.sr
+
+    def level_db(a: float, b: float) -> float:
+        part = added[int(a * sr) : int(b * sr)].astype(np.float64)
+        return float(20 * np.log10(np.sqrt(np.mean(part**2)) / source.speech_rms + 1e-12))
+
+    voiced = voice_pitch.f0_at(source, np.array([inner.onset_s - 0.07, inner.offset_s + 0.07]))
+    assert (voiced > 0).any()  # the voice does run on past the moved span
+    assert level_db(inner.onset_s - 0.15, inner.onset_s - 0.04) < -40
+    assert level_db(inner.offset_s + 0.04, inner.offset_s + 0.15) < -40
+    assert level_db(inner.onset_s + 0.1, inner.offset_s - 0.1) > -20  # 0.75 of the voice
 
 
 @pytest.mark.parametrize("category", ("brightness", "vocal_tract_length", "breathiness"))

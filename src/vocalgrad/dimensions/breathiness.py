@@ -105,16 +105,21 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """Source STFT plus envelope-shaped noise at ratio(t) of each voiced frame's RMS."""
+    """Source STFT plus envelope-shaped noise at ratio(t) of each voiced frame's RMS, in the
+    detected speech span only. Why the span: a voice often starts before the detector's
+    onset and seldom sounds past its offset (a final consonant, a devoiced end), so noise
+    on every voiced frame reached the 100 ms before the speech and hardly the 100 ms after
+    it; the file's first 300 ms then showed the start's breathiness more than its last
+    showed the end's, and the sum of their centroids told the direction (tuxpaint 24 + 24:
+    order-free 0.54 [0.504, 0.577] -> 0.52 [0.49, 0.56], the same clips kept)."""
     freqs, times, spec = stft_frames(ref)
     _, _, noise = forward_stft(rng.standard_normal(len(ref.audio)), ref.sr)
     noise = noise * np.exp(log_envelope(ref))
     voice_power = np.sum(np.abs(spec) ** 2, axis=0)
     noise_power = np.maximum(np.sum(np.abs(noise) ** 2, axis=0), 1e-30)
     hop_s = (times[1] - times[0]) if len(times) > 1 else 1.0
-    gate = uniform_filter1d(
-        (f0_at(ref, times) > 0).astype(float), max(1, int(round(GATE_SMOOTHING_S / hop_s)))
-    )
+    voiced = (f0_at(ref, times) > 0) & (times >= ref.span.onset_s) & (times <= ref.span.offset_s)
+    gate = uniform_filter1d(voiced.astype(float), max(1, int(round(GATE_SMOOTHING_S / hop_s))))
     ratio = track(np.clip(times, 0, ref.duration_s)) * gate
     return inverse_stft(spec + noise * (ratio * np.sqrt(voice_power / noise_power))[None, :], ref)
 

@@ -62,7 +62,8 @@ INT16_SCALE = 32768.0
 # 11: every source's two ends share one spectral course (`matched_edge_spectra`), not volume's.
 # 12: distance's room field is played as echo's return (held, out of pauses, ending with the
 #     speech) and the file keeps the source's length and edges.
-RENDERER_REVISION = 12
+# 13: breathiness's noise stays within the detected speech span.
+RENDERER_REVISION = 13
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
