@@ -2,8 +2,9 @@
 
 Per STFT frame (75% overlap), white noise is shaped by the source frame's own spectral
 envelope (so it sits in the voice's formants, as turbulence at the glottis does), scaled to
-a fixed ratio of the frame's voice level and gated by voicing: unvoiced consonants and
-pauses get none, so this is a breathier voice, not background noise.
+a fixed ratio of the frame's voice level and gated by voicing within the detected speech
+span: unvoiced consonants and pauses get none, so this is a breathier voice, not background
+noise.
 
 Tiers from published difference limens: changes in the aspiration-noise level of a vowel
 are heard at 11-21 dB when the standard has little noise, less when it has more (Kreiman &

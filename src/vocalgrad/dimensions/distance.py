@@ -154,7 +154,7 @@ def measure(clip: Analysis, ref: Analysis) -> DistanceMeasured:
       correlated over tens of ms, so early reflections leak into it by +-60% of their level;
     - reverberant energy: what remains after subtracting g x (minus the clip's own floor),
       over the source's energy through a generic 0.6 s decay (as echo reads it), so the
-      build-up at the start and the ringing after loud words cancel;
+      energy each frame's reverberation rings from is divided out;
     - high band: the clip's level above 1 kHz re the source, as voice clarity reads it.
 
     The direct gain and the expected reverberation are read against the edge-matched source

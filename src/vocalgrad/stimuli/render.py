@@ -60,8 +60,9 @@ INT16_SCALE = 32768.0
 # 9: a source's constant clips are refused where every change of their dimension is.
 # 10: the speech's two boundaries are matched frame by frame (`matched_boundaries`).
 # 11: every source's two ends share one spectral course (`matched_edge_spectra`), not volume's.
-# 12: distance's room field is played as echo's return (held, out of pauses, ending with the
-#     speech) and the file keeps the source's length and edges.
+# 12: distance's room field is played as echo's return (held, out of pauses, faded in and out
+#     with the speech), the file keeps the source's length and edges, and both paths start
+#     from the 20 ms edge-matched source.
 # 13: breathiness's noise stays within the detected speech span.
 RENDERER_REVISION = 13
 
