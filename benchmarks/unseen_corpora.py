@@ -419,9 +419,9 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYTHONHASHSEED", "0")
     for corpus in args.corpus:
-        package, root = CORPORA[corpus].package, CORPORA[corpus].root
+        package = CORPORA[corpus].package
         version = package_version(package)
-        if version is None or not root.is_dir():
+        if version is None or not CORPORA[corpus].root.is_dir():
             print(
                 f"{corpus}: skipped: Debian package {package} is not installed "
                 f"(apt-get install {package}); nothing is downloaded"

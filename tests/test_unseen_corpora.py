@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import soundfile as sf
 from conftest import arctic_path, load_benchmark
 
 from vocalgrad.audio import load_audio
@@ -87,8 +88,6 @@ def test_a_clarity_low_pass_above_the_sources_own_band_is_refused_for_that_sourc
 def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_low_tier(
     tmp_path, capsys
 ):
-    import soundfile as sf
-
     from vocalgrad.audio import resample
     from vocalgrad.cli import main
     from vocalgrad.dataset import load_rows
@@ -220,8 +219,6 @@ def test_joining_trims_each_recordings_own_silence_only_where_asked(tmp_path):
     """klettres-data holds one syllable in up to 2 s of silence a file: joined untrimmed, a
     phrase would be mostly pauses. Trimming cuts each file's edges to its sound and keeps
     the gap between the parts as asked."""
-    import soundfile as sf
-
     bench = load_benchmark("unseen_corpora")
     speech, sr = load_audio(arctic_path())
     padded = np.concatenate([np.zeros(sr, np.float32), speech, np.zeros(2 * sr, np.float32)])
