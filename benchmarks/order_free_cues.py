@@ -8,7 +8,7 @@ cues). This trains classifiers on the train split's order-free cues and tests on
 split; CIs resample test sources.
 
     python benchmarks/order_free_cues.py DATASET [CATEGORY ...] [--top 4] [--workers 2]
-        [--disjoint-parts REGEX [--draws 10]]
+        [--disjoint-parts REGEX [--draws 10]] [--resplit DRAWS]
 
 Prints, per category, the best classifier's direction accuracy [95% CI] and the cues whose
 AUC for "increase" lies furthest from 0.5. Cues are measured from the files (not cached).
@@ -20,6 +20,15 @@ named groups name each source's parts in its `source_id` (for the pairs
 random and refits train -> test on the sources whose parts all lie in one half against those
 in the other; the control splits the same sources at random into train and test of the same
 sizes. Prints mean +- SD over draws of each classifier's accuracy, both ways.
+
+``--resplit DRAWS`` asks how far the accuracy moves with the draw of sources, from one
+build: each draw deals the build's own speakers (whole, as the build keeps them apart) into
+train and test at random, as many to each as the build has, and refits. The audit's null
+(`audit_null.py`) flips labels on the sources drawn; this moves the sources, which on a
+small build moves the figure more: a leak whose sign each source sets (which end of its
+words is the darker) lines the training sources up with the test sources, or against them,
+by the draw. Prints the best classifier's mean +- SD, range and share of draws above the
+audit's 0.60, and each classifier's mean.
 """
 
 from __future__ import annotations
@@ -75,15 +84,75 @@ def _disjoint_parts(
             ("disjoint", (train_sources, test_sources)),
             ("random", control),
         ):
-            split = {**{s: "train" for s in train}, **{s: "test" for s in test}}
-            chosen = [
-                {**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split
-            ]
-            report = order_free_report(category, chosen, cues)
-            for name, d in (report.get("direction") or {}).items():
-                results.setdefault(f"{way} {name}", []).append(d["accuracy"])
+            for name, accuracy in _refit(category, rows, cues, train, test).items():
+                results.setdefault(f"{way} {name}", []).append(accuracy)
     return ", ".join(
         f"{key} {np.mean(v):.2f} +- {np.std(v):.2f}" for key, v in sorted(results.items())
+    )
+
+
+def _refit(
+    category: str,
+    rows: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    train: Sequence[str],
+    test: Sequence[str],
+) -> dict[str, float]:
+    """Each classifier's train -> test accuracy with the given sources in each split (the
+    others left out)."""
+    split = {**{s: "train" for s in train}, **{s: "test" for s in test}}
+    chosen = [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
+    report = order_free_report(category, chosen, cues)
+    return {name: d["accuracy"] for name, d in (report.get("direction") or {}).items()}
+
+
+GATE = 0.60  # the audit's ceiling on a direction accuracy
+
+
+def resplit(
+    category: str,
+    rows: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    draws: int,
+    seed: int = 0,
+) -> dict[str, list[float]]:
+    """Accuracies over `draws` random re-splits of the build's own speakers into train and
+    test, as many speakers to each as the build has: per classifier and ``best`` (the
+    better of them on test, as the audit reports)."""
+    speakers: dict[str, dict[str, set[str]]] = {}
+    for r in rows:
+        speaker = str(r.get("speaker_id") or r["source_id"])
+        speakers.setdefault(r["split"], {}).setdefault(speaker, set()).add(r["source_id"])
+    if set(speakers) != {"train", "test"}:
+        raise SystemExit(f"--resplit: {category} needs a train and a test split")
+    n_test = len(speakers["test"])
+    pool = {k: v for split in speakers.values() for k, v in split.items()}
+    names = sorted(pool)
+    rng = np.random.default_rng(seed)
+    out: dict[str, list[float]] = {}
+    for _ in range(draws):
+        order = rng.permutation(names)
+        test = sorted(s for k in order[:n_test] for s in pool[k])
+        train = sorted(s for k in order[n_test:] for s in pool[k])
+        accuracies = _refit(category, rows, cues, train, test)
+        for name, accuracy in accuracies.items():
+            out.setdefault(name, []).append(accuracy)
+        if accuracies:
+            out.setdefault("best", []).append(max(accuracies.values()))
+    return out
+
+
+def describe_resplit(results: Mapping[str, Sequence[float]]) -> str:
+    best = np.asarray(results.get("best", []))
+    if not best.size:
+        return "too few clips or sources"
+    others = ", ".join(
+        f"{name} {np.mean(v):.2f}" for name, v in sorted(results.items()) if name != "best"
+    )
+    return (
+        f"best {best.mean():.2f} +- {best.std(ddof=1) if best.size > 1 else 0.0:.2f} "
+        f"[{best.min():.2f}, {best.max():.2f}], above {GATE:.2f} in {int((best > GATE).sum())} "
+        f"of {best.size} draws ({others})"
     )
 
 
@@ -95,6 +164,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--disjoint-parts", metavar="REGEX", help="see the module docstring")
     ap.add_argument("--draws", type=int, default=10)
+    ap.add_argument("--resplit", type=int, metavar="DRAWS", help="see the module docstring")
     args = ap.parse_args()
     rows = [r for r in load_rows(args.dataset) if r["direction"] in ("increase", "decrease")]
     categories = args.categories or sorted({r["category"] for r in rows})
@@ -133,6 +203,11 @@ def main() -> None:
             chosen = [r for r in rows if r["category"] == category]
             text = _disjoint_parts(category, chosen, cues, args.disjoint_parts, args.draws)
             print(f"{category}, parts disjoint across the splits vs a random split: {text}")
+    if args.resplit:
+        for category in categories:
+            chosen = [r for r in rows if r["category"] == category]
+            text = describe_resplit(resplit(category, chosen, cues, args.resplit))
+            print(f"{category}, the build's speakers re-split {args.resplit} times: {text}")
 
 
 if __name__ == "__main__":
