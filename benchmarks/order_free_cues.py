@@ -22,13 +22,10 @@ in the other; the control splits the same sources at random into train and test 
 sizes. Prints mean +- SD over draws of each classifier's accuracy, both ways.
 
 ``--resplit DRAWS`` asks how far the accuracy moves with the draw of sources, from one
-build: each draw deals the build's own speakers (whole, as the build keeps them apart) into
-train and test at random, as many to each as the build has, and refits. The audit's null
-(`audit_null.py`) flips labels on the sources drawn; this moves the sources, which on a
-small build moves the figure more: a leak whose sign each source sets (which end of its
-words is the darker) lines the training sources up with the test sources, or against them,
-by the draw. Prints the best classifier's mean +- SD, range and share of draws above the
-audit's 0.60, and each classifier's mean.
+build (`vocalgrad.stimuli.audit.redraw`, which the audit reports beside a failing cell):
+each draw deals the build's own speakers, whole, into train and test at random, as many to
+each as the build has, and refits. Prints the better classifier's mean +- SD, range and the
+number of draws above the audit's 0.60.
 """
 
 from __future__ import annotations
@@ -42,7 +39,8 @@ import numpy as np
 
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import load_rows
-from vocalgrad.stimuli.audit import order_free_report
+from vocalgrad.stimuli.audit import MAX_SHORTCUT_ACCURACY, order_free_report
+from vocalgrad.stimuli.audit.redraw import describe, redrawn_accuracies, summarise
 from vocalgrad.stimuli.order_free import order_free_cues
 
 
@@ -106,56 +104,6 @@ def _refit(
     return {name: d["accuracy"] for name, d in (report.get("direction") or {}).items()}
 
 
-GATE = 0.60  # the audit's ceiling on a direction accuracy
-
-
-def resplit(
-    category: str,
-    rows: Sequence[Mapping],
-    cues: Mapping[str, Mapping[str, float]],
-    draws: int,
-    seed: int = 0,
-) -> dict[str, list[float]]:
-    """Accuracies over `draws` random re-splits of the build's own speakers into train and
-    test, as many speakers to each as the build has: per classifier and ``best`` (the
-    better of them on test, as the audit reports)."""
-    speakers: dict[str, dict[str, set[str]]] = {}
-    for r in rows:
-        speaker = str(r.get("speaker_id") or r["source_id"])
-        speakers.setdefault(r["split"], {}).setdefault(speaker, set()).add(r["source_id"])
-    if set(speakers) != {"train", "test"}:
-        raise SystemExit(f"--resplit: {category} needs a train and a test split")
-    n_test = len(speakers["test"])
-    pool = {k: v for split in speakers.values() for k, v in split.items()}
-    names = sorted(pool)
-    rng = np.random.default_rng(seed)
-    out: dict[str, list[float]] = {}
-    for _ in range(draws):
-        order = rng.permutation(names)
-        test = sorted(s for k in order[:n_test] for s in pool[k])
-        train = sorted(s for k in order[n_test:] for s in pool[k])
-        accuracies = _refit(category, rows, cues, train, test)
-        for name, accuracy in accuracies.items():
-            out.setdefault(name, []).append(accuracy)
-        if accuracies:
-            out.setdefault("best", []).append(max(accuracies.values()))
-    return out
-
-
-def describe_resplit(results: Mapping[str, Sequence[float]]) -> str:
-    best = np.asarray(results.get("best", []))
-    if not best.size:
-        return "too few clips or sources"
-    others = ", ".join(
-        f"{name} {np.mean(v):.2f}" for name, v in sorted(results.items()) if name != "best"
-    )
-    return (
-        f"best {best.mean():.2f} +- {best.std(ddof=1) if best.size > 1 else 0.0:.2f} "
-        f"[{best.min():.2f}, {best.max():.2f}], above {GATE:.2f} in {int((best > GATE).sum())} "
-        f"of {best.size} draws ({others})"
-    )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
@@ -206,8 +154,11 @@ def main() -> None:
     if args.resplit:
         for category in categories:
             chosen = [r for r in rows if r["category"] == category]
-            text = describe_resplit(resplit(category, chosen, cues, args.resplit))
-            print(f"{category}, the build's speakers re-split {args.resplit} times: {text}")
+            accuracies = redrawn_accuracies(
+                category, chosen, cues, order_free_report, draws=args.resplit
+            )
+            text = describe(summarise(accuracies, MAX_SHORTCUT_ACCURACY))
+            print(f"{category}, the build's speakers dealt again: {text}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from vocalgrad.stimuli.audit.cues import (
     rows_format,
     target_cue_names,
 )
+from vocalgrad.stimuli.audit.redraw import redrawn_accuracies, summarise
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
@@ -431,9 +432,14 @@ def audit_category(
         return out
     if not (lo <= 0.5 <= hi):
         out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
-    out["reasons"].extend(
-        _order_free_reasons(out["order_free"], out["order_free_gated"], out["order_free_limit"])
+    order_free_reasons = _order_free_reasons(
+        out["order_free"], out["order_free_gated"], out["order_free_limit"]
     )
+    out["reasons"].extend(order_free_reasons)
+    if order_free_reasons:  # beside a failure, how far the figure moves with the draw
+        out["order_free"]["redrawn"] = summarise(
+            redrawn_accuracies(category, rows, cues, order_free_report), MAX_SHORTCUT_ACCURACY
+        )
     if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
         out["reasons"].append(
             f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}"

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from vocalgrad.stats import BOOTSTRAP_MIN_CLUSTERS
 from vocalgrad.stimuli.audit.classifiers import MAX_CONSTANT_AUC, MAX_SHORTCUT_ACCURACY
+from vocalgrad.stimuli.audit.redraw import describe
 
 
 def _pct(value: float | None) -> str:
@@ -26,7 +27,8 @@ def _order_free_cell(c: Mapping) -> str:
     top = next(iter(of["per_cue_auc"]), None)
     cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
     gated = "" if c.get("order_free_gated", True) else " (held value: not gated)"
-    return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}"
+    redrawn = f"; {describe(of['redrawn'])}" if of.get("redrawn") else ""
+    return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}{redrawn}"
 
 
 def _one_end_cell(one_end: Mapping | None) -> str:
@@ -87,7 +89,10 @@ def format_audit(report: Mapping) -> str:
     lines.append(
         "Order-free cues (whole file, unchanged when played backwards) are audited on every "
         "category with no exclusions; the one-end observer (the dimension's own measure at "
-        "one end, learnt on train) is reported, not gated."
+        "one end, learnt on train) is reported, not gated. Beside a failing order-free cell, "
+        "'redrawn' is the same figure over the build's speakers dealt into train and test "
+        "again at random (mean +- SD [range]): how far it moves with the draw of sources; "
+        "reported, not gated."
     )
     limits = [
         f"{category}: {c['order_free_limit']}"

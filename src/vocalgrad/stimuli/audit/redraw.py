@@ -1,0 +1,80 @@
+"""A build's own speakers dealt into train and test again: how far an audit figure moves with
+the draw of sources.
+
+Why: a build draws a few sources and splits them once. The label-flip null
+(`benchmarks/audit_null.py`) holds that draw fixed, but on a small build the draw moves an
+order-free accuracy further: a leak whose sign each source sets (which end of its words is the
+darker) lines the training sources up with the test sources, or against them (builtin 8 + 8
+volume at seeds 11-21: 0.40-0.64, mean 0.53). The audit reports this beside a failing
+order-free cell; it never gates: the gate stays the one train -> test split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+REDRAWS = 30
+
+Report = Callable[[str, Sequence[Mapping], Mapping[str, Mapping[str, float]]], Mapping]
+
+
+def redrawn_accuracies(
+    category: str,
+    rows: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    report: Report,
+    draws: int = REDRAWS,
+    seed: int = 0,
+) -> list[float]:
+    """`report`'s accuracy (the better classifier, as the audit reads it) over `draws` random
+    deals of the build's speakers, whole, into train and test, as many to each as the build
+    has. Empty when the build has no train or no test split."""
+    speakers: dict[str, dict[str, set[str]]] = {}
+    for r in rows:
+        speaker = str(r.get("speaker_id") or r["source_id"])
+        speakers.setdefault(str(r["split"]), {}).setdefault(speaker, set()).add(r["source_id"])
+    if not {"train", "test"} <= set(speakers):
+        return []
+    n_test = len(speakers["test"])
+    pool = {k: v for split in ("train", "test") for k, v in speakers[split].items()}
+    names = sorted(pool)
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(draws):
+        order = rng.permutation(names)
+        split = {s: "test" for k in order[:n_test] for s in pool[k]}
+        split.update({s: "train" for k in order[n_test:] for s in pool[k]})
+        dealt = [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
+        result = report(category, dealt, cues)
+        if result:
+            out.append(float(result["accuracy"]))
+    return out
+
+
+def summarise(accuracies: Sequence[float], gate: float) -> dict | None:
+    """Mean, SD, range and the number of deals above `gate` (the audit's ceiling)."""
+    if not accuracies:
+        return None
+    a = np.asarray(accuracies, dtype=float)
+    return {
+        "draws": int(a.size),
+        "mean": float(a.mean()),
+        "sd": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+        "min": float(a.min()),
+        "max": float(a.max()),
+        "gate": gate,
+        "above_gate": int((a > gate).sum()),
+    }
+
+
+def describe(summary: Mapping | None) -> str:
+    """One line: 'redrawn 0.52 +- 0.03 [0.49, 0.57], above 0.60 in 0 of 30'."""
+    if not summary:
+        return "too few clips or sources to redraw"
+    return (
+        f"redrawn {summary['mean']:.2f} +- {summary['sd']:.2f} "
+        f"[{summary['min']:.2f}, {summary['max']:.2f}], above {summary['gate']:.2f} in "
+        f"{summary['above_gate']} of {summary['draws']}"
+    )
