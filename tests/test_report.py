@@ -164,15 +164,10 @@ def _dataset(folder: Path) -> Path:
             "reasons": reasons,
         }
 
+    volume = audited(0.7, False, ["order-free accuracy 0.70 > 0.60"])
+    volume["order_free"]["redrawn"] = {"draws": 30, "mean": 0.66, "sd": 0.03}
     (folder / "audit.json").write_text(
-        json.dumps(
-            {
-                "per_category": {
-                    "voice_pitch": audited(0.52, True, []),
-                    "volume": audited(0.7, False, ["order-free accuracy 0.70 > 0.60"]),
-                }
-            }
-        )
+        json.dumps({"per_category": {"voice_pitch": audited(0.52, True, []), "volume": volume}})
     )
     return folder
 
@@ -395,6 +390,7 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     assert "The shortcut audit fails volume." in text
     audit = _section(text, "dataset").split("The shortcut audit of this build")[0]
     assert "0.70 [0.64, 0.76]" in audit and "fails: order-free accuracy 0.70 &gt; 0.60" in audit
+    assert "0.70 [0.64, 0.76]; redrawn 0.66 ± 0.03" in audit and audit.count("redrawn 0.") == 1
     assert "0.97 [0.93, 1.00] (start)" in audit
     assert "vocalgrad eval dataset --listener model-a" in text  # commands in provenance
 

@@ -665,6 +665,7 @@ def _audit_table(audit: Mapping) -> tuple[Table, list[str]]:
     rows, failing = [], []
     for cat, c in sorted(audit["per_category"].items()):
         free = c.get("order_free") or {}
+        redrawn = free.get("redrawn")
         one = c.get("one_end") or {}
         ci, free_ci = c.get("shortcut_ci") or (None, None), free.get("ci") or (None, None)
         if not c.get("passes"):
@@ -673,7 +674,8 @@ def _audit_table(audit: Mapping) -> tuple[Table, list[str]]:
             [
                 cat.replace("_", " "),
                 with_ci(c.get("shortcut_accuracy"), *ci),
-                with_ci(free.get("accuracy"), *free_ci),
+                with_ci(free.get("accuracy"), *free_ci)
+                + (f"; redrawn {redrawn['mean']:.2f} ± {redrawn['sd']:.2f}" if redrawn else ""),
                 fmt(c.get("constant_auc")),
                 f"{with_ci(one.get('accuracy'), one.get('lo'), one.get('hi'))} ({one['end']})"
                 if one
@@ -686,7 +688,9 @@ def _audit_table(audit: Mapping) -> tuple[Table, list[str]]:
         "change (cues that tell the direction without following it over time, and cues "
         "unchanged when the clip plays backwards) must stay at chance, accuracy <= 0.60 with "
         "a CI that includes 0.5. Where a category fails, a listener's right answers there may "
-        "not need hearing the change."
+        "not need hearing the change. Beside a failing order-free cell, 'redrawn' is its "
+        "mean ± SD over the build's speakers dealt into train and test again: how far the "
+        "figure moves with the draw of sources."
     )
     return Table(header, rows, caption=caption), failing
 
