@@ -40,7 +40,8 @@ import numpy as np
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import load_rows
 from vocalgrad.stimuli.audit import MAX_SHORTCUT_ACCURACY, order_free_report
-from vocalgrad.stimuli.audit.redraw import describe, redrawn_accuracies, summarise
+from vocalgrad.stimuli.audit.classifiers import order_free_accuracy
+from vocalgrad.stimuli.audit.redraw import deal, describe, redrawn_accuracies, summarise
 from vocalgrad.stimuli.order_free import order_free_cues
 
 
@@ -98,9 +99,7 @@ def _refit(
 ) -> dict[str, float]:
     """Each classifier's train -> test accuracy with the given sources in each split (the
     others left out)."""
-    split = {**{s: "train" for s in train}, **{s: "test" for s in test}}
-    chosen = [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
-    report = order_free_report(category, chosen, cues)
+    report = order_free_report(category, deal(rows, train, test), cues)
     return {name: d["accuracy"] for name, d in (report.get("direction") or {}).items()}
 
 
@@ -155,7 +154,7 @@ def main() -> None:
         for category in categories:
             chosen = [r for r in rows if r["category"] == category]
             accuracies = redrawn_accuracies(
-                category, chosen, cues, order_free_report, draws=args.resplit
+                category, chosen, cues, order_free_accuracy, draws=args.resplit
             )
             text = describe(summarise(accuracies, MAX_SHORTCUT_ACCURACY))
             print(f"{category}, the build's speakers dealt again: {text}")

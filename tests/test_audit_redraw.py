@@ -1,13 +1,13 @@
 """The audit's redraw (`vocalgrad.stimuli.audit.redraw`): how far an order-free accuracy moves
 when a build's speakers are dealt into train and test again (issue #24: a small build's figure
 is much of it its draw of sources). On synthetic cues through the audit's own
-`order_free_report`; tests/test_audit.py checks it on rendered audio."""
+`order_free_accuracy`; tests/test_audit.py checks it on rendered audio."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.stimuli.audit import order_free_report
+from vocalgrad.stimuli.audit.classifiers import order_free_accuracy
 from vocalgrad.stimuli.audit.redraw import describe, redrawn_accuracies, summarise
 from vocalgrad.stimuli.order_free import NAMES
 
@@ -45,14 +45,14 @@ def _build(sign_of_source) -> tuple[list[dict], dict[str, dict[str, float]]]:
 
 def test_a_leak_every_source_shares_survives_every_redraw():
     rows, cues = _build(lambda i: 1)
-    accuracies = redrawn_accuracies("volume", rows, cues, order_free_report, draws=6)
+    accuracies = redrawn_accuracies("volume", rows, cues, order_free_accuracy, draws=6)
     assert len(accuracies) == 6 and min(accuracies) > 0.95
 
 
 def test_a_leak_whose_sign_each_source_sets_swings_with_the_draw():
     signs = np.random.default_rng(5).permutation([1] * 8 + [-1] * 8)
     rows, cues = _build(lambda i: int(signs[i]))
-    accuracies = redrawn_accuracies("volume", rows, cues, order_free_report, draws=12)
+    accuracies = redrawn_accuracies("volume", rows, cues, order_free_accuracy, draws=12)
     summary = summarise(accuracies, 0.60)
     assert summary["draws"] == 12 and summary["sd"] > 0.05  # lined up with the test, or not
     assert abs(summary["mean"] - 0.5) < 0.2
@@ -70,7 +70,7 @@ def test_each_redraw_keeps_speakers_whole_and_the_builds_sizes():
         for r in rows:
             splits.setdefault(r["split"], set()).add(r["source_id"])
         seen.append(splits)
-        return {"accuracy": 0.5}
+        return 0.5
 
     assert redrawn_accuracies("volume", rows, cues, record, draws=5) == [0.5] * 5
     assert len({frozenset(s["test"]) for s in seen}) > 1
@@ -83,6 +83,6 @@ def test_each_redraw_keeps_speakers_whole_and_the_builds_sizes():
 def test_a_build_without_a_train_split_has_nothing_to_redraw():
     rows, cues = _build(lambda i: 1)
     only_test = [{**r, "split": "test"} for r in rows]
-    assert redrawn_accuracies("volume", only_test, cues, order_free_report, draws=2) == []
+    assert redrawn_accuracies("volume", only_test, cues, order_free_accuracy, draws=2) == []
     assert summarise([], 0.60) is None
     assert describe(None) == "too few clips or sources to redraw"

@@ -11,26 +11,33 @@ order-free cell; it never gates: the gate stays the one train -> test split.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 REDRAWS = 30
 
-Report = Callable[[str, Sequence[Mapping], Mapping[str, Mapping[str, float]]], Mapping]
+Accuracy = Callable[[str, Sequence[Mapping], Mapping[str, Mapping[str, float]]], float | None]
+
+
+def deal(rows: Sequence[Mapping], train: Iterable[str], test: Iterable[str]) -> list[Mapping]:
+    """The rows of the given sources, relabelled with the split each source is dealt to (the
+    other sources' rows left out)."""
+    split = {**{s: "train" for s in train}, **{s: "test" for s in test}}
+    return [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
 
 
 def redrawn_accuracies(
     category: str,
     rows: Sequence[Mapping],
     cues: Mapping[str, Mapping[str, float]],
-    report: Report,
+    accuracy: Accuracy,
     draws: int = REDRAWS,
     seed: int = 0,
 ) -> list[float]:
-    """`report`'s accuracy (the better classifier, as the audit reads it) over `draws` random
-    deals of the build's speakers, whole, into train and test, as many to each as the build
-    has. Empty when the build has no train or no test split."""
+    """`accuracy` (the better classifier's, as the audit reads it) over `draws` random deals
+    of the build's speakers, whole, into train and test, as many to each as the build has.
+    Empty when the build has no train or no test split."""
     speakers: dict[str, dict[str, set[str]]] = {}
     for r in rows:
         speaker = str(r.get("speaker_id") or r["source_id"])
@@ -38,18 +45,16 @@ def redrawn_accuracies(
     if not {"train", "test"} <= set(speakers):
         return []
     n_test = len(speakers["test"])
-    pool = {k: v for split in ("train", "test") for k, v in speakers[split].items()}
-    names = sorted(pool)
+    sources = {k: v for side in ("train", "test") for k, v in speakers[side].items()}
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(draws):
-        order = rng.permutation(names)
-        split = {s: "test" for k in order[:n_test] for s in pool[k]}
-        split.update({s: "train" for k in order[n_test:] for s in pool[k]})
-        dealt = [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
-        result = report(category, dealt, cues)
-        if result:
-            out.append(float(result["accuracy"]))
+        order = rng.permutation(sorted(sources))
+        test = [s for k in order[:n_test] for s in sources[k]]
+        train = [s for k in order[n_test:] for s in sources[k]]
+        value = accuracy(category, deal(rows, train, test), cues)
+        if value is not None:
+            out.append(float(value))
     return out
 
 
