@@ -25,6 +25,7 @@ from scipy.signal import istft, stft
 
 from vocalgrad.audio import loudness_lufs
 from vocalgrad.dimensions import stereo_direction
+from vocalgrad.dimensions.base import Track
 from vocalgrad.dimensions.stereo_direction import HOP, N_FFT, ear_response
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.sources import builtin_sources, default_cache_dir
@@ -34,13 +35,19 @@ from vocalgrad.stimuli.render import prepare_reference
 HELD_DEG = (15.0, 30.0, 45.0, 60.0)
 
 
+def path_track(ref: Analysis, azimuth_deg: np.ndarray) -> Track:
+    """A path given at evenly spaced points of the clip, as the track both laws render."""
+    points = np.linspace(0, ref.duration_s, len(azimuth_deg))
+    return lambda t: np.interp(t, points, azimuth_deg)
+
+
 def render_mid_capped(ref: Analysis, azimuth_deg: np.ndarray, cap_db: float) -> np.ndarray:
     """The ears with the mono mean held to the source, the boost capped at `cap_db` over the
     renderer's power normalisation (which it equals for a voice ahead)."""
     freqs, times, spec = stft(
         ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even"
     )
-    path = np.interp(times, np.linspace(0, times[-1], len(azimuth_deg)), azimuth_deg)
+    path = path_track(ref, azimuth_deg)(np.clip(times, 0, ref.duration_s))  # as `render` reads it
     left, right = ear_response(freqs, path, -1), ear_response(freqs, path, 1)
     power_norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
     mid_norm = 2.0 / np.maximum(np.abs(left + right), 1e-9)
@@ -53,13 +60,8 @@ def render_mid_capped(ref: Analysis, azimuth_deg: np.ndarray, cap_db: float) -> 
 
 
 def render_current(ref: Analysis, azimuth_deg: np.ndarray) -> np.ndarray:
-    """The renderer's own clip along a path given at evenly spaced points of the clip."""
-    points = np.linspace(0, ref.duration_s, len(azimuth_deg))
-
-    def track(t: np.ndarray) -> np.ndarray:
-        return np.interp(t, points, azimuth_deg)
-
-    return stereo_direction.render(ref, track, np.random.default_rng(0))
+    """The renderer's own clip along the same path."""
+    return stereo_direction.render(ref, path_track(ref, azimuth_deg), np.random.default_rng(0))
 
 
 def loudness_pair(ears: np.ndarray, sr: int) -> tuple[float, float]:
