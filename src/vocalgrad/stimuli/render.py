@@ -48,22 +48,9 @@ from vocalgrad.stimuli.neutralise import (
 from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 
 INT16_SCALE = 32768.0
-# Bumped when the same config renders other clips (a build resumed across it would mix
-# them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
-# 3: the ends' level courses matched; a comparison's last part padded before its speech.
-# 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
-# 5: an endpoint-roved pitch path stays within +-9 st (was 12).
-# 6: breathiness refuses a source with no periodic voice at an end of its speech.
-# 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start, and
-#    measured by a fit of its rate (which clips verification keeps).
-# 8: echo's room output is held at one ratio to the speech before the curve scales it.
-# 9: a source's constant clips are refused where every change of their dimension is.
-# 10: the speech's two boundaries are matched frame by frame (`matched_boundaries`).
-# 11: every source's two ends share one spectral course (`matched_edge_spectra`), not volume's.
-# 12: distance's room field is played as echo's return (held, out of pauses, faded in and out
-#     with the speech), the file keeps the source's length and edges, and both paths start
-#     from the 20 ms edge-matched source.
-# 13: breathiness's noise stays within the detected speech span.
+# Bumped when the same config renders other clips: a build resumed across it would mix them,
+# and caches are keyed on it. CHANGELOG.md lists what each revision changed;
+# tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
 RENDERER_REVISION = 13
 
 
