@@ -63,7 +63,8 @@ def build_sections(
     by_listener = rows_by_listener(runs)
     colours = palette([*by_listener, *(e["listener"] for r in runs for e in r.adaptive)])
     scored, note = sections.headline_rows(by_listener)
-    summaries = sections.summaries_for(scored, n_boot, seed)
+    scores = sections.scores_for(scored, by_listener, n_boot, seed)
+    summaries = {n: s.table for n, s in scores.items()}
     adaptive: dict[str, list[dict]] = {}
     for run in runs:
         for entry in run.adaptive:
@@ -88,7 +89,7 @@ def build_sections(
     return [
         headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
-        sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
+        sections.bias(scores, colours),
         psych,
         sections.probing(probes),
         remedies(runs, probes, n_boot, seed),
