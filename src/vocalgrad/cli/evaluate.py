@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from vocalgrad.cli.options import (
@@ -50,7 +51,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=True,
         help="ask again the items whose last answer was an error (default: yes)",
     )
-    e.add_argument("--audio-first", action="store_true")
+    e.add_argument("--audio-first", action="store_true", help="play the audio before the question")
+    e.add_argument(
+        "--max-new-tokens",
+        type=whole(1),
+        default=16,
+        help="generate mode: the longest answer a listener may write, in tokens",
+    )
+    e.add_argument(
+        "--both-orders",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="choice mode: average the log-likelihoods over both option orders (default: yes)",
+    )
+    e.add_argument("--seed", type=whole(0), default=0, help="seed of the few-shot examples")
     add_deprecated_alias(e, "--base-url", "-O base_url=URL", "base_url")
     e.add_argument(
         "--timeout",
@@ -116,6 +130,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _eval(args, listener, executor)
 
 
+def eval_config_from(args: argparse.Namespace):
+    """The `EvalConfig` the parsed `vocalgrad eval` options ask for: every field has an option
+    of the same name (``--max-new-tokens`` for ``max_new_tokens``)."""
+    from vocalgrad.api import EvalConfig, eval_config
+
+    fields = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(EvalConfig)
+        if getattr(args, f.name, None) is not None
+    }
+    return eval_config(**fields)
+
+
 def _eval(args: argparse.Namespace, listener, executor) -> int:
     from vocalgrad.api import default_run_folder, evaluate
     from vocalgrad.evaluation.score import markdown
@@ -140,15 +167,7 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         args.dataset,
         listener,
         out,
-        mode=args.mode,
-        variants=args.variants,
-        controls=args.controls,
-        split=args.split,
-        categories=args.categories or (),
-        limit=args.limit,
-        batch_size=args.batch_size,
-        few_shot=args.few_shot,
-        audio_first=args.audio_first,
+        eval_config_from(args),
         retry_errors=args.retry_errors,
         executor=executor,
     )
