@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from vocalgrad.errors import DatasetError
 from vocalgrad.files import atomic_path
-from vocalgrad.records import DatasetRow
+from vocalgrad.records import DatasetRow, schema_fields, validator
 
 log = logging.getLogger("vocalgrad")
 
@@ -40,11 +41,6 @@ REBUILD_HINT = (
     "the dataset is damaged: rebuild it (vocalgrad build --overwrite) or restore the file"
 )
 REFERENCES = "references"
-REQUIRED_FIELDS = (
-    "file_name", "item_id", "category", "direction", "tier", "curve", "magnitude", "unit",
-    "source_id", "speaker_id", "split", "sample_rate", "duration_s", "speech_onset_s",
-    "speech_offset_s", "verified",
-)  # fmt: skip
 
 
 def clean(value: Any) -> Any:
@@ -154,6 +150,86 @@ def repair_tail(path: Path) -> str | None:
     )
 
 
+def check_row(row: dict, where: str) -> None:
+    """Validate a dataset row against `vocalgrad.records.DatasetRow`.
+
+    Parameters
+    ----------
+    row : dict
+        One ``metadata.jsonl`` row.
+    where : str
+        How the message names the row (file, line and item id).
+
+    Raises
+    ------
+    DatasetError
+        One line naming the row, the field and what is wrong (a missing field, a label that
+        is not one of the three, a number that is text, ...).
+    """
+    try:
+        validator(DatasetRow).validate_python(row)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg'].lower()}"
+            + ("" if e["type"] == "missing" else f" (found {e['input']!r})")
+            for e in err.errors()
+        )
+        raise DatasetError(f"{where}: {problems}; {REBUILD_HINT}") from None
+
+
+def hf_features(columns: Iterable[str], sample_rate: int | None = None) -> Any:
+    """The Hugging Face `datasets.Features` of a dataset's metadata, from
+    `vocalgrad.records.DatasetRow`, for ``load_dataset("audiofolder", features=...)``.
+
+    Parameters
+    ----------
+    columns : iterable of str
+        The metadata columns present (a split's rows all carry the same ones).
+    sample_rate : int, optional
+        Decode the audio at this rate (Hz); None keeps each file's own.
+
+    Returns
+    -------
+    datasets.Features
+        ``audio`` plus one feature per column, typed as `DatasetRow` declares it.
+
+    Raises
+    ------
+    DatasetError
+        A column the row schema does not declare.
+    """
+    import datasets
+
+    declared = {f["name"]: f["type"] for f in schema_fields(DatasetRow)}
+    unknown = sorted(set(columns) - set(declared))
+    if unknown:
+        raise DatasetError(f"metadata columns {unknown} are not in the dataset row schema")
+    features = {"audio": datasets.Audio(sampling_rate=sample_rate)}
+    for name in columns:
+        if name != "file_name":  # audiofolder turns it into `audio`
+            features[name] = _feature(declared[name])
+    return datasets.Features(features)
+
+
+def _feature(tp: Any) -> Any:
+    """A `datasets` feature for one declared Python type (None allowed in every column)."""
+    import typing
+
+    import datasets
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return datasets.Value("string")
+    if args and type(None) in args:  # X | None
+        return _feature(next(a for a in args if a is not type(None)))
+    if origin is list:
+        return datasets.Sequence(_feature(args[0]))
+    if origin is dict:
+        return {key: _feature(args[1]) for key in ("increase", "decrease")}
+    kinds = {str: "string", int: "int64", float: "float64", bool: "bool"}
+    return datasets.Value(kinds[tp])
+
+
 def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetRow]:
     """All clip rows of a dataset folder, each with an absolute `path`."""
     root = Path(root)
@@ -166,12 +242,8 @@ def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetR
         if not meta.is_file():
             continue
         found = True
-        for row in read_jsonl(meta, hint=REBUILD_HINT):
-            missing = [k for k in REQUIRED_FIELDS if k not in row]
-            if missing:
-                raise DatasetError(
-                    f"{meta}: row {row.get('item_id', '?')} lacks {', '.join(missing)}"
-                )
+        for line, row in enumerate(read_jsonl(meta, hint=REBUILD_HINT), start=1):
+            check_row(row, f"{meta}: row {line} ({row.get('item_id', '?')})")
             row["path"] = str(root / split / row["file_name"])
             rows.append(row)
     if not found:

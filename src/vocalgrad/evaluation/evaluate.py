@@ -50,7 +50,7 @@ from vocalgrad.questions.prompts import (
     few_shot_examples,
     get_variant,
 )
-from vocalgrad.records import LABELS, ResultRow, row_format
+from vocalgrad.records import LABELS, EvalCounts, ResultRow, row_format
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -140,7 +140,7 @@ def evaluate(
     cache: AnswerCache | None = None,
     executor: Executor | None = None,
     retry_errors: bool = True,
-) -> dict:
+) -> EvalCounts:
     """Answer every selected item; returns counts. Resumes from `out/results.jsonl`.
 
     Items whose last answer was an error are asked again unless `retry_errors` is False.

@@ -31,7 +31,7 @@ from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
-from vocalgrad.records import DatasetRow
+from vocalgrad.records import BuildReport, DatasetRow
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
 from vocalgrad.sources.builtin import ensure_rendered
@@ -327,7 +327,7 @@ def build(
     cache_dir: Path | None = None,
     audit: bool = True,
     executor: TaskPool | None = None,
-) -> dict:
+) -> BuildReport:
     """Build (or resume building) a dataset into `out`, then audit it for shortcuts (the
     audit's table goes into the dataset card); returns the build report.
 

@@ -18,7 +18,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
-from vocalgrad.records import row_format
+from vocalgrad.records import VerifyReport, row_format
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import (
@@ -32,7 +32,7 @@ from vocalgrad.stimuli.render import (
 )
 
 
-def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
+def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
     """Measure every clip again; returns per-category agreement, magnitudes and confounds."""
     root = Path(root)
     official = is_official(root)
