@@ -8,7 +8,6 @@ with fewer fields load unchanged (``total=False`` where fields were added over t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, TypedDict
 
 LABELS: tuple[str, str] = ("increase", "decrease")
@@ -16,15 +15,6 @@ LABELS: tuple[str, str] = ("increase", "decrease")
 CONSTANT = "constant"
 DIRECTIONS: tuple[str, str, str] = (*LABELS, CONSTANT)
 """Every value of a row's ``direction``."""
-FORMATS: tuple[str, str, str] = ("gradual", "comparison", "recognition")
-"""The question formats (`vocalgrad build --format`)."""
-DEFAULT_FORMAT = "gradual"
-"""The format of rows that name none (rows built before formats existed)."""
-
-
-def row_format(row: Mapping[str, Any]) -> str:
-    """The question format of a dataset or result row (`DEFAULT_FORMAT` where it names none)."""
-    return row.get("format") or DEFAULT_FORMAT
 
 
 class DatasetRow(TypedDict, total=False):
@@ -64,7 +54,7 @@ class DatasetRow(TypedDict, total=False):
     reference_file: str
     audio_sha256: str
     pair_key: str
-    format: str  # one of FORMATS; absent means DEFAULT_FORMAT
+    format: str  # a question format (`vocalgrad.formats`); absent means `formats.DEFAULT`
     pair_id: str  # comparison and recognition twins share it
     part_bounds: list[list[int]]  # comparison: [start, end) samples of each part
     measured_value: float  # recognition: the held value
