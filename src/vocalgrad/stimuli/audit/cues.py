@@ -234,14 +234,16 @@ def format_families(fmt: str) -> tuple[str, ...]:
     Raises
     ------
     ConfigError
-        The format is unknown, or names a family the audit does not measure.
+        The format is unknown, or names a family the audit does not measure (or the
+        order-free family, which every format's audit measures apart).
     """
     families = formats.get(fmt).audit_families
-    unknown = [f for f in families if f not in CUE_NAMES]
+    choices = [f for f in CUE_NAMES if f != ORDER_FREE]  # audited apart, in every format
+    unknown = [f for f in families if f not in choices]
     if unknown:
         raise ConfigError(
             f"question format {fmt!r} audits unknown cue families {', '.join(unknown)}; "
-            f"choose from {', '.join(CUE_NAMES)}"
+            f"choose from {', '.join(choices)}"
         )
     return families
 
