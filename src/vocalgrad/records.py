@@ -13,7 +13,6 @@ Hugging Face features (`vocalgrad.dataset.hf_features`) and the file reference's
 import functools
 import types
 import typing
-from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Required, get_args, get_origin
 
 from pydantic import Field, TypeAdapter
@@ -25,15 +24,6 @@ LABELS: tuple[str, str] = ("increase", "decrease")
 CONSTANT = "constant"
 DIRECTIONS: tuple[str, str, str] = (*LABELS, CONSTANT)
 """Every value of a row's ``direction``."""
-FORMATS: tuple[str, str, str] = ("gradual", "comparison", "recognition")
-"""The question formats (`vocalgrad build --format`)."""
-DEFAULT_FORMAT = "gradual"
-"""The format of rows that name none (rows built before formats existed)."""
-
-
-def row_format(row: Mapping[str, Any]) -> str:
-    """The question format of a dataset or result row (`DEFAULT_FORMAT` where it names none)."""
-    return row.get("format") or DEFAULT_FORMAT
 
 
 def doc(meaning: str, unit: str = "") -> FieldInfo:
@@ -118,7 +108,9 @@ class DatasetRow(TypedDict, total=False):
     verdict: Annotated[str, doc("`verified`, or why not")]
     reference_file: Annotated[str, doc("the source under `references/`")]
     audio_sha256: Annotated[str, doc("the clip's content hash")]
-    format: Annotated[str, doc("the question format (absent: `gradual`)")]
+    format: Annotated[
+        str, doc("the question format (`vocalgrad list formats`); absent means `gradual`")
+    ]
     pair_id: Annotated[str, doc("held formats: the id both twins share")]
     part_bounds: Annotated[
         list[list[int]], doc("comparison: each part's [start, end) (equal lengths)", "samples")

@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from vocalgrad import formats
 from vocalgrad.cli.options import (
     add_deprecated_alias,
     add_executor_options,
@@ -15,7 +16,6 @@ from vocalgrad.cli.options import (
     whole,
 )
 from vocalgrad.files import atomic_write_text
-from vocalgrad.records import FORMATS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -60,11 +60,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument(
         "--question-format",
-        choices=FORMATS,
-        help="a change within one clip (gradual, default), two held parts to compare "
-        "(comparison), or one held clip to name (recognition)",
+        choices=formats.names(),
+        help="what each clip asks: "
+        + "; ".join(f"{f.name}, {f.summary}" for f in formats.listed())
+        + f" (default {formats.DEFAULT}; `vocalgrad list formats`)",
     )
-    add_deprecated_alias(b, "--format", "--question-format", "question_format", choices=FORMATS)
+    add_deprecated_alias(
+        b, "--format", "--question-format", "question_format", choices=formats.names()
+    )
     add_deprecated_alias(b, "--no-constant", "--constants 0", "constants", nargs=0, const=0)
     add_executor_options(
         b,

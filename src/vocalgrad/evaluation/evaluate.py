@@ -40,6 +40,7 @@ from vocalgrad.dataset import (
 from vocalgrad.errors import ConfigError, DatasetError, PartialBatchError, VocalgradError
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
+from vocalgrad.formats import of_row, row_format
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
@@ -50,7 +51,7 @@ from vocalgrad.questions.prompts import (
     few_shot_examples,
     get_variant,
 )
-from vocalgrad.records import LABELS, EvalCounts, ResultRow, row_format
+from vocalgrad.records import LABELS, EvalCounts, ResultRow
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -333,8 +334,8 @@ def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Ite
     for row in items:
         for variant in config.variants:
             for control in controls:
-                if control == "reversed" and row_format(row) == "recognition":
-                    # played backwards, a held clip keeps its value: the label would not flip
+                if control == "reversed" and not of_row(row).reversible:
+                    # played backwards, the item keeps its label (a held clip its value)
                     continue
                 for mode in modes:
                     yield Task(row, variant, control, mode, run_key(row, variant, control, mode))

@@ -20,10 +20,11 @@ import numpy as np
 
 from vocalgrad._version import __version__
 from vocalgrad.files import atomic_write_text
+from vocalgrad.formats import DEFAULT, row_format
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.records import LABELS
 
 ITEM_KEYS = (
     "category",
@@ -220,7 +221,7 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
     ]
     report = agreement_report(store, include_flagged)
     meta, config = store.meta(), store.config()
-    fmt = next((i.get("format") for i in store.items().values() if i.get("format")), "gradual")
+    fmt = next((i.get("format") for i in store.items().values() if i.get("format")), DEFAULT)
     manifest = {
         "listener": "human",
         "listeners": sorted({r["listener"] for r in rows}),

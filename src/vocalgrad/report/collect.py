@@ -10,10 +10,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vocalgrad import formats
 from vocalgrad.dataset import is_official, official_rows, read_json, read_jsonl
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
-from vocalgrad.records import DEFAULT_FORMAT
 
 HUMAN_PREFIX = "human"
 ADAPTIVE_TIER = "adaptive"
@@ -98,16 +98,23 @@ def listener_of(row: dict, run: Run) -> str:
     """The listener id, tagged with the question format where it is not gradual: the same
     model asked in two formats is two rows of every table, never pooled."""
     name = str(row.get("listener") or run.manifest.get("listener", {}).get("listener") or run.name)
-    fmt = row.get("format") or run.manifest.get("format") or DEFAULT_FORMAT
-    return name if fmt == "gradual" else name + FORMAT_TAG.format(fmt)
+    fmt = row.get("format") or run.manifest.get("format") or formats.DEFAULT
+    return with_format(name, fmt)
+
+
+def with_format(listener: str, fmt: str) -> str:
+    """A listener's name in one question format: tagged with the format's name unless the
+    format is untagged (`QuestionFormat.tagged`: the default format)."""
+    return listener + FORMAT_TAG.format(fmt) if formats.is_tagged(fmt) else listener
 
 
 def split_format(name: str) -> tuple[str, str]:
-    """("baseline:ideal", "comparison") from "baseline:ideal [comparison]"; gradual untagged."""
+    """(listener, question format) from a listener name: "baseline:ideal [comparison]" is
+    baseline:ideal in the comparison format; an untagged name is in the default format."""
     if name.endswith("]") and " [" in name:
         base, fmt = name[:-1].rsplit(" [", 1)
         return base, fmt
-    return name, "gradual"
+    return name, formats.DEFAULT
 
 
 def rows_by_listener(runs: Sequence[Run]) -> dict[str, list[dict]]:

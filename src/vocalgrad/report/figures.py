@@ -16,17 +16,17 @@ from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit
 from vocalgrad.report.collect import split_format
 
 DPI = 100
-# a model keeps its colour in every question format; the marker tells the formats apart
-FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
 
 
 def marker_of(listener: str) -> str:
-    return FORMAT_MARKERS.get(split_format(listener)[1], "D")
+    """A listener's marker: a model keeps its colour in every question format, and its
+    format's marker (`QuestionFormat.marker`) tells the formats apart."""
+    return formats.marker(split_format(listener)[1])
 
 
 PROBE_STYLES = {  # probe -> (colour, line style, label)

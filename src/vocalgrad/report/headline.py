@@ -7,13 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from vocalgrad import formats
 from vocalgrad.report import figures
-from vocalgrad.report.collect import is_human, kind_of, split_format
+from vocalgrad.report.collect import is_human, kind_of, split_format, with_format
 from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 
-FORMAT_ORDER = ("gradual", "comparison", "recognition")
-SYMBOLS = {"gradual": "○", "comparison": "□", "recognition": "△"}  # as the figure's markers
 IDEAL = "baseline:ideal"
 LEADERBOARD = [
     "listener",
@@ -143,7 +142,7 @@ def _model_section(
 ) -> list:
     """A model's accuracy and d′ per dimension, its question formats side by side, against
     chance and the ideal observer asked in the same format."""
-    shown = [f for f in FORMAT_ORDER if f in forms] + sorted(set(forms) - set(FORMAT_ORDER))
+    shown = sorted(forms, key=formats.rank)
     groups = {f: _by_category(summaries[forms[f]]) for f in shown}
     header = ["dimension"]
     for f in shown:
@@ -162,12 +161,12 @@ def _model_section(
         {
             "label": f,
             "colour": colour,
-            "marker": figures.FORMAT_MARKERS.get(f, "D"),
+            "marker": formats.marker(f),
             "values": groups[f],
         }
         for f in shown
     ]
-    asked = {f: IDEAL if f == "gradual" else f"{IDEAL} [{f}]" for f in shown}
+    asked = {f: with_format(IDEAL, f) for f in shown}
     ideal = [
         {
             "label": f"ideal observer ({f})",
@@ -179,7 +178,7 @@ def _model_section(
         if name in references
     ]
     used = sorted({c for g in groups.values() for c in g})
-    markers = ", ".join(f"{SYMBOLS.get(f, '◇')} {f}" for f in shown)
+    markers = ", ".join(f"{formats.symbol(f)} {f}" for f in shown)
     stem = "model-" + "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")
     blocks: list = [
         Text(base, "h3"),
@@ -209,13 +208,14 @@ def _model_section(
 
 
 def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, colours) -> Figure:
-    """The models side by side (each in its gradual format where asked), references as lines."""
+    """The models side by side (each in its first-listed format where asked, the default
+    format first), references (in the default format) as lines."""
     series = []
     for base, forms in bases.items():
-        form = next((f for f in FORMAT_ORDER if f in forms), sorted(forms)[0])
+        form = min(forms, key=formats.rank)
         series.append(
             {
-                "label": base if form == "gradual" else f"{base} [{form}]",
+                "label": with_format(base, form),
                 "colour": colours.get(forms[form]),
                 "values": _by_category(summaries[forms[form]]),
             }
@@ -223,13 +223,13 @@ def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, c
     refs = [
         {"label": n, "name": n, "values": _by_category(references[n])}
         for n in sorted(references)
-        if split_format(n)[1] == "gradual"
+        if split_format(n)[1] == formats.DEFAULT
     ]
     used = sorted({c for s in series for c in s["values"]})
     return Figure(
         "models",
         figures.dimensions_figure(series, refs, used, "Models compared"),
-        "The models per dimension (gradual format where asked): accuracy (top) and d′ "
+        f"The models per dimension ({formats.DEFAULT} format where asked): accuracy (top) and d′ "
         "(bottom) with 95% CIs clustered by source. Grey, the references: grey band, the "
         "random baseline's 95% CI; black line, the ideal observer; dashed, chance.",
         "models compared per dimension",

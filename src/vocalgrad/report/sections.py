@@ -12,6 +12,7 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit, fit_rows, format_magnitude
 from vocalgrad.evaluation.score import ListenerScore, score_rows
+from vocalgrad.formats import names as format_names
 from vocalgrad.probing.alignment import stage_summary
 from vocalgrad.records import LABELS
 from vocalgrad.report import figures
@@ -27,7 +28,6 @@ from vocalgrad.report.collect import (
     primary,
     split_format,
 )
-from vocalgrad.report.headline import FORMAT_ORDER
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 from vocalgrad.stats import MIN_SOURCES
@@ -80,7 +80,7 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
             [Text("All runs ask one question format: nothing to compare.")],
             "one question format",
         )
-    shown = [f for f in FORMAT_ORDER if any(f in fs for fs in several.values())]
+    shown = [f for f in format_names() if any(f in fs for fs in several.values())]
     table = Table(
         ["listener", "category", "cells", "sources", *shown],
         [],

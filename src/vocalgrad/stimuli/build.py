@@ -24,7 +24,7 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.audio import write_flac_atomic
 from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, repair_tail, write_jsonl
 from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
@@ -47,11 +47,9 @@ from vocalgrad.stimuli.plan import (
     stratified,
 )
 from vocalgrad.stimuli.render import (
-    GAP_S,
     RENDERER_REVISION,
     prepare_reference,
     prepare_source,
-    recognition_verdict,
     render_condition,
     tone_seed_for,
 )
@@ -148,8 +146,7 @@ def _render_source(task: SourceTask) -> dict:
         file_name = f"{item}.flac"
         sha = write_flac_atomic(out / task.split / file_name, result.audio, clean.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
-    if config.format == "recognition":
-        _pair_recognition(rows)
+    formats.get(config.format).settle(rows)  # verdicts that need more than one clip
     return {
         "source_id": source.source_id,
         "reference": reference_row,
@@ -217,26 +214,6 @@ def constant_range(
     )
 
 
-def _pair_recognition(rows: list[dict]) -> None:
-    """Verdicts of recognition clips, each against its twin (`recognition_verdict`). A clip
-    whose twin is missing (pending from a killed run, or failed) stays "pending", i.e. is
-    dropped with its pair. Both twins are always planned in one source task."""
-    by_pair: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        if "file_name" in row:
-            by_pair[row["pair_key"]].append(row)
-    for pair in by_pair.values():
-        if len(pair) != 2:
-            continue
-        for row, twin in ((pair[0], pair[1]), (pair[1], pair[0])):
-            change, result = recognition_verdict(
-                row["category"], row["direction"], row["measured_value"], twin["measured_value"]
-            )
-            row.update(
-                measured_change=round(change, 4), verdict=result, verified=result == "verified"
-            )
-
-
 # Reference files get opaque names from the same hash as clips, under a reserved condition.
 _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
@@ -292,31 +269,15 @@ def _row(
         "audio_sha256": sha,
         "pair_key": condition.pair_key,
         "format": condition.format,
-        **_format_fields(task, condition, result),
+        **formats.get(condition.format).row_fields(condition, result, _pair_id(task, condition)),
     }
 
 
-def _format_fields(task: SourceTask, condition: Condition, result) -> dict:
-    """What the held formats add to a row: the twin's shared pair id (opaque: the same for
-    both directions), and the part layout (comparison) or the measured value (recognition)."""
-    if condition.format == "gradual":
-        return {}
-    fields = {
-        "pair_id": item_id(
-            task.config.seed,
-            task.source.source_id,
-            dataclasses.replace(condition, direction="pair"),
-        )
-    }
-    if condition.format == "comparison":
-        fields["part_bounds"] = [list(b) for b in result.parts]
-        fields["part_spans_s"] = [
-            [round(a, 5), round(b, 5)] for a, b in result.part_spans
-        ]  # as speech spans
-        fields["gap_s"] = GAP_S
-    else:
-        fields["measured_value"] = round(result.value, 4)
-    return fields
+def _pair_id(task: SourceTask, condition: Condition) -> str:
+    """An opaque id both directions of a pair share (the same for both, unlike the item id)."""
+    return item_id(
+        task.config.seed, task.source.source_id, dataclasses.replace(condition, direction="pair")
+    )
 
 
 def build(
@@ -452,9 +413,9 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
     kept = [(s, split) for s, split in selected if s.source_id not in check.refused]
     if not kept:
         raise SourceError(f"no usable speech among the chosen sources: {shortfall}")
-    formats = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
+    files = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
     return SourceChoice(
-        kept, dict(check.refused), shortfall, conversions(formats, config.sample_rate)
+        kept, dict(check.refused), shortfall, conversions(files, config.sample_rate)
     )
 
 

@@ -8,32 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.stimuli.audit import format_audit
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 from vocalgrad.stimuli.plan import ENDPOINT_ROVE
-
-FORMAT_NOTES = {
-    "gradual": "one clip whose parameter changes over the speech span; "
-    '"Does the {attribute} increase '
-    'or decrease over time?"',
-    "comparison": "two parts of the same source, the parameter held within each at the two "
-    "endpoints of the gradual condition, 0.5 s of room tone between them, in one file "
-    "(`part_bounds`: "
-    "start and end sample of each part, both the same length, a shorter part padded on the "
-    "side that faces the gap; `part_spans_s`: each part's speech). Label `increase` = the "
-    "second part is higher; both orders of every pair are "
-    "built, and verification measures each part against the source (`measured_start`, "
-    "`measured_end` = first and second part, `measured_change` = second minus first)",
-    "recognition": "one clip held at one endpoint of the gradual condition, asked which of two "
-    'named categories it belongs to ("Is the voice pitch high or low?"). Label `increase` = the '
-    "endpoint an increase moves towards (high, loud, fast, noisy, reverberant, distorted, "
-    "rough, clear, trembling), `decrease` = the other; both endpoints of every pair are built. "
-    "Verification measures the clip against the source (`measured_value`) and requires it to "
-    "differ from its twin at the other endpoint (`pair_id`) by the audibility floor, in the "
-    "label's direction (`measured_change` = this clip minus its twin)",
-}
 
 
 def dimension_table(sr: int | None = None) -> str:
@@ -101,7 +80,8 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         *[f"- sources converted: {'; '.join(report['source_conversions'])}"]
         * bool(report.get("source_conversions")),
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",
-        f"- question format: `{config.format}` (column `format`) — {FORMAT_NOTES[config.format]}",
+        f"- question format: `{config.format}` (column `format`) — "
+        + formats.get(config.format).card_note,
         "",
         'Load it with `datasets.load_dataset("audiofolder", data_dir=...)`.',
         "",

@@ -16,13 +16,12 @@ from pydantic import (
     model_validator,
 )
 
+from vocalgrad import formats, registry
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
-from vocalgrad.records import FORMATS
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
-# Question formats from the same stimulus engine (see `vocalgrad.stimuli.formats`).
 
 
 Names = Annotated[tuple[str, ...], Field(min_length=1)]
@@ -57,7 +56,7 @@ class BuildConfig(BaseModel):
     design: str = "tiers"  # "tiers" (published grid) or "psychometric" (a magnitude sweep)
     levels: int = Field(6, ge=2)  # magnitudes per dimension in the psychometric design
     drop_unverified: bool = True  # drop clips (and their pair) whose measurement disagrees
-    format: str = "gradual"  # "gradual" (a change within one clip), "comparison" or "recognition"
+    format: str = formats.DEFAULT  # the question format (`vocalgrad list formats`)
     # Place each changing path at random within a window around the tier's endpoints, so
     # that one end of a clip does not say the direction (`plan.rove_window`); off by default,
     # as in the published protocol.
@@ -97,7 +96,9 @@ class BuildConfig(BaseModel):
     @field_validator("format")
     @classmethod
     def _known_format(cls, name: str) -> str:
-        return _known((name,), FORMATS, "format")[0]
+        if name not in formats.REGISTRY:  # registered ones too
+            raise ValueError(registry.unknown("format", name, formats.names()))
+        return name
 
     @field_validator("magnitudes")
     @classmethod
@@ -107,11 +108,9 @@ class BuildConfig(BaseModel):
 
     @model_validator(mode="after")
     def _rove_has_a_course(self) -> BuildConfig:
-        if self.rove_endpoints and self.format == "recognition":
-            raise ValueError(
-                "rove_endpoints: a recognition item asks where its one held value lies, so "
-                "roving it would change the answer; use the gradual or comparison format"
-            )
+        refusal = formats.get(self.format).rove_refusal
+        if self.rove_endpoints and refusal:
+            raise ValueError(f"rove_endpoints: {refusal}")
         return self
 
     def to_dict(self) -> dict[str, Any]:
