@@ -316,6 +316,7 @@ def evaluate(
     retry_errors: bool = True,
     executor: Any = None,
     listener_options: dict | None = None,
+    use_cache: bool = True,
 ) -> Run:
     """Ask a listener every item of a dataset; resumable (a rerun answers only what is missing).
 
@@ -340,12 +341,17 @@ def evaluate(
         ``vocalgrad.executors.make_executor(...)`` to answer on a Ray cluster.
     listener_options : dict, optional
         Keyword options for a spec's listener (``device``, ``dtype``, ``base_url``, ...).
+    use_cache : bool
+        Take answers the answer cache already holds (default). False asks the listener
+        afresh and replaces the cached answers: a model redeployed under the same name and
+        endpoint answers anew. Each row's ``cached`` says where its answer came from.
 
     Returns
     -------
     Run
-        The run folder, with this call's counts (``answered``, ``skipped_done``, ``retried``,
-        ``errors``, ``failed``: items still without an answer, ``total``, ``seconds``).
+        The run folder, with this call's counts (``answered``, ``from_cache``: of those, how
+        many came from the answer cache, ``skipped_done``, ``retried``, ``errors``,
+        ``failed``: items still without an answer, ``total``, ``seconds``).
     """
     from vocalgrad.evaluation.evaluate import EvalConfig
     from vocalgrad.evaluation.evaluate import evaluate as run_questions
@@ -367,7 +373,13 @@ def evaluate(
         audio_first=audio_first,
     )
     counts = run_questions(
-        data, who, folder, config, executor=executor or Executor(), retry_errors=retry_errors
+        data,
+        who,
+        folder,
+        config,
+        executor=executor or Executor(),
+        retry_errors=retry_errors,
+        use_cache=use_cache,
     )
     run = Run(folder.absolute(), counts=counts)
     if counts["failed"] < counts["total"]:  # a run with no answer has nothing to score

@@ -99,6 +99,7 @@ class ResultRow(TypedDict, total=False):
     logprobs: dict[str, float] | None  # by label
     error: str | None
     seconds: float
+    cached: bool  # the answer came from the answer cache, not from the listener this run
     correct: bool
     reversed_of: str
 
@@ -112,6 +113,7 @@ class RunSummary(TypedDict):
     controls: dict[str, dict[str, Any]]
     alarms: list[str]
     untestable: dict[str, Any]
+    answered_from_cache: int  # rows whose answer came from the answer cache
     results: dict[str, dict[str, float]]  # lm-evaluation-harness style
     # "n-samples" (per group) is also present; a key that is not an identifier
 

@@ -51,6 +51,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="ask again the items whose last answer was an error (default: yes)",
     )
     e.add_argument("--audio-first", action="store_true")
+    e.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="ask the listener afresh instead of taking answers from the answer cache, and "
+        "replace the cached ones (e.g. a model redeployed under the same name)",
+    )
     add_deprecated_alias(e, "--base-url", "-O base_url=URL", "base_url")
     e.add_argument(
         "--timeout",
@@ -119,6 +125,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace, listener, executor) -> int:
     from vocalgrad.api import default_run_folder, evaluate
     from vocalgrad.evaluation.score import markdown
+    from vocalgrad.sources import default_cache_dir
 
     out = Path(args.out) if args.out else default_run_folder(args.listener)
     if args.adaptive:
@@ -151,6 +158,7 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         audio_first=args.audio_first,
         retry_errors=args.retry_errors,
         executor=executor,
+        use_cache=not args.no_cache,
     )
     counts = run.counts
     print(
@@ -158,6 +166,12 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
         f"{counts['seconds']:.1f} s -> {out}"
     )
+    if counts["from_cache"]:
+        print(
+            f"{counts['from_cache']} answered from cache ({default_cache_dir() / 'answers.sqlite'}"
+            ", answers given before to the same question by the same listener); --no-cache asks "
+            "afresh"
+        )
     if counts["failed"]:
         print(
             f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "
