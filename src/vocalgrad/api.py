@@ -560,9 +560,14 @@ def report(
     output_format: str = "html",
     n_boot: int = N_BOOT,
     command: str = "",
+    allow_dataset_mismatch: bool = False,
 ) -> Path:
     """One self-contained report (HTML, or markdown with figures beside it) of runs, probes
-    and the dataset card. Returns the report's path."""
+    and the dataset card. Returns the report's path.
+
+    A `dataset` whose content hash differs from the one a run recorded (another build, or
+    labels edited since) is refused with a `ConfigError`, unless `allow_dataset_mismatch`:
+    then the dataset section says the card is not the runs' dataset."""
     from vocalgrad.report import write_report
 
     return write_report(
@@ -573,4 +578,5 @@ def report(
         fmt=output_format,
         n_boot=n_boot,
         command=command,
+        allow_dataset_mismatch=allow_dataset_mismatch,
     )

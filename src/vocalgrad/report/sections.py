@@ -628,6 +628,7 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
         row.append(fmt(max(clip), 4) if clip else "–")
         table_rows.append(row)
     blocks: list = [
+        *([Text(note, "note")] if note else []),
         Table([], facts, caption="What the benchmark is made of."),
         Table(
             header,
@@ -648,6 +649,8 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
     )
     if failing:
         glance += f" The shortcut audit fails {', '.join(failing)}."
+    if note:
+        glance = f"{note} {glance}"
     return Section("dataset", "Dataset card", blocks, glance)
 
 
