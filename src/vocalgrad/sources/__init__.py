@@ -46,21 +46,26 @@ def default_cache_dir() -> Path:
         The variable names a home folder that cannot be found (``~nosuchuser/x``), or no
         home folder is known for the default.
     """
-    for name, tail in (("VOCALGRAD_CACHE", ""), ("XDG_CACHE_HOME", "vocalgrad")):
-        value = os.environ.get(name)
-        if value:
-            try:
-                return Path(value).expanduser() / tail
-            except RuntimeError as err:  # "Could not determine home directory."
-                raise ConfigError(
-                    f"{name}={value!r}: cannot expand '~' ({err}); set it to a folder path "
-                    "that exists or can be made, e.g. an absolute one"
-                ) from None
+    if os.environ.get("VOCALGRAD_CACHE"):
+        return _expanded("VOCALGRAD_CACHE", os.environ["VOCALGRAD_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return _expanded("XDG_CACHE_HOME", os.environ["XDG_CACHE_HOME"]) / "vocalgrad"
     try:
         return Path.home() / ".cache" / "vocalgrad"
     except RuntimeError as err:
         raise ConfigError(
             f"no home folder to keep the cache in ({err}); set VOCALGRAD_CACHE to a folder"
+        ) from None
+
+
+def _expanded(name: str, value: str) -> Path:
+    """`value` of the environment variable `name` as a path, `~` expanded, or one line."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as err:  # "Could not determine home directory."
+        raise ConfigError(
+            f"{name}={value!r}: cannot expand '~' ({err}); set it to a folder path "
+            "that exists or can be made, e.g. an absolute one"
         ) from None
 
 
