@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import chromium_path, needs_chromium
 
+from vocalgrad.dataset import content_sha256
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.adaptive import SimulatedObserver, run_adaptive, save_adaptive
 from vocalgrad.report import SECTION_IDS, write_report
@@ -72,10 +73,12 @@ def _row(
 
 def _write_run(folder: Path, listener: str, rows: list[dict]) -> Path:
     folder.mkdir(parents=True)
+    dataset = folder.parent / "dataset"
     manifest = {
         "listener": {"listener": listener, "revision": "test", "sample_rate": 16000},
-        "dataset": str(folder.parent / "dataset"),
-        "dataset_sha256": "ab" * 32,
+        "dataset": str(dataset),
+        # made on the dataset beside it, where there is one
+        "dataset_sha256": content_sha256(dataset) if dataset.is_dir() else "ab" * 32,
         "config": {"mode": "choice", "variants": ["default"], "controls": ["reversed"]},
         "modes": ["choice"],
         "versions": {"vocalgrad": "0.1.0", "numpy": np.__version__},
@@ -311,6 +314,8 @@ def inputs(tmp_path_factory) -> dict:
     def hears(observers):
         return lambda cat, m, rng: bool(rng.random() < observers[cat].p_correct(m))
 
+    dataset = _dataset(root / "dataset")  # first: the runs record its content hash
+
     model_rows = _listener_rows("model-a", hears(good), 1)
     model_rows += [
         {
@@ -344,7 +349,7 @@ def inputs(tmp_path_factory) -> dict:
     runs.append(adaptive_dir)
     return {
         "runs": runs,
-        "dataset": _dataset(root / "dataset"),
+        "dataset": dataset,
         "probe": _probe(root / "probe"),
         "pipeline_probe": _pipeline_probe(root / "pipeline-probe"),
         "root": root,

@@ -312,6 +312,7 @@ def evaluate(
     retry_errors: bool = True,
     executor: Any = None,
     listener_options: dict | None = None,
+    use_cache: bool = True,
     **fields: Any,
 ) -> Run:
     """Ask a listener every item of a dataset; resumable (a rerun answers only what is missing).
@@ -334,6 +335,10 @@ def evaluate(
         ``vocalgrad.executors.make_executor(...)`` to answer on a Ray cluster.
     listener_options : dict, optional
         Keyword options for a spec's listener (``device``, ``dtype``, ``base_url``, ...).
+    use_cache : bool
+        Take answers the answer cache already holds (default). False asks the listener
+        afresh and replaces the cached answers: a model redeployed under the same name and
+        endpoint answers anew. Each row's ``cached`` says where its answer came from.
     **fields
         Any `EvalConfig` field (``mode``, ``variants``, ``controls``, ``split``,
         ``categories``, ``limit``, ``batch_size``, ``max_new_tokens``, ``few_shot``,
@@ -343,8 +348,9 @@ def evaluate(
     Returns
     -------
     Run
-        The run folder, with this call's counts (``answered``, ``skipped_done``, ``retried``,
-        ``errors``, ``failed``: items still without an answer, ``total``, ``seconds``).
+        The run folder, with this call's counts (``answered``, ``from_cache``: of those, how
+        many came from the answer cache, ``skipped_done``, ``retried``, ``errors``,
+        ``failed``: items still without an answer, ``total``, ``seconds``).
     """
     from vocalgrad.evaluation.evaluate import evaluate as run_questions
     from vocalgrad.evaluation.score import write_summary
@@ -355,7 +361,13 @@ def evaluate(
     who = _listener(listener, data, dict(listener_options or {}))
     folder = Path(out) if out is not None else default_run_folder(listener)
     counts = run_questions(
-        data, who, folder, config, executor=executor or Executor(), retry_errors=retry_errors
+        data,
+        who,
+        folder,
+        config,
+        executor=executor or Executor(),
+        retry_errors=retry_errors,
+        use_cache=use_cache,
     )
     run = Run(folder.absolute(), counts=counts)
     if counts["failed"] < counts["total"]:  # a run with no answer has nothing to score
@@ -574,9 +586,14 @@ def report(
     output_format: str = "html",
     n_boot: int = N_BOOT,
     command: str = "",
+    allow_dataset_mismatch: bool = False,
 ) -> Path:
     """One self-contained report (HTML, or markdown with figures beside it) of runs, probes
-    and the dataset card. Returns the report's path."""
+    and the dataset card. Returns the report's path.
+
+    A `dataset` whose content hash differs from the one a run recorded (another build, or
+    labels edited since) is refused with a `ConfigError`, unless `allow_dataset_mismatch`:
+    then the dataset section says the card is not the runs' dataset."""
     from vocalgrad.report import write_report
 
     return write_report(
@@ -587,4 +604,5 @@ def report(
         fmt=output_format,
         n_boot=n_boot,
         command=command,
+        allow_dataset_mismatch=allow_dataset_mismatch,
     )

@@ -158,6 +158,9 @@ class ResultRow(TypedDict, total=False):
     ]
     error: Annotated[str | None, doc("the per-item error, or null; errored rows are not scored")]
     seconds: Annotated[float, doc("time for the batch the item was in", "s")]
+    cached: Annotated[
+        bool, doc("the answer came from the answer cache, not from the listener in this run")
+    ]
     correct: Annotated[bool | None, doc("whether `predicted` equals `direction`")]
     reversed_of: Annotated[str, doc("reversed control: the original item")]
 
@@ -171,6 +174,7 @@ class RunSummary(TypedDict):
     controls: dict[str, dict[str, Any]]
     alarms: list[str]
     untestable: dict[str, Any]
+    answered_from_cache: int  # rows whose answer came from the answer cache
     results: dict[str, dict[str, float]]  # lm-evaluation-harness style
     # "n-samples" (per group) is also present; a key that is not an identifier
 
@@ -195,6 +199,7 @@ class EvalCounts(TypedDict):
     """What one `vocalgrad eval` call did (`vocalgrad.api.Run.counts`)."""
 
     answered: int  # questions answered in this call
+    from_cache: int  # of those, answered from the answer cache
     skipped_done: int  # already answered in the run folder
     retried: int  # asked again after an error
     errors: int  # answered with an error in this call
@@ -219,6 +224,7 @@ class BuildReport(TypedDict, total=False):
     per_category: dict[str, dict[str, int]]  # kept, dropped, failed_verification, ...
     source_shortfall: str | None
     source_conversions: list[str]
+    source_duplicates: dict[str, Any]  # byte-identical source files left out
     shortcut_audit: AuditReport  # when the build was audited
 
 

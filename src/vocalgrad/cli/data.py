@@ -166,6 +166,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
     for note in report.get("source_conversions", []):
         print(f"  {note}")
+    if report.get("source_duplicates"):
+        from vocalgrad.sources import duplicates_note
+
+        print(f"  {duplicates_note(report['source_duplicates'])}")
     failed: dict[str, list[str]] = {}
     for e in report["render_errors"]:
         failed.setdefault(e["category"], []).append(e["failed"])
@@ -224,9 +228,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    from vocalgrad.sources import resolve_sources
+    from vocalgrad.sources import drop_duplicates, duplicates_note, resolve_sources
 
-    sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    sources, dropped = drop_duplicates(
+        resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    )
     speakers = Counter(s.speaker_id for s in sources)
     genders = Counter(s.gender or "?" for s in sources)
     texts = {s.text_id for s in sources}
@@ -234,6 +240,8 @@ def cmd_sources(args: argparse.Namespace) -> int:
         f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
+    if dropped:
+        print(f"  {duplicates_note(dropped)}")
     for s in sources[: args.show]:
         print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
     return 0

@@ -65,6 +65,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="choice mode: average the log-likelihoods over both option orders (default: yes)",
     )
     e.add_argument("--seed", type=whole(0), default=0, help="seed of the few-shot examples")
+    e.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="ask the listener afresh instead of taking answers from the answer cache, and "
+        "replace the cached ones (e.g. a model redeployed under the same name)",
+    )
     add_deprecated_alias(e, "--base-url", "-O base_url=URL", "base_url")
     e.add_argument(
         "--timeout",
@@ -146,6 +152,7 @@ def eval_config_from(args: argparse.Namespace):
 def _eval(args: argparse.Namespace, listener, executor) -> int:
     from vocalgrad.api import default_run_folder, evaluate
     from vocalgrad.evaluation.score import markdown
+    from vocalgrad.sources import default_cache_dir
 
     out = Path(args.out) if args.out else default_run_folder(args.listener)
     if args.adaptive:
@@ -170,6 +177,7 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         eval_config_from(args),
         retry_errors=args.retry_errors,
         executor=executor,
+        use_cache=not args.no_cache,
     )
     counts = run.counts
     print(
@@ -177,6 +185,12 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
         f"{counts['seconds']:.1f} s -> {out}"
     )
+    if counts["from_cache"]:
+        print(
+            f"{counts['from_cache']} answered from cache ({default_cache_dir() / 'answers.sqlite'}"
+            ", answers given before to the same question by the same listener); --no-cache asks "
+            "afresh"
+        )
     if counts["failed"]:
         print(
             f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "

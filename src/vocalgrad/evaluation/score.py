@@ -139,6 +139,8 @@ def score_run(
         "controls": {},
         "alarms": [],
         "untestable": manifest.get("untestable", {}),
+        # answers taken from the answer cache rather than asked of the listener in this run
+        "answered_from_cache": sum(1 for r in rows if r.get("cached")),
     }
     listeners = sorted({r["listener"] for r in rows})
     for listener, variant, mode in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
@@ -281,6 +283,12 @@ def markdown(summary: dict) -> str:
         for category, why in summary.get("untestable", {}).items()
     ]
     lines += [f"**Alarm:** {a}" for a in summary["alarms"]]
+    if summary.get("answered_from_cache"):
+        lines.append(
+            f"{summary['answered_from_cache']} answer(s) came from the answer cache (given "
+            "before to the same question by the same listener); `vocalgrad eval --no-cache` "
+            "asks afresh."
+        )
     return "\n".join(lines)
 
 

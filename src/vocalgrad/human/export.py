@@ -8,9 +8,13 @@ trials go to `trials.jsonl` for audit only; `agreement.json` and `manifest.json`
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import platform
+import shutil
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -196,9 +200,15 @@ def _nan_to_none(value: object) -> object:
 
 
 def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict:
-    """Write results.jsonl, trials.jsonl, agreement.json and manifest.json into `out`."""
+    """Write results.jsonl, trials.jsonl, agreement.json and manifest.json into `out`.
+
+    Atomic: the files are written into a temporary sibling folder, which becomes `out` by one
+    rename (or, over an earlier export, whose files are replaced one by one by rename, the
+    old manifest removed first and the new one moved in last). A kill at any moment leaves
+    no `out`, the earlier export whole, or files without a manifest, which `score` and
+    `report` refuse as incomplete: never a half-written file read as an export.
+    """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     rows = result_rows(store, include_flagged)
     items = store.items()
     audit = [
@@ -245,13 +255,38 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
         "n_rows": len(rows),
         "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
-    for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
-        lines = (json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
-        atomic_write_text(out / name, "".join(lines))
-    (out / "agreement.json").write_text(
-        json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
-    )
-    (out / "manifest.json").write_text(
-        json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
-    )
+    texts = {
+        name: "".join(json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
+        for name, data in (("results.jsonl", rows), ("trials.jsonl", audit))
+    }
+    texts["agreement.json"] = json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
+    texts[MANIFEST] = json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
+    _write_all(out, texts)
     return {"rows": len(rows), "out": str(out), "report": report}
+
+
+MANIFEST = "manifest.json"
+
+
+def _write_all(out: Path, texts: dict[str, str]) -> None:
+    """Write `texts` (file name -> text, the manifest last) into `out` as one step: see
+    `export`."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.with_name(f".tmp-{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    stage.mkdir()  # the umask's mode, as `out` would get (a temporary folder's is private)
+    try:
+        for name, text in texts.items():
+            atomic_write_text(stage / name, text)
+        try:
+            os.rename(stage, out)  # `out` absent or an empty folder: all at once
+            return
+        except OSError as err:
+            if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise type(err)(err.errno, err.strerror, str(out)) from err
+        (out / MANIFEST).unlink(missing_ok=True)  # the folder reads as incomplete meanwhile
+        for name in texts:  # the manifest last: it marks the export complete
+            os.replace(stage / name, out / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

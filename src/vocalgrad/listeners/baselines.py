@@ -20,7 +20,7 @@ import numpy as np
 
 from vocalgrad import dimensions, formats
 from vocalgrad.audio import load_audio, resample
-from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.dataset import content_sha256, load_references, load_rows
 from vocalgrad.dimensions.base import Measured
 from vocalgrad.errors import ConfigError
 from vocalgrad.formats.base import Asked
@@ -111,6 +111,8 @@ class IdealObserver(Listener):
 
     def __init__(self, dataset: str | Path) -> None:
         self.root = Path(dataset)
+        # its answers read the references and (recognition) the dataset's other clips
+        self.fitted_on = content_sha256(self.root)
         self.references = _references(self.root, "the ideal observer")
         self.rows = {
             r["item_id"]: r for r in load_rows(self.root)
@@ -222,13 +224,9 @@ class ShortcutListener(_ProbabilityListener):
             )
         rates = Counter(int(r["sample_rate"]) for r in rows)
         self.sample_rate = rates.most_common(1)[0][0]
-        # answers depend on what was learnt: the revision names the training clips
-        learnt = hashlib.sha256(
-            "\n".join(
-                sorted(f"{r['item_id']}:{r.get('audio_sha256') or ''}" for r in changing)
-            ).encode()
-        ).hexdigest()
-        self.revision = f"cues{audit.CUES_VERSION}-train{learnt[:12]}"
+        self.revision = f"cues{audit.CUES_VERSION}"
+        # answers depend on what was learnt: the train split's clips and labels
+        self.fitted_on = content_sha256(self.root)
         cues = audit.dataset_cues(self.root, changing, workers=workers)
         self._models = {
             c: audit.fit_direction_model(c, changing, cues)
@@ -332,6 +330,11 @@ class OneEndObserver(_ProbabilityListener):
         build = json.loads((self.root / "build.json").read_text())
         self.seed = int(build["config"]["seed"])
         self.sample_rate = int(build["config"]["sample_rate"])
+        # answers depend on the train split's clips and labels, and on the build seed (the
+        # room tone of the heard source is drawn again from it)
+        self.fitted_on = hashlib.sha256(
+            f"{content_sha256(self.root)}|seed {self.seed}|{self.sample_rate} Hz".encode()
+        ).hexdigest()
         self._models: dict[str, tuple[str, object]] = {}
         self._heard: dict[str, object] = {}
 

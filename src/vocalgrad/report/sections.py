@@ -593,6 +593,7 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
         row.append("–" if clipping is None else fmt(clipping, 4))
         table_rows.append(row)
     blocks: list = [
+        *([Text(note, "note")] if note else []),
         Table([], facts, caption="What the benchmark is made of."),
         Table(
             header,
@@ -613,6 +614,8 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
     )
     if failing:
         glance += f" The shortcut audit fails {', '.join(failing)}."
+    if note:
+        glance = f"{note} {glance}"
     return Section("dataset", "Dataset card", blocks, glance)
 
 

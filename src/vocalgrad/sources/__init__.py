@@ -11,23 +11,26 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vocalgrad.errors import SourceError
+from vocalgrad.errors import ConfigError, SourceError
 from vocalgrad.sources.base import SpeechSource
 from vocalgrad.sources.builtin import builtin_sources, ensure_rendered
 from vocalgrad.sources.folder import folder_sources
 from vocalgrad.sources.hf import hf_sources
-from vocalgrad.sources.selection import select_sources
+from vocalgrad.sources.selection import drop_duplicates, duplicates_note, select_sources
 from vocalgrad.sources.vctk import vctk_sources
 
 __all__ = [
     "SpeechSource",
     "builtin_sources",
     "default_cache_dir",
+    "drop_duplicates",
+    "duplicates_note",
     "ensure_rendered",
     "folder_sources",
     "hf_sources",
     "resolve_sources",
     "select_sources",
+    "source_folders",
     "vctk_sources",
 ]
 
@@ -35,12 +38,35 @@ SCHEMES = ("builtin", "folder", "vctk", "hf")
 
 
 def default_cache_dir() -> Path:
-    """$VOCALGRAD_CACHE, else $XDG_CACHE_HOME/vocalgrad, else ~/.cache/vocalgrad."""
+    """$VOCALGRAD_CACHE, else $XDG_CACHE_HOME/vocalgrad, else ~/.cache/vocalgrad.
+
+    Raises
+    ------
+    ConfigError
+        The variable names a home folder that cannot be found (``~nosuchuser/x``), or no
+        home folder is known for the default.
+    """
     if os.environ.get("VOCALGRAD_CACHE"):
-        return Path(os.environ["VOCALGRAD_CACHE"]).expanduser()
+        return _expanded("VOCALGRAD_CACHE", os.environ["VOCALGRAD_CACHE"])
     if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "vocalgrad"
-    return Path.home() / ".cache" / "vocalgrad"
+        return _expanded("XDG_CACHE_HOME", os.environ["XDG_CACHE_HOME"]) / "vocalgrad"
+    try:
+        return Path.home() / ".cache" / "vocalgrad"
+    except RuntimeError as err:
+        raise ConfigError(
+            f"no home folder to keep the cache in ({err}); set VOCALGRAD_CACHE to a folder"
+        ) from None
+
+
+def _expanded(name: str, value: str) -> Path:
+    """`value` of the environment variable `name` as a path, `~` expanded, or one line."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as err:  # "Could not determine home directory."
+        raise ConfigError(
+            f"{name}={value!r}: cannot expand '~' ({err}); set it to a folder path "
+            "that exists or can be made, e.g. an absolute one"
+        ) from None
 
 
 def resolve_sources(
@@ -78,3 +104,30 @@ def resolve_sources(
     if at and (not name or not split):
         raise SourceError(f"source spec {spec!r}: write hf:NAME@SPLIT with both parts non-empty")
     return hf_sources(name, cache, split=split, audio_column=hf_audio_column, max_rows=hf_max_rows)
+
+
+def source_folders(spec: str) -> list[Path]:
+    """The local folders a source spec reads its audio from (``folder:``, ``vctk:`` and a
+    local ``hf:`` path): a build must not write inside one, or a rerun would take its own
+    clips for sources.
+
+    Parameters
+    ----------
+    spec : str
+        A source spec, as `resolve_sources` takes it.
+
+    Returns
+    -------
+    list of Path
+        Resolved (absolute, symlinks followed) folders; empty for ``builtin`` and hub names.
+    """
+    scheme, sep, arg = spec.strip().partition(":")
+    if not sep or not arg or scheme not in ("folder", "vctk", "hf"):
+        return []
+    if scheme == "hf":
+        arg = arg.rpartition("@")[0] if "@" in arg else arg
+    try:
+        path = Path(arg).expanduser()
+    except RuntimeError:  # ~user of no such user: `resolve_sources` says so
+        return []
+    return [path.resolve()] if path.is_dir() else []

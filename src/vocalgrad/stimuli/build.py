@@ -18,7 +18,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
@@ -26,14 +26,28 @@ from tqdm import tqdm
 
 from vocalgrad import dimensions, formats
 from vocalgrad.audio import write_flac_atomic
-from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, repair_tail, write_jsonl
+from vocalgrad.dataset import (
+    REFERENCES,
+    SPLITS,
+    content_sha256,
+    dumps,
+    read_jsonl,
+    repair_tail,
+    write_jsonl,
+)
 from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
 from vocalgrad.records import BuildReport, DatasetRow
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
+from vocalgrad.sources import (
+    SpeechSource,
+    drop_duplicates,
+    resolve_sources,
+    select_sources,
+    source_folders,
+)
 from vocalgrad.sources.builtin import ensure_rendered
 from vocalgrad.sources.check import SpeechCheck, conversions
 from vocalgrad.stimuli.audit import audit_dataset
@@ -299,6 +313,7 @@ def build(
     state = out / STATE_DIR
     if out.exists() and not out.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
+    _check_apart(out, config.source)
     _check_resume(out, state, config, overwrite)
     with exclusive(state, "build folder"):
         report = _build(config, out, state, started, workers, cache_dir, executor)
@@ -359,6 +374,24 @@ def _build(
     return _finalise(out, state, config, choice, refused, time.time() - started)
 
 
+def _check_apart(out: Path, source: str) -> None:
+    """Refuse an output folder inside a source folder (a rerun would read the build's own
+    clips as new sources) or around one (`--overwrite` would delete the sources)."""
+    where = out.resolve()
+    for folder in source_folders(source):
+        if where.is_relative_to(folder) or folder.is_relative_to(where):
+            inside = where.is_relative_to(folder)
+            raise ConfigError(
+                f"--out {out} is {'inside' if inside else 'around'} the source folder {folder}: "
+                + (
+                    "a rerun would read this build's clips as new sources"
+                    if inside
+                    else "replacing the build would delete the sources"
+                )
+                + "; choose an --out outside it"
+            )
+
+
 @dataclass
 class SourceChoice:
     """The chosen (source, split) pairs and what choosing them found."""
@@ -367,6 +400,7 @@ class SourceChoice:
     refused: dict[str, str]  # source_id -> why it is not usable speech
     shortfall: str | None  # why fewer sources than asked, if so
     conversions: list[str]  # resampling and downmixing done to the chosen sources
+    duplicates: dict[str, str] = field(default_factory=dict)  # left out -> the id kept
 
 
 def prepare_sources(
@@ -381,8 +415,8 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
     unreadable, a tone, noise) is left out and the pick made again from the rest, so it is
     replaced by the next eligible one; if the rest cannot fill the request, the usable part
     of the last pick is built and the shortfall says why."""
-    pool = resolve_sources(
-        config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern
+    pool, duplicates = drop_duplicates(
+        resolve_sources(config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern)
     )
     check = SpeechCheck()
     selected: list[tuple[SpeechSource, str]] | None = None
@@ -415,7 +449,11 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
         raise SourceError(f"no usable speech among the chosen sources: {shortfall}")
     files = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
     return SourceChoice(
-        kept, dict(check.refused), shortfall, conversions(files, config.sample_rate)
+        kept,
+        dict(check.refused),
+        shortfall,
+        conversions(files, config.sample_rate),
+        duplicates,
     )
 
 
@@ -524,13 +562,15 @@ def _finalise(
     )
     report["source_shortfall"] = choice.shortfall
     report["source_conversions"] = choice.conversions
+    report["source_duplicates"] = choice.duplicates
     manifest = {
         "vocalgrad_build": 1,
         "config": config.to_dict(),
         "seed": config.seed,
         "versions": versions(),
-        "content_sha256": _content_hash(kept),
+        "content_sha256": content_sha256(out),  # of the metadata just written
         "n_clips": len(kept),
+        "source_duplicates_dropped": len(choice.duplicates),
     }
     atomic_write_text(out / "build.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     atomic_write_text(
@@ -542,15 +582,6 @@ def _finalise(
 
 def _public(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "pair_key"}
-
-
-def _content_hash(rows: list[dict]) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for row in sorted(rows, key=lambda r: r["item_id"]):
-        h.update(f"{row['item_id']}:{row['audio_sha256']}\n".encode())
-    return h.hexdigest()
 
 
 def _report(
