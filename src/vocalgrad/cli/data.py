@@ -12,6 +12,7 @@ from vocalgrad.cli.options import (
     add_executor_options,
     csv_list,
     executor_from_args,
+    positive_seconds,
     whole,
 )
 from vocalgrad.files import atomic_write_text
@@ -100,10 +101,28 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     a.set_defaults(func=cmd_audit)
 
-    s = sub.add_parser("sources", help="list what a source spec resolves to")
-    s.add_argument("spec")
-    s.add_argument("--speaker-pattern")
-    s.add_argument("--show", type=whole(0), default=10)
+    s = sub.add_parser(
+        "sources",
+        help="list what a source spec resolves to, and how many sources a build could use",
+    )
+    s.add_argument("spec", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    s.add_argument(
+        "--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources"
+    )
+    s.add_argument(
+        "--min-duration",
+        type=positive_seconds,
+        help="the build's shortest usable source in seconds (default: the build's, 2; 3 "
+        "under --protocol vocalgrad)",
+    )
+    s.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="apply the build's checks to every file on disk: length, readable, speech "
+        "(default: yes; --no-check only lists, quicker on a large corpus)",
+    )
+    s.add_argument("--show", type=whole(0), default=10, help="sources and refusals listed")
     s.set_defaults(func=cmd_sources)
 
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
@@ -163,6 +182,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
     for note in report.get("source_conversions", []):
         print(f"  {note}")
+    for skipped in report.get("skipped_files", []):
+        files = skipped["files"]
+        print(
+            f"  skipped {len(files)} file(s) in the source folder, {skipped['reason']}: "
+            f"{', '.join(files[:3])}{' ...' if len(files) > 3 else ''}"
+        )
     failed: dict[str, list[str]] = {}
     for e in report["render_errors"]:
         failed.setdefault(e["category"], []).append(e["failed"])
@@ -222,6 +247,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_sources(args: argparse.Namespace) -> int:
     from vocalgrad.sources import resolve_sources
+    from vocalgrad.sources.check import check_sources, skipped_files
 
     sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
     speakers = Counter(s.speaker_id for s in sources)
@@ -231,6 +257,25 @@ def cmd_sources(args: argparse.Namespace) -> int:
         f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
+    if args.check:
+        from vocalgrad.stimuli.config import BuildConfig
+
+        least = args.min_duration or BuildConfig.model_fields["min_duration_s"].default
+        checked = check_sources(sources, least)
+        usable = len(sources) - len(checked.refused) - checked.unchecked
+        line = (
+            f"usable by a build: {usable} of {len(sources)} (at least {least:g} s, "
+            "readable, speech)"
+        )
+        if checked.unchecked:
+            line += f"; {checked.unchecked} not on disk yet, checked when a build picks them"
+        print(line)
+        for source_id, reason in list(checked.refused.items())[: args.show]:
+            print(f"  refused {source_id}: {reason}")
+        if len(checked.refused) > args.show:
+            print(f"  ... and {len(checked.refused) - args.show} more refused")
+    for reason, files in skipped_files(args.spec).items():
+        print(f"skipped {len(files)} file(s), {reason}: {', '.join(files[: args.show])}")
     for s in sources[: args.show]:
         print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
     return 0

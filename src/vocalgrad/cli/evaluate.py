@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from pathlib import Path
 
 from vocalgrad.cli.options import (
@@ -221,6 +222,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     elif len(args.runs) == 2:
         print(
             "hint: to compare these two runs item by item (a paired difference with its CI), "
-            f"add --compare: {shlex.join(['vocalgrad', 'score', *args.runs, '--compare'])}"
+            f"add --compare: {shlex.join(['vocalgrad', 'score', *args.runs, '--compare'])}",
+            file=sys.stderr,  # not in a CSV on stdout
         )
     return 0
