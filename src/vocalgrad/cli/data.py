@@ -247,6 +247,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_sources(args: argparse.Namespace) -> int:
     from vocalgrad.sources import resolve_sources
+    from vocalgrad.sources.builtin import BUILTIN_DOMAIN
     from vocalgrad.sources.check import check_sources, skipped_files
 
     sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
@@ -257,14 +258,15 @@ def cmd_sources(args: argparse.Namespace) -> int:
         f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
-    if args.check:
+    recorded = [s for s in sources if s.domain != BUILTIN_DOMAIN]  # builtin: synthesised here
+    if args.check and recorded:
         from vocalgrad.stimuli.config import BuildConfig
 
         least = args.min_duration or BuildConfig.model_fields["min_duration_s"].default
-        checked = check_sources(sources, least)
-        usable = len(sources) - len(checked.refused) - checked.unchecked
+        checked = check_sources(recorded, least)
+        usable = len(recorded) - len(checked.refused) - checked.unchecked
         line = (
-            f"usable by a build: {usable} of {len(sources)} (at least {least:g} s, "
+            f"usable by a build: {usable} of {len(recorded)} (at least {least:g} s, "
             "readable, speech)"
         )
         if checked.unchecked:
@@ -272,10 +274,14 @@ def cmd_sources(args: argparse.Namespace) -> int:
         print(line)
         for source_id, reason in list(checked.refused.items())[: args.show]:
             print(f"  refused {source_id}: {reason}")
-        if len(checked.refused) > args.show:
+        if 0 < args.show < len(checked.refused):
             print(f"  ... and {len(checked.refused) - args.show} more refused")
     for reason, files in skipped_files(args.spec).items():
-        print(f"skipped {len(files)} file(s), {reason}: {', '.join(files[: args.show])}")
+        shown = files[: args.show]
+        print(
+            f"skipped {len(files)} file(s), {reason}"
+            + (f": {', '.join(shown)}{' ...' if len(files) > len(shown) else ''}" if shown else "")
+        )
     for s in sources[: args.show]:
         print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
     return 0

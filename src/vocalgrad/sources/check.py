@@ -182,8 +182,9 @@ def check_sources(sources: Sequence[SpeechSource], min_duration_s: float) -> Sou
             continue
         try:
             seconds = float(sf.info(str(path)).duration)
-        except (sf.LibsndfileError, RuntimeError) as err:
-            refused[source.source_id] = f"unreadable ({str(err).removeprefix(f'{path}: ')})"
+        except (sf.LibsndfileError, RuntimeError) as err:  # the message without the path
+            why = getattr(err, "error_string", None) or str(err).replace(str(path), "the file")
+            refused[source.source_id] = f"unreadable: {why.rstrip('.')}"
             continue
         if seconds < min_duration_s:
             refused[source.source_id] = (
