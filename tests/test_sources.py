@@ -485,6 +485,10 @@ def test_sources_counts_what_a_build_can_use_and_names_skipped_files(tmp_path, c
     ]
     assert main(["sources", f"folder:{root}", "--min-duration", "0.5", "--no-check"]) == 0
     assert "usable" not in capsys.readouterr().out
+    assert main(["sources", f"folder:{root}", "--check-limit", "3"]) == 0  # a large corpus
+    assert "usable by a build: 2 of the first 3 checked of 6 (--check-limit 0 checks all)" in (
+        capsys.readouterr().out
+    )
     assert main(["sources", f"folder:{root}", "--min-duration", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "(at least 0.5 s" in out and "needs at least" not in out  # long enough now

@@ -119,8 +119,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--check",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="apply the build's checks to every file on disk: length, readable, speech "
-        "(default: yes; --no-check only lists, quicker on a large corpus)",
+        help="apply the build's checks to the files: length, readable, speech (default: yes; "
+        "--no-check only lists)",
+    )
+    s.add_argument(
+        "--check-limit",
+        type=whole(0),
+        default=1000,
+        help="check at most this many sources, the first in the listing (default 1000, about "
+        "half a minute; 0: all of them)",
     )
     s.add_argument("--show", type=whole(0), default=10, help="sources and refusals listed")
     s.set_defaults(func=cmd_sources)
@@ -263,12 +270,15 @@ def cmd_sources(args: argparse.Namespace) -> int:
         from vocalgrad.stimuli.config import BuildConfig
 
         least = args.min_duration or BuildConfig.model_fields["min_duration_s"].default
-        checked = check_sources(recorded, least)
-        usable = len(recorded) - len(checked.refused) - checked.unchecked
-        line = (
-            f"usable by a build: {usable} of {len(recorded)} (at least {least:g} s, "
-            "readable, speech)"
+        limit = args.check_limit or len(recorded)
+        checked = check_sources(recorded[:limit], least)
+        usable = min(limit, len(recorded)) - len(checked.refused) - checked.unchecked
+        of = (
+            f"the first {limit} checked of {len(recorded)} (--check-limit 0 checks all)"
+            if limit < len(recorded)
+            else f"{len(recorded)}"
         )
+        line = f"usable by a build: {usable} of {of} (at least {least:g} s, readable, speech)"
         if checked.unchecked:
             line += f"; {checked.unchecked} not on disk yet, checked when a build picks them"
         print(line)

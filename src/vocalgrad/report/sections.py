@@ -537,14 +537,12 @@ def _alignment_blocks(p: Probe, i: int) -> list:
     ]
 
 
-DIAGNOSIS_HEADERS = {  # diagnosis.csv column -> the report's column
-    "category": "category",
-    "verdict": "verdict",
+DIAGNOSIS_HEADERS = {  # diagnosis.csv column (or "rests on": the counts) -> the report's
+    "rests on": "test items / sources",
     "reason": "why (the rule applied)",
+    "behaviour_ba": "answers' balanced accuracy [95% CI]",
     "behaviour_source": "answers from",
-    "evidence": "evidence",
 }
-BEHAVIOUR = "answers' balanced accuracy [95% CI]"
 
 
 def _cell(value: object) -> str:
@@ -566,14 +564,7 @@ def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
     columns = [h for h in p.diagnosis[0] if h not in {*counts, *behaviour[1:], "reason"}]
     after = columns.index("verdict") + 1 if "verdict" in columns else len(columns)
     columns[after:after] = ["rests on", *(["reason"] if "reason" in p.diagnosis[0] else [])]
-    header = [
-        "test items / sources"
-        if h == "rests on"
-        else BEHAVIOUR
-        if h == "behaviour_ba"
-        else DIAGNOSIS_HEADERS.get(h, h.replace("_", " "))
-        for h in columns
-    ]
+    header = [DIAGNOSIS_HEADERS.get(h, h.replace("_", " ")) for h in columns]
     rows, sources = [], {}
     for r in p.diagnosis[:60]:
         n, k = (int(r[c]) if str(r.get(c, "")).isdigit() else None for c in counts)
