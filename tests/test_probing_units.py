@@ -333,7 +333,8 @@ def test_the_probing_tutorial_states_the_rule_the_code_applies() -> None:
 
     page = " ".join((Path(__file__).parents[1] / "docs/tutorials/probing.md").read_text().split())
     assert rule() in page
-    assert MEANING["not encoded"] in page
+    for verdict, meaning in MEANING.items():
+        assert f"| *{verdict}* | {meaning} |" in page, verdict
 
 
 def test_probe_run_saves_its_curves_with_the_reports_figure(tmp_path, monkeypatch) -> None:

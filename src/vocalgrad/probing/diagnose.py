@@ -31,16 +31,18 @@ VERDICTS = (
     "not encoded",
     "inconclusive",
 )
-MEANING = {
-    "heard and used": "the model's answers follow the direction (behaviour above chance)",
-    "present but unused": "the direction is linearly decodable at the answer position / last "
-    "layers, but the answers are at chance: the readout ignores it",
-    "lost across layers": "decodable in early stages, then fades with depth: gone before the "
-    "answer is formed",
-    "only nonlinearly decodable": "an MLP decodes the direction, a linear probe does not",
+MEANING = {  # docs/tutorials/probing.md's table says the same, word for word (a test checks)
+    "heard and used": "the answers' 95% CI lies above chance (or below it: the direction heard, "
+    "inverted)",
+    "present but unused": "a late stage (the answer position, or the last layers) is linearly "
+    "decodable, but the answers are at chance: the readout ignores it",
+    "lost across layers": "decodable in early stages only, the best late stage at least 0.10 "
+    "lower: gone before the answer is formed",
+    "only nonlinearly decodable": "an MLP decodes the direction, a linear probe does not, by at "
+    "least 0.10",
     "not encoded": "no stage is shown decodable: no probe passes the rule (95% CI above "
     "chance, at least 0.60, at least 0.10 above its shuffled-label control)",
-    "inconclusive": "the evidence fits no verdict cleanly (see the numbers)",
+    "inconclusive": "the evidence fits no verdict cleanly (read the numbers)",
 }
 
 
