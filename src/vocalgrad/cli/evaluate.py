@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shlex
+import sys
 from pathlib import Path
 
 from vocalgrad.cli.options import (
@@ -103,16 +105,34 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     e.set_defaults(func=cmd_eval)
 
-    sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")
-    sc.add_argument("runs", nargs="+")
-    sc.add_argument("--by", type=csv_list, default=("category",))
+    sc = sub.add_parser(
+        "score",
+        help="tables with clustered CIs, d', criterion and controls",
+        description="Score run folders: one table per run. To compare two runs item by item "
+        "(a paired difference with its CI and tests), add --compare.",
+        epilog="example: vocalgrad score runs/a runs/b --compare",
+    )
+    sc.add_argument("runs", nargs="+", help="run folders written by `vocalgrad eval`")
+    sc.add_argument(
+        "--by",
+        type=csv_list,
+        default=("category",),
+        help="result fields to group each table by, comma-separated (default: category), e.g. "
+        "category,tier; others: curve, direction, magnitude, speaker_id, source_id",
+    )
     sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
     sc.add_argument(
         "--n-boot", type=whole(0), default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
     )
     sc.add_argument("--output-format", default="md", choices=("md", "csv"))
     add_deprecated_alias(sc, "--format", "--output-format", "output_format", choices=("md", "csv"))
-    sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
+    sc.add_argument(
+        "--compare",
+        action="store_true",
+        help="with two runs: also their paired comparison on the items both answered (the "
+        "difference in accuracy with a CI clustered by source, McNemar and cluster "
+        "permutation tests)",
+    )
     sc.set_defaults(func=cmd_score)
 
 
@@ -218,6 +238,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         write_summary,
     )
 
+    if args.compare and len(args.runs) != 2:
+        raise ConfigError(f"--compare needs exactly two runs, got {len(args.runs)}")
     for run in args.runs:
         summary = score(
             run,
@@ -229,7 +251,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(to_csv(summary) if args.output_format == "csv" else markdown(summary), flush=True)
         write_summary(run, summary)  # after printing: a read-only run still shows its table
     if args.compare:
-        if len(args.runs) != 2:
-            raise ConfigError("--compare needs exactly two runs")
         print(comparison_text(compare_runs(*args.runs, cluster=args.cluster)))
+    elif len(args.runs) == 2:
+        print(
+            "hint: to compare these two runs item by item (a paired difference with its CI), "
+            f"add --compare: {shlex.join(['vocalgrad', 'score', *args.runs, '--compare'])}",
+            file=sys.stderr,  # not in a CSV on stdout
+        )
     return 0

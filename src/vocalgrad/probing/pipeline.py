@@ -440,6 +440,7 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
                 "n_test": d["n_test"],
                 "n_test_sources": d["n_test_sources"],
                 "evidence": " | ".join(d["diagnosis"]["evidence"]),
+                "reason": d["diagnosis"]["reason"],
             }
         )
     report.write_csv(out / "diagnosis.csv", diag)
@@ -458,7 +459,7 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
     )
     (out / "diagnosis.md").write_text(report.markdown(summary))
     for c, d in summary["categories"].items():
-        report.plot_category(out / f"curves_{c}.png", c, d)
+        report.save_curves(out / f"curves_{c}.png", summary["listener"], c, d)
 
 
 def probe_dataset(

@@ -424,16 +424,21 @@ def probing(probes: Sequence[Probe]) -> Section:
                     "(the probed dataset has none), tested on the probed dataset's test split."
                 )
             )
-        drawn = figures.probing(p.layers, p.listener)
-        if drawn is not None:
+        verdicts = {str(r.get("category")): str(r.get("verdict", "")) for r in p.diagnosis}
+        for category, drawn in figures.probing(p.layers, p.listener, verdicts):
             blocks.append(
                 Figure(
-                    f"probing-{i + 1}",
+                    f"probing-{i + 1}-{category}",
                     drawn,
-                    f"{p.listener}: balanced accuracy per layer, one panel per stage; "
-                    "shaded: 95% CI; grey: controls; black dashed: DSP features.",
-                    f"probe curves for {p.listener}",
-                    [{k: r.get(k) for k in LAYER_COLUMNS} for r in p.layers],
+                    f"{p.listener}, {category.replace('_', ' ')}: balanced accuracy per layer, "
+                    "one panel per stage; shaded: 95% CI; grey: controls; black dashed: DSP "
+                    "features.",
+                    f"probe curves for {p.listener}, {category}",
+                    [
+                        {k: r.get(k) for k in LAYER_COLUMNS}
+                        for r in p.layers
+                        if r.get("category") == category
+                    ],
                 )
             )
         blocks += _alignment_blocks(p, i)
@@ -509,19 +514,50 @@ def _alignment_blocks(p: Probe, i: int) -> list:
     ]
 
 
+DIAGNOSIS_HEADERS = {  # diagnosis.csv column (or "rests on": the counts) -> the report's
+    "rests on": "test items / sources",
+    "reason": "why (the rule applied)",
+    "behaviour_ba": "answers' balanced accuracy [95% CI]",
+    "behaviour_source": "answers from",
+}
+
+
+def _cell(value: object) -> str:
+    """A diagnosis.csv cell for reading: a decimal number to 2 places, anything else as is."""
+    text = str(value if value is not None else "")
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return f"{number:.2f}" if "." in text or "e" in text.lower() else text
+
+
 def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
-    """The diagnosis with what each verdict rests on, and category -> test sources."""
+    """The diagnosis with what each verdict rests on, and category -> test sources. Column
+    names are words, numbers have 2 decimals and the answers' accuracy is one cell with its
+    CI: the CSV keeps the raw columns for programs."""
     counts = ("n_test", "n_test_sources")
-    header = [h for h in p.diagnosis[0] if h not in counts]
-    header.insert(
-        header.index("verdict") + 1 if "verdict" in header else len(header), "test items / sources"
-    )
+    behaviour = ("behaviour_ba", "behaviour_lo", "behaviour_hi")
+    columns = [h for h in p.diagnosis[0] if h not in {*counts, *behaviour[1:], "reason"}]
+    after = columns.index("verdict") + 1 if "verdict" in columns else len(columns)
+    columns[after:after] = ["rests on", *(["reason"] if "reason" in p.diagnosis[0] else [])]
+    header = [DIAGNOSIS_HEADERS.get(h, h.replace("_", " ")) for h in columns]
     rows, sources = [], {}
     for r in p.diagnosis[:60]:
         n, k = (int(r[c]) if str(r.get(c, "")).isdigit() else None for c in counts)
         sources[str(r.get("category", ""))] = k
         rests = "–" if n is None or k is None else f"{n} / {k}" + (" ⚠" if k < MIN_SOURCES else "")
-        rows.append([rests if h == "test items / sources" else str(r.get(h, "")) for h in header])
+        row = []
+        for h in columns:
+            if h == "rests on":
+                row.append(rests)
+            elif h == "behaviour_ba":
+                ba, lo, hi = (r.get(c) or "" for c in behaviour)
+                ci = f" [{_cell(lo)}, {_cell(hi)}]" if lo and hi else ""
+                row.append(f"{_cell(ba)}{ci}" if ba else "–")
+            else:
+                row.append(_cell(r.get(h, "")))
+        rows.append(row)
     return Table(
         header,
         rows,

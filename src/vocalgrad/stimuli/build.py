@@ -49,7 +49,7 @@ from vocalgrad.sources import (
     source_folders,
 )
 from vocalgrad.sources.builtin import ensure_rendered
-from vocalgrad.sources.check import SpeechCheck, conversions
+from vocalgrad.sources.check import SpeechCheck, conversions, skipped_files
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.config import BuildConfig
@@ -563,6 +563,9 @@ def _finalise(
     report["source_shortfall"] = choice.shortfall
     report["source_conversions"] = choice.conversions
     report["source_duplicates"] = choice.duplicates
+    report["skipped_files"] = [
+        {"reason": reason, "files": files} for reason, files in skipped_files(config.source).items()
+    ]
     manifest = {
         "vocalgrad_build": 1,
         "config": config.to_dict(),

@@ -4,6 +4,7 @@ it."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +16,30 @@ from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 from vocalgrad.stimuli.plan import ENDPOINT_ROVE
 
 
-def dimension_table(sr: int | None = None) -> str:
-    """Markdown table of every dimension: parameter, unit, polarity, tiers, measurement."""
+def dimension_table(sr: int | None = None, only: Collection[str] | None = None) -> str:
+    """Markdown table of the dimensions: parameter, unit, polarity, tiers, measurement.
+
+    Parameters
+    ----------
+    sr : int, optional
+        Sample rate in Hz at which tiers are checked for audibility (16 kHz endpoints if
+        None, unchecked).
+    only : collection of str, optional
+        The dimensions to list (a dataset card lists those built, not every one known);
+        None lists every dimension.
+
+    Returns
+    -------
+    str
+        The Markdown table.
+    """
     lines = [
         '| category | parameter | unit | "increase" means | low | mid | high | verified by |',
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, dim in dimensions.DIMENSIONS.items():
+        if only is not None and name not in only:
+            continue
         s = dim.SPEC
         tiers = []
         for tier in ("low", "mid", "high"):
@@ -91,7 +109,7 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "distortion, roughness, echo and vibration it means *more degradation*; for clarity "
         "it means *less* (the low-pass cutoff rises).",
         "",
-        dimension_table(config.sample_rate),
+        dimension_table(config.sample_rate, only=by_cat),
         "",
         "## Verification and confounds",
         "",
