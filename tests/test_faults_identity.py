@@ -242,10 +242,13 @@ def test_the_dataset_hash_covers_labels_and_an_edited_copy_does_not_resume_the_o
     "edit, needles",
     [
         (lambda rows: [*rows, dict(rows[0])], ("item_id", "occurs twice", "first at")),
-        (lambda rows: [{**rows[0], "direction": "up"}, *rows[1:]], ("direction 'up'",)),
+        (
+            lambda rows: [{**rows[0], "direction": "up"}, *rows[1:]],
+            ("direction: input should be 'increase', 'decrease' or 'constant'", "'up'"),
+        ),
         (
             lambda rows: [{k: v for k, v in rows[0].items() if k != "tier"}, *rows[1:]],
-            ("lacks tier",),
+            ("tier: field required",),
         ),
         (lambda rows: [{**rows[0], "split": "train"}, *rows[1:]], ("split 'train'",)),
         (lambda rows: [{**rows[0], "file_name": "../../x.flac"}, *rows[1:]], ("file_name",)),

@@ -522,7 +522,7 @@ DIAGNOSIS_HEADERS = {  # diagnosis.csv column (or "rests on": the counts) -> the
 }
 
 
-def _cell(value: object) -> str:
+def _diagnosis_cell(value: object) -> str:
     """A diagnosis.csv cell for reading: a decimal number to 2 places, anything else as is."""
     text = str(value if value is not None else "")
     try:
@@ -553,10 +553,10 @@ def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
                 row.append(rests)
             elif h == "behaviour_ba":
                 ba, lo, hi = (r.get(c) or "" for c in behaviour)
-                ci = f" [{_cell(lo)}, {_cell(hi)}]" if lo and hi else ""
-                row.append(f"{_cell(ba)}{ci}" if ba else "–")
+                ci = f" [{_diagnosis_cell(lo)}, {_diagnosis_cell(hi)}]" if lo and hi else ""
+                row.append(f"{_diagnosis_cell(ba)}{ci}" if ba else "–")
             else:
-                row.append(_cell(r.get(h, "")))
+                row.append(_diagnosis_cell(r.get(h, "")))
         rows.append(row)
     return Table(
         header,
