@@ -19,7 +19,6 @@ import importlib.util
 import io
 import logging
 import os
-import pkgutil
 import tokenize
 from pathlib import Path
 
@@ -135,39 +134,47 @@ def cli_page() -> str:
 # ---------------------------------------------------------------------------------- API
 
 
-def public_modules() -> list[str]:
-    """Every public module of the package, found on disk without importing any of it."""
-    spec = importlib.util.find_spec(PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(PACKAGE)
-    found = [PACKAGE]
-
-    def walk(paths: list[str], prefix: str) -> None:
-        for info in pkgutil.iter_modules(paths):
-            if info.name.startswith("_"):
-                continue
-            name = f"{prefix}.{info.name}"
-            found.append(name)
-            if info.ispkg:
-                walk([str(Path(info.module_finder.path) / info.name)], name)
-
-    walk(list(spec.submodule_search_locations), PACKAGE)
-    return sorted(found)
+# The modules the Python API reference renders: what a user calls and what a contributor
+# implements (the contracts of a dimension, a question format, a source and a listener, and the
+# registries that find them). Everything else is internal: read its source. Every public
+# function and class these modules render has numpydoc sections (tests/test_docstrings.py).
+REFERENCE_MODULES = (
+    "vocalgrad.api",
+    "vocalgrad.records",
+    "vocalgrad.errors",
+    "vocalgrad.registry",
+    "vocalgrad.audio",
+    "vocalgrad.stats",
+    "vocalgrad.signal.trajectories",
+    "vocalgrad.dimensions.base",
+    "vocalgrad.formats.base",
+    "vocalgrad.sources.base",
+    "vocalgrad.listeners.base",
+    "vocalgrad.listeners.registry",
+    "vocalgrad.evaluation.score",
+    "vocalgrad.stimuli.config",
+)
 
 
 def api_pages() -> None:
     summary = []
-    for name in public_modules():
-        parts = name.split(".")
-        path = (
-            Path("reference", "api", *parts[1:]).with_suffix(".md")
-            if len(parts) > 1
-            else Path("reference", "api", "index.md")
+    with mkdocs_gen_files.open("reference/api/index.md", "w") as f:
+        f.write(
+            "# Python API\n\n`import vocalgrad` gives the functions of `vocalgrad.api` "
+            "(`vocalgrad.build`, `vocalgrad.evaluate`, ...). These pages render the modules a "
+            "user calls and a contributor implements; the rest is internal.\n\n"
+            + "".join(
+                f"- [`{name}`]({name.split('.', 1)[1].replace('.', '/')}.md)\n"
+                for name in REFERENCE_MODULES
+            )
         )
+    summary.append("* [Python API](index.md)")
+    for name in REFERENCE_MODULES:
+        path = Path("reference", "api", *name.split(".")[1:]).with_suffix(".md")
         with mkdocs_gen_files.open(path, "w") as f:
             f.write(f"# `{name}`\n\n::: {name}\n")
         rel = path.relative_to("reference/api").as_posix()
-        summary.append(f"{'    ' * (len(parts) - 1)}* [{parts[-1]}]({rel})")
+        summary.append(f"    * [{name}]({rel})")
     with mkdocs_gen_files.open("reference/api/SUMMARY.md", "w") as f:
         f.write("\n".join(summary) + "\n")
 
