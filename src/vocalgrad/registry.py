@@ -25,11 +25,11 @@ def unknown(kind: str, name: str, known: Iterable[str]) -> str:
 
     Parameters
     ----------
-    kind
+    kind : str
         What was asked for, as the user would say it ("format", "category").
-    name
+    name : str
         The name given.
-    known
+    known : iterable of str
         Every valid name, in the order to list them.
 
     Returns
@@ -51,20 +51,33 @@ class Registry(Generic[T]):
 
     Parameters
     ----------
-    kind
+    kind : str
         What a member is called in messages ("format").
-    builtins
+    builtins : callable () -> iterable
         Returns the package's own members; called once, on first use.
-    group
+    group : str or None
         The entry-point group third-party packages declare members in (each entry's value
         is a member, or whatever `check` accepts), or None for none.
-    check
+    check : callable (object) -> T
         Turns what a module or entry point declares into a member, raising `TypeError`
         when it does not meet the contract; identity by default.
-    name_of
+    name_of : callable (T) -> str
         A member's name (default: its ``name`` attribute).
-    sort_key
+    sort_key : callable (T) -> object
         The listing order (default: by name); members are listed by it, then by name.
+
+    Attributes
+    ----------
+    kind : str
+        As given.
+    group : str or None
+        As given.
+
+    Raises
+    ------
+    ConfigError
+        On first use, when a plug-in's entry point fails to load or to pass `check` (the
+        message names the entry point and its group).
     """
 
     def __init__(
@@ -107,11 +120,23 @@ class Registry(Generic[T]):
         return sorted(self._loaded().values(), key=lambda m: (self._sort_key(m), self._name_of(m)))
 
     def names(self) -> tuple[str, ...]:
-        """Every member's name, in listing order."""
+        """Every member's name, in listing order.
+
+        Returns
+        -------
+        tuple of str
+            The names, ordered by `sort_key`, then by name.
+        """
         return tuple(self._name_of(m) for m in self._ordered())
 
     def values(self) -> tuple[T, ...]:
-        """Every member, in listing order."""
+        """Every member, in listing order.
+
+        Returns
+        -------
+        tuple of T
+            The members, ordered by `sort_key`, then by name.
+        """
         return tuple(self._ordered())
 
     def __iter__(self) -> Iterator[T]:
@@ -122,11 +147,32 @@ class Registry(Generic[T]):
 
     def find(self, name: str) -> T | None:
         """The member called `name`, or None: for readers of files that may name a member
-        this process does not have (a plug-in's, say)."""
+        this process does not have (a plug-in's, say).
+
+        Parameters
+        ----------
+        name : str
+            The member's name, exactly.
+
+        Returns
+        -------
+        T or None
+            The member, or None when none has that name.
+        """
         return self._loaded().get(name)
 
     def get(self, name: str) -> T:
         """The member called `name`.
+
+        Parameters
+        ----------
+        name : str
+            The member's name, exactly (as a user typed it, say).
+
+        Returns
+        -------
+        T
+            The member.
 
         Raises
         ------
@@ -143,9 +189,9 @@ class Registry(Generic[T]):
 
         Parameters
         ----------
-        declared
+        declared : object
             The member, or what `check` turns into one.
-        replace
+        replace : bool
             Allow a member of the same name to be replaced.
 
         Returns
@@ -171,5 +217,11 @@ class Registry(Generic[T]):
         return member
 
     def unregister(self, name: str) -> None:
-        """Remove a member added with `register` (no error if it is not there)."""
+        """Remove a member added with `register` (no error if it is not there).
+
+        Parameters
+        ----------
+        name : str
+            The member's name. A built-in member can be removed too, for this process only.
+        """
         self._loaded().pop(name, None)
