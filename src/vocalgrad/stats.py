@@ -13,12 +13,12 @@ uncertainty, resampling sources does not. Every bootstrap draws its cluster weig
 `resample_weights`.
 
 Why a rule for few clusters: a bootstrap's resamples can vary no more than the G clusters
-drawn, so its percentile interval is too narrow exactly when the data say least (95% nominal:
-0.87-0.91 at 8-10 clusters, 0.91-0.94 at 15-40, 0.95-0.96 from 60, for accuracy, d' and AUC;
-a delete-one-cluster jackknife t-interval 0.93-0.96 throughout; `benchmarks/ci_coverage.py`).
-Every CI here follows `ci_method_for`: G >= BOOTSTRAP_MIN_CLUSTERS keeps the cluster
-bootstrap; 2 <= G < that uses the jackknife t-interval with G - 1 degrees of freedom; one
-cluster gets no CI. Where the
+drawn, so its percentile interval is too narrow exactly when the data say least: in
+simulation its 95% interval covers the truth too rarely below about 50 clusters, while a
+delete-one-cluster jackknife t-interval stays near nominal (`benchmarks/ci_coverage.py`;
+the figures are in docs/explanations/statistics.md). Every CI here follows `ci_method_for`:
+G >= BOOTSTRAP_MIN_CLUSTERS keeps the cluster bootstrap; 2 <= G < that uses the jackknife
+t-interval with G - 1 degrees of freedom; one cluster gets no CI. Where the
 clusters agree exactly an interval has zero width, which G clusters cannot justify:
 accuracy-like proportions then get the Wilson interval with G as the sample size (the
 effective sample size when every item of a cluster answers alike), d' and c no CI.
@@ -49,7 +49,7 @@ _PROPORTIONS = ("accuracy", "balanced_accuracy", "auc")  # see `jackknife_t_ci(p
 # every number resting on them as indicative.
 MIN_SOURCES = 10
 # Fewer clusters than this: a jackknife t-interval (>= 2) or no CI (1), not the bootstrap,
-# whose percentile interval covers the truth in under 94% of draws below it (module docstring).
+# whose percentile interval covers the truth too rarely below it (module docstring).
 BOOTSTRAP_MIN_CLUSTERS = 50
 BOOTSTRAP, JACKKNIFE, SIGN_FLIP, NO_CI = (
     "cluster bootstrap",
@@ -61,7 +61,18 @@ NO_CI_TEXT = "too few sources for a CI"
 
 
 def ci_method_for(n_clusters: int) -> str:
-    """The interval a group with `n_clusters` clusters gets (the module docstring says why)."""
+    """The interval a group with `n_clusters` clusters gets (the module docstring says why).
+
+    Parameters
+    ----------
+    n_clusters : int
+        Distinct clusters (sources, by default) in the group.
+
+    Returns
+    -------
+    str
+        BOOTSTRAP from BOOTSTRAP_MIN_CLUSTERS clusters, JACKKNIFE from 2, NO_CI below.
+    """
     if n_clusters >= BOOTSTRAP_MIN_CLUSTERS:
         return BOOTSTRAP
     return JACKKNIFE if n_clusters >= 2 else NO_CI
@@ -76,11 +87,30 @@ def jackknife_t_ci(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Delete-one-cluster jackknife t-interval, G - 1 df, per row of `replicates` (..., G).
 
-    `point` is the full-sample estimate (...); `extra_variance` adds an independent source of
-    error (e.g. between probe seeds). A `proportion` is clipped to [0, 1], and where the
-    clusters agree exactly it gets the Wilson interval with G as the sample size (what G
-    clusters whose items all answer alike can support). Otherwise NaN where a replicate is
-    undefined or the clusters agree: zero width would claim a certainty G clusters cannot give.
+    Why NaN where the clusters agree: zero width would claim a certainty G clusters cannot
+    give.
+
+    Parameters
+    ----------
+    point : ndarray, shape (...)
+        The full-sample estimates.
+    replicates : ndarray, shape (..., G)
+        The estimate with each cluster left out in turn (`leave_one_out_weights`).
+    level : float
+        Coverage wanted, in (0, 1).
+    proportion : bool
+        The statistic is a proportion: the interval is clipped to [0, 1], and where the
+        clusters agree exactly it is the Wilson interval with G as the sample size (what G
+        clusters whose items all answer alike can support).
+    extra_variance : ndarray of shape (...) or float
+        Variance of an independent source of error (between probe seeds, say), in the
+        statistic's squared unit, added to the jackknife's.
+
+    Returns
+    -------
+    lo, hi : ndarray, shape (...)
+        The interval's ends; NaN where G < 2, a replicate or the point is undefined, or
+        (unless `proportion`) the clusters agree exactly.
     """
     replicates = np.asarray(replicates, dtype=float)
     point = np.asarray(point, dtype=float)
@@ -112,7 +142,18 @@ def _wilson(p: np.ndarray, n: float, level: float) -> tuple[np.ndarray, np.ndarr
 
 
 def leave_one_out_weights(n_clusters: int) -> np.ndarray:
-    """Cluster weights of the G jackknife replicates: all ones but the left-out cluster."""
+    """Cluster weights of the G jackknife replicates: all ones but the left-out cluster.
+
+    Parameters
+    ----------
+    n_clusters : int
+        G, the number of clusters.
+
+    Returns
+    -------
+    ndarray, shape (G, G), float64
+        Row g weighs every cluster 1 except cluster g, which weighs 0.
+    """
     return 1.0 - np.eye(n_clusters)
 
 
@@ -158,7 +199,22 @@ def _count_metrics(t: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
-    """Integer cluster index per row; None (or a missing value) makes each row its own cluster."""
+    """Integer cluster index per row; None (or a missing value) makes each row its own cluster.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Result rows.
+    cluster : str or None
+        The field whose value names a row's cluster ("source_id", "speaker_id"); None makes
+        every row a cluster of its own.
+
+    Returns
+    -------
+    ndarray, shape (len(rows),), int
+        Cluster indices 0 .. G - 1, numbered in sorted order of the cluster values (as
+        text).
+    """
     if cluster is None:
         return np.arange(len(rows))
     keys = [
@@ -170,6 +226,15 @@ def cluster_ids(rows: Sequence[Mapping], cluster: str | None) -> np.ndarray:
 
 def resample_weights(rng: np.random.Generator, n_rep: int, n_clusters: int) -> np.ndarray:
     """How often each cluster is drawn in each of `n_rep` with-replacement resamples.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The draws' source (`group_rng`, for a group's CI).
+    n_rep : int
+        Resamples to draw.
+    n_clusters : int
+        G, the clusters each resample draws G times from.
 
     Returns
     -------
@@ -187,7 +252,25 @@ def resample_chunks(
 ) -> Iterator[np.ndarray]:
     """`resample_weights` for `n_boot` resamples in chunks, so that a statistic needing
     `width` float64 cells per resample (default: one per cluster) stays within a fixed
-    memory budget; the draws are those of successive calls with the chunk sizes."""
+    memory budget; the draws are those of successive calls with the chunk sizes.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The draws' source.
+    n_boot : int
+        Resamples in all.
+    n_clusters : int
+        G, the clusters each resample draws from.
+    width : int or None
+        float64 cells the statistic holds per resample (the items, for an item-level
+        AUC); None means one per cluster.
+
+    Yields
+    ------
+    ndarray, shape (k, n_clusters), int64
+        The next k resamples' weights (`resample_weights`); the k add up to `n_boot`.
+    """
     chunk = max(1, min(n_boot, _CHUNK_CELLS // max(width or n_clusters, 1)))
     for begin in range(0, n_boot, chunk):
         yield resample_weights(rng, min(chunk, n_boot - begin), n_clusters)
@@ -200,6 +283,29 @@ class ClusterWeightedAUC:
     w'Aw / ((w.p)(w.q)), where A[c, d] counts (positive in c, negative in d) pairs ranked
     correctly, so each resample costs O(G^2) instead of O(n). With many clusters (item-level
     bootstrap) the weighted rank sum is computed directly on the score-sorted items.
+
+    Calling it with a weight matrix (R, G) gives the R AUCs.
+
+    Parameters
+    ----------
+    scores : ndarray, shape (n,), float
+        Each item's score (an `llr`, a classifier's output); higher means positive.
+    positive : ndarray, shape (n,), bool
+        Each item's truth.
+    cid : ndarray, shape (n,), int
+        Each item's cluster index in [0, n_clusters) (`cluster_ids`).
+    n_clusters : int
+        G, the number of clusters.
+
+    Attributes
+    ----------
+    n_clusters : int
+        As given.
+    pos_count, neg_count : ndarray, shape (G,), float
+        Positive and negative items per cluster.
+    quadratic : bool
+        Whether resamples are scored by the quadratic form (G * G <= 16 n) rather than the
+        rank sum.
     """
 
     def __init__(self, scores: np.ndarray, positive: np.ndarray, cid: np.ndarray, n_clusters: int):
@@ -217,26 +323,28 @@ class ClusterWeightedAUC:
                     hi = np.searchsorted(neg, pos_scores, side="right")
                     correct = lo + 0.5 * (hi - lo)
                     a[:, d] = np.bincount(pos_cid, weights=correct, minlength=n_clusters)
-            self.a = a
+            self._a = a
         else:
             order = np.argsort(scores, kind="stable")
             s = scores[order]
-            self.starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-            self.ties = self.starts.size < s.size
-            self.cid_sorted = cid[order]
-            self.pos_sorted = positive[order].astype(float)
+            self._starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+            self._ties = self._starts.size < s.size
+            self._cid_sorted = cid[order]
+            self._pos_sorted = positive[order].astype(float)
 
     def __call__(self, w: np.ndarray) -> np.ndarray:
+        """The AUC under each row of cluster weights `w` (R, G): (R,), NaN where a row weighs
+        no positive or no negative item."""
         w = w.astype(float)
         den = (w @ self.pos_count) * (w @ self.neg_count)
         if self.quadratic:
-            return _div(np.einsum("bc,cd,bd->b", w, self.a, w, optimize=True), den)
-        ws = w[:, self.cid_sorted]
-        p = ws * self.pos_sorted
+            return _div(np.einsum("bc,cd,bd->b", w, self._a, w, optimize=True), den)
+        ws = w[:, self._cid_sorted]
+        p = ws * self._pos_sorted
         q = ws - p
-        if self.ties:
-            p = np.add.reduceat(p, self.starts, axis=1)
-            q = np.add.reduceat(q, self.starts, axis=1)
+        if self._ties:
+            p = np.add.reduceat(p, self._starts, axis=1)
+            q = np.add.reduceat(q, self._starts, axis=1)
         return _div(np.sum(p * (np.cumsum(q, axis=1) - 0.5 * q), axis=1), den)
 
 
@@ -249,10 +357,38 @@ def weighted_ci(
     proportion: bool = True,
     level: float = 0.95,
 ) -> tuple[float, float, str]:
-    """(lo, hi, method) of any statistic of cluster weights, under this module's rule:
-    `statistic` maps a weight matrix (R, G) to R values (all ones gives `point`). For callers
-    with their own statistic (the shortcut audit's cue classifiers), so every CI in the
-    toolkit follows one rule."""
+    """(lo, hi, method) of any statistic of cluster weights, under this module's rule.
+
+    For callers with their own statistic (the shortcut audit's cue classifiers), so every CI
+    in the toolkit follows one rule.
+
+    Parameters
+    ----------
+    statistic : callable (ndarray (R, G)) -> ndarray (R,)
+        The statistic under each row of cluster weights; all ones gives `point`.
+    point : float
+        The statistic on the data as they are.
+    n_clusters : int
+        G, the number of clusters.
+    rng : numpy.random.Generator
+        The bootstrap's draws (unused by the jackknife).
+    n_boot : int
+        Bootstrap resamples; 0 computes no interval.
+    proportion : bool
+        The statistic is a proportion (see `jackknife_t_ci`); a collapsed bootstrap interval
+        then becomes the Wilson interval on the clusters.
+    level : float
+        Coverage wanted, in (0, 1).
+
+    Returns
+    -------
+    lo : float
+        Lower end, in the statistic's unit; NaN when there is no interval.
+    hi : float
+        Upper end; NaN when there is no interval.
+    method : str
+        BOOTSTRAP, JACKKNIFE or NO_CI (`ci_method_for`; NO_CI when `n_boot` is 0).
+    """
     method = ci_method_for(n_clusters) if n_boot > 0 else NO_CI
     if method == BOOTSTRAP:
         weights = resample_weights(rng, n_boot, n_clusters).astype(float)
@@ -288,7 +424,20 @@ def _unless_collapsed(
 
 
 def group_rng(seed: int, key: str) -> np.random.Generator:
-    """A generator per (seed, group) so a group's CI does not depend on which others exist."""
+    """A generator per (seed, group) so a group's CI does not depend on which others exist.
+
+    Parameters
+    ----------
+    seed : int
+        The run's seed.
+    key : str
+        The group's label ("overall", "volume|high").
+
+    Returns
+    -------
+    numpy.random.Generator
+        Seeded from `seed` and the CRC-32 of `key`: the same pair always draws the same.
+    """
     return np.random.default_rng([seed, zlib.crc32(key.encode())])
 
 
@@ -386,6 +535,33 @@ def summarise(
     clusters in the group, a jackknife t-interval with fewer, none with one; `ci_method` says
     which, `n_clusters` how many. `n_boot=0` computes no intervals. Constant-direction rows are
     left out here: see `constant_summary`.
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Scored result rows (the module docstring lists their fields); rows whose
+        ``direction`` is neither "increase" nor "decrease" are ignored.
+    by : sequence of str
+        Row fields to break the scores down by, one group per combination of their values;
+        empty gives the overall summary only.
+    cluster : str or None
+        The row field whose value is the resampling unit; None resamples items.
+    n_boot : int
+        Bootstrap resamples per group (when the group has enough clusters); 0 gives no CIs.
+    seed : int
+        Seeds every group's draws (`group_rng`), so a group's CI is the same whichever other
+        groups exist.
+
+    Returns
+    -------
+    list of dict
+        The overall summary first (its `by` fields read "overall"), then one per group in
+        sorted order. Each holds the `by` fields, ``group`` (their values joined by "|"),
+        ``n``, ``n_increase``, ``n_decrease``, ``n_clusters``, ``ci_method``, the rates
+        ``increase_rate``, ``decrease_rate``, ``unparsed_rate`` (0-1), ``accuracy``,
+        ``balanced_accuracy`` and ``auc`` (0-1), ``dprime`` and ``criterion`` (z units), each
+        of the last five with ``_lo`` and ``_hi`` (NaN without an interval), and ``cluster``
+        and ``n_boot`` as used.
     """
     rows = [r for r in rows if r.get("direction") in LABELS]
     by = tuple(by)
@@ -417,6 +593,22 @@ def constant_summary(rows: Iterable[Mapping], by: Sequence[str] = ("category",))
 
     A listener that hears should say "constant" (ternary) or "no" (change detection); one that
     says "increase" here shows the same bias that inflates its score on changed clips.
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Scored result rows; only those whose ``direction`` is "constant" count.
+    by : sequence of str
+        Row fields to break the rates down by; empty gives the overall rates only.
+
+    Returns
+    -------
+    list of dict
+        The overall rates first (its `by` fields read "overall"), then one per group in
+        sorted order, each with the `by` fields, ``group``, ``n``, and the share of answers
+        (0-1; NaN for an empty group) in ``increase_rate``, ``decrease_rate``,
+        ``constant_rate``, ``unparsed_rate``, and ``yes_rate`` / ``no_rate`` where any row
+        answered so.
     """
     rows = [r for r in rows if r.get("direction") == "constant"]
     labels = ["increase", "decrease", "constant"]
@@ -460,6 +652,36 @@ def paired_comparison(
     t-interval below BOOTSTRAP_MIN_CLUSTERS), except under MIN_SOURCES clusters, where it
     inverts the exact sign-flip test, so CI and permutation p cannot disagree, and where that
     test cannot reject at 5% (<= 5 clusters) there is no CI at all.
+
+    Parameters
+    ----------
+    rows_a, rows_b : iterable of mapping
+        The two runs' scored rows; items are paired by ``item_id``, and only increase or
+        decrease items present in both count.
+    cluster : str or None
+        The row field (of `rows_a`) whose value is the resampling and permutation unit;
+        None makes each item one.
+    n_boot : int
+        Bootstrap resamples (with enough clusters); 0 gives no CI.
+    seed : int
+        Seeds the bootstrap's and the permutation test's draws.
+    n_perm : int
+        Sign vectors the permutation test draws when it cannot enumerate all 2**G.
+
+    Returns
+    -------
+    dict
+        ``n`` (pairs), ``n_clusters``, ``cluster``, ``n_boot``, ``ci_method``,
+        ``accuracy_a``, ``accuracy_b``, ``difference`` with ``difference_lo`` and
+        ``difference_hi`` (accuracy, 0-1; NaN without an interval), ``n_only_a_correct``,
+        ``n_only_b_correct``, ``mcnemar_p``, ``permutation_p``, ``permutation_exact`` and
+        ``permutation_min_p`` (the smallest p the test can give). With no pairs, the figures
+        are NaN and the counts 0.
+
+    Raises
+    ------
+    ValueError
+        An item has a different direction in the two runs: they are not on one dataset.
     """
     nan = float("nan")
     b_by_id = {r["item_id"]: r for r in rows_b}
@@ -591,6 +813,20 @@ def flip_rate(rows_forward: Iterable[Mapping], rows_reversed: Iterable[Mapping])
     into a decrease, so a listener that hears must flip; one that answers from the words (or
     always says one word) does not. A flip is increase <-> decrease; `flip_rate` divides by all
     pairs (an unparsed answer is not a flip), `flip_rate_answered` by pairs answered both ways.
+
+    Parameters
+    ----------
+    rows_forward : iterable of mapping
+        Scored rows of the clips as built, keyed by ``item_id``.
+    rows_reversed : iterable of mapping
+        Scored rows of their time-reversed controls; a row whose ``reversed_of`` names no
+        forward row is ignored.
+
+    Returns
+    -------
+    dict
+        ``n_pairs``, ``n_answered`` (both answered "increase" or "decrease"), ``n_flipped``,
+        and the shares ``flip_rate`` and ``flip_rate_answered`` (0-1; NaN with no pairs).
     """
     forward = {r["item_id"]: r for r in rows_forward}
     pairs = [
@@ -616,6 +852,21 @@ def same_answer_alarm(
 
     Such a listener scores near chance whatever it hears, and its accuracy mostly reflects
     the label balance; below `min_items` items the share says nothing and no alarm is raised.
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Scored result rows (their ``predicted``, None for no parsable answer).
+    threshold : float
+        Share of the items (0-1) one answer must cover to raise the alarm.
+    min_items : int
+        Fewest rows that can raise it.
+
+    Returns
+    -------
+    str or None
+        A warning naming the answer, its share and what to read instead; None when no
+        answer reaches the threshold or there are too few rows.
     """
     answers = [r.get("predicted") for r in rows]
     if len(answers) < min_items:
