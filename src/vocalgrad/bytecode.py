@@ -3,10 +3,10 @@
     python -m vocalgrad.bytecode [LISTENER ...]
 
 Why: compiling every installed package at install time (`uv pip install --compile-bytecode`)
-takes ~60 CPU-s, for ~16,000 modules of which vocalgrad and a Whisper listener import ~3,800.
+compiles every module of every package, a small share of which vocalgrad and Whisper import.
 Importing those once writes just their .pyc files, also where writing is off by default
 (PYTHONDONTWRITEBYTECODE, a CI setting); otherwise every later process would compile scipy,
-torch and transformers anew (3-5 s each). Listeners import much of their backend only when
+torch and transformers anew, seconds each. Listeners import much of their backend only when
 they load (transformers resolves its classes lazily), so the listeners named are loaded too,
 which also leaves a packaged model converted in the cache.
 """

@@ -96,8 +96,8 @@ def atomic_write_bytes(path: str | Path, data: bytes, sync: bool = True) -> Path
     """Write `data` to `path` atomically (`atomic_path`); with `sync`, flushed to disk before
     the rename, so a power cut cannot leave the new name on empty blocks (many small files,
     each cheap to write again, may skip it). Written through the temporary file's own
-    descriptor: a build writes thousands of clips, and opening each file twice cost 0.2 ms
-    of CPU a clip here."""
+    descriptor: a build writes thousands of clips, and opening each file twice costs CPU
+    time on every one of them."""
     with _temporary(path) as (fd, _):
         view = memoryview(data)
         while view:

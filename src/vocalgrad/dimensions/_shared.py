@@ -42,8 +42,8 @@ def edge_matched(ref: Analysis) -> np.ndarray:
     whose level is the target (volume, distance): a level ramp weighs one end of the speech
     far above the other, so how long a file's edges stay under -30 dB re its loudest frame,
     and its quiet momentary-loudness percentiles, follow the onsets and offsets there and
-    told twins apart (volume, comparison format, builtin 32 + 32, seed 11: order-free 0.61
-    without this matching, 0.55 with 100 ms, 0.51 with 20 ms)."""
+    told twins apart (volume, comparison format: the leak shrank with 100 ms smoothing and
+    went with 20 ms; docs/explanations/design-notes.md)."""
     if "edge_matched" not in ref.cache:
         ref.cache["edge_matched"] = matched_edge_courses(
             ref.audio, ref.sr, ref.span, smooth_s=EDGE_ONSET_SMOOTH_S
@@ -54,8 +54,8 @@ def edge_matched(ref: Analysis) -> np.ndarray:
 def edge_matched_analysis(ref: Analysis) -> Analysis:
     """`edge_matched` as an Analysis: what a level dimension's `measure` compares a clip with,
     since its process acts on that signal (against the plain source, an end's K-weighted
-    level moves with the matching as if the gain had: at the end that moves more, median 1.8
-    dB, at most 4.7, over the 56 ordered ALSA phrase pairs of `benchmarks/alsa_pairs.py`)."""
+    level moves with the matching as if the gain had, by a few dB at the end that moves more;
+    `benchmarks/alsa_pairs.py`, figures on docs/results.md)."""
     if "edge_matched_analysis" not in ref.cache:
         ref.cache["edge_matched_analysis"] = Analysis(edge_matched(ref), ref.sr, span=ref.span)
     return ref.cache["edge_matched_analysis"]

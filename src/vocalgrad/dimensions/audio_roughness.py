@@ -17,8 +17,8 @@ SPEC = DimensionSpec(
     tiers={"low": 8.0, "mid": 6.0, "high": 4.0},
     scale="linear",
     **ERROR_TO_MASK_SPEC,
-    # the speech content moves a held error-to-mask ratio: a median 0.3 dB or less above 10
-    # bits, up to 8 dB at 4-10 bits (builtin 32 + 32), where a held depth is heard rougher
+    # the speech content moves a held error-to-mask ratio: little above 10 bits, by several
+    # dB at 4-10 bits (docs/results.md), where a held depth is heard rougher
     # where the speech is quiet and verification drops the constant
     constant_tolerance=4.0,
     psychometric_range=(3.0, 14.0),

@@ -90,8 +90,8 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     Aspiration sits in periodic voice. Where an end of the source's speech (the head or tail
     window `measure` reads) holds no voiced frame periodic enough to show added noise (an
     utterance ending on a consonant or in creak), that end of every path reads as masked: an
-    increase would end at the masked level and measure as a decrease (builtin 32 + 32: all 8
-    disagreeing clips, from 4 sources), and a decrease would verify only because its end is
+    increase would end at the masked level and measure as a decrease (every clip of a build
+    that disagreed did so), and a decrease would verify only because its end is
     masked. The condition is refused for this source before rendering instead."""
     times, h_ref = harmonicity(ref)
     readable = np.where((h_ref >= PERIODIC_HNR_DB) & (f0_at(ref, times) > 0), 1.0, np.nan)
@@ -111,8 +111,8 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     onset and seldom sounds past its offset (a final consonant, a devoiced end), so noise
     on every voiced frame reached the 100 ms before the speech and hardly the 100 ms after
     it; the file's first 300 ms then showed the start's breathiness more than its last
-    showed the end's, and the sum of their centroids told the direction (tuxpaint 24 + 24:
-    order-free 0.54 [0.504, 0.577] -> 0.52 [0.49, 0.56], the same clips kept)."""
+    showed the end's, and the sum of their centroids told the direction (noise in the span
+    alone keeps the same clips; CHANGELOG.md has the figures)."""
     freqs, times, spec = stft_frames(ref)
     _, _, noise = forward_stft(rng.standard_normal(len(ref.audio)), ref.sr)
     noise = noise * np.exp(log_envelope(ref))

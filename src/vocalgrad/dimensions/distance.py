@@ -118,10 +118,10 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     the speech, out of its pauses, faded in and out over the speech's first and last
     `echo.WET_FADE_S`. Left to build up and ring on, it made a far start rise out of silence later
     than a near one while the ringing set both twins' ends, and the sum of the two edges'
-    levels told the direction (order-free 0.78 on klettres 24 + 24). Both paths start from
+    levels told the direction (docs/explanations/design-notes.md). Both paths start from
     the source with its ends' level courses matched at 20 ms (`edge_matched_analysis`), as volume's
     gain does: a level that falls toward a word's weak last decay sank it sooner than its
-    twin sank the strong first attack (builtin 32 + 32: 0.58 -> 0.52)."""
+    twin sank the strong first attack."""
     sr = ref.sr
     n = len(ref.audio)
     if "distance_stft" not in ref.cache:

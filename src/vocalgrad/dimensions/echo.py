@@ -90,8 +90,8 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     before it, so its level lagged the curve, above it on the way down and below it on the
     way up. A decrease clip held more reverb than its increase twin, filled more of the quiet
     frames between words, and how much of the file lay within 30 dB of its loudest frame told
-    the direction (fewer such frames in the increase clip in 72% of linear and jump twins;
-    order-free 0.58 [0.55, 0.62] on builtin 32 + 32). The room's output is held at one ratio
+    the direction (fewer such frames in the increase clip in most linear and jump twins;
+    docs/explanations/design-notes.md). The room's output is held at one ratio
     to the speech (`held_ratio`) before the curve scales it. The reverberation fades out over
     the last WET_FADE_S of the speech span (a raised cosine), stays out of pauses, and the
     file keeps the source's length and silences."""
@@ -133,7 +133,7 @@ def held_ratio(room: np.ndarray, ref: Analysis) -> np.ndarray:
     more of it than one that falls from the start, and the whole file held more reverberant
     energy in the increase clip, the same played backwards, so the renderer's and not the
     speech's (`benchmarks/reversal_control.py`; whole-file RMS higher in the increase clip
-    in 69% of the ALSA pairs' twins, 60% on the reversed recordings). Held at one ratio, the
+    in most twins, on the recordings and on them reversed). Held at one ratio, the
     curve alone sets how reverberant each moment is; tails into gaps shorter than PAUSE_S
     keep their decay within the window."""
     width = max(1, int(round(RATIO_WINDOW_S * ref.sr)))

@@ -41,9 +41,9 @@ SPEC = DimensionSpec(
 
 # larger than any published shift (4 st), smaller than an octave: frames further from the
 # source's F0 are a tracker's octave errors. An endpoint rove may place a path up to `domain`'s
-# 9 st out, where this also drops true frames (roved builtin 8 + 8: 98.5% agree, 14 of 400
-# read as inaudible); a cut-off centred on the clip's own shift kept errors that the fixed
-# one drops on telephone-band speech (ktuberling, 100% -> 99.5%), so it stays fixed.
+# 9 st out, where this also drops true frames (a few roved clips read as inaudible); a
+# cut-off centred on the clip's own shift kept errors that the fixed one drops on
+# telephone-band speech (docs/results.md, "Endpoint rove"), so it stays fixed.
 OCTAVE_ERROR_ST = 8.0
 
 
@@ -57,8 +57,8 @@ def inaudible_reason(magnitude: float, sr: int) -> str | None:
 
 def domain(sr: int) -> tuple[float, float]:
     """Within 9 semitones of the speaker's own pitch: further, low male and high female voices
-    leave the F0 tracker's 60-500 Hz range (roved builtin 8 + 8 at +-12: 92.4% agree, 31 of
-    400 read as inaudible)."""
+    leave the F0 tracker's 60-500 Hz range and more roved clips read as inaudible
+    (CHANGELOG.md has the figures)."""
     return -9.0, 9.0
 
 

@@ -261,7 +261,7 @@ def fit_psychometric(
     """
     if function not in FUNCTIONS:
         raise ValueError(f"function {function!r}: choose from {', '.join(FUNCTIONS)}")
-    # One BLAS thread: L-BFGS-B's tiny dense updates run 10x slower on a busy thread pool.
+    # One BLAS thread: L-BFGS-B's tiny dense updates run far slower on a busy thread pool.
     with threadpool_limits(1):
         return _fit(
             magnitudes, correct, category, clusters, listener, function, lapse, n_boot, seed, bounds

@@ -19,7 +19,7 @@ with the position embeddings of those frames: several times faster on benchmark 
 the encoder no longer attends to the padding it was trained with, so answers shift a little
 (measured in the README; the padded context stays the default).
 
-Precision: `+bf16` runs the encoder and decoder under bfloat16 autocast (1.4x faster on a CPU
+Precision: `+bf16` runs the encoder and decoder under bfloat16 autocast (faster on a CPU
 with AVX-512 BF16), the vocabulary projection and log-softmax in float32 so scores keep their
 resolution; answers can move where the two options are nearly tied (agreement with float32 is
 measured by `benchmarks/bench_demo.py`). Suffixes combine: `whisper:tiny.en+trimmed+bf16`.

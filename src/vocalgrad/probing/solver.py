@@ -56,7 +56,7 @@ def standardise(x: np.ndarray, train: np.ndarray) -> torch.Tensor:
     """z-score with training-row statistics (float32: the features are float32 already and
     the Gram products below are bandwidth-bound); constant columns become zero."""
     t = torch.as_tensor(np.asarray(x, np.float32))
-    rows = t[torch.as_tensor(np.flatnonzero(train))]  # (integer indexing: 3.6x faster than a mask)
+    rows = t[torch.as_tensor(np.flatnonzero(train))]  # (integer indexing: faster than a mask)
     mu = rows.mean(0)
     sd = rows.sub_(mu).square_().mean(0).sqrt_()
     inv = torch.where(sd > 1e-6 * mu.abs().clamp_min(1e-6), 1.0 / sd, torch.zeros_like(sd))

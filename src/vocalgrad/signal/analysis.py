@@ -29,7 +29,7 @@ from vocalgrad.audio import (
 
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.03
-F0_CANDIDATES = 5  # Praat's default is 15; 5 is enough for speech and ~15% cheaper
+F0_CANDIDATES = 5  # Praat's default is 15; 5 is enough for speech, and cheaper
 F0_CEILING_HZ = 500.0  # high female voices shifted up 4 semitones peak above 400 Hz
 F0_ANALYSIS_SR = 4000  # F0 is tracked on a copy at about this rate (sr // this, decimated)
 HEAD_TAIL_FRACTION = 0.2  # measurements compare the first and last 20% of the speech span
@@ -95,9 +95,9 @@ class Analysis:
 
         F0 is the most expensive analysis and runs on every clip (it is a confound for all
         dimensions): a 30 ms hop, skipping the silences, and a copy at ~4 kHz (Praat's cost
-        grows with the rate: 0.7x at a quarter of 16 kHz; F0 up to the 500 Hz ceiling and its
-        first harmonics lie below 2 kHz; pitch verdicts unchanged on 4,800 clips, measured
-        changes within 0.04 st median). Medians over head/tail windows need no more. Times
+        grows with the rate; F0 up to the 500 Hz ceiling and its first harmonics lie below
+        2 kHz, so pitch verdicts and measured changes agree with the full rate's; figures on
+        docs/results.md). Medians over head/tail windows need no more. Times
         are absolute, so signals compare by time."""
         lo = max(0.0, self.span.onset_s - 0.1)
         hi = min(self.duration_s, self.span.offset_s + 0.1)
@@ -234,7 +234,7 @@ def praat_tier(kind: str, times: np.ndarray, values: np.ndarray, xmax: float) ->
     """Build a Praat PitchTier / DurationTier from arrays.
 
     Praat has no array constructor for tiers and adding points one call at a time costs
-    ~100 us each; reading a short-text file is ~30x faster for a few hundred points.
+    a call each; reading one short-text file is far faster for a few hundred points.
     """
     body = "\n".join(f"{t:.6f}\n{v:.6f}" for t, v in zip(times, values, strict=True))
     text = (

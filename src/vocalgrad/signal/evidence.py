@@ -211,8 +211,8 @@ def uncorrelated_energy_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> fl
     correlated energy, summed over the first and the last third of the source's speech
     frames; dB, late minus early. Sums, not a median of frames: a breathy voice puts its
     noise in the voiced frames only, and where a third holds many fricatives and weak final
-    frames, which take none, they set its median (the ALSA phrases Front Center + Front
-    Left, rendered at revision 11: -0.3 dB for a rise in breathiness; +8.2 dB as sums)."""
+    frames, which take none, they set its median, and a rise in breathiness could read as a
+    fall (CHANGELOG.md has a pair where it did)."""
     n = min(len(clip), len(ref))
     c = librosa.util.frame(clip[:n].astype(np.float64), frame_length=512, hop_length=160)
     r = librosa.util.frame(ref[:n].astype(np.float64), frame_length=512, hop_length=160)

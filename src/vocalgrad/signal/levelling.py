@@ -213,13 +213,13 @@ def matched_boundaries(x: np.ndarray, sr: int, onset: int, offset: int) -> np.nd
     quieter of its own level and its mirror's at the other end.
 
     Why: a recording's decay runs on past the detected offset while its onset rises from
-    silence, so the faded margin outside the span held 8-11 dB more at the tail than at the
-    head (ktuberling's words, median of 5 ms frames); the smoothed course matching
+    silence, so the faded margin outside the span holds more at the tail than at the
+    head; the smoothed course matching
     (`matched_edge_courses`) works inside the span and over 100 ms, and the part whose noise
     was the quieter stayed audible one or two 10 ms frames longer at the file's end than at
     its start (comparison format: the edges' silence 45 dB under the loudest frame told
-    background noise's direction). It takes a median 0.5% of the speech's energy (at most
-    5.1%, 64 builtin sources and ktuberling's 66 words)."""
+    background noise's direction). It takes a small share of the speech's energy (figures on
+    docs/results.md)."""
     hop = max(1, int(round(BOUNDARY_HOP_S * sr)))
     k = int(round((BOUNDARY_OUT_S + BOUNDARY_IN_S) / BOUNDARY_HOP_S))
     start = onset - int(round(BOUNDARY_OUT_S * sr))
@@ -235,8 +235,8 @@ EDGE_BANDS_HZ = (500.0, 1500.0, 4000.0)  # crossovers of the bands whose edge co
 _CROSSOVER_OCTAVES = 2 / 3  # each crossover is a raised cosine this wide in log frequency
 EDGE_SPECTRUM_FRAME_S = 0.032  # STFT frame (a quarter of it is the hop)
 # how far into the speech the two ends' spectra are matched: the brighter end lies in the
-# last 100-200 ms (builtin sources: brighter in 81% over 100 ms, 77% over 200 ms, 48% over
-# 500 ms); matched over 400 ms, builds moved more elsewhere (builtin 32 + 32, two seeds)
+# last 100-200 ms (docs/explanations/design-notes.md); matched over 400 ms, the builds'
+# other cues moved more
 EDGE_SPECTRUM_S = 0.2
 
 
@@ -260,12 +260,12 @@ def matched_edge_spectra(audio: np.ndarray, sr: int, span: SpeechSpan) -> np.nda
     quieter end's broadband level (`_shared_spectrum`).
 
     Why: speech starts on voiced, low attacks and ends on fricatives and breath, so its last
-    200 ms are brighter than its first (spectral centroid higher in about 80% of the builtin
-    sources). A level ramp weighs one end of the speech far above the other, so the whole
+    200 ms are usually brighter than its first (a higher spectral centroid). A level ramp
+    weighs one end of the speech far above the other, so the whole
     file's power spectrum, which playing the file backwards leaves as it is, was brighter in
     the increase clip than in its decrease twin and told the direction. A brightness or
-    clarity ramp weighs one end above the other too (builtin 32 + 32, gradual: order-free
-    0.59 -> 0.52 and 0.54 -> 0.50 once every source had it), so `prepare_reference` applies
+    clarity ramp weighs one end above the other too (their order-free leaks went once every
+    source had it; docs/explanations/design-notes.md), so `prepare_reference` applies
     it to every source.
 
     Parameters

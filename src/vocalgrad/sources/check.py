@@ -28,12 +28,12 @@ from vocalgrad.sources.speakers import SPEAKER_TABLES
 CHECK_SR = 16000
 MIN_LEVEL_SPREAD_DB = 6.0  # speech: syllables and pauses span 15-30 dB between these percentiles
 # share of the power within 1 % of the strongest frequency: a steady tone is caught by its level
-# spread already; a real recorded word (ALSA "Front Left", played twice) holds 0.51 at its F0
+# spread already; a real recorded word can hold half its power at its F0 (docs/results.md)
 MAX_TONE_SHARE = 0.8
 MAX_FLATNESS = 0.35  # median spectral flatness of the louder frames (white noise ~0.5-0.6)
-# what a listener cannot hear is taken out before measuring: a DC offset (ktuberling-data's
-# Galician words sit 0.07-0.20 of full scale off zero) put most of every frame's power at
-# 0 Hz, so real speech read as "a steady level ... like a tone at 0 Hz" (spread 4.9-5.4 dB)
+# what a listener cannot hear is taken out before measuring: a DC offset (some corpora's
+# recordings sit far off zero) put most of every frame's power at
+# 0 Hz, so real speech read as "a steady level ... like a tone at 0 Hz" (docs/results.md)
 INFRASONIC_HZ = 40.0
 
 

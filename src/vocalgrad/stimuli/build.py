@@ -195,8 +195,8 @@ def constant_refusal(
     dimension is refused here (`refused_ranges`). Rendered anyway, the source's constants
     would be the only clips of the dimension it gives, and what marks the source (a tail in
     creak, a narrow band) would mark them as constant; and they held values that no changing
-    clip of the source reaches, so most failed verification (breathiness on builtin 32 + 32:
-    30 of its 35 dropped constants came from the 13 sources with every change refused)."""
+    clip of the source reaches, so most failed verification (docs/explanations/validity.md
+    has the figures)."""
     if condition.direction != "constant" or not condition.ranges:
         return None
     why = [refused.get((condition.category, *r)) for r in condition.ranges]
@@ -216,8 +216,8 @@ def constant_range(
     (`plan.stratified`).
     Without the refused ones: else a constant holds a refused tier's value (clarity's 5 kHz
     low-pass on telephone-band speech: no change at all) that no changing clip of the source
-    holds, and the audit tells constants apart (ktuberling's telephone band at 16 kHz: AUC
-    0.65, over the limit). The item id does not depend on the ranges."""
+    holds, and the audit tells constants apart (on telephone-band speech, past its limit).
+    The item id does not depend on the ranges."""
     if condition.direction != "constant" or not condition.ranges:
         return condition
     kept = tuple(r for r in condition.ranges if (condition.category, *r) not in refused)

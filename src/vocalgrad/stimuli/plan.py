@@ -153,8 +153,8 @@ def stratified(condition: Condition, n_constants: int, seed: int, source_id: str
     systematic sampling from a start drawn per (seed, source, category), so with one constant
     per tier each tier is held once, and with fewer or more every range is equally likely.
     Why several constants: the audit's constant test is an AUC over the constant clips, and
-    with one per source it spread so wide under no leak at all that a category of the demo's
-    build failed by chance in 0-5% of draws, some category of nine in about one demo of five
+    with one per source it spread so wide under no leak at all that a demo-size build
+    often failed some category by chance
     (`benchmarks/audit_null.py`; the design notes)."""
     if condition.direction != "constant" or len(condition.ranges) < 2:
         return condition

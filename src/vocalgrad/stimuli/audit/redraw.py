@@ -4,8 +4,8 @@ the draw of sources.
 Why: a build draws a few sources and splits them once. The label-flip null
 (`benchmarks/audit_null.py`) holds that draw fixed, but on a small build the draw moves an
 order-free accuracy further: a leak whose sign each source sets (which end of its words is the
-darker) lines the training sources up with the test sources, or against them (builtin 8 + 8
-volume at seeds 11-21: 0.40-0.64, mean 0.53). The audit reports this beside a failing
+darker) lines the training sources up with the test sources, or against them (how far:
+docs/explanations/validity.md). The audit reports this beside a failing
 order-free cell; it never gates: the gate stays the one train -> test split.
 """
 
