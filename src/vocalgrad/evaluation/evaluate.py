@@ -37,7 +37,13 @@ from vocalgrad.dataset import (
     read_jsonl,
     repair_tail,
 )
-from vocalgrad.errors import ConfigError, DatasetError, PartialBatchError, VocalgradError
+from vocalgrad.errors import (
+    ConfigError,
+    DatasetError,
+    PartialBatchError,
+    VocalgradError,
+    did_you_mean,
+)
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.listeners import Listener, Request
@@ -82,10 +88,11 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "choice", "generate", "both"):
             raise ConfigError(f"mode {self.mode!r}: use choice, generate, both or auto")
-        unknown = set(self.controls) - set(CONTROLS)
+        unknown = sorted(set(self.controls) - set(CONTROLS))
         if unknown:
+            hints = "".join(did_you_mean(c, CONTROLS) for c in unknown[:1])
             raise ConfigError(
-                f"unknown control(s) {sorted(unknown)}; choose from {', '.join(CONTROLS)}"
+                f"unknown control(s) {unknown}{hints}; choose from {', '.join(CONTROLS)}"
             )
         for name, low in (("batch_size", 1), ("max_new_tokens", 1), ("few_shot", 0), ("limit", 1)):
             value = getattr(self, name)
@@ -149,6 +156,7 @@ def evaluate(
     folder is locked meanwhile: a second writer fails at once instead of duplicating rows."""
     dataset, out = Path(dataset), Path(out)
     rows = load_rows(dataset)
+    check_categories(rows, config.categories, dataset)
     items = [
         r
         for r in rows
@@ -260,6 +268,32 @@ def _evaluate(
         "failed": sum(failed.get(t.key, False) for t in every),
         "seconds": round(time.time() - started, 2),
     }
+
+
+def check_categories(rows: Sequence[dict], categories: Sequence[str], dataset: Path) -> None:
+    """Refuse a category the dataset does not hold, naming the ones it does.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        The dataset's rows (every split).
+    categories : sequence of str
+        The categories asked for (empty: all).
+    dataset : Path
+        The dataset folder, for the message.
+
+    Raises
+    ------
+    ConfigError
+        A category is not in the dataset; the message suggests the closest one it has.
+    """
+    present = sorted({r["category"] for r in rows})
+    for category in categories:
+        if category not in present:
+            raise ConfigError(
+                f"{dataset}: no category {category!r}{did_you_mean(category, present)}; "
+                f"this dataset has {', '.join(present)}"
+            )
 
 
 def untestable_categories(items: Sequence[dict], listener: Listener) -> dict[str, str]:

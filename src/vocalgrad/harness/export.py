@@ -17,6 +17,7 @@ from pathlib import Path
 from vocalgrad import dimensions
 from vocalgrad.dataset import dumps, load_rows, resolve
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.evaluate import check_categories
 from vocalgrad.harness.items import Selection, item_metadata, select_items, wav_copy
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
 from vocalgrad.questions.prompts import HELD_VARIANTS, VARIANTS
@@ -64,6 +65,7 @@ def export_lmms_eval(
             )
         else:
             mono.append(category)
+    check_categories(rows, mono, root)
     formats = sorted({row_format(r) for r in rows if r["category"] in mono})
     if not formats:
         raise ConfigError(

@@ -34,6 +34,7 @@ import soundfile as sf
 
 from vocalgrad.errors import APIBatchError, APIError, ConfigError
 from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.listeners.registry import ListenerFamily, keyword_options
 from vocalgrad.questions.prompts import TARGET, Prompt
 
 __all__ = [
@@ -599,6 +600,13 @@ class OpenAIListener(Listener):
         return self._map(requests, bodies, parsers)
 
 
-def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> OpenAIListener:
+def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> OpenAIListener:
     """The `openai:` listener family (the dataset is not needed to load it)."""
     return OpenAIListener(rest, **options)
+
+
+OPTIONS = tuple(o for o in keyword_options(OpenAIListener) if o != "sleep")
+"""The ``-O`` options of an `openai:` listener (`sleep` is a hook for tests, not an option)."""
+
+from_spec = ListenerFamily(_load, options=OPTIONS)
+"""The `openai:` listener family: a mistyped option is a usage error naming `OPTIONS`."""

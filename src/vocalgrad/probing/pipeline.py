@@ -520,8 +520,9 @@ def probe_dataset(
         from vocalgrad.listeners import load_listener
 
         listener = load_listener(listener, dataset=root)
-    from vocalgrad.evaluation.evaluate import untestable_categories
+    from vocalgrad.evaluation.evaluate import check_categories, untestable_categories
 
+    check_categories(rows, config.categories, root)
     asked = [r for r in rows if not config.categories or r["category"] in config.categories]
     untestable = untestable_categories(asked, listener)
     if untestable:  # the model hears a downmix: its states cannot hold a left-to-right course

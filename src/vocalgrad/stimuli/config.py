@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.records import FORMATS
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
@@ -129,7 +129,10 @@ def _known(names: tuple[str, ...], allowed: Iterable[str], what: str) -> tuple[s
     allowed = tuple(allowed)
     for name in names:
         if name not in allowed:
-            raise ValueError(f"unknown {what} {name!r}; choose from {', '.join(allowed)}")
+            raise ValueError(
+                f"unknown {what} {name!r}{did_you_mean(name, allowed)}; "
+                f"choose from {', '.join(allowed)}"
+            )
     return names
 
 

@@ -1,0 +1,102 @@
+"""A researcher's first week (issue 55): what tripped a new user, each on a real small build.
+
+Balanced --limit subsets, `score` on a listening-study export, progress in terminals and
+logs, the openai: listener's options and usage, portable harness exports, a failed audit's
+exit status, and a suggestion for every mistyped name.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from vocalgrad.cli import main
+from vocalgrad.stimuli.build import build
+from vocalgrad.stimuli.config import BuildConfig
+
+pytestmark = pytest.mark.usefixtures("builtin_cache")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory, cache_dir) -> Path:
+    """Two categories, four test sources, every tier and curve, constants: 216 test items."""
+    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
+    out = tmp_path_factory.mktemp("first-week") / "ds"
+    build(
+        BuildConfig(n_test=4, n_train=2, categories=("volume", "voice_pitch")),
+        out,
+        workers=2,
+        audit=False,
+    )
+    return out
+
+
+def one_line_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("vocalgrad: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- 10. typos get help ------------------------------------------------------------------
+
+
+def test_did_you_mean_finds_close_names_and_only_those():
+    from vocalgrad.errors import did_you_mean
+
+    assert did_you_mean("pitch", ["volume", "voice_pitch"]) == " (did you mean 'voice_pitch'?)"
+    assert did_you_mean("idael", ["random", "ideal"]) == " (did you mean 'ideal'?)"
+    assert did_you_mean("zzz", ["volume", "voice_pitch"]) == ""
+    assert did_you_mean("", ["volume"]) == ""
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--listener", "whisper-tiny"], "did you mean 'whisper:tiny.en'?"),
+        (["--listener", "baseline:idael"], "did you mean 'ideal'?"),
+        (["--listener", "whsper:tiny.en"], "did you mean 'whisper'?"),
+        (["--listener", "baseline:ideal", "--categories", "pitch"], "did you mean 'voice_pitch'?"),
+        (["--listener", "baseline:ideal", "--variants", "swaped"], "did you mean 'swapped'?"),
+        (["--listener", "baseline:ideal", "--controls", "revesed"], "did you mean 'reversed'?"),
+        (
+            ["--listener", "openai:m", "-O", "base_url=http://127.0.0.1:9/v1", "-O", "seeed=1"],
+            "did you mean 'seed'?",
+        ),
+        (["--listener", "baseline:random", "-O", "seed=1"], "takes no listener options"),
+    ],
+)
+def test_a_mistyped_name_is_one_line_with_a_suggestion(dataset, tmp_path, capsys, argv, expected):
+    code = main(["eval", str(dataset), "--out", str(tmp_path / "run"), *argv])
+    line = one_line_error(capsys.readouterr().err)
+    assert code == 2 and expected in line, line
+    assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_an_unknown_category_names_the_datasets_dimensions(dataset, tmp_path, capsys):
+    assert main(["eval", str(dataset), "--listener", "baseline:ideal", "--categories", "echo"]) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert "no category 'echo'" in line and "this dataset has voice_pitch, volume" in line
+    assert main(["build", "--out", str(tmp_path / "b"), "--categories", "pitch"]) == 2
+    assert "did you mean 'voice_pitch'?" in one_line_error(capsys.readouterr().err)
+    assert main(["sources", "foldr:/tmp"]) == 2
+    assert "did you mean 'folder'?" in one_line_error(capsys.readouterr().err)
+
+
+def test_list_listeners_shows_every_baseline_the_error_names(capsys):
+    from vocalgrad.listeners.baselines import BASELINES
+
+    assert main(["eval", "x", "--listener", "baseline:nope"]) == 2
+    named = capsys.readouterr().err
+    assert main(["list", "listeners"]) == 0
+    listed = capsys.readouterr().out
+    assert "one-end" in named and len(BASELINES) == 6
+    for name in BASELINES:
+        assert name in named and f"baseline:{name}" in listed, name
+
