@@ -100,3 +100,32 @@ def test_list_listeners_shows_every_baseline_the_error_names(capsys):
     for name in BASELINES:
         assert name in named and f"baseline:{name}" in listed, name
 
+
+# -- 3. `score` on a listening-study export ----------------------------------------------
+
+
+def test_score_reads_a_listening_study_export_in_both_formats(tmp_path, capsys):
+    """The export's manifest names its listener as text and its groups hold several
+    listeners (the pool and each annotator): both writers read both."""
+    pytest.importorskip("fastapi", reason="pip install -e '.[human]'")
+    from e2e.human_helpers import Env
+
+    env = Env(tmp_path, n_annotators=2, annotators_per_item=2)
+    for who in ("a01", "a02"):
+        _, client = env.annotator(who)
+        env.run(client)  # every answer right
+    out = tmp_path / "export"
+    assert main(["human", "export", "--study", str(env.study), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["score", str(out), "--n-boot", "50"]) == 0
+    table = capsys.readouterr().out
+    for who in ("human", "human:a01", "human:a02"):
+        assert f"### {who} — default/generate" in table, table
+    assert json.loads((out / "summary.json").read_text())["groups"]
+    assert main(["score", str(out), "--output-format", "csv", "--n-boot", "50"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["listener"] for r in rows} == {"human", "human:a01", "human:a02"}
+    assert {r["prompt"] for r in rows} == {"default/generate"}
+    overall = [r for r in rows if r["group"] == "overall"]
+    assert len(overall) == 3 and all(float(r["accuracy"]) == 1.0 for r in overall)
+
