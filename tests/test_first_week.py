@@ -129,3 +129,42 @@ def test_score_reads_a_listening_study_export_in_both_formats(tmp_path, capsys):
     overall = [r for r in rows if r["group"] == "overall"]
     assert len(overall) == 3 and all(float(r["accuracy"]) == 1.0 for r in overall)
 
+
+# -- 7. a build that fails its audit exits non-zero --------------------------------------
+
+
+def test_a_failed_audit_stops_a_pipeline_unless_allowed(tmp_path, capsys):
+    """Increase clips made 12 dB quieter than their twins: loudness tells the direction, so
+    the audit fails, and `build` (resuming the finished build) and `audit` exit 4 with one
+    line naming the failing category; --allow-audit-failure goes on with a warning."""
+    out = tmp_path / "leaky"
+    argv = ["build", "--out", str(out), "--n-test", "4", "--n-train", "2"]
+    argv += ["--categories", "voice_pitch", "--tiers", "high", "--curves", "linear,jump"]
+    assert main([*argv, "--no-audit"]) == 0
+    for split in ("test", "train"):
+        for line in (out / split / "metadata.jsonl").read_text().splitlines():
+            row = json.loads(line)
+            if row["direction"] == "increase":
+                path = out / split / row["file_name"]
+                audio, sr = sf.read(path)
+                sf.write(path, audio * 0.25, sr, subtype=sf.info(path).subtype)
+    capsys.readouterr()
+    assert main(argv) == 4
+    line = one_line_error(capsys.readouterr().err)
+    assert "shortcut audit failed for 1 of 1 categories: voice_pitch (" in line
+    assert "--allow-audit-failure" in line
+    assert main([*argv, "--allow-audit-failure"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("vocalgrad: warning: shortcut audit failed") and "voice_pitch" in err
+    assert main(["audit", str(out)]) == 4
+    assert "voice_pitch (" in one_line_error(capsys.readouterr().err)
+    assert main(["audit", str(out), "--allow-audit-failure"]) == 0
+
+
+def test_audit_exit_status_follows_its_report(dataset, capsys):
+    code = main(["audit", str(dataset)])
+    report = json.loads((dataset / "audit.json").read_text())
+    failing = [c for c, r in report["per_category"].items() if r["passes"] is False]
+    assert code == (4 if failing else 0)
+    if not failing:
+        assert "shortcut audit passed" in capsys.readouterr().out

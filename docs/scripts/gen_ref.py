@@ -121,6 +121,8 @@ def cli_page() -> str:
         root.format_usage().strip().removeprefix("usage: "),
         "```",
         "",
+        md(root.epilog[0].upper() + root.epilog[1:]) + ".",
+        "",
         "| argument | default | what |",
         "|---|---|---|",
         *_option_rows(root),
