@@ -168,3 +168,61 @@ def test_audit_exit_status_follows_its_report(dataset, capsys):
     assert code == (4 if failing else 0)
     if not failing:
         assert "shortcut audit passed" in capsys.readouterr().out
+
+
+# -- 1. --limit must not bias the score ---------------------------------------------------
+
+
+def _summary(run: Path) -> dict:
+    return json.loads((run / "summary.json").read_text())
+
+
+def test_limit_scores_a_biased_listener_at_chance(dataset, tmp_path, capsys):
+    """Always "increase" earns exactly half of every category and overall under --limit 40:
+    the subset holds as many increase as decrease clips (twin pairs), over every source,
+    tier and curve, and the run says so and records it."""
+    run = tmp_path / "inc"
+    argv = ["eval", str(dataset), "--listener", "baseline:always-increase", "--limit", "40"]
+    assert main([*argv, "--out", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "--limit 40: 40 of 216 items" in out and "balanced over direction, tier and curve" in out
+    table = _summary(run)["groups"]["default/choice"]["table"]
+    assert {g["group"] for g in table} == {"overall", "volume", "voice_pitch"}
+    for group in table:
+        assert group["accuracy"] == 0.5 and group["increase_rate"] == 1.0, group
+    subset = json.loads((run / "manifest.json").read_text())["subset"]
+    assert subset["balanced"] and subset["n"] == 40
+    for counts in subset["per_category"].values():
+        assert counts["increase"] == counts["decrease"] and counts["sources"] == 4
+        assert max(counts["tiers"].values()) - min(counts["tiers"].values()) <= 2
+        assert max(counts["curves"].values()) - min(counts["curves"].values()) <= 2
+
+
+def test_a_limit_that_cannot_be_balanced_is_said_and_recorded(
+    dataset, tmp_path, capsys, caplog
+):
+    """Said before the run (a warning: the console's, or the application's logging) and
+    again under the scores."""
+    run = tmp_path / "three"
+    argv = ["eval", str(dataset), "--listener", "baseline:always-increase", "--limit", "3"]
+    assert main([*argv, "--out", str(run)]) == 0
+    assert "NOT balanced" in caplog.text and "fewer than one twin pair" in caplog.text
+    err = capsys.readouterr().err
+    assert "the scores above rest on an unbalanced --limit subset" in err
+    subset = json.loads((run / "manifest.json").read_text())["subset"]
+    assert not subset["balanced"] and subset["problems"]
+
+
+def test_a_run_limited_by_another_selection_is_not_mixed(dataset, tmp_path, capsys):
+    """A run folder whose --limit chose other items (an older vocalgrad) is refused, not
+    topped up with this version's choice."""
+    run = tmp_path / "old"
+    argv = ["eval", str(dataset), "--listener", "baseline:random", "--limit", "8"]
+    assert main([*argv, "--out", str(run)]) == 0
+    manifest = json.loads((run / "manifest.json").read_text())
+    del manifest["subset"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    rows_before = (run / "results.jsonl").read_text()
+    assert main([*argv, "--out", str(run)]) == 2
+    assert "over other items" in one_line_error(capsys.readouterr().err)
+    assert (run / "results.jsonl").read_text() == rows_before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from vocalgrad.cli.options import (
@@ -38,7 +39,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--split", default="test")
     e.add_argument("--categories", type=csv_list)
     e.add_argument(
-        "--limit", type=whole(1), help="ask only this many items (balanced over categories)"
+        "--limit",
+        type=whole(1),
+        help="ask at most this many items, chosen to score as the whole split would: shared "
+        "equally over categories, increase and decrease twins together, spread over sources, "
+        "tiers and curves (printed, and recorded in the manifest's `subset`; a limit that "
+        "cannot be balanced is said so)",
     )
     e.add_argument("--batch-size", type=whole(1), default=16)
     e.add_argument(
@@ -153,6 +159,11 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         executor=executor,
     )
     counts = run.counts
+    subset = counts.get("subset")
+    if subset and subset["balanced"]:  # an unbalanced one was a warning before the run
+        from vocalgrad.evaluation.subset import describe
+
+        print(describe(subset))
     print(
         f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already "
         f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
@@ -164,7 +175,13 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
             f"{out / 'results.jsonl'}); fix the cause and rerun the same command to ask them again"
         )
     if counts["failed"] < counts["total"]:
-        print(markdown(run.summary))
+        print(markdown(run.summary), flush=True)
+    if subset and not subset["balanced"]:
+        print(
+            "vocalgrad: warning: the scores above rest on an unbalanced --limit subset: "
+            + "; ".join(subset["problems"]),
+            file=sys.stderr,
+        )
     return run_status(counts)
 
 

@@ -19,7 +19,6 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import zip_longest
 from pathlib import Path
 from typing import NamedTuple
 
@@ -44,6 +43,8 @@ from vocalgrad.errors import (
     VocalgradError,
     did_you_mean,
 )
+from vocalgrad.evaluation.subset import balanced_subset
+from vocalgrad.evaluation.subset import describe as describe_subset
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.listeners import Listener, Request
@@ -175,8 +176,11 @@ def evaluate(
             f"{listener.listener_id} cannot be tested on {', '.join(untestable)}: "
             + "; ".join(untestable.values())
         )
+    subset = None
     if config.limit is not None:
-        items = _balanced_head(items, config.limit)
+        items, subset = balanced_subset(items, config.limit)
+        if not subset["balanced"]:
+            log.warning("warning: %s", describe_subset(subset))
     train = [r for r in rows if r["split"] == "train"]
     if config.few_shot and not train:
         raise ConfigError(
@@ -185,6 +189,8 @@ def evaluate(
         )
     mode = _mode(config.mode, listener)
     manifest = {**_manifest(dataset, listener, config, mode, items), "untestable": untestable}
+    if subset is not None:
+        manifest["subset"] = subset
     if out.exists() and not out.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
     out.mkdir(parents=True, exist_ok=True)
@@ -267,6 +273,7 @@ def _evaluate(
         "total": len(every),
         "failed": sum(failed.get(t.key, False) for t in every),
         "seconds": round(time.time() - started, 2),
+        "subset": manifest.get("subset"),
     }
 
 
@@ -318,48 +325,6 @@ def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
             f"{listener.listener_id} cannot score choices by likelihood; use --mode generate"
         )
     return ("choice", "generate") if requested == "both" else (requested,)
-
-
-def _balanced_head(items: list[dict], limit: int) -> list[dict]:
-    """The first `limit` items in an order that interleaves categories and, within each
-    category, source clips, so a limited run rests on as many sources per category as it can:
-    10 items of a category come from 10 sources where it has them. Within a source, items go
-    round the cells (category, magnitude, direction) in a hashed order of the cells, one item
-    of each before a second of any, so limited runs on the gradual, comparison and
-    recognition builds of one source set ask about the same cells, and a source's first two
-    items are never two of its constant clips (three a source: a limited run once asked
-    voice pitch about changing clips of 5 sources in 10)."""
-
-    def cell(r: dict) -> str:
-        key = f"{r['source_id']}|{r['category']}|{r.get('magnitude')}|{r.get('direction')}"
-        return hashlib.sha256(key.encode()).hexdigest()
-
-    by_cell: dict[tuple[str, str, str], list[dict]] = {}
-    for r in sorted(items, key=lambda r: r["item_id"]):
-        by_cell.setdefault((cell(r), r["category"], r["source_id"]), []).append(r)
-    by_cat: dict[str, dict[str, list[list[dict]]]] = {}
-    for (_, cat, source), group in sorted(by_cell.items()):
-        by_cat.setdefault(cat, {}).setdefault(source, []).append(group)
-    queues = {
-        cat: [
-            r
-            for group in zip_longest(*(_round_robin(cells) for cells in by_src.values()))
-            for r in group
-            if r is not None
-        ]
-        for cat, by_src in by_cat.items()
-    }
-    out: list[dict] = []
-    while len(out) < limit and any(queues.values()):
-        for cat in sorted(queues):
-            if queues[cat] and len(out) < limit:
-                out.append(queues[cat].pop(0))
-    return out
-
-
-def _round_robin(groups: list[list[dict]]) -> list[dict]:
-    """One item of each group in turn, then the next of each."""
-    return [r for turn in zip_longest(*groups) for r in turn if r is not None]
 
 
 def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Iterator[Task]:
@@ -638,6 +603,12 @@ def _check_manifest(out: Path, manifest: dict) -> None:
         if {k: saved.get(k) for k in identity} != json.loads(json.dumps(identity)):
             raise ConfigError(
                 f"{out} holds a run with another listener, dataset or config; choose another --out"
+            )
+        chosen = (manifest.get("subset") or {}).get("items_sha256")
+        if chosen and (saved.get("subset") or {}).get("items_sha256") != chosen:
+            raise ConfigError(
+                f"{out} holds a --limit run over other items (chosen by an older vocalgrad, "
+                "before limits were balanced over direction, tier and curve); choose another --out"
             )
         return
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
