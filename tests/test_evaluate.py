@@ -330,7 +330,9 @@ def _demo_rows(fmt: str) -> list[dict]:
     """The demo's test split in miniature: 5 categories x 10 sources (two a speaker), each
     source with every tier (x curve for gradual clips) in both directions, and three constants
     a source for gradual clips."""
-    curves = ("linear", "jump", "quad_first_flat", "quad_last_flat") if fmt == "gradual" else ("held",)
+    curves = (
+        ("linear", "jump", "quad_first_flat", "quad_last_flat") if fmt == "gradual" else ("held",)
+    )
     rows = []
     for c in ("echo", "volume", "voice_pitch", "voice_clarity", "audio_roughness"):
         for s in range(10):
@@ -414,8 +416,10 @@ def test_a_limit_that_cannot_be_balanced_says_why():
     head, report = balanced_subset(items, 3)
     assert len(head) == 3 and not report["balanced"]
     assert any("fewer than one twin pair" in p for p in report["problems"])
-    assert any("volume: 1 increase vs 0 decrease" in p or "volume: 0 increase vs 1" in p
-               for p in report["problems"])
+    assert any(
+        "volume: 1 increase vs 0 decrease" in p or "volume: 0 increase vs 1" in p
+        for p in report["problems"]
+    )
     assert "NOT balanced" in describe(report)
 
 

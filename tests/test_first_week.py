@@ -11,6 +11,8 @@ import csv
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -198,9 +200,7 @@ def test_limit_scores_a_biased_listener_at_chance(dataset, tmp_path, capsys):
         assert max(counts["curves"].values()) - min(counts["curves"].values()) <= 2
 
 
-def test_a_limit_that_cannot_be_balanced_is_said_and_recorded(
-    dataset, tmp_path, capsys, caplog
-):
+def test_a_limit_that_cannot_be_balanced_is_said_and_recorded(dataset, tmp_path, capsys, caplog):
     """Said before the run (a warning: the console's, or the application's logging) and
     again under the scores."""
     run = tmp_path / "three"
@@ -226,3 +226,143 @@ def test_a_run_limited_by_another_selection_is_not_mixed(dataset, tmp_path, caps
     assert main([*argv, "--out", str(run)]) == 2
     assert "over other items" in one_line_error(capsys.readouterr().err)
     assert (run / "results.jsonl").read_text() == rows_before
+
+
+# -- 4. progress: a bar in a terminal, a line now and then in a log ----------------------
+
+
+def _eval_argv(dataset: Path, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "vocalgrad.cli",
+        "eval",
+        str(dataset),
+        "--listener",
+        "baseline:ideal",
+        "--limit",
+        "40",
+        "--batch-size",
+        "8",
+        "--out",
+        str(out),
+    ]
+
+
+def test_eval_draws_a_bar_in_a_terminal_and_none_in_a_log(dataset, tmp_path):
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("VOCALGRAD_PROGRESS", None)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(
+        _eval_argv(dataset, tmp_path / "tty"), stdout=subprocess.DEVNULL, stderr=slave, env=env
+    )
+    os.close(slave)
+    seen = b""
+    while select.select([master], [], [], 120)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    text = seen.decode(errors="replace")
+    assert "eval baseline:ideal:" in text and "40/40" in text and "item/s" in text, text
+    logged = subprocess.run(
+        _eval_argv(dataset, tmp_path / "log"), capture_output=True, text=True, env=env, timeout=120
+    )
+    assert logged.returncode == 0, logged.stderr
+    assert "\r" not in logged.stderr and "%|" not in logged.stderr and "item/s" not in logged.stderr
+
+
+def test_a_log_gets_a_line_while_a_long_step_runs(dataset, tmp_path, monkeypatch, capsys):
+    """No bar where stderr is no terminal, but a line every NOTE_EVERY_S seconds, also while
+    one slow batch runs (no step ends meanwhile)."""
+    import time
+
+    from vocalgrad import progress
+    from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate
+    from vocalgrad.listeners import Listener
+
+    class Slow(Listener):
+        listener_id = "slow"
+
+        def generate(self, requests, max_new_tokens=16):
+            time.sleep(0.6)
+            return ["increase"] * len(requests)
+
+    monkeypatch.delenv("VOCALGRAD_PROGRESS", raising=False)
+    monkeypatch.setattr(progress, "NOTE_EVERY_S", 0.2)
+    evaluate(
+        dataset,
+        Slow(),
+        tmp_path / "run",
+        EvalConfig(limit=8, batch_size=4),
+        cache=AnswerCache(tmp_path / "answers.sqlite"),
+    )
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("eval slow")]
+    assert len(lines) >= 3, lines  # ~1.2 s of batches, a line every 0.2 s
+    assert any(line.startswith("eval slow: 0/8 items (0%)") for line in lines), lines
+    assert any("4/8 items (50%)" in line and "left" in line for line in lines), lines
+    monkeypatch.setenv("VOCALGRAD_PROGRESS", "off")
+    evaluate(
+        dataset,
+        Slow(),
+        tmp_path / "quiet",
+        EvalConfig(limit=4, batch_size=4),
+        cache=AnswerCache(tmp_path / "quiet.sqlite"),
+    )
+    assert "eval slow" not in capsys.readouterr().err
+
+
+def test_probe_fits_report_progress_and_a_deaf_stage_does_not_warn():
+    """The probes' fits call back after each fold's linear and MLP fits; a stage the audio
+    never reaches (one state for every clip) has a NaN alignment, without numpy's
+    "All-NaN slice" warning."""
+    import warnings
+
+    import numpy as np
+
+    from vocalgrad.probing.alignment import alignment
+    from vocalgrad.probing.probes import ProbeSettings, fit_category
+
+    rng = np.random.default_rng(0)
+    rows = [
+        {
+            "item_id": f"{split}{s}{d}{t}",
+            "split": split,
+            "source_id": f"{split}{s}",
+            "speaker_id": f"{split}{s}",
+            "direction": d,
+            "tier": t,
+            "curve": "linear",
+        }
+        for split in ("train", "test")
+        for s in range(4)
+        for t in ("low", "high")
+        for d in ("increase", "decrease")
+    ]
+    signal = np.array([1.0 if r["direction"] == "increase" else -1.0 for r in rows])
+    features = {
+        "encoder.1": (rng.standard_normal((len(rows), 6)) + signal[:, None]).astype(np.float32),
+        "decoder.0@answer": np.ones((len(rows), 6), np.float32),
+    }
+    calls: list[tuple[int, int]] = []
+    settings = ProbeSettings(seeds=1, mlp_steps=20, n_boot=10)
+    fit_category(features, rows, settings, progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, calls[0][1]) and calls[-1] == (calls[0][1], calls[0][1]) >= (2, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        states = {s: v for s, v in features.items() if s.endswith("@answer")}
+        result = alignment({"volume": (states, rows), "voice_pitch": (states, rows)})
+    between = [r for r in result["rows"] if r["kind"] == "between categories"]
+    assert between and all(np.isnan(r["null95"]) and np.isnan(r["cosine"]) for r in between)

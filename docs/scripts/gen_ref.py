@@ -347,6 +347,9 @@ ENVIRONMENT = {
     "cluster (implies `--executor ray`).",
     "VOCALGRAD_ADMIN_TOKEN": "Admin token of `vocalgrad human serve` (at least 32 characters; "
     "`--dev` generates one when it is unset).",
+    "VOCALGRAD_PROGRESS": "`bar`, `log` or `off`: how `build`, `verify`, `audit`, `eval` and "
+    "`probe` show progress. Default: a bar with ETA where stderr is a terminal or in a "
+    "notebook, else (`log`) one line every 30 s while a step runs.",
     "OPENAI_API_KEY": "Key the `openai:` listener sends (Python: `api_key_env=` names another "
     "variable). Not needed for a server on loopback.",
 }

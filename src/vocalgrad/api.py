@@ -433,9 +433,11 @@ def audit(dataset: Dataset | PathLike, workers: int = 1) -> AuditReport:
         Per category the classifiers' accuracies with CIs and whether it passes; also
         written to ``DATASET/audit.json``.
     """
+    from vocalgrad.progress import progress_callback
     from vocalgrad.stimuli.audit import audit_dataset
 
-    return audit_dataset(load_dataset(dataset).path, workers=workers)
+    with progress_callback("audit cues", unit="clip") as measured:
+        return audit_dataset(load_dataset(dataset).path, workers=workers, progress=measured)
 
 
 def verify(dataset: Dataset | PathLike, limit: int | None = None) -> dict:

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
@@ -49,6 +48,7 @@ from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
+from vocalgrad.progress import progress
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import (
@@ -244,12 +244,7 @@ def _evaluate(
     with (
         naming(results),
         results.open("a") as log_file,
-        tqdm(
-            total=len(tasks),
-            unit="item",
-            desc=listener.listener_id,
-            disable=not sys.stderr.isatty(),
-        ) as bar,
+        progress(len(tasks), f"eval {listener.listener_id}") as bar,
     ):
         for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
             keyed = held.pop(i)

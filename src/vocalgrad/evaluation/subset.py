@@ -130,9 +130,7 @@ def _pick_pairs(cat: _Category, n: int) -> list[tuple[dict, dict]]:
             cell_names,
             key=lambda c: (tiers[c[0]], tier_hash[c[0]], curves[c[1]], cells[c], cell_hash[c]),
         )
-        source, cell = next(
-            (s, c) for c in ranked for s in candidates if left[s].get(c)
-        )
+        source, cell = next((s, c) for c in ranked for s in candidates if left[s].get(c))
         out.append(left[source][cell].pop(0))
         taken[source] += 1
         tiers[cell[0]] += 1
@@ -162,9 +160,7 @@ def _constant_count(cat: _Category, budget: int) -> int:
     target = budget * n_const / len(cat.rows)
     first_round = min(len(cat.pairs), cat.n_pairs, budget // 2)
     top = min(n_const, max(0, budget - 2 * first_round))
-    fits = [
-        q for q in range(top + 1) if 2 * cat.n_pairs + len(cat.others) + q >= budget
-    ] or [top]
+    fits = [q for q in range(top + 1) if 2 * cat.n_pairs + len(cat.others) + q >= budget] or [top]
     even = [q for q in fits if (budget - q) % 2 == 0 and (budget - q) // 2 <= cat.n_pairs]
     return min(even or fits, key=lambda q: (abs(q - target), q))
 
@@ -185,9 +181,7 @@ def _category_subset(cat: _Category, budget: int) -> list[list[dict]]:
     rest = budget - 2 * len(pairs) - len(others) - len(constants)
     if rest > 0:  # an odd share and nothing single left: one clip of a pair, said below
         spare = [p for ps in cat.pairs.values() for p in ps if p not in pairs]
-        others += [p[0] for p in sorted(spare, key=lambda p: _h(cat.name, p[0]["item_id"]))][
-            :rest
-        ]
+        others += [p[0] for p in sorted(spare, key=lambda p: _h(cat.name, p[0]["item_id"]))][:rest]
     units: list[list[dict]] = [[a, b] for a, b in pairs]
     singles = [[r] for r in constants + others]
     if singles:  # spread the single clips evenly through the pairs

@@ -35,6 +35,7 @@ from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, 
 from vocalgrad.probing.pooling import POOLINGS
 from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
 from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.progress import progress_callback
 from vocalgrad.records import LABELS
 from vocalgrad.stats import cluster_ids
 
@@ -266,7 +267,8 @@ def probe_rows(
                 _warn(warned, f"DSP reference unavailable: {err}")
         torch.set_num_threads(config.threads)
         try:
-            fits = fit_category(x, items, config.settings)
+            with progress_callback(f"probes {listener.listener_id} {cat}", unit="fit") as fitted:
+                fits = fit_category(x, items, config.settings, progress=fitted)
         finally:
             torch.set_num_threads(previous)
         summary["split"] = fits.split
