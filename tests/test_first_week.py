@@ -366,3 +366,95 @@ def test_probe_fits_report_progress_and_a_deaf_stage_does_not_warn():
         result = alignment({"volume": (states, rows), "voice_pitch": (states, rows)})
     between = [r for r in result["rows"] if r["kind"] == "between categories"]
     assert between and all(np.isnan(r["null95"]) and np.isnan(r["cosine"]) for r in between)
+
+
+# -- 5. the openai: listener's options, usage and errors -----------------------------------
+
+
+@pytest.fixture
+def api(tmp_path, monkeypatch):
+    """The chat-completions test server of test_openai_listener (it answers from the audio,
+    reports usage and logprobs), and an answer cache of this test's own."""
+    pytest.importorskip("httpx", reason="pip install -e '.[api]'")
+    import test_openai_listener as served
+
+    monkeypatch.setenv("VOCALGRAD_CACHE", str(tmp_path / "cache"))
+    fixture = served.server.__wrapped__()
+    state = next(fixture)
+    state.model = served.MODEL
+    yield state
+    next(fixture, None)
+
+
+def _openai(dataset: Path, api, out: Path, *more: str) -> list[str]:
+    return [
+        "eval",
+        str(dataset),
+        "--listener",
+        f"openai:{api.model}",
+        "-O",
+        f"base_url={api.url}",
+        "--categories",
+        "volume",
+        "--out",
+        str(out),
+        *more,
+    ]
+
+
+def test_token_usage_and_cost_reach_the_console_and_the_run_folder(dataset, api, tmp_path, capsys):
+    run = tmp_path / "run"
+    prices = ["-O", "input_price_per_m=2.5", "-O", "output_price_per_m=10"]
+    prices += ["-O", "audio_input_price_per_m=40"]
+    argv = _openai(dataset, api, run, "--limit", "8", "--mode", "generate", *prices)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    usage = json.loads((run / "manifest.json").read_text())["usage"]
+    assert usage["requests"] == 8 == api.calls and usage["audio_tokens"] == 8 * 100
+    assert usage["prompt_tokens"] == 8 * (20 + 100) and usage["completion_tokens"] == 8
+    expected = (8 * 20 * 2.5 + 800 * 40.0 + 8 * 10.0) / 1e6
+    assert usage["cost_usd"] == pytest.approx(expected)
+    assert f"openai:{api.model}: 8 requests (0 retries), 960 prompt tokens (800 audio)" in out
+    assert f"cost ${expected:.4f} at the prices given" in out
+    assert json.loads((run / "summary.json").read_text())["config"]["usage"] == usage
+    assert main(argv) == 0  # nothing left to ask: nothing spent, the total stays
+    assert json.loads((run / "manifest.json").read_text())["usage"] == usage
+
+
+def test_choice_scoring_by_logprobs_from_the_command_line(dataset, api, tmp_path, capsys):
+    run = tmp_path / "choice"
+    argv = _openai(dataset, api, run, "--limit", "4", "--mode", "choice", "-O", "logprobs=true")
+    assert main(argv) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert list(summary["groups"]) == ["default/choice"]
+    assert all(b.get("logprobs") is True for b in api.bodies)
+    assert "no cost (give prices" in capsys.readouterr().out
+
+
+def test_a_server_without_logprobs_says_why_on_the_console(dataset, api, tmp_path, capsys):
+    api.logprobs_supported = False
+    run = tmp_path / "nolp"
+    argv = _openai(dataset, api, run, "--limit", "4", "--mode", "choice", "-O", "logprobs=true")
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "4 of 4 items have no answer" in out
+    assert "returned no top_logprobs" in out and "use logprobs=False" in out, out
+
+
+def test_concurrency_beyond_a_batch_is_said_and_extra_body_is_json(dataset, api, tmp_path, capsys):
+    api.delay = 0.05
+    run = tmp_path / "conc"
+    more = ["--limit", "8", "--mode", "generate", "--batch-size", "4", "-O", "concurrency=32"]
+    more += ["-O", 'extra_body={"top_k": 1}']
+    assert main(_openai(dataset, api, run, *more)) == 0
+    err = capsys.readouterr().err
+    assert "keeps at most 4 requests in flight, not its concurrency 32" in err
+    assert "--batch-size 32" in err and api.max_inflight <= 4
+    assert all(b["top_k"] == 1 for b in api.bodies)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["listener"]["decoding"]["top_k"] == 1
+    assert main(_openai(dataset, api, tmp_path / "bad", "-O", "extra_body={top_k: 1}")) == 2
+    assert "is not JSON" in one_line_error(capsys.readouterr().err)
+    assert main(_openai(dataset, api, tmp_path / "typo", "-O", "max_token=5")) == 2
+    line = one_line_error(capsys.readouterr().err)
+    assert "(did you mean 'max_tokens'" in line and "max_tokens_field" in line and "seed" in line

@@ -13,11 +13,14 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shlex
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -217,11 +220,8 @@ def _evaluate(
     note = repair_tail(results)
     if note:
         log.warning("%s; its item is asked again", note)
-    failed = (
-        {
-            r["key"]: r.get("error") is not None
-            for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)
-        }
+    failed = (  # key -> the error of its last answer (None: answered)
+        {r["key"]: r.get("error") for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)}
         if results.is_file()
         else {}
     )
@@ -232,6 +232,7 @@ def _evaluate(
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
     errors = 0
+    spent: dict | None = None  # what the listener's answers cost in this call (usage())
     held: dict[int, list[Prepared]] = {}
 
     def questions() -> Iterator[tuple[dict, int]]:
@@ -245,8 +246,10 @@ def _evaluate(
         naming(results),
         results.open("a") as log_file,
         progress(len(tasks), f"eval {listener.listener_id}") as bar,
+        _recording_usage(out, lambda: spent),
     ):
-        for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
+        for i, (fresh, cost) in (executor or Executor()).map_batches(listener, _ask, questions()):
+            spent = add_usage(spent, cost)
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
             lines = []
@@ -254,7 +257,7 @@ def _evaluate(
                 answers = [fresh.get(k) or cache.get(k) or {} for k in p.keys]
                 result = _result_row(p.task, listener, answers, p.error, time.time() - p.started)
                 errors += result.get("error") is not None
-                failed[p.task.key] = result.get("error") is not None
+                failed[p.task.key] = result.get("error")
                 lines.append(dumps(result) + "\n")
             log_file.write("".join(lines))  # one write per batch: a crash tears one line at most
             log_file.flush()
@@ -266,10 +269,75 @@ def _evaluate(
         "retried": retried,
         "errors": errors,
         "total": len(every),
-        "failed": sum(failed.get(t.key, False) for t in every),
+        "failed": sum(bool(failed.get(t.key)) for t in every),
+        "failure_reasons": failure_reasons([failed[t.key] for t in every if failed.get(t.key)]),
         "seconds": round(time.time() - started, 2),
         "subset": manifest.get("subset"),
+        "usage": spent,
     }
+
+
+def failure_reasons(errors: Sequence[str], top: int = 3) -> list[tuple[str, int]]:
+    """The most common causes among per-item errors, for the console.
+
+    Parameters
+    ----------
+    errors : sequence of str
+        The recorded error of each unanswered item; the item they name (``item 'x': ``) is
+        left out, so one cause on many items counts once.
+    top : int
+        How many causes to return.
+
+    Returns
+    -------
+    list of (str, int)
+        (cause, items) pairs, most items first.
+    """
+    causes = Counter(re.sub(r"^item '[^']*': ", "", e) for e in errors)
+    return causes.most_common(top)
+
+
+def add_usage(total: dict | None, more: dict | None) -> dict | None:
+    """Two tallies of `Listener.usage` added key by key (None: nothing tallied).
+
+    Parameters
+    ----------
+    total, more : dict or None
+        Counts (tokens, requests, retries, failures) and ``cost_usd`` (USD, or None where
+        no price was given).
+
+    Returns
+    -------
+    dict or None
+        Their sum; ``cost_usd`` is None unless both have one.
+    """
+    if more is None:
+        return total
+    if total is None:
+        return dict(more)
+    out = dict(total)
+    for key, value in more.items():
+        if key == "cost_usd":
+            mine = total.get("cost_usd")
+            out[key] = None if value is None or mine is None else mine + value
+        elif isinstance(value, int | float):
+            out[key] = total.get(key, 0) + value
+    return out
+
+
+@contextmanager
+def _recording_usage(out: Path, spent: Callable[[], dict | None]) -> Iterator[None]:
+    """Add what this call's answers cost to the manifest's `usage` when it ends, however it
+    ends (tokens spent before Ctrl-C were spent): a resumed run adds its own."""
+    try:
+        yield
+    finally:
+        cost = spent()
+        if cost is not None:
+            path = out / "manifest.json"
+            saved = read_json(path, DAMAGED_RUN)
+            saved["usage"] = add_usage(saved.get("usage"), cost)
+            atomic_write_text(path, json.dumps(saved, indent=2) + "\n")
 
 
 def check_categories(rows: Sequence[dict], categories: Sequence[str], dataset: Path) -> None:
@@ -380,10 +448,12 @@ def _missing(keyed: list[Prepared], cache: AnswerCache) -> dict[str, list[tuple[
 
 def _ask(
     listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]], int]
-) -> dict[str, dict]:
-    """Cache key -> answer for one batch: the only step that needs the model (so the one an
-    executor may run elsewhere)."""
+) -> tuple[dict[str, dict], dict | None]:
+    """Cache key -> answer for one batch, and what answering it cost (`Listener.usage` after
+    minus before; None where the listener tallies nothing): the only step that needs the
+    model (so the one an executor may run elsewhere, where the listener's tally lives)."""
     todo_by_mode, max_new_tokens = question
+    before = listener.usage()
     fresh: dict[str, dict] = {}
     for mode, todo in todo_by_mode.items():
         try:
@@ -403,7 +473,18 @@ def _ask(
         except VocalgradError as err:  # the whole batch failed: record it per item, go on
             answers = [{"error": str(err)} for _ in todo]
         fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
-    return fresh
+    after = listener.usage()
+    if before is None or after is None:
+        return fresh, None
+    cost = {
+        k: v - before.get(k, 0)
+        for k, v in after.items()
+        if k != "cost_usd" and isinstance(v, int | float)
+    }
+    if "cost_usd" in after:
+        paid = (after["cost_usd"], before.get("cost_usd"))
+        cost["cost_usd"] = None if None in paid else paid[0] - paid[1]
+    return fresh, cost
 
 
 def _requests(
