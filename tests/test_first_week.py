@@ -458,3 +458,44 @@ def test_concurrency_beyond_a_batch_is_said_and_extra_body_is_json(dataset, api,
     assert main(_openai(dataset, api, tmp_path / "typo", "-O", "max_token=5")) == 2
     line = one_line_error(capsys.readouterr().err)
     assert "(did you mean 'max_tokens'" in line and "max_tokens_field" in line and "seed" in line
+
+
+# -- 6. portable, offline harness exports -------------------------------------------------
+
+
+def test_an_lmms_eval_export_moves_as_a_whole(dataset, tmp_path):
+    """No absolute path in any YAML or docs.jsonl; moved elsewhere, each task's
+    vocalgrad_task.py (which lmms-eval imports by its path) finds its docs and clips there,
+    and the clips are the dataset's, sample for sample. (tests/test_lmms_eval_harness.py runs
+    lmms-eval itself on a moved export.)"""
+    import importlib.util
+    import shutil
+
+    import numpy as np
+
+    from vocalgrad.audio import load_audio
+    from vocalgrad.dataset import load_rows
+
+    first = tmp_path / "first"
+    argv = ["export", "lmms-eval", str(dataset), "--out", str(first), "--categories", "volume"]
+    assert main(argv) == 0
+    for path in first.rglob("*"):
+        if path.suffix in (".yaml", ".jsonl", ".py"):
+            assert str(tmp_path) not in path.read_text(), path
+    moved = tmp_path / "elsewhere" / "tasks"
+    shutil.move(first, moved)
+    rows = {r["item_id"]: r for r in load_rows(dataset)}
+    folder = moved / "vocalgrad_gradual"
+    spec = importlib.util.spec_from_file_location("vocalgrad_task", folder / "vocalgrad_task.py")
+    local = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(local)
+    assert Path(local.DOCS) == folder / "docs.jsonl"
+    docs = [json.loads(line) for line in Path(local.DOCS).read_text().splitlines()]
+    assert docs and {d["category"] for d in docs} == {"volume"}
+    for doc in docs[:4]:
+        (clip,) = local.doc_to_visual(doc)
+        original, sr = load_audio(rows[doc["item_id"]]["path"])
+        assert clip["sampling_rate"] == sr and np.allclose(clip["array"], original, atol=1e-4)
+        (message,) = local.doc_to_messages(doc)
+        audio = next(p for p in message["content"] if p["type"] == "audio")
+        assert Path(audio["url"]).is_file() and Path(audio["url"]).is_relative_to(moved)

@@ -359,6 +359,8 @@ LIBRARY_ENVIRONMENT = {
     "HF_HOME": "Where the Hugging Face cache lives (`hf:` hub ids are looked up there).",
     "CUDA_VISIBLE_DEVICES": "Which GPUs torch sees; `hf:` and `whisper:` listeners use CUDA "
     "when torch finds one.",
+    "TIKTOKEN_CACHE_DIR": "Where tiktoken keeps its encodings: inspect's `mockllm` model needs "
+    "`o200k_base` there to run offline ([harnesses](../harnesses.md#offline)).",
 }
 
 
