@@ -89,6 +89,8 @@ def test_an_unknown_category_names_the_datasets_dimensions(dataset, tmp_path, ca
     assert "did you mean 'voice_pitch'?" in one_line_error(capsys.readouterr().err)
     assert main(["sources", "foldr:/tmp"]) == 2
     assert "did you mean 'folder'?" in one_line_error(capsys.readouterr().err)
+    assert main(["build", "--out", str(tmp_path / "b"), "--protocol", "vocalgrd"]) == 2
+    assert "did you mean 'vocalgrad'?" in one_line_error(capsys.readouterr().err)
 
 
 def test_list_listeners_shows_every_baseline_the_error_names(capsys):

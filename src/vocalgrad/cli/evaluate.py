@@ -37,7 +37,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
     e.add_argument("--split", default="test")
-    e.add_argument("--categories", type=csv_list)
+    e.add_argument(
+        "--categories",
+        type=csv_list,
+        help="comma-separated, among the dataset's own (default: all of them)",
+    )
     e.add_argument(
         "--limit",
         type=whole(1),

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from vocalgrad.dataset import content_sha256, load_rows
-from vocalgrad.errors import CapabilityError, ConfigError, VocalgradError
+from vocalgrad.errors import CapabilityError, ConfigError, VocalgradError, did_you_mean
 from vocalgrad.executors import Executor
 from vocalgrad.listeners.adapters import DSPListener, randomised
 from vocalgrad.listeners.base import Listener
@@ -75,7 +75,8 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ConfigError(
-                f"unknown pooling {self.pooling!r}; choose from {', '.join(POOLINGS)}"
+                f"unknown pooling {self.pooling!r}{did_you_mean(self.pooling, POOLINGS)}; "
+                f"choose from {', '.join(POOLINGS)}"
             )
 
 

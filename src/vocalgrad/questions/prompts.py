@@ -197,7 +197,9 @@ def _wording(
 ) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
     """(question, instruction, answer words, their labels) of one category, variant and format."""
     if fmt not in FORMATS:
-        raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+        raise ConfigError(
+            f"unknown format {fmt!r}{did_you_mean(fmt, FORMATS)}; choose from {', '.join(FORMATS)}"
+        )
     v = get_variant(variant)
     if fmt == "gradual":
         if isinstance(v.question, str):

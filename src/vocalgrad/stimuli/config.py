@@ -203,7 +203,8 @@ def protocol(name: str) -> dict[str, Any]:
         return dict(PROTOCOLS[name])
     except KeyError:
         raise ConfigError(
-            f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}"
+            f"unknown protocol {name!r}{did_you_mean(name, PROTOCOLS)}; "
+            f"choose from {', '.join(PROTOCOLS)}"
         ) from None
 
 
@@ -216,7 +217,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     design = overrides.get("design")
     if design:
         if design not in DESIGNS:
-            raise ConfigError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
+            raise ConfigError(
+                f"unknown design {design!r}{did_you_mean(design, DESIGNS)}; "
+                f"choose from {', '.join(DESIGNS)}"
+            )
         values.update(DESIGNS[design])
     if path is not None:
         values.update(_read_toml(Path(path)))
