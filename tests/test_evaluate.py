@@ -386,7 +386,8 @@ def test_a_limited_run_is_balanced_over_what_the_score_reads():
         pairs = Counter((r["source_id"], r["tier"], r["curve"]) for r in mine)
         assert set(pairs.values()) == {2}  # both clips of each twin pair
     assert balanced_subset(items[::-1], 100)[0] == head  # the same items whatever the order
-    assert len(balanced_subset(items, 10_000)[0]) == len(items)
+    everything, whole = balanced_subset(items, 10_000)
+    assert len(everything) == len(items) and whole["whole"] and whole["balanced"]
 
 
 def test_limited_runs_on_the_formats_of_one_source_set_ask_the_same_cells():

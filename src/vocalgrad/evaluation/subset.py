@@ -235,8 +235,9 @@ def balanced_subset(items: Sequence[dict], limit: int) -> tuple[list[dict], dict
     list of dict
         The chosen rows, categories interleaved, the clips of a twin pair side by side.
     dict
-        What was chosen: ``limit``, ``of`` (items available), ``n``, ``balanced`` and its
-        ``problems`` (empty when balanced), ``per_category`` (items, increase, decrease,
+        What was chosen: ``limit``, ``of`` (items available), ``n``, ``whole`` (the limit
+        covers every item), ``balanced`` and its ``problems`` (empty when balanced),
+        ``per_category`` (items, increase, decrease,
         constant, sources, tiers and curves of the changing clips) and ``items_sha256``
         (the chosen item ids, so a resumed run can tell a different selection).
     """
@@ -255,11 +256,12 @@ def balanced_subset(items: Sequence[dict], limit: int) -> tuple[list[dict], dict
     ]
     per_category: dict[str, dict] = {}
     problems: list[str] = []
+    whole = limit >= len(items)  # not a subset: the split scores as itself
     if limit < 2 * len(cats):
         problems.append(
             f"a limit of {limit} is fewer than one twin pair in each of {len(cats)} categories"
         )
-    share = limit / len(cats) if cats else 0
+    most = max(budgets.values(), default=0)
     for name, cat in cats.items():
         rows = [r for unit in units[name] for r in unit]
         changing = [r for r in rows if r.get("direction") in CHANGING]
@@ -274,14 +276,17 @@ def balanced_subset(items: Sequence[dict], limit: int) -> tuple[list[dict], dict
             "curves": _spread(changing, _curve),
         }
         problems += _problems(name, rows, cat.rows)
-        if len(cat.rows) < share - 1 and limit >= 2 * len(cats):
+        if budgets[name] == len(cat.rows) and most - budgets[name] > 2:
             problems.append(
-                f"{name}: only {len(cat.rows)} items, fewer than its share of {share:.0f}"
+                f"{name}: only {len(cat.rows)} items, where other categories give {most}"
             )
+    if whole:
+        problems = []
     report = {
         "limit": limit,
         "of": len(items),
         "n": len(chosen),
+        "whole": whole,
         "balanced": not problems,
         "problems": problems,
         "per_category": per_category,
@@ -297,6 +302,8 @@ def describe(report: dict) -> str:
     def span(values: list[int]) -> str:
         return str(min(values)) if min(values) == max(values) else f"{min(values)}-{max(values)}"
 
+    if report.get("whole"):
+        return f"--limit {report['limit']}: every one of the {report['n']} items"
     text = (
         f"--limit {report['limit']}: {report['n']} of {report['of']} items, "
         f"{span([c['items'] for c in cats])} per category: "
