@@ -222,12 +222,12 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
             print(f"  {n} item(s): {reason}")
     if counts["failed"] < counts["total"]:
         print(markdown(run.summary), flush=True)
-    if subset and not subset["balanced"]:
-        print(
-            "vocalgrad: warning: the scores above rest on an unbalanced --limit subset: "
-            + "; ".join(subset["problems"]),
-            file=sys.stderr,
-        )
+        if subset and not subset["balanced"]:
+            print(
+                "vocalgrad: warning: the scores above rest on an unbalanced --limit subset: "
+                + "; ".join(subset["problems"]),
+                file=sys.stderr,
+            )
     return run_status(counts)
 
 

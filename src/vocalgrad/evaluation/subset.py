@@ -259,7 +259,8 @@ def balanced_subset(items: Sequence[dict], limit: int) -> tuple[list[dict], dict
     whole = limit >= len(items)  # not a subset: the split scores as itself
     if limit < 2 * len(cats):
         problems.append(
-            f"a limit of {limit} is fewer than one twin pair in each of {len(cats)} categories"
+            f"a limit of {limit} is fewer than one twin pair in each of {len(cats)} "
+            + ("category" if len(cats) == 1 else "categories")
         )
     most = max(budgets.values(), default=0)
     for name, cat in cats.items():
