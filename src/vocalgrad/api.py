@@ -345,7 +345,10 @@ def evaluate(
     -------
     Run
         The run folder, with this call's counts (``answered``, ``skipped_done``, ``retried``,
-        ``errors``, ``failed``: items still without an answer, ``total``, ``seconds``).
+        ``errors``, ``failed``: items still without an answer, and ``failure_reasons``, the
+        commonest errors with their item counts, ``total``, ``seconds``), ``subset``: what a
+        `limit` chose (see `vocalgrad.evaluation.subset`), and ``usage``: the tokens and cost
+        of this call's requests for a listener that tallies them (else None).
     """
     from vocalgrad.evaluation.evaluate import EvalConfig
     from vocalgrad.evaluation.evaluate import evaluate as run_questions
