@@ -73,9 +73,11 @@ demo: $(DEMO_STAMP)
 # 1. benchmarks from the builtin speech: the published tiers, and a magnitude sweep, each on
 #    10 test sources (the fewest that give bootstrap CIs clustered by source). The build verifies
 #    every clip on the samples it writes and prints the agreement (`vocalgrad verify` re-measures
-#    a dataset from elsewhere; here it would repeat the build's measurements).
+#    a dataset from elsewhere; here it would repeat the build's measurements). A failed audit
+#    exits 4; the demo goes on (--allow-audit-failure): at 10 test sources a clean build fails a
+#    cell now and then by chance, and the failure is printed here and shown in the report.
 $(STEPS)/tiers:
-	$(VG) build --out $(DEMO)/tiers --n-test 10 --n-train 8
+	$(VG) build --out $(DEMO)/tiers --n-test 10 --n-train 8 --allow-audit-failure
 	$(VG) info $(DEMO)/tiers
 	@mkdir -p $(@D) && touch $@
 $(STEPS)/sweep:
@@ -84,7 +86,7 @@ $(STEPS)/sweep:
 # 1b. the same test sources and magnitudes as comparison items (two held parts) and
 #     recognition items (one held clip)
 $(STEPS)/comparison $(STEPS)/recognition: $(STEPS)/%:
-	$(VG) build --out $(DEMO)/$* --question-format $* --n-test 10 --n-train 0
+	$(VG) build --out $(DEMO)/$* --question-format $* --n-test 10 --n-train 0 --allow-audit-failure
 	@mkdir -p $(@D) && touch $@
 
 # 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, an observer that

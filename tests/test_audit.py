@@ -440,10 +440,10 @@ def test_shortcut_listener_reads_the_audits_cues_for_the_datasets_own_clips(tmp_
 
 def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     out = tmp_path / "audit.json"
-    assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 1
-    printed = capsys.readouterr().out
-    assert "| category | items | sources | shortcut acc [CI]" in printed
-    assert "FAIL voice_pitch" in printed
+    assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 4  # audit failed
+    printed = capsys.readouterr()
+    assert "| category | items | sources | shortcut acc [CI]" in printed.out
+    assert "shortcut audit failed for 1 of 1 categories: voice_pitch (" in printed.err
     assert json.loads(out.read_text())["per_category"]["voice_pitch"]["passes"] is False
     assert cli.main(["audit", str(clean)]) == 0
     assert "shortcut audit passed" in capsys.readouterr().out

@@ -326,56 +326,102 @@ def test_adaptive_eval_and_report_through_the_cli(dataset, tmp_path, capsys):
     assert "baseline:random" in html and "http://" not in html and "https://" not in html
 
 
-def test_a_limited_run_interleaves_categories_and_sources():
-    """--limit takes items round-robin over categories and, within each, over source clips:
-    a demo run of 10 items per category rests on 10 sources (hash order alone gave ~6.5)."""
-    from vocalgrad.evaluation.evaluate import _balanced_head
+def _demo_rows(fmt: str) -> list[dict]:
+    """The demo's test split in miniature: 5 categories x 10 sources (two a speaker), each
+    source with every tier (x curve for gradual clips) in both directions, and three constants
+    a source for gradual clips."""
+    curves = (
+        ("linear", "jump", "quad_first_flat", "quad_last_flat") if fmt == "gradual" else ("held",)
+    )
+    rows = []
+    for c in ("echo", "volume", "voice_pitch", "voice_clarity", "audio_roughness"):
+        for s in range(10):
+            source = f"builtin/spk{s // 2}/src{s}"
+            for tier, mag in (("low", 1.0), ("mid", 2.0), ("high", 3.0)):
+                for curve in curves:
+                    for d in ("increase", "decrease"):
+                        rows.append(
+                            {
+                                "item_id": f"{fmt}-{c}-{s}-{tier}-{curve}-{d}",
+                                "category": c,
+                                "source_id": source,
+                                "tier": tier,
+                                "curve": curve,
+                                "magnitude": mag,
+                                "direction": d,
+                                "format": fmt,
+                            }
+                        )
+            for k in range(3 if fmt == "gradual" else 0):
+                rows.append(
+                    {
+                        "item_id": f"{fmt}-{c}-{s}-constant-{k}",
+                        "category": c,
+                        "source_id": source,
+                        "tier": "none",
+                        "curve": "none",
+                        "magnitude": 0.0,
+                        "direction": "constant",
+                        "format": fmt,
+                    }
+                )
+    return rows
 
-    items = [
-        {"item_id": f"{c}-{s}-{k}", "category": c, "source_id": f"src{s}"}
-        for c in ("echo", "volume", "voice_pitch")
-        for s in range(10)
-        for k in range(6)
-    ]
-    head = _balanced_head(items, 30)
-    assert len(head) == 30 and len({r["item_id"] for r in head}) == 30
-    for category in ("echo", "volume", "voice_pitch"):
-        sources = [r["source_id"] for r in head if r["category"] == category]
-        assert len(sources) == 10 and len(set(sources)) == 10, sources
-    assert _balanced_head(items, 30) == head  # the same items whatever the order given
-    assert _balanced_head(items[::-1], 30) == head
-    assert len(_balanced_head(items, 1000)) == len(items)
+
+def test_a_limited_run_is_balanced_over_what_the_score_reads():
+    """Two items per source and category (the demo's --limit): one twin pair from every
+    source, tiers and curves within one pair of even, the same whatever the row order."""
+    from vocalgrad.evaluation.subset import balanced_subset
+
+    items = _demo_rows("gradual")
+    head, report = balanced_subset(items, 2 * 10 * 5)
+    assert len(head) == 100 and len({r["item_id"] for r in head}) == 100
+    assert report["balanced"] and not report["problems"]
+    for category, counts in report["per_category"].items():
+        mine = [r for r in head if r["category"] == category]
+        assert counts["increase"] == counts["decrease"] == 10 and counts["constant"] == 0
+        assert len({r["source_id"] for r in mine}) == 10, category
+        assert sorted(counts["tiers"].values()) == [6, 6, 8]
+        assert sorted(counts["curves"].values()) == [4, 4, 6, 6]
+        pairs = Counter((r["source_id"], r["tier"], r["curve"]) for r in mine)
+        assert set(pairs.values()) == {2}  # both clips of each twin pair
+    assert balanced_subset(items[::-1], 100)[0] == head  # the same items whatever the order
+    everything, whole = balanced_subset(items, 10_000)
+    assert len(everything) == len(items) and whole["whole"] and whole["balanced"]
 
 
-def test_a_limited_run_asks_every_source_about_a_changing_clip():
-    """Three constant clips a source share one cell (magnitude 0, "constant"): two items a
-    source must never be two of them, whichever way the cells hash."""
-    from vocalgrad.evaluation.evaluate import _balanced_head
+def test_limited_runs_on_the_formats_of_one_source_set_ask_the_same_cells():
+    from vocalgrad.evaluation.subset import balanced_subset
 
-    items = [
-        {
-            "item_id": f"{c}-{s}-{d}-{m}-{k}",
-            "category": c,
-            "source_id": f"src{s}",
-            "magnitude": m,
-            "direction": d,
-        }
-        for c in ("echo", "volume", "voice_pitch", "voice_clarity", "audio_roughness")
-        for s in range(10)
-        for m, d, copies in [(0.0, "constant", 3)]
-        + [(mag, d, 4) for mag in (1.0, 2.0, 3.0) for d in ("increase", "decrease")]
-        for k in range(copies)
-    ]
-    head = _balanced_head(items, 2 * 10 * 5)
-    for category in ("echo", "volume", "voice_pitch", "voice_clarity", "audio_roughness"):
-        changing = {
-            r["source_id"]
-            for r in head
-            if r["category"] == category and r["direction"] != "constant"
-        }
-        assert len(changing) == 10, (category, changing)
-    cells = Counter((r["source_id"], r["category"], r["magnitude"], r["direction"]) for r in head)
-    assert max(cells.values()) == 1  # two items of a source are two cells
+    cells = {}
+    for fmt in ("gradual", "comparison"):
+        head, report = balanced_subset(_demo_rows(fmt), 100)
+        assert report["balanced"]
+        cells[fmt] = {(r["category"], r["source_id"], r["tier"], r["direction"]) for r in head}
+    assert cells["gradual"] == cells["comparison"]
+
+
+def test_constants_take_their_share_after_one_pair_per_source():
+    from vocalgrad.evaluation.subset import balanced_subset
+
+    _, report = balanced_subset(_demo_rows("gradual"), 5 * 60)
+    for counts in report["per_category"].values():  # 60 a category: 1/9 of it constant
+        assert counts["constant"] in (6, 8) and counts["increase"] == counts["decrease"]
+        assert counts["sources"] == 10
+
+
+def test_a_limit_that_cannot_be_balanced_says_why():
+    from vocalgrad.evaluation.subset import balanced_subset, describe
+
+    items = [r for r in _demo_rows("comparison") if r["category"] in ("echo", "volume")]
+    head, report = balanced_subset(items, 3)
+    assert len(head) == 3 and not report["balanced"]
+    assert any("fewer than one twin pair" in p for p in report["problems"])
+    assert any(
+        "volume: 1 increase vs 0 decrease" in p or "volume: 0 increase vs 1" in p
+        for p in report["problems"]
+    )
+    assert "NOT balanced" in describe(report)
 
 
 def test_a_partly_failed_batch_keeps_the_answers_that_arrived(dataset, tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -173,7 +174,9 @@ def _key(audio, sr) -> str:
 
 @pytest.fixture(scope="module")
 def tasks(dataset, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tasks")
+    """Exported, then moved elsewhere (as to the GPU machine): every test runs on the moved
+    folder, so none passes on a path that only the export's own location resolves."""
+    out = tmp_path_factory.mktemp("tasks") / "exported"
     assert (
         main(
             [
@@ -188,7 +191,9 @@ def tasks(dataset, tmp_path_factory) -> Path:
         )
         == 0
     )
-    return out
+    moved = tmp_path_factory.mktemp("elsewhere") / "tasks"
+    shutil.move(out, moved)
+    return moved
 
 
 def evaluate(model: str, plugin: Path, tasks: Path, task: str, monkeypatch) -> dict:
@@ -212,7 +217,8 @@ def test_export_writes_a_task_per_format_and_variant(tasks, dataset):
     meta = json.loads((tasks / "vocalgrad_export.json").read_text())
     assert meta["tasks"] == ["vocalgrad_gradual", "vocalgrad_gradual_swapped"]
     yaml = (tasks / "vocalgrad_gradual" / "vocalgrad_gradual.yaml").read_text()
-    assert "doc_to_messages: !function vocalgrad.harness.lmms_tasks.doc_to_messages" in yaml
+    assert "doc_to_messages: !function vocalgrad_task.doc_to_messages" in yaml
+    assert "doc_to_text: !function vocalgrad.harness.lmms_tasks.doc_to_text" in yaml
     assert (
         "doc_to_audio" not in yaml
     )  # lmms-eval's config rejects it: audio goes through doc_to_visual
@@ -223,6 +229,7 @@ def test_export_writes_a_task_per_format_and_variant(tasks, dataset):
     assert len(docs) == len(load_rows(dataset)) and all(
         Path(d["path"]).suffix == ".wav" for d in docs
     )
+    assert all(not Path(d["path"]).is_absolute() and (tasks / d["path"]).is_file() for d in docs)
 
 
 def test_export_refuses_what_it_cannot_ask(dataset, tmp_path):

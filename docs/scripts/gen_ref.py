@@ -121,6 +121,8 @@ def cli_page() -> str:
         root.format_usage().strip().removeprefix("usage: "),
         "```",
         "",
+        md(root.epilog[0].upper() + root.epilog[1:]) + ".",
+        "",
         "| argument | default | what |",
         "|---|---|---|",
         *_option_rows(root),
@@ -398,6 +400,9 @@ ENVIRONMENT = {
     "cluster (implies `--executor ray`).",
     "VOCALGRAD_ADMIN_TOKEN": "Admin token of `vocalgrad human serve` (at least 32 characters; "
     "`--dev` generates one when it is unset).",
+    "VOCALGRAD_PROGRESS": "`bar`, `log` or `off`: how `build`, `verify`, `audit`, `eval` and "
+    "`probe` show progress. Default: a bar with ETA where stderr is a terminal or in a "
+    "notebook, else (`log`) one line every 30 s while a step runs.",
     "OPENAI_API_KEY": "Key the `openai:` listener sends (Python: `api_key_env=` names another "
     "variable). Not needed for a server on loopback.",
 }
@@ -407,6 +412,8 @@ LIBRARY_ENVIRONMENT = {
     "HF_HOME": "Where the Hugging Face cache lives (`hf:` hub ids are looked up there).",
     "CUDA_VISIBLE_DEVICES": "Which GPUs torch sees; `hf:` and `whisper:` listeners use CUDA "
     "when torch finds one.",
+    "TIKTOKEN_CACHE_DIR": "Where tiktoken keeps its encodings: inspect's `mockllm` model needs "
+    "`o200k_base` there to run offline ([harnesses](../harnesses.md#offline)).",
 }
 
 

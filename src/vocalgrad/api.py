@@ -350,7 +350,10 @@ def evaluate(
     Run
         The run folder, with this call's counts (``answered``, ``from_cache``: of those, how
         many came from the answer cache, ``skipped_done``, ``retried``, ``errors``,
-        ``failed``: items still without an answer, ``total``, ``seconds``).
+        ``failed``: items still without an answer, and ``failure_reasons``, the commonest
+        errors with their item counts, ``total``, ``seconds``), ``subset``: what a `limit`
+        chose (see `vocalgrad.evaluation.subset`), and ``usage``: the tokens and cost of this
+        call's requests for a listener that tallies them (else None).
     """
     from vocalgrad.evaluation.evaluate import evaluate as run_questions
     from vocalgrad.evaluation.score import write_summary
@@ -471,9 +474,11 @@ def audit(dataset: Dataset | PathLike, workers: int = 1) -> AuditReport:
         Per category the classifiers' accuracies with CIs and whether it passes; also
         written to ``DATASET/audit.json``.
     """
+    from vocalgrad.progress import progress_callback
     from vocalgrad.stimuli.audit import audit_dataset
 
-    return audit_dataset(load_dataset(dataset).path, workers=workers)
+    with progress_callback("audit cues", unit="clip") as measured:
+        return audit_dataset(load_dataset(dataset).path, workers=workers, progress=measured)
 
 
 def verify(dataset: Dataset | PathLike, limit: int | None = None) -> dict:

@@ -7,8 +7,44 @@ line without a traceback, and callers catch a family by its type instead of catc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """A hint for a mistyped name, to put right after it in an error message.
+
+    Every lookup by name (dimensions, listeners, prompt variants, controls, source specs,
+    listener options) builds its error with this one helper, so a typo gets the same help
+    everywhere.
+
+    Parameters
+    ----------
+    name : str
+        What the user typed.
+    choices : iterable of str
+        The names that would have been accepted.
+
+    Returns
+    -------
+    str
+        `` (did you mean 'x'?)`` or `` (did you mean 'x' or 'y'?)`` for the closest choices
+        (a choice that contains the name, e.g. ``pitch`` in ``voice_pitch``, counts as
+        close), or ``""`` when none is close.
+    """
+    options = list(dict.fromkeys(str(c) for c in choices))
+    typed = name.strip().lower()
+    if not typed or not options:
+        return ""
+    by_key = {c.lower(): c for c in options}
+    close = difflib.get_close_matches(typed, list(by_key), n=3, cutoff=0.6)
+    if len(typed) >= 3:
+        close = [k for k in by_key if typed in k and k != typed] + close
+    found = [by_key[k] for k in dict.fromkeys(close)][:2]
+    if not found:
+        return ""
+    return " (did you mean " + " or ".join(repr(f) for f in found) + "?)"
 
 
 class VocalgradError(Exception):

@@ -20,7 +20,8 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         epilog="exit status: 0 done (every item answered), 1 nothing answered or an OS error "
         "(permission, full disk), 2 bad input or usage, 3 some items unanswered (rerun to ask "
-        "them again), 130 interrupted (rerun to resume)",
+        "them again), 4 the shortcut audit failed (build, audit: the dataset is written; "
+        "--allow-audit-failure exits 0), 130 interrupted (rerun to resume)",
     )
     p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -45,7 +46,7 @@ def _resolve_datasets(args: argparse.Namespace) -> None:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 """Exit codes: every item answered; no item answered, or an OS error (permission, full
 disk); bad input or usage (argparse's code too); some items unanswered (rerun to ask them
-again); stopped by Ctrl-C."""
+again); stopped by Ctrl-C. `options.EXIT_AUDIT` (4): the shortcut audit failed."""
 
 _OS_FIXES = {
     errno.EACCES: "no permission: choose a folder you can write or fix its permissions",

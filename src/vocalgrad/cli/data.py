@@ -9,8 +9,11 @@ from pathlib import Path
 
 from vocalgrad import formats
 from vocalgrad.cli.options import (
+    AUDIT_FAILURE_HELP,
     add_deprecated_alias,
     add_executor_options,
+    audit_failures,
+    audit_status,
     csv_list,
     executor_from_args,
     positive_seconds,
@@ -77,6 +80,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
     b.add_argument("--no-audit", action="store_true", help="skip the shortcut audit at the end")
+    b.add_argument("--allow-audit-failure", action="store_true", help=AUDIT_FAILURE_HELP)
     b.set_defaults(func=cmd_build)
 
     v = sub.add_parser(
@@ -102,6 +106,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=1,
         help="processes measuring clip cues and fitting the categories' classifiers",
     )
+    a.add_argument("--allow-audit-failure", action="store_true", help=AUDIT_FAILURE_HELP)
     a.set_defaults(func=cmd_audit)
 
     s = sub.add_parser(
@@ -224,7 +229,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     if "shortcut_audit" in report:
         from vocalgrad.stimuli.audit import format_audit
 
-        print(format_audit(report["shortcut_audit"]))
+        print(format_audit(report["shortcut_audit"]), flush=True)
+        return audit_status(report["shortcut_audit"], args.allow_audit_failure)
     return 0
 
 
@@ -245,14 +251,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     report = audit(args.dataset, workers=args.workers)
     print(format_audit(report))
     _write_json(args.json, report)
-    failing = [c for c, r in report["per_category"].items() if r["passes"] is False]
-    for category in failing:
-        print(f"FAIL {category}: {'; '.join(report['per_category'][category]['reasons'])}")
-    if failing:
-        print(
-            f"shortcut audit failed for {len(failing)} of {len(report['per_category'])} categories"
-        )
-        return 1
+    if audit_failures(report):
+        return audit_status(report, args.allow_audit_failure)
     print(
         "shortcut audit passed: no label is recoverable from cues other than the change over time"
     )

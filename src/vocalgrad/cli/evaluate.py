@@ -39,9 +39,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
     e.add_argument("--split", default="test")
-    e.add_argument("--categories", type=csv_list)
     e.add_argument(
-        "--limit", type=whole(1), help="ask only this many items (balanced over categories)"
+        "--categories",
+        type=csv_list,
+        help="comma-separated, among the dataset's own (default: all of them)",
+    )
+    e.add_argument(
+        "--limit",
+        type=whole(1),
+        help="ask at most this many items, chosen to score as the whole split would: shared "
+        "equally over categories, increase and decrease twins together, spread over sources, "
+        "tiers and curves (printed, and recorded in the manifest's `subset`; a limit that "
+        "cannot be balanced is said so)",
     )
     e.add_argument("--batch-size", type=whole(1), default=16)
     e.add_argument(
@@ -153,6 +162,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     with executor_from_args(args) as executor:
         listener = executor.listener(ListenerSpec(args.listener, args.dataset, options))
+        note = in_flight_note(listener, args.batch_size, args.mode)
+        if note:
+            print(f"vocalgrad: note: {note}", file=sys.stderr)
         return _eval(args, listener, executor)
 
 
@@ -167,6 +179,40 @@ def eval_config_from(args: argparse.Namespace):
         if getattr(args, f.name, None) is not None
     }
     return eval_config(**fields)
+
+
+def in_flight_note(listener, batch_size: int, mode: str) -> str | None:
+    """Say so when a listener's `concurrency` cannot be reached: the runner hands it one
+    batch at a time, so at most a batch's requests are in flight (--batch-size items, each
+    asked in both option orders in choice mode).
+
+    Parameters
+    ----------
+    listener : Listener
+        The listener a run asks (one with a `concurrency` attribute, e.g. `openai:`).
+    batch_size : int
+        ``--batch-size``.
+    mode : str
+        ``--mode``.
+
+    Returns
+    -------
+    str or None
+        The note, or None when the concurrency can be reached.
+    """
+    concurrency = getattr(listener, "concurrency", None)
+    if not isinstance(concurrency, int):
+        return None
+    choice = mode in ("choice", "both") or (mode == "auto" and listener.can_score)
+    per_batch = batch_size * (2 if choice else 1)
+    if concurrency <= per_batch:
+        return None
+    return (
+        f"{listener.listener_id} keeps at most {per_batch} requests in flight, not its "
+        f"concurrency {concurrency}: a batch holds --batch-size {batch_size} items"
+        + (", each asked in both option orders" if choice else "")
+        + f"; use --batch-size {-(-concurrency // (2 if choice else 1))} to reach it"
+    )
 
 
 def _eval(args: argparse.Namespace, listener, executor) -> int:
@@ -200,6 +246,11 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         use_cache=not args.no_cache,
     )
     counts = run.counts
+    subset = counts.get("subset")
+    if subset and subset["balanced"]:  # an unbalanced one was a warning before the run
+        from vocalgrad.evaluation.subset import describe
+
+        print(describe(subset))
     print(
         f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already "
         f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
@@ -211,14 +262,57 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
             ", answers given before to the same question by the same listener); --no-cache asks "
             "afresh"
         )
+    if counts.get("usage") is not None:
+        print(usage_line(listener.listener_id, counts["usage"], out))
     if counts["failed"]:
         print(
-            f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "
-            f"{out / 'results.jsonl'}); fix the cause and rerun the same command to ask them again"
+            f"{counts['failed']} of {counts['total']} items have no answer; fix the cause and "
+            f"rerun the same command to ask them again. Why (each item's error is in "
+            f"{out / 'results.jsonl'}):"
         )
+        for reason, n in counts.get("failure_reasons", []):
+            print(f"  {n} item(s): {reason}")
     if counts["failed"] < counts["total"]:
-        print(markdown(run.summary))
+        print(markdown(run.summary), flush=True)
+        if subset and not subset["balanced"]:
+            print(
+                "vocalgrad: warning: the scores above rest on an unbalanced --limit subset: "
+                + "; ".join(subset["problems"]),
+                file=sys.stderr,
+            )
     return run_status(counts)
+
+
+def usage_line(listener_id: str, usage: dict, out: Path) -> str:
+    """What this call's answers cost: requests, tokens and, where prices were given, USD.
+
+    Parameters
+    ----------
+    listener_id : str
+        Who answered.
+    usage : dict
+        The call's tally (`Listener.usage` growth): counts, and ``cost_usd`` or None.
+    out : Path
+        The run folder, whose manifest keeps the total over every call.
+
+    Returns
+    -------
+    str
+        One line for the console.
+    """
+    cost = usage.get("cost_usd")
+    paid = (
+        f"cost ${cost:.4f} at the prices given"
+        if cost is not None
+        else "no cost (give prices: -O input_price_per_m=... -O output_price_per_m=... "
+        "-O audio_input_price_per_m=..., USD per million tokens)"
+    )
+    return (
+        f"{listener_id}: {usage.get('requests', 0)} requests ({usage.get('retries', 0)} "
+        f"retries), {usage.get('prompt_tokens', 0)} prompt tokens "
+        f"({usage.get('audio_tokens', 0)} audio), {usage.get('completion_tokens', 0)} "
+        f"completion tokens, {paid}; the run's total is `usage` in {out / 'manifest.json'}"
+    )
 
 
 def run_status(counts: dict) -> int:

@@ -8,6 +8,69 @@ import os
 import sys
 from collections.abc import Callable
 
+EXIT_AUDIT = 4
+"""Exit status of `build` and `audit` when the shortcut audit fails (the dataset is written)."""
+
+AUDIT_FAILURE_HELP = (
+    "exit 0 when the shortcut audit fails, for an exploratory build (default: exit 4, "
+    "naming the failing categories)"
+)
+
+
+def audit_failures(report: dict) -> list[str]:
+    """One ``category (reason; reason)`` entry per category that fails the shortcut audit.
+
+    Parameters
+    ----------
+    report : dict
+        An audit report (``per_category`` with ``passes`` and ``reasons``).
+
+    Returns
+    -------
+    list of str
+        Empty when every category passes.
+    """
+    return [
+        f"{category} ({'; '.join(r.get('reasons') or ['failed'])})"
+        for category, r in report.get("per_category", {}).items()
+        if r.get("passes") is False
+    ]
+
+
+def audit_status(report: dict, allow_failure: bool) -> int:
+    """0, or `EXIT_AUDIT` after one line on stderr naming the failing categories.
+
+    A failing category is a benchmark that can be answered without hearing the change: a
+    pipeline must be able to stop on it, and an exploratory build may go on
+    (`allow_failure`), with the same line printed as a warning.
+
+    Parameters
+    ----------
+    report : dict
+        The audit report.
+    allow_failure : bool
+        ``--allow-audit-failure``: report the failure, exit 0.
+
+    Returns
+    -------
+    int
+        The command's exit status.
+    """
+    failing = audit_failures(report)
+    if not failing:
+        return 0
+    total = len(report.get("per_category", {}))
+    line = f"shortcut audit failed for {len(failing)} of {total} categories: " + ", ".join(failing)
+    if allow_failure:
+        print(f"vocalgrad: warning: {line} (--allow-audit-failure: exit 0)", file=sys.stderr)
+        return 0
+    print(
+        f"vocalgrad: error: {line}; the dataset is written: rerun with --allow-audit-failure "
+        "to accept it for exploration",
+        file=sys.stderr,
+    )
+    return EXIT_AUDIT
+
 
 def csv_list(value: str) -> tuple[str, ...]:
     """A comma-separated option as a tuple of its non-empty items."""

@@ -14,7 +14,7 @@ from importlib.metadata import entry_points
 from types import ModuleType
 
 from vocalgrad.dimensions.base import Bound, Dimension, DimensionSpec, Measured, Question, bind
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 
 # the published benchmark's nine, in its order: what a build asks for by default (the
 # others are opt-in with --categories until their human data exist)
@@ -115,7 +115,9 @@ def get(name: str) -> Bound:
         return DIMENSIONS[name]
     except KeyError:
         known = ", ".join(DIMENSIONS)
-        raise ConfigError(f"unknown category {name!r}; choose from {known}") from None
+        raise ConfigError(
+            f"unknown category {name!r}{did_you_mean(name, DIMENSIONS)}; choose from {known}"
+        ) from None
 
 
 __all__ = [

@@ -16,18 +16,19 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shlex
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from itertools import zip_longest
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from tqdm import tqdm
 
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, resample
@@ -40,12 +41,21 @@ from vocalgrad.dataset import (
     read_jsonl,
     repair_tail,
 )
-from vocalgrad.errors import ConfigError, DatasetError, PartialBatchError, VocalgradError
+from vocalgrad.errors import (
+    ConfigError,
+    DatasetError,
+    PartialBatchError,
+    VocalgradError,
+    did_you_mean,
+)
+from vocalgrad.evaluation.subset import balanced_subset
+from vocalgrad.evaluation.subset import describe as describe_subset
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.formats import of_row, row_format
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
+from vocalgrad.progress import progress
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import (
@@ -89,10 +99,11 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if self.mode not in ("auto", "choice", "generate", "both"):
             raise ConfigError(f"mode {self.mode!r}: use choice, generate, both or auto")
-        unknown = set(self.controls) - set(CONTROLS)
+        unknown = sorted(set(self.controls) - set(CONTROLS))
         if unknown:
+            hints = "".join(did_you_mean(c, CONTROLS) for c in unknown[:1])
             raise ConfigError(
-                f"unknown control(s) {sorted(unknown)}; choose from {', '.join(CONTROLS)}"
+                f"unknown control(s) {unknown}{hints}; choose from {', '.join(CONTROLS)}"
             )
         for name, low in (("batch_size", 1), ("max_new_tokens", 1), ("few_shot", 0), ("limit", 1)):
             value = getattr(self, name)
@@ -161,6 +172,7 @@ def evaluate(
     folder is locked meanwhile: a second writer fails at once instead of duplicating rows."""
     dataset, out = Path(dataset), Path(out)
     rows = load_rows(dataset)
+    check_categories(rows, config.categories, dataset)
     items = [
         r
         for r in rows
@@ -179,8 +191,11 @@ def evaluate(
             f"{listener.listener_id} cannot be tested on {', '.join(untestable)}: "
             + "; ".join(untestable.values())
         )
+    subset = None
     if config.limit is not None:
-        items = _balanced_head(items, config.limit)
+        items, subset = balanced_subset(items, config.limit)
+        if not subset["balanced"]:
+            log.warning("warning: %s", describe_subset(subset))
     train = [r for r in rows if r["split"] == "train"]
     if config.few_shot and not train:
         raise ConfigError(
@@ -189,6 +204,8 @@ def evaluate(
         )
     mode = _mode(config.mode, listener)
     manifest = {**_manifest(dataset, listener, config, mode, items), "untestable": untestable}
+    if subset is not None:
+        manifest["subset"] = subset
     if out.exists() and not out.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
     out.mkdir(parents=True, exist_ok=True)
@@ -226,11 +243,8 @@ def _evaluate(
     note = repair_tail(results)
     if note:
         log.warning("%s; its item is asked again", note)
-    failed = (
-        {
-            r["key"]: r.get("error") is not None
-            for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)
-        }
+    failed = (  # key -> the error of its last answer (None: answered)
+        {r["key"]: r.get("error") for r in read_jsonl(results, torn="skip", hint=RERUN_HINT)}
         if results.is_file()
         else {}
     )
@@ -241,6 +255,7 @@ def _evaluate(
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
     errors = from_cache = 0
+    spent: dict | None = None  # what the listener's answers cost in this call (usage())
     held: dict[int, list[Prepared]] = {}
 
     def questions() -> Iterator[tuple[dict, int]]:
@@ -253,14 +268,11 @@ def _evaluate(
     with (
         naming(results),
         results.open("a") as log_file,
-        tqdm(
-            total=len(tasks),
-            unit="item",
-            desc=listener.listener_id,
-            disable=not sys.stderr.isatty(),
-        ) as bar,
+        progress(len(tasks), f"eval {listener.listener_id}") as bar,
+        _recording_usage(out, lambda: spent),
     ):
-        for i, fresh in (executor or Executor()).map_batches(listener, _ask, questions()):
+        for i, (fresh, cost) in (executor or Executor()).map_batches(listener, _ask, questions()):
+            spent = add_usage(spent, cost)
             keyed = held.pop(i)
             cache.put_many([(k, v) for k, v in fresh.items() if "error" not in v])
             lines = []
@@ -270,7 +282,7 @@ def _evaluate(
                 result["cached"] = bool(p.keys) and not any(k in fresh for k in p.keys)
                 from_cache += result["cached"]
                 errors += result.get("error") is not None
-                failed[p.task.key] = result.get("error") is not None
+                failed[p.task.key] = result.get("error")
                 lines.append(dumps(result) + "\n")
             log_file.write("".join(lines))  # one write per batch: a crash tears one line at most
             log_file.flush()
@@ -283,9 +295,101 @@ def _evaluate(
         "errors": errors,
         "from_cache": from_cache,
         "total": len(every),
-        "failed": sum(failed.get(t.key, False) for t in every),
+        "failed": sum(bool(failed.get(t.key)) for t in every),
+        "failure_reasons": failure_reasons([failed[t.key] for t in every if failed.get(t.key)]),
         "seconds": round(time.time() - started, 2),
+        "subset": manifest.get("subset"),
+        "usage": spent,
     }
+
+
+def failure_reasons(errors: Sequence[str], top: int = 3) -> list[tuple[str, int]]:
+    """The most common causes among per-item errors, for the console.
+
+    Parameters
+    ----------
+    errors : sequence of str
+        The recorded error of each unanswered item; the item they name (``item 'x': ``) is
+        left out, so one cause on many items counts once.
+    top : int
+        How many causes to return.
+
+    Returns
+    -------
+    list of (str, int)
+        (cause, items) pairs, most items first.
+    """
+    causes = Counter(re.sub(r"^item '[^']*': ", "", e) for e in errors)
+    return causes.most_common(top)
+
+
+def add_usage(total: dict | None, more: dict | None) -> dict | None:
+    """Two tallies of `Listener.usage` added key by key (None: nothing tallied).
+
+    Parameters
+    ----------
+    total, more : dict or None
+        Counts (tokens, requests, retries, failures) and ``cost_usd`` (USD, or None where
+        no price was given).
+
+    Returns
+    -------
+    dict or None
+        Their sum; ``cost_usd`` is None unless both have one.
+    """
+    if more is None:
+        return total
+    if total is None:
+        return dict(more)
+    out = dict(total)
+    for key, value in more.items():
+        if key == "cost_usd":
+            mine = total.get("cost_usd")
+            out[key] = None if value is None or mine is None else mine + value
+        elif isinstance(value, int | float):
+            out[key] = total.get(key, 0) + value
+    return out
+
+
+@contextmanager
+def _recording_usage(out: Path, spent: Callable[[], dict | None]) -> Iterator[None]:
+    """Add what this call's answers cost to the manifest's `usage` when it ends, however it
+    ends (tokens spent before Ctrl-C were spent): a resumed run adds its own."""
+    try:
+        yield
+    finally:
+        cost = spent()
+        if cost is not None:
+            path = out / "manifest.json"
+            saved = read_json(path, DAMAGED_RUN)
+            saved["usage"] = add_usage(saved.get("usage"), cost)
+            atomic_write_text(path, json.dumps(saved, indent=2) + "\n")
+
+
+def check_categories(rows: Sequence[dict], categories: Sequence[str], dataset: Path) -> None:
+    """Refuse a category the dataset does not hold, naming the ones it does.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        The dataset's rows (every split).
+    categories : sequence of str
+        The categories asked for (empty: all).
+    dataset : Path
+        The dataset folder, for the message.
+
+    Raises
+    ------
+    ConfigError
+        A category is not in the dataset; the message suggests the closest one it has.
+    """
+    present = sorted({r["category"] for r in rows})
+    for category in categories:
+        if category not in present:
+            raise ConfigError(
+                f"{dataset}: no category {category!r}{did_you_mean(category, present)}; "
+                f"this dataset has {', '.join(present)}"
+            )
 
 
 def untestable_categories(items: Sequence[dict], listener: Listener) -> dict[str, str]:
@@ -310,48 +414,6 @@ def _mode(requested: str, listener: Listener) -> tuple[str, ...]:
             f"{listener.listener_id} cannot score choices by likelihood; use --mode generate"
         )
     return ("choice", "generate") if requested == "both" else (requested,)
-
-
-def _balanced_head(items: list[dict], limit: int) -> list[dict]:
-    """The first `limit` items in an order that interleaves categories and, within each
-    category, source clips, so a limited run rests on as many sources per category as it can:
-    10 items of a category come from 10 sources where it has them. Within a source, items go
-    round the cells (category, magnitude, direction) in a hashed order of the cells, one item
-    of each before a second of any, so limited runs on the gradual, comparison and
-    recognition builds of one source set ask about the same cells, and a source's first two
-    items are never two of its constant clips (three a source: a limited run once asked
-    voice pitch about changing clips of 5 sources in 10)."""
-
-    def cell(r: dict) -> str:
-        key = f"{r['source_id']}|{r['category']}|{r.get('magnitude')}|{r.get('direction')}"
-        return hashlib.sha256(key.encode()).hexdigest()
-
-    by_cell: dict[tuple[str, str, str], list[dict]] = {}
-    for r in sorted(items, key=lambda r: r["item_id"]):
-        by_cell.setdefault((cell(r), r["category"], r["source_id"]), []).append(r)
-    by_cat: dict[str, dict[str, list[list[dict]]]] = {}
-    for (_, cat, source), group in sorted(by_cell.items()):
-        by_cat.setdefault(cat, {}).setdefault(source, []).append(group)
-    queues = {
-        cat: [
-            r
-            for group in zip_longest(*(_round_robin(cells) for cells in by_src.values()))
-            for r in group
-            if r is not None
-        ]
-        for cat, by_src in by_cat.items()
-    }
-    out: list[dict] = []
-    while len(out) < limit and any(queues.values()):
-        for cat in sorted(queues):
-            if queues[cat] and len(out) < limit:
-                out.append(queues[cat].pop(0))
-    return out
-
-
-def _round_robin(groups: list[list[dict]]) -> list[dict]:
-    """One item of each group in turn, then the next of each."""
-    return [r for turn in zip_longest(*groups) for r in turn if r is not None]
 
 
 def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Iterator[Task]:
@@ -416,10 +478,12 @@ def _missing(
 
 def _ask(
     listener: Listener, question: tuple[dict[str, list[tuple[Request, str]]], int]
-) -> dict[str, dict]:
-    """Cache key -> answer for one batch: the only step that needs the model (so the one an
-    executor may run elsewhere)."""
+) -> tuple[dict[str, dict], dict | None]:
+    """Cache key -> answer for one batch, and what answering it cost (`Listener.usage` after
+    minus before; None where the listener tallies nothing): the only step that needs the
+    model (so the one an executor may run elsewhere, where the listener's tally lives)."""
     todo_by_mode, max_new_tokens = question
+    before = listener.usage()
     fresh: dict[str, dict] = {}
     for mode, todo in todo_by_mode.items():
         try:
@@ -439,7 +503,18 @@ def _ask(
         except VocalgradError as err:  # the whole batch failed: record it per item, go on
             answers = [{"error": str(err)} for _ in todo]
         fresh.update({k: a for (_, k), a in zip(todo, answers, strict=True)})
-    return fresh
+    after = listener.usage()
+    if before is None or after is None:
+        return fresh, None
+    cost = {
+        k: v - before.get(k, 0)
+        for k, v in after.items()
+        if k != "cost_usd" and isinstance(v, int | float)
+    }
+    if "cost_usd" in after:
+        paid = (after["cost_usd"], before.get("cost_usd"))
+        cost["cost_usd"] = None if None in paid else paid[0] - paid[1]
+    return fresh, cost
 
 
 def _requests(
@@ -687,6 +762,12 @@ def _check_manifest(out: Path, manifest: dict) -> None:
             raise ConfigError(
                 f"{out} holds a run with another {' and '.join(what[k] for k in differ)}; "
                 "choose another --out"
+            )
+        chosen = (manifest.get("subset") or {}).get("items_sha256")
+        if chosen and (saved.get("subset") or {}).get("items_sha256") != chosen:
+            raise ConfigError(
+                f"{out} holds a --limit run over other items (chosen by an older vocalgrad, "
+                "before limits were balanced over direction, tier and curve); choose another --out"
             )
         return
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")

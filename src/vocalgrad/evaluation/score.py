@@ -231,12 +231,40 @@ def ci_note(cluster: str, n_boot: int) -> str:
     )
 
 
+def group_listener(summary: dict, key: str) -> tuple[str, str]:
+    """(listener, prompt/mode) of one group of a summary.
+
+    A run of several listeners (the listening study's export: the pool and each annotator)
+    names the listener in the group's key (``human:a01|default/generate``); a run of one
+    names it in its manifest, as a record (`vocalgrad eval`) or a plain string (the export).
+
+    Parameters
+    ----------
+    summary : dict
+        A `score_run` summary.
+    key : str
+        One of its ``groups``.
+
+    Returns
+    -------
+    tuple of str
+        The listener's id (``"?"`` when nothing names it) and the prompt variant / mode.
+    """
+    who, _, prompt = key.rpartition("|")
+    if who:
+        return who, prompt
+    listener = summary["config"].get("listener")
+    if isinstance(listener, dict):
+        listener = listener.get("listener")
+    return (str(listener) if listener else "?"), prompt
+
+
 def markdown(summary: dict) -> str:
     lines = []
-    listener = summary["config"].get("listener", {}).get("listener", "?")
     for key, group in summary["groups"].items():
+        listener, prompt = group_listener(summary, key)
         lines += [
-            f"### {listener} — {key}",
+            f"### {listener} — {prompt}",
             "",
             "| group | n | clusters | accuracy [95% CI] | bal. acc. | increase rate | unparsed | "
             "d′ [95% CI] | c | AUC |",
@@ -307,10 +335,10 @@ def to_csv(summary: dict) -> str:
         "ci_method",
     ]
     writer.writerow(header)
-    listener = summary["config"].get("listener", {}).get("listener", "?")
     for key, group in summary["groups"].items():
+        listener, prompt = group_listener(summary, key)
         for g in group["table"]:
-            writer.writerow([listener, key, g["group"], g["n"], *[g.get(h) for h in header[4:]]])
+            writer.writerow([listener, prompt, g["group"], g["n"], *[g.get(h) for h in header[4:]]])
     return buf.getvalue()
 
 

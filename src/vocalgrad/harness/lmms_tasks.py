@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from pathlib import Path
 
 from vocalgrad.audio import load_audio
 from vocalgrad.harness.items import answer_row, question, summary
@@ -33,6 +34,25 @@ SUMMARY_METRICS = {
     "increase_rate": "increase_rate",
 }
 PER_CATEGORY = ("accuracy", "dprime", "criterion")
+
+
+def in_export(doc: Mapping, export: str | Path) -> dict:
+    """The doc with its clip's path made absolute: docs.jsonl names it relative to the
+    export folder, so the folder can move (an absolute path, from an older export, is kept).
+
+    Parameters
+    ----------
+    doc : mapping
+        One line of a task's docs.jsonl.
+    export : str or Path
+        The export folder, wherever it lies now.
+
+    Returns
+    -------
+    dict
+        A copy of the doc whose ``path`` is absolute.
+    """
+    return {**doc, "path": str(Path(export) / doc["path"])}
 
 
 def doc_to_visual(doc: Mapping) -> list[dict]:

@@ -2,6 +2,7 @@
 
     baseline:random[:SEED]  baseline:always-increase  baseline:always-decrease  baseline:ideal
     baseline:shortcut  (answers from cues other than the change over time; needs a train split)
+    baseline:one-end  (the dimension's own measure at one end of the clip; needs a train split)
     whisper:tiny.en | whisper:base | whisper:<local HF folder> | whisper:<hub id in local cache>
         (+trimmed: the encoder runs on the clip's frames only, not a 30 s window;
          +bf16: encoder and decoder under bfloat16 autocast)

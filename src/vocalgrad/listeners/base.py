@@ -291,6 +291,21 @@ class Listener(ABC):
         """
         return None
 
+    def usage(self) -> dict[str, Any] | None:
+        """What answering has cost so far, for a listener that pays per request, or None.
+
+        A run records the growth of this tally over each batch in its manifest (``usage``)
+        and prints it, so an API run's tokens and cost are never only in memory.
+
+        Returns
+        -------
+        dict or None
+            Counts that only grow (e.g. ``requests``, ``prompt_tokens``, ``audio_tokens``,
+            ``completion_tokens``, ``retries``) and ``cost_usd`` (USD, None without prices);
+            None: this listener tallies nothing (the default).
+        """
+        return None
+
     # ---- identity ---------------------------------------------------------------------
 
     def capabilities(self) -> dict[str, Any]:

@@ -22,12 +22,14 @@ from vocalgrad import dimensions, formats
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, load_references, load_rows
 from vocalgrad.dimensions.base import Measured
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.formats.base import Asked
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.records import LABELS
 
 REVERSED_SUFFIX = "#reversed"
+BASELINES = ("random", "always-increase", "always-decrease", "ideal", "shortcut", "one-end")
+"""Every `baseline:` name, for the spec's error and `vocalgrad list listeners`."""
 
 
 class RandomListener(Listener):
@@ -419,7 +421,12 @@ def _at(measured: Measured, end: str) -> float:
 
 def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
     """The `baseline:` family: `random[:SEED]`, `always-increase`, `always-decrease`, `ideal`,
-    `shortcut`, `one-end` (the last three read the dataset they answer about)."""
+    `shortcut`, `one-end` (the last three read the dataset they answer about). They take no
+    options: a ``-O`` given to one is a usage error, never silently ignored."""
+    if options:
+        raise ConfigError(
+            f"baseline:{rest} takes no listener options; drop -O {', '.join(sorted(options))}"
+        )
     name, _, arg = rest.partition(":")
     if name == "random":
         if arg and not arg.isdigit():
@@ -433,6 +440,6 @@ def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -
             raise ConfigError(f"baseline:{name} needs the dataset it answers about")
         return observers[name](dataset)
     raise ConfigError(
-        f"unknown baseline {name!r}; use random, always-increase, always-decrease, "
-        "ideal, shortcut or one-end"
+        f"unknown baseline {name!r}{did_you_mean(name, BASELINES)}; use "
+        f"{', '.join(BASELINES[:-1])} or {BASELINES[-1]}"
     )

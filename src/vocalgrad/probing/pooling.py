@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 
 N_SEGMENTS = 16
 POOLINGS = ("segments16", "halves", "mean")
@@ -39,4 +39,7 @@ def pool(x: np.ndarray, method: str = "segments16") -> np.ndarray:
         return (second - first).astype(np.float32)
     if method == "mean":
         return x.mean(axis=0, dtype=np.float64).astype(np.float32)
-    raise ConfigError(f"unknown pooling {method!r}; choose from {', '.join(POOLINGS)}")
+    raise ConfigError(
+        f"unknown pooling {method!r}{did_you_mean(method, POOLINGS)}; "
+        f"choose from {', '.join(POOLINGS)}"
+    )

@@ -9,6 +9,7 @@ more stages here (named `random:...` and `dsp:...`), so every curve gets the sam
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -247,9 +248,30 @@ def mlp_probe(
 
 
 def fit_category(
-    features: dict[str, np.ndarray], rows: list[dict], settings: ProbeSettings
+    features: dict[str, np.ndarray],
+    rows: list[dict],
+    settings: ProbeSettings,
+    progress: Callable[[int, int], None] | None = None,
 ) -> StageFits:
-    """Every probe and control for one category's stages (dict order is kept)."""
+    """Every probe and control for one category's stages (dict order is kept).
+
+    Parameters
+    ----------
+    features : dict of str to ndarray
+        Stage -> items x d features, rows in `rows` order.
+    rows : list of dict
+        The items' dataset rows (labels, split, source and speaker).
+    settings : ProbeSettings
+        Seeds, folds, the regularisation path and the MLP's budget.
+    progress : callable, optional
+        ``progress(done, total)`` after each fit of a fold (the linear probes of every stage,
+        then the MLPs): a long fit is not silence.
+
+    Returns
+    -------
+    StageFits
+        Per stage the test items' logits of each probe and control, and the chosen C.
+    """
     stages = list(features)
     xs = [np.asarray(features[s], np.float32) for s in stages]
     y = labels(rows)
@@ -264,6 +286,10 @@ def fit_category(
     mlp = np.zeros((s_n, len(seeds), n_test)) if settings.mlp else None
     mlp_ctl = np.zeros_like(mlp) if mlp is not None else None
     best_c = np.zeros((s_n, len(folds)))
+    steps = len(folds) * (2 if mlp is not None else 1)
+    done = 0
+    if progress is not None:
+        progress(done, steps)
     for f_i, (train, test) in enumerate(folds):
         inner = inner_splits(rows, train, settings.inner_folds)
         control = [shuffled(y, train, s, sources) for s in seeds]
@@ -273,9 +299,15 @@ def fit_category(
         lin[:, cols] = logits[:, 0][:, test]
         lin_ctl[:, :, cols] = logits[:, 1:][:, :, test]
         best_c[:, f_i] = np.asarray(settings.cs)[best[:, 0]]
+        done += 1
+        if progress is not None:
+            progress(done, steps)
         if mlp is not None and mlp_ctl is not None:
             y_mlp = np.stack([*[y for _ in seeds], *control])
             out = mlp_probe(xs, y_mlp, train, seeds + seeds, settings)
             mlp[:, :, cols] = out[:, : len(seeds)][:, :, test]
             mlp_ctl[:, :, cols] = out[:, len(seeds) :][:, :, test]
+            done += 1
+            if progress is not None:
+                progress(done, steps)
     return StageFits(stages, test_index, lin, lin_ctl, mlp, mlp_ctl, best_c, split)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from vocalgrad import dimensions, formats
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.formats.base import Wording
 from vocalgrad.records import LABELS
 
@@ -171,7 +171,8 @@ def get_variant(name: str) -> Variant:
         return VARIANTS[name]
     except KeyError:
         raise ConfigError(
-            f"unknown prompt variant {name!r}; choose one of: {', '.join(VARIANTS)}"
+            f"unknown prompt variant {name!r}{did_you_mean(name, VARIANTS)}; choose one of: "
+            f"{', '.join(VARIANTS)}"
         ) from None
 
 

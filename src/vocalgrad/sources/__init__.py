@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vocalgrad.errors import ConfigError, SourceError
+from vocalgrad.errors import ConfigError, SourceError, did_you_mean
 from vocalgrad.sources.base import SpeechSource
 from vocalgrad.sources.builtin import builtin_sources, ensure_rendered
 from vocalgrad.sources.folder import folder_sources
@@ -90,8 +90,9 @@ def resolve_sources(
             )
         return builtin_sources(cache, sentences_per_clip=int(arg))
     if scheme not in SCHEMES or not sep:
+        hint = "" if scheme in SCHEMES else did_you_mean(scheme, SCHEMES)
         raise SourceError(
-            f"source spec {spec!r} is not understood; use one of: builtin, folder:PATH, "
+            f"source spec {spec!r} is not understood{hint}; use one of: builtin, folder:PATH, "
             "vctk:PATH, hf:NAME_OR_PATH[@SPLIT]"
         )
     if not arg:

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shutil
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -22,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
-from tqdm import tqdm
 
 from vocalgrad import dimensions, formats
 from vocalgrad.audio import write_flac_atomic
@@ -38,6 +36,7 @@ from vocalgrad.dataset import (
 from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
+from vocalgrad.progress import progress, progress_callback
 from vocalgrad.provenance import versions
 from vocalgrad.records import BuildReport, DatasetRow
 from vocalgrad.signal.analysis import Analysis
@@ -318,7 +317,8 @@ def build(
     with exclusive(state, "build folder"):
         report = _build(config, out, state, started, workers, cache_dir, executor)
         if audit:
-            report["shortcut_audit"] = audit_dataset(out, workers=workers)
+            with progress_callback("audit cues", unit="clip") as measured:
+                report["shortcut_audit"] = audit_dataset(out, workers=workers, progress=measured)
             append_audit(out, report["shortcut_audit"])
     return report
 
@@ -358,7 +358,7 @@ def _build(
     with (
         naming(state / "rows.jsonl"),
         (state / "rows.jsonl").open("a") as log_file,
-        tqdm(total=total, unit="clip", desc="build", disable=not sys.stderr.isatty()) as bar,
+        progress(total, "build", unit="clip") as bar,
     ):
         for result in (executor or TaskPool(workers)).map_tasks(render_source, tasks):
             if result.get("skipped"):

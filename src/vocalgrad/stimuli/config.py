@@ -18,7 +18,7 @@ from pydantic import (
 
 from vocalgrad import formats, registry
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
@@ -128,7 +128,10 @@ def _known(names: tuple[str, ...], allowed: Iterable[str], what: str) -> tuple[s
     allowed = tuple(allowed)
     for name in names:
         if name not in allowed:
-            raise ValueError(f"unknown {what} {name!r}; choose from {', '.join(allowed)}")
+            raise ValueError(
+                f"unknown {what} {name!r}{did_you_mean(name, allowed)}; "
+                f"choose from {', '.join(allowed)}"
+            )
     return names
 
 
@@ -199,7 +202,8 @@ def protocol(name: str) -> dict[str, Any]:
         return dict(PROTOCOLS[name])
     except KeyError:
         raise ConfigError(
-            f"unknown protocol {name!r}; choose from {', '.join(PROTOCOLS)}"
+            f"unknown protocol {name!r}{did_you_mean(name, PROTOCOLS)}; "
+            f"choose from {', '.join(PROTOCOLS)}"
         ) from None
 
 
@@ -212,7 +216,10 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     design = overrides.get("design")
     if design:
         if design not in DESIGNS:
-            raise ConfigError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
+            raise ConfigError(
+                f"unknown design {design!r}{did_you_mean(design, DESIGNS)}; "
+                f"choose from {', '.join(DESIGNS)}"
+            )
         values.update(DESIGNS[design])
     if path is not None:
         values.update(_read_toml(Path(path)))

@@ -7,17 +7,16 @@ slope) plus the label-independent checks (clipping, silence).
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from vocalgrad import dimensions, formats
 from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
+from vocalgrad.progress import tracked
 from vocalgrad.records import VerifyReport
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
@@ -66,7 +65,7 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
                 }
             )
 
-    for row in tqdm(rows, unit="clip", desc="verify", disable=not sys.stderr.isatty()):
+    for row in tracked(rows, "verify", unit="clip"):
         category = row["category"]
         dim = dimensions.get(category)
         try:
