@@ -9,12 +9,11 @@ not there is refused with one line that suggests the nearest known names.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
-from vocalgrad.errors import ConfigError
+from vocalgrad.errors import ConfigError, did_you_mean
 
 T = TypeVar("T")
 
@@ -38,9 +37,9 @@ def unknown(kind: str, name: str, known: Iterable[str]) -> str:
         One line, e.g. ``unknown colour 'gren' (did you mean 'green'?); choose from ...``.
     """
     known = list(known)
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-    return f"unknown {kind} {name!r}{hint}; choose from {', '.join(known) or 'nothing'}"
+    return f"unknown {kind} {name!r}{did_you_mean(name, known)}; choose from " + (
+        ", ".join(known) or "nothing"
+    )
 
 
 class Registry(Generic[T]):
