@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad._version import __version__
-from vocalgrad.files import atomic_write_text
+from vocalgrad.files import HUMAN_EXPORT, atomic_write_text, claim_output, mark_output
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text
@@ -194,10 +194,16 @@ def _nan_to_none(value: object) -> object:
     return value
 
 
-def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict:
-    """Write results.jsonl, trials.jsonl, agreement.json and manifest.json into `out`."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def export(
+    store: Store, out: str | Path, include_flagged: bool = False, overwrite: bool = False
+) -> dict:
+    """Write results.jsonl, trials.jsonl, agreement.json and manifest.json into `out`.
+
+    `out` must be new, empty or an earlier export (`files.claim_output`): a model's run folder
+    there would lose its results. `overwrite` writes there anyway. A `summary.json` beside the
+    export scored the answers it replaces, so it is removed (`vocalgrad score` writes anew).
+    """
+    out = claim_output(out, HUMAN_EXPORT, reads=[store.meta().get("dataset")], overwrite=overwrite)
     rows = result_rows(store, include_flagged)
     items = store.items()
     audit = [
@@ -244,6 +250,7 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
         "n_rows": len(rows),
         "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
+    mark_output(out, HUMAN_EXPORT)
     for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
         lines = (json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
         atomic_write_text(out / name, "".join(lines))
@@ -253,4 +260,5 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
     (out / "manifest.json").write_text(
         json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
     )
+    (out / "summary.json").unlink(missing_ok=True)
     return {"rows": len(rows), "out": str(out), "report": report}

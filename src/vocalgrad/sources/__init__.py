@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vocalgrad.errors import SourceError
+from vocalgrad.errors import ConfigError, SourceError
 from vocalgrad.sources.base import SpeechSource
 from vocalgrad.sources.builtin import builtin_sources, ensure_rendered
 from vocalgrad.sources.folder import folder_sources
@@ -35,12 +35,29 @@ SCHEMES = ("builtin", "folder", "vctk", "hf")
 
 
 def default_cache_dir() -> Path:
-    """$VOCALGRAD_CACHE, else $XDG_CACHE_HOME/vocalgrad, else ~/.cache/vocalgrad."""
-    if os.environ.get("VOCALGRAD_CACHE"):
-        return Path(os.environ["VOCALGRAD_CACHE"]).expanduser()
-    if os.environ.get("XDG_CACHE_HOME"):
-        return Path(os.environ["XDG_CACHE_HOME"]).expanduser() / "vocalgrad"
-    return Path.home() / ".cache" / "vocalgrad"
+    """$VOCALGRAD_CACHE, else $XDG_CACHE_HOME/vocalgrad, else ~/.cache/vocalgrad.
+
+    Raises
+    ------
+    ConfigError
+        A `~user` that names no user, or no home folder to put the cache in.
+    """
+    for name, below in (("VOCALGRAD_CACHE", ()), ("XDG_CACHE_HOME", ("vocalgrad",))):
+        value = os.environ.get(name)
+        if value:
+            try:
+                return Path(value).expanduser().joinpath(*below)
+            except RuntimeError as err:  # pathlib's "Could not determine home directory"
+                raise ConfigError(
+                    f"{name}={value}: {str(err).rstrip('.').lower()}; set it to a folder path "
+                    "(`~user` must name a user)"
+                ) from None
+    try:
+        return Path.home() / ".cache" / "vocalgrad"
+    except RuntimeError as err:
+        raise ConfigError(
+            f"{str(err).rstrip('.')}: set VOCALGRAD_CACHE to a folder for the cache"
+        ) from None
 
 
 def resolve_sources(
