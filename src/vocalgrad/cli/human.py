@@ -8,6 +8,7 @@ unless `[study] db` says otherwise. The admin works on the database file directl
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import json
 import os
@@ -80,21 +81,18 @@ def _is_loopback(host: str) -> bool:
 def _bind(host: str, port: int) -> socket.socket:
     """The server's listening socket, bound before anything is created or printed, so a busy
     port is one line and a failed exit, not a traceback after "serving on"."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn's own socket
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as err:
-        raise StudyError(f"--host {host}: {err.strerror}; give an address or host name") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own socket
-    try:
-        sock.bind(address)
-    except OSError as err:
+        sock.bind((host, port))
+    except OSError as err:  # socket.gaierror too: a host name that does not resolve
         sock.close()
-        raise StudyError(
-            f"cannot serve on {host}:{port}: {err.strerror}; stop what holds the port or "
-            "choose another --port"
-        ) from None
+        fix = {
+            errno.EADDRINUSE: "stop what holds the port or choose another --port",
+            errno.EACCES: "a port below 1024 needs privileges; choose another --port",
+        }.get(err.errno, "check --host and --port")
+        raise StudyError(f"cannot serve on {host}:{port}: {err.strerror}; {fix}") from None
     return sock
 
 
