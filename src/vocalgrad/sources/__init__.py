@@ -42,21 +42,18 @@ def default_cache_dir() -> Path:
     ConfigError
         A `~user` that names no user, or no home folder to put the cache in.
     """
-    for name, below in (("VOCALGRAD_CACHE", ()), ("XDG_CACHE_HOME", ("vocalgrad",))):
-        value = os.environ.get(name)
-        if value:
-            try:
-                return Path(value).expanduser().joinpath(*below)
-            except RuntimeError as err:  # pathlib's "Could not determine home directory"
-                raise ConfigError(
-                    f"{name}={value}: {str(err).rstrip('.').lower()}; set it to a folder path "
-                    "(`~user` must name a user)"
-                ) from None
+    cache, xdg = os.environ.get("VOCALGRAD_CACHE"), os.environ.get("XDG_CACHE_HOME")
     try:
+        if cache:
+            return Path(cache).expanduser()
+        if xdg:
+            return Path(xdg).expanduser() / "vocalgrad"
         return Path.home() / ".cache" / "vocalgrad"
-    except RuntimeError as err:
+    except RuntimeError as err:  # pathlib's "Could not determine home directory"
+        what = f"VOCALGRAD_CACHE={cache}" if cache else f"XDG_CACHE_HOME={xdg}" if xdg else "~"
         raise ConfigError(
-            f"{str(err).rstrip('.')}: set VOCALGRAD_CACHE to a folder for the cache"
+            f"{what}: {str(err).rstrip('.').lower()}; set VOCALGRAD_CACHE to a folder path "
+            "(`~user` must name a user)"
         ) from None
 
 
