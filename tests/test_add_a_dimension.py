@@ -24,9 +24,9 @@ from vocalgrad.dimensions.base import Bound, DimensionSpec, Measured, Question, 
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import EvalConfig, evaluate
 from vocalgrad.evaluation.score import score_run
+from vocalgrad.formats import names as format_names
 from vocalgrad.listeners.baselines import IdealObserver, RandomListener
 from vocalgrad.questions.prompts import build_prompt, question_text
-from vocalgrad.records import FORMATS
 from vocalgrad.signal.analysis import Analysis, head_tail
 from vocalgrad.signal.trajectories import sample_times
 from vocalgrad.stimuli.build import build
@@ -161,8 +161,8 @@ def test_it_is_asked_in_all_three_formats(hum):
     recognition = build_prompt(SPEC.name, fmt="recognition")
     assert recognition.text.startswith("Is the recording humming or quiet?")
     assert recognition.label_of == {"humming": "increase", "quiet": "decrease"}
-    assert {fmt: build_prompt(SPEC.name, fmt=fmt).variant for fmt in FORMATS} == dict.fromkeys(
-        FORMATS, "default"
+    assert {fmt: build_prompt(SPEC.name, fmt=fmt).variant for fmt in format_names()} == (
+        dict.fromkeys(format_names(), "default")
     )
     with pytest.raises(ConfigError, match="exists only for"):  # it declares no paraphrases
         question_text(SPEC.name, "paraphrase1")

@@ -97,3 +97,42 @@ def test_listener_objects_and_options(built, tmp_path):
         )
     with pytest.raises(ConfigError, match="unknown listener scheme"):
         vocalgrad.evaluate(cwd / ds.path, "nosuch:model", tmp_path / "y")
+
+
+def test_every_eval_setting_is_reachable_from_the_api_and_the_cli(built, tmp_path):
+    """Each `EvalConfig` field can be set from `vocalgrad.evaluate` (a config object or a
+    keyword) and from `vocalgrad eval` (an option of the same name), and lands in the run's
+    manifest; a mistyped setting is refused with the closest name."""
+    import dataclasses
+
+    from vocalgrad.cli import parser
+    from vocalgrad.cli.evaluate import eval_config_from
+
+    cwd, ds, _ = built
+    fields = [f.name for f in dataclasses.fields(vocalgrad.EvalConfig)]
+    sub = next(a for a in parser()._actions if hasattr(a, "choices") and a.choices)
+    dests = {a.dest for a in sub.choices["eval"]._actions}
+    assert set(fields) <= dests, set(fields) - dests
+    args = parser().parse_args(
+        [
+            "eval", str(ds.path), "--listener", "baseline:random", "--max-new-tokens", "7",
+            "--no-both-orders", "--seed", "3", "--few-shot", "1", "--audio-first",
+        ]
+    )  # fmt: skip
+    config = eval_config_from(args)
+    assert (config.max_new_tokens, config.both_orders, config.seed) == (7, False, 3)
+    assert (config.few_shot, config.audio_first) == (1, True)
+
+    run = vocalgrad.evaluate(
+        cwd / ds.path,
+        "baseline:random",
+        tmp_path / "run",
+        vocalgrad.EvalConfig(seed=5),
+        max_new_tokens=9,
+        both_orders=False,
+        variants=["default"],
+    )
+    asked = run.manifest["config"]
+    assert (asked["seed"], asked["max_new_tokens"], asked["both_orders"]) == (5, 9, False)
+    with pytest.raises(ConfigError, match="did you mean 'max_new_tokens'"):
+        vocalgrad.evaluate(cwd / ds.path, "baseline:random", tmp_path / "x", max_new_token=9)

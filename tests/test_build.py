@@ -311,3 +311,33 @@ def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
     assert all(strongest) and not all(weakest), (
         "sub-threshold clips are kept and flagged, not dropped"
     )
+
+
+def test_card_lists_only_the_built_dimensions(tmp_path):
+    """A volume-only build's card listed all fourteen dimensions in its table."""
+    from vocalgrad import dimensions
+    from vocalgrad.sources import SpeechSource
+    from vocalgrad.stimuli.card import dimension_table, write_card
+
+    row = {
+        "split": "test",
+        "category": "volume",
+        "tier": "high",
+        "measured_change": 12.0,
+        "confound_loudness_drift_db": 0.1,
+        "confound_level_slope_change_db": 0.2,
+        "confound_clipping_ratio": 0.0,
+    }
+    report = {
+        "verification_agreement": {"volume": 1.0},
+        "per_category": {"volume": {"refused_inaudible": 0}},
+        "refused_conditions": [],
+        "source_conversions": [],
+    }
+    source = SpeechSource("s", "s.wav", "spk", "t", None, "builtin", "CC0", "a voice", "text")
+    write_card(tmp_path, BuildConfig(categories=("volume",)), [row], report, [(source, "test")])
+    card = (tmp_path / "README.md").read_text()
+    table = card.split("## Dimensions")[1].split("## Verification")[0]
+    assert "| `volume` |" in table
+    assert not [n for n in dimensions.DIMENSIONS if n != "volume" and f"| `{n}` |" in table]
+    assert dimension_table().count("\n| `") == len(dimensions.DIMENSIONS)  # `info`: all of them

@@ -1,12 +1,14 @@
-"""Contracts, not special cases: shared code names no dimension and asks no dimension module
-what it has; everything a dimension needs comes from its own module through `bind`."""
+"""Contracts, not special cases: shared code names no dimension and no question format, and
+asks no dimension module what it has; everything a dimension needs comes from its own module
+through `bind`, everything a question format needs from its own module's `QuestionFormat`."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "vocalgrad"
 # Where a dimension's name is only an example or another word: an API docstring's example,
@@ -18,22 +20,41 @@ ALLOWED = {
 }
 
 
-def shared_modules() -> list[Path]:
-    return [p for p in sorted(SRC.rglob("*.py")) if "dimensions" not in p.relative_to(SRC).parts]
+# Where a question format's name is not a branch: inspect-ai finds a task by its function's
+# name, so each built-in format has a named task that passes its name on.
+FORMAT_ALLOWED = {
+    ("harness/inspect_tasks.py", 'return vocalgrad_task("gradual", dataset,'),
+    ("harness/inspect_tasks.py", '"comparison", dataset, category,'),
+    ("harness/inspect_tasks.py", '"recognition", dataset, category,'),
+}
+
+
+def shared_modules(package: str = "dimensions") -> list[Path]:
+    """The modules outside `package` (whose modules may name their own members)."""
+    return [p for p in sorted(SRC.rglob("*.py")) if package not in p.relative_to(SRC).parts]
+
+
+def quoted_names(names: Iterable[str], package: str, allowed: set) -> list[str]:
+    """Lines outside `package` that quote one of `names` and are not `allowed`."""
+    quoted = re.compile(rf"""(['"])({"|".join(map(re.escape, names))})\1""")
+    found = []
+    for path in shared_modules(package):
+        rel = path.relative_to(SRC).as_posix()
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if quoted.search(line) and not any(rel == f and s in line for f, s in allowed):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    return found
 
 
 def test_shared_code_names_no_dimension():
-    names = "|".join(dimensions.CATEGORIES)
-    quoted = re.compile(rf"""(['"])({names})\1""")
-    found = []
-    for path in shared_modules():
-        rel = path.relative_to(SRC).as_posix()
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if quoted.search(line) and not any(
-                rel == f and snippet in line for f, snippet in ALLOWED
-            ):
-                found.append(f"{rel}:{number}: {line.strip()}")
-    assert found == []
+    assert quoted_names(dimensions.CATEGORIES, "dimensions", ALLOWED) == []
+
+
+def test_shared_code_names_no_question_format():
+    """No code outside `vocalgrad.formats` branches on a format's name or keeps a table keyed
+    by one (`== "gradual"`, `{"comparison": ...}`): it asks the format object."""
+    assert {"gradual", "comparison", "recognition"} <= set(formats.names())
+    assert quoted_names(formats.names(), "formats", FORMAT_ALLOWED) == []
 
 
 def test_no_module_is_asked_what_it_has():

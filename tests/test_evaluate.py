@@ -155,7 +155,7 @@ def test_run_folder_refuses_a_different_config(dataset, tmp_path):
         EvalConfig(limit=10),
         cache=AnswerCache(tmp_path / "c.sqlite"),
     )
-    with pytest.raises(ConfigError, match="another listener"):
+    with pytest.raises(ConfigError, match="another config"):
         evaluate(
             dataset,
             RandomListener(),

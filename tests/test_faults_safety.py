@@ -428,13 +428,6 @@ def test_evaluate_without_a_listener_is_a_clear_error(synth, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_cache_path_naming_no_user_is_a_clear_error(synth, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("VOCALGRAD_CACHE", "~nosuchuser-vocalgrad/x")
-    args = ["eval", str(synth), "--listener", "baseline:random", "--out", str(tmp_path / "r")]
-    assert main(args) == 2
-    one_line_error(capsys.readouterr().err, "VOCALGRAD_CACHE=~nosuchuser-vocalgrad/x")
-
-
 @pytest.mark.parametrize("fault", ["duplicate item_id", "missing clip"])
 def test_human_create_on_a_broken_dataset_is_one_line(tmp_path, capsys, fault):
     ds = make_dataset(tmp_path / "ds", n_sources=2, categories=("volume",))

@@ -159,3 +159,31 @@ def _bootstrap_reference(correct, pos, clusters, n_boot=1000, seed=0):
             )
         )
     return np.array(out)
+
+
+def test_two_runs_without_compare_point_to_it(tmp_path, capsys):
+    """`score a b` printed two tables where a user expected the paired comparison: the
+    paired comparison is named in the help and hinted at on stderr (stdout stays a table)."""
+    from vocalgrad.cli import parser
+
+    write_run(tmp_path / "a", 0.97, seed=2)
+    write_run(tmp_path / "b", 0.5, seed=3)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert main(["score", a, b, "--n-boot", "50", "--output-format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert "paired difference" not in out and "hint" not in out
+    assert err.strip() == (
+        "hint: to compare these two runs item by item (a paired difference with its CI), "
+        f"add --compare: vocalgrad score {a} {b} --compare"
+    )
+    assert main(["score", a, "--n-boot", "50"]) == 0 and "hint" not in capsys.readouterr().err
+    assert main(["score", a, b, "--n-boot", "50", "--compare"]) == 0
+    out, err = capsys.readouterr()
+    assert "paired difference" in out and "hint" not in err
+    assert main(["score", a, "--compare"]) == 2
+    assert "--compare needs exactly two runs, got 1" in capsys.readouterr().err
+    sub = next(a for a in parser()._actions if a.dest == "command").choices["score"]
+    text = sub.format_help()
+    assert "paired comparison" in text and "--compare" in sub.description
+    by = next(a for a in sub._actions if a.dest == "by")
+    assert by.help and "category,tier" in by.help  # `--by` had no help at all

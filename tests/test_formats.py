@@ -23,9 +23,10 @@ from vocalgrad.dimensions.base import Question
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import score_run
+from vocalgrad.formats.recognition import recognition_words
 from vocalgrad.listeners.baselines import ConstantListener, IdealObserver
 from vocalgrad.questions.parsing import parse_labelled
-from vocalgrad.questions.prompts import build_prompt, question_text, recognition_words
+from vocalgrad.questions.prompts import build_prompt, question_text
 from vocalgrad.stimuli.audit import allowed_families
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig

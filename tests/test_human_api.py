@@ -417,7 +417,10 @@ def test_no_default_secret_in_production(env):
 
 def test_wrong_dataset_is_refused(tmp_path):
     env = Env(tmp_path)
-    (env.dataset / "build.json").write_text(json.dumps({"content_sha256": "0" * 64}))
+    meta = env.dataset / "test" / "metadata.jsonl"
+    rows = [json.loads(line) for line in meta.read_text().splitlines()]
+    rows[0]["direction"] = "decrease" if rows[0]["direction"] == "increase" else "increase"
+    meta.write_text("".join(json.dumps(r) + "\n" for r in rows))  # one label edited
     with pytest.raises(StudyError, match="not the dataset"):
         create_app(Store(env.db), env.dataset, ADMIN_TOKEN)
 

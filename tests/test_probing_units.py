@@ -278,3 +278,93 @@ def test_lens_tie_is_no_answer_scored_as_a_guess() -> None:
     rows = lens_curve(lens, y, clusters, n_boot=50)
     assert [r["ties"] for r in rows] == [20, 0, 10]
     assert [r["ba"] for r in rows] == pytest.approx([0.5, 1.0, 0.75])
+
+
+def _stage(stage: str, ba: float, lo: float, hi: float, control: float, late: bool) -> dict:
+    return {
+        "stage": stage,
+        "kind": "model",
+        "late": late,
+        "linear_ba": ba,
+        "linear_lo": lo,
+        "linear_hi": hi,
+        "linear_control_ba": control,
+    }
+
+
+def test_not_encoded_verdict_states_the_rule_it_applied_to_the_figures() -> None:
+    """The demo's voice pitch read "not encoded" beside "best linear: encoder.3 0.88 [0.48,
+    1.00]": the verdict now says why a 0.88 does not count, in the rule's own words."""
+    from vocalgrad.probing.diagnose import diagnose, rule
+
+    records = [
+        _stage("encoder.3", 0.88, 0.48, 1.00, 0.56, False),
+        _stage("decoder.3@answer", 0.55, 0.40, 0.70, 0.52, True),
+    ]
+    behaviour = {"ba": 0.5, "ba_lo": 0.4, "ba_hi": 0.6, "source": "results"}
+    result = diagnose(records, behaviour)
+    assert result["verdict"] == "not encoded"
+    assert result["reason"].startswith(
+        "not shown encoded: no stage passes the rule; the best linear probe, encoder.3 at "
+        "0.88, fails it: its 95% CI [0.48, 1.00] reaches chance (0.50)."
+    )
+    assert result["reason"].endswith(f"Rule: {rule()}.")
+    assert "95% CI lies above chance (0.50)" in rule() and "at least 0.60" in rule()
+    # each failed part is named with its figures
+    weak = diagnose([_stage("encoder.1", 0.58, 0.52, 0.64, 0.55, False)], behaviour)["reason"]
+    assert "it is under 0.60" in weak and "beats its shuffled-label control (0.55) by 0.03" in weak
+    assert "reaches chance" not in weak.split("Rule:")[0]
+    # a decodable late stage with answers at chance says both halves of its verdict
+    unused = diagnose([_stage("decoder.3@answer", 0.9, 0.8, 1.0, 0.5, True)], behaviour)
+    assert unused["verdict"] == "present but unused"
+    assert "decodable at late stage(s) decoder.3@answer" in unused["reason"]
+    assert "[0.40, 0.60] includes chance" in unused["reason"]
+    heard = diagnose(records, {"ba": 0.8, "ba_lo": 0.7, "ba_hi": 0.9, "source": "results"})
+    assert heard["reason"] == (
+        "heard and used: the answers' balanced accuracy 0.80 has a 95% CI [0.70, 0.90] above "
+        "chance (0.50)."
+    )
+
+
+def test_the_probing_tutorial_states_the_rule_the_code_applies() -> None:
+    """docs/tutorials/probing.md said "no stage beats the chance and shuffled-label controls";
+    the code asks for a CI above chance, 0.60 and 0.10 over the control."""
+    from vocalgrad.probing.diagnose import MEANING, rule
+
+    page = " ".join((Path(__file__).parents[1] / "docs/tutorials/probing.md").read_text().split())
+    assert rule() in page
+    for verdict, meaning in MEANING.items():
+        assert f"| *{verdict}* | {meaning} |" in page, verdict
+
+
+def test_probe_run_saves_its_curves_with_the_reports_figure(tmp_path, monkeypatch) -> None:
+    """One function draws probe curves: the probe run's PNG per category is the report's
+    figure (it was a pyplot figure of its own)."""
+    from vocalgrad.probing import figures
+    from vocalgrad.probing import report as probe_report
+
+    drawn = []
+    real = figures.curve_figure
+
+    def recorded(rows, title):
+        drawn.append((rows, title))
+        return real(rows, title)
+
+    monkeypatch.setattr(figures, "curve_figure", recorded)
+    data = {
+        "curves": [
+            {**_stage(f"encoder.{i}", 0.6 + 0.05 * i, 0.5, 0.8, 0.5, i == 2), "mlp_ba": None}
+            for i in range(3)
+        ],
+        "lens": [{"layer": 0, "ba": 0.5, "ba_lo": 0.4, "ba_hi": 0.6}],
+        "lens_by_stage": [{"layer": 0, "stage": "encoder.0"}],
+        "diagnosis": {"verdict": "lost across layers"},
+    }
+    probe_report.save_curves(tmp_path / "curves_volume.png", "model", "volume", data)
+    assert (tmp_path / "curves_volume.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    ((rows, title),) = drawn
+    assert title == "model · volume: lost across layers"
+    assert {r["probe"] for r in rows} == {"linear", "mlp", "shuffled", "lens"}
+    assert not hasattr(probe_report, "plot_category")
+    with pytest.raises(ValueError, match="per category"):
+        figures.curve_figure([*rows, {**rows[0], "category": "echo"}], "mixed")

@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from conftest import chromium_path, needs_chromium
 
+from vocalgrad.dataset import content_sha256
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.adaptive import SimulatedObserver, run_adaptive, save_adaptive
+from vocalgrad.probing.figures import by_category, curve_figure
 from vocalgrad.report import SECTION_IDS, write_report
 from vocalgrad.report.collect import load_probe
-from vocalgrad.report.figures import probing_figure
 from vocalgrad.stimuli.plan import design_magnitudes
 
 CATEGORIES = ("voice_pitch", "volume", "voice_clarity")
@@ -72,10 +73,12 @@ def _row(
 
 def _write_run(folder: Path, listener: str, rows: list[dict]) -> Path:
     folder.mkdir(parents=True)
+    dataset = folder.parent / "dataset"
     manifest = {
         "listener": {"listener": listener, "revision": "test", "sample_rate": 16000},
-        "dataset": str(folder.parent / "dataset"),
-        "dataset_sha256": "ab" * 32,
+        "dataset": str(dataset),
+        # made on the dataset beside it, where there is one
+        "dataset_sha256": content_sha256(dataset) if dataset.is_dir() else "ab" * 32,
         "config": {"mode": "choice", "variants": ["default"], "controls": ["reversed"]},
         "modes": ["choice"],
         "versions": {"vocalgrad": "0.1.0", "numpy": np.__version__},
@@ -311,6 +314,8 @@ def inputs(tmp_path_factory) -> dict:
     def hears(observers):
         return lambda cat, m, rng: bool(rng.random() < observers[cat].p_correct(m))
 
+    dataset = _dataset(root / "dataset")  # first: the runs record its content hash
+
     model_rows = _listener_rows("model-a", hears(good), 1)
     model_rows += [
         {
@@ -344,7 +349,7 @@ def inputs(tmp_path_factory) -> dict:
     runs.append(adaptive_dir)
     return {
         "runs": runs,
-        "dataset": _dataset(root / "dataset"),
+        "dataset": dataset,
         "probe": _probe(root / "probe"),
         "pipeline_probe": _pipeline_probe(root / "pipeline-probe"),
         "root": root,
@@ -371,7 +376,8 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
         r'<figure id="fig-([\w-]+)"><img alt="[^"]*" src="data:image/png;base64,([^"]+)"', text
     )
     names = {name for name, _ in figures}
-    assert {"model-model-a", "bias", "psychometric", "probing-1", "probing-2"} <= names
+    assert {"model-model-a", "bias", "psychometric", "probing-1-volume"} <= names
+    assert {"probing-2-voice_pitch", "probing-2-volume"} <= names  # one figure per category
     for _, data in figures:
         assert base64.b64decode(data)[:8] == b"\x89PNG\r\n\x1a\n"
     assert not re.search(r"https?://", text), "the report must reference nothing outside itself"
@@ -427,7 +433,7 @@ def test_probe_figure_is_a_grid_of_stage_families_without_empty_panels(inputs):
     encoder, decoder at the answer position; random weights and lens join their family, the
     DSP reference is a line on each), every panel with data, readable widths."""
     probe = load_probe(inputs["pipeline_probe"])
-    fig = probing_figure(probe.layers, probe.listener)
+    fig = curve_figure(by_category(probe.layers)["volume"], probe.listener)
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["mel: 1 layer", "encoder: 5 layers", "decoder (answer position): 5 layers"]
     for ax in fig.axes:
@@ -536,11 +542,11 @@ def test_headless_browser_shows_probe_panels_at_a_readable_size(html_report, inp
             html.unescape(re.search(r"<pre id=\"sizes\">(.*?)</pre>", dom, re.S)[1])
         )
     }
-    shown = sizes["fig-probing-2"]
+    shown = sizes["fig-probing-2-volume"]
     assert shown["natural"] <= 1600 and shown["width"] <= 1200 and shown["height"] <= 900
     scale = shown["width"] / shown["natural"]
     probe = load_probe(inputs["pipeline_probe"])
-    for ax in probing_figure(probe.layers, probe.listener).axes:
+    for ax in curve_figure(by_category(probe.layers)["volume"], probe.listener).axes:
         assert ax.get_window_extent().width * scale >= 250, ax.get_title()
 
 
@@ -619,3 +625,80 @@ def test_few_sources_warning_is_one_compact_line():
     assert few_sources({"x": 4}, "category", "p: ", "")[0].startswith(
         "p: Under 10 sources for x (4)"
     )
+
+
+def test_probe_curves_are_drawn_per_category_not_averaged(html_report, inputs):
+    """The report averaged the curves over categories, hiding the contrast the verdicts are
+    about: one figure per category now, titled with its verdict."""
+    from vocalgrad.report import figures
+
+    probe = load_probe(inputs["pipeline_probe"])
+    drawn = figures.probing(probe.layers, "whisper", {"volume": "heard and used"})
+    assert [c for c, _ in drawn] == ["voice_pitch", "volume"]
+    titles = [fig._suptitle.get_text() for _, fig in drawn]
+    assert titles == ["whisper · voice pitch", "whisper · volume: heard and used"]
+    probing = _section(html_report.read_text(), "probing")
+    assert "mean over" not in probing
+    for cat in CATEGORIES:  # the layers.csv probe: three categories, three figures
+        assert f'id="fig-probing-1-{cat}"' in probing
+
+
+def test_diagnosis_table_reads_as_words_with_two_decimals(inputs, tmp_path):
+    """Raw CSV columns (behaviour_ba, behaviour_lo) with four decimals became words, one cell
+    per accuracy with its CI, two decimals, and the verdict's reason beside it."""
+    folder = tmp_path / "probe"
+    shutil.copytree(inputs["pipeline_probe"], folder)
+    (folder / "diagnosis.csv").write_text(
+        "category,verdict,reason,behaviour_ba,behaviour_lo,behaviour_hi,behaviour_source,"
+        "n_test,n_test_sources,evidence\n"
+        'voice_pitch,not encoded,"not shown encoded: no stage passes the rule",0.5123,0.4012,'
+        "0.6234,results,16,4,best linear: encoder.3 0.88\n"
+        "volume,heard and used,heard,0.8000,0.7000,0.9000,lens,16,4,x\n"
+    )
+    text = write_report(
+        [inputs["runs"][0]], tmp_path / "r.html", probe_dirs=[folder], n_boot=20, fit_boot=10
+    ).read_text()
+    table = _section(text, "probing").split("diagnosis.")[0].rsplit("<table", 1)[1]
+    header = re.findall(r"<th(?: [^>]*)?>(.*?)</th>", table)
+    assert header == [
+        "category",
+        "verdict",
+        "test items / sources",
+        "why (the rule applied)",
+        "answers&#x27; balanced accuracy [95% CI]",
+        "answers from",
+        "evidence",
+    ]
+    assert "0.51 [0.40, 0.62]" in table and "0.5123" not in table and "behaviour_" not in table
+    assert "not shown encoded: no stage passes the rule" in table
+
+
+def _one_model_report(tmp_path, correct) -> str:
+    rows = [
+        _row("model-a", "volume", "mid", 12.0, d, s, correct(s, d))
+        for s in range(12)
+        for d in ("increase", "decrease")
+    ]
+    runs = [_write_run(tmp_path / "run-a", "model-a", rows)]
+    return write_report(runs, tmp_path / "r.html", n_boot=50).read_text()
+
+
+def test_a_single_model_at_chance_is_not_starred_best(tmp_path):
+    """A lone model at chance got a ★ "best model" in the leaderboard, the per-category table
+    and the glance line: a best needs several models and a CI above chance."""
+    text = _one_model_report(tmp_path, lambda s, d: d == "increase")  # always "increase"
+    headline = _section(text, "headline")
+    assert 'class="best' not in headline and " ★</td>" not in headline
+    glance = text.split('<div class="glance">')[1].split("</div>")[0]
+    assert "Best model" not in glance and "One model: model-a at 0.50" in glance
+
+
+def test_best_marker_needs_several_models_and_a_ci_above_chance():
+    from vocalgrad.report.headline import _best
+
+    good = {"accuracy": 0.9, "accuracy_lo": 0.8}
+    chance = {"accuracy": 0.55, "accuracy_lo": 0.4}
+    assert _best({"a": good}, "accuracy") == set()  # one model: nothing to be best among
+    assert _best({"a": good, "b": chance}, "accuracy") == {"a"}
+    assert _best({"a": chance, "b": {"accuracy": 0.5, "accuracy_lo": 0.3}}, "accuracy") == set()
+    assert _best({"a": {"dprime": 1.0, "dprime_lo": None}, "b": {"dprime": 0.2}}, "dprime") == set()

@@ -152,12 +152,15 @@ def test_folder_reads_compressed_containers_and_builds_from_them(
         assert abs(len(decoded) / rate - len(speech) / sr) < 0.1, s.path
         level = np.sqrt(np.mean(decoded**2)) / np.sqrt(np.mean(speech**2))
         assert 0.8 < level < 1.25, (s.path, level)  # the speech, not silence or noise
+    (folder / "builtin-f1" / "take2.raw").write_bytes(bytes(3200))  # said, not silently left
     dataset = api.build(
         tmp_path / "ds", source=f"folder:{folder}", n_test=2, n_train=2, categories="volume",
         tiers="high", curves="linear", per_speaker_test=1, audit=False, workers=1,
     )  # fmt: skip
     changing = [r for r in dataset.rows("test") if r["direction"] != "constant"]
     assert len({r["source_id"] for r in changing}) == 2 and all(r["verified"] for r in changing)
+    (skipped,) = dataset.report["skipped_files"]
+    assert skipped["files"] == ["builtin-f1/take2.raw"] and "no header (.raw)" in skipped["reason"]
 
 
 def test_folder_of_headerless_samples_says_how_to_convert(tmp_path: Path) -> None:
@@ -414,3 +417,78 @@ def test_builtin_render_f0_and_cache(tmp_path: Path) -> None:
     )
     assert again == sources
     assert [os.stat(s.path).st_mtime_ns for s in again] == mtimes
+
+
+# --- speaker table, usable count and skipped files (`vocalgrad sources`) ------------------
+
+
+def _corpus(root: Path) -> Path:
+    """Two speakers with real speech (ARCTIC, 4 s), a 0-byte WAV, a 1 s clip of it, a headerless
+    dump and a text file: what a real corpus folder holds."""
+    from conftest import arctic_path
+
+    speech, sr = sf.read(arctic_path(), dtype="float32")
+    for speaker in ("ann", "bob"):
+        for k in range(2):
+            path = root / speaker / f"{speaker}-{k}.wav"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            sf.write(path, speech * (0.5 + 0.1 * k), sr)
+    (root / "ann" / "empty.wav").write_bytes(b"")
+    sf.write(root / "bob" / "short.wav", speech[:sr], sr)
+    (root / "bob" / "take.raw").write_bytes(np.zeros(16000, np.int16).tobytes())
+    (root / "notes.txt").write_text("session notes")
+    return root
+
+
+def test_folder_reads_speaker_genders_from_a_speaker_table(tmp_path: Path) -> None:
+    """A folder could not declare genders, so the gender-balanced test split the own-corpus
+    page describes could not happen."""
+    root = _corpus(tmp_path / "corpus")
+    assert {s.gender for s in resolve_sources(f"folder:{root}")} == {None}
+    (root / "speakers.csv").write_text("speaker,gender\nann,female\nbob,M\nzed,\n")
+    by_speaker = {s.speaker_id: s.gender for s in resolve_sources(f"folder:{root}")}
+    assert by_speaker == {"ann": "F", "bob": "M"}
+    # with genders known, selection balances the test split (test_select_disjoint_and_gender...)
+    (root / "speakers.csv").unlink()
+    (root / "speakers.tsv").write_text("Speaker\tGender\nann\tF\nbob\tX\n")
+    with pytest.raises(SourceError, match=r"speakers.tsv:3: gender 'x' of 'bob' is not understood"):
+        resolve_sources(f"folder:{root}")
+    (root / "speakers.tsv").write_text("name\tsex\nann\tF\n")
+    with pytest.raises(
+        SourceError, match="needs a header line with the columns speaker and gender"
+    ):
+        resolve_sources(f"folder:{root}")
+    (root / "speakers.csv").write_text("speaker,gender\n")
+    with pytest.raises(SourceError, match="both speakers.csv and speakers.tsv"):
+        resolve_sources(f"folder:{root}")
+
+
+def test_sources_counts_what_a_build_can_use_and_names_skipped_files(tmp_path, capsys) -> None:
+    """`sources` counted a 0-byte file and a 1 s file as usable and skipped a `.raw` file
+    without a word: it now applies the build's checks and reports what it skipped, by reason."""
+    from vocalgrad.cli import main
+
+    root = _corpus(tmp_path / "corpus")
+    assert main(["sources", f"folder:{root}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "6 sources, 2 speakers, 6 distinct texts, gender: {'?': 6}"
+    assert out[1] == "usable by a build: 4 of 6 (at least 2 s, readable, speech)"
+    refused = {line.split(": ")[0]: line for line in out if line.startswith("  refused")}
+    assert "unreadable" in refused["  refused folder/ann/empty.wav"]
+    assert "1.00 s long; a build needs at least 2 s" in refused["  refused folder/bob/short.wav"]
+    skipped = [line for line in out if line.startswith("skipped")]
+    assert skipped == [
+        "skipped 1 file(s), no header (.raw): its rate and encoding would be guesses; convert it "
+        "to WAV, e.g. `sox -t raw -r 16000 -e signed -b 16 -c 1 x.raw x.wav`: bob/take.raw",
+        "skipped 1 file(s), not an audio format it reads (WAV, FLAC, Ogg, Opus, MP3, AIFF, AU, "
+        "CAF, W64, RF64, NIST SPHERE): notes.txt",
+    ]
+    assert main(["sources", f"folder:{root}", "--min-duration", "0.5", "--no-check"]) == 0
+    assert "usable" not in capsys.readouterr().out
+    assert main(["sources", f"folder:{root}", "--check-limit", "3"]) == 0  # a large corpus
+    assert "usable by a build: 2 of the first 3 checked of 6 (--check-limit 0 checks all)" in (
+        capsys.readouterr().out
+    )
+    assert main(["sources", f"folder:{root}", "--min-duration", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "(at least 0.5 s" in out and "needs at least" not in out  # long enough now

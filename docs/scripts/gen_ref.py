@@ -3,9 +3,10 @@
 Every page here is derived from what the package says about itself, so the reference cannot
 drift from the code: the CLI from the argparse parser, the API from docstrings (mkdocstrings
 reads the source statically, so modules that import torch cost nothing), the dimensions from
-their `SPEC`, the build config from `BuildConfig`'s fields, and the environment variables from
-the source's own `os.environ` reads. A thing the code has and the docs cannot describe is a
-warning, which `mkdocs build --strict` turns into a failed build.
+their `SPEC`, the question formats from their registry, the build config from `BuildConfig`'s
+fields, and the environment variables from the source's own `os.environ` reads. A thing the
+code has and the docs cannot describe is a warning, which `mkdocs build --strict` turns into a
+failed build.
 """
 
 from __future__ import annotations
@@ -224,6 +225,51 @@ def dimensions_page() -> str:
     return "\n".join(lines + [""] + details)
 
 
+# ---------------------------------------------------------------------------------- formats
+
+
+def formats_page() -> str:
+    formats = importlib.import_module(f"{PACKAGE}.formats")
+    lines = [
+        "# Question formats",
+        "",
+        "Generated from the format registry (`vocalgrad.formats`): one module per format, each a",
+        "`QuestionFormat` that declares everything about it. `vocalgrad build --question-format`",
+        "picks one (default `" + formats.DEFAULT + "`); `vocalgrad list formats` prints the same",
+        "names. A third-party package adds one under the entry-point group",
+        f"`{formats.ENTRY_POINT_GROUP}` (see [architecture](../explanations/architecture.md)).",
+        "",
+        "| format | what each clip asks | constants | reversed control | prompt variants |",
+        "|---|---|---|---|---|",
+    ]
+    details = []
+    for fmt in formats.listed():
+        variants = ", ".join(f"`{v}`" for v in fmt.variants) if fmt.variants else "every one"
+        yes = {True: "yes", False: "no"}
+        lines.append(
+            f"| [`{fmt.name}`](#{fmt.name}) | {md(fmt.summary)} | {yes[fmt.constants]} "
+            f"| {yes[fmt.reversible]} | {variants} |"
+        )
+        details += [
+            f"## {fmt.name}",
+            "",
+            md(fmt.card_note[0].upper() + fmt.card_note[1:]) + ".",
+            "",
+            "| declared | value |",
+            "|---|---|",
+            f"| audited cue families | {', '.join(f'`{f}`' for f in fmt.audit_families)} |",
+            "| target families where a dimension warps time | "
+            f"{', '.join(f'`{f}`' for f in fmt.warp_target_families) or '—'} |",
+            f"| order-free family gated | {'yes' if fmt.order_free_gated else 'reported only'} |",
+            f"| blind measure and one-end observer apply | {yes[fmt.changes_over_time]} |",
+            f"| endpoint rove | {md(fmt.rove_refusal) if fmt.rove_refusal else 'allowed'} |",
+            f"| item ids tagged with the format | {yes[fmt.tagged]} |",
+            f"| marker in figures | {md(fmt.symbol)} |",
+            "",
+        ]
+    return "\n".join(lines + [""] + details)
+
+
 # ---------------------------------------------------------------------------------- config
 
 # Fields whose definition carries no comment of its own.
@@ -439,6 +485,7 @@ def environment_page() -> str:
 for page, make in (
     ("reference/cli.md", cli_page),
     ("reference/dimensions.md", dimensions_page),
+    ("reference/formats.md", formats_page),
     ("reference/config.md", config_page),
     ("reference/environment.md", environment_page),
 ):

@@ -14,6 +14,8 @@ Heavy dependencies (torch, transformers, ray) are imported only by the steps tha
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import math
 import os
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from vocalgrad.dataset import content_sha256, load_rows, resolve
 from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.evaluate import EvalConfig
 from vocalgrad.files import FEATURE_CACHE, PROBE, REPORT, RUN, claim_output
 from vocalgrad.listeners import Listener, load_listener
 from vocalgrad.records import AuditReport, RunSummary
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Dataset",
+    "EvalConfig",
     "Run",
     "audit",
     "build",
@@ -321,19 +325,13 @@ def evaluate(
     dataset: Dataset | PathLike,
     listener: Listener | str,
     out: PathLike | None = None,
+    config: EvalConfig | None = None,
     *,
-    mode: str = "auto",
-    variants: Sequence[str] = ("default",),
-    controls: Sequence[str] = (),
-    split: str = "test",
-    categories: Sequence[str] = (),
-    limit: int | None = None,
-    batch_size: int = 16,
-    few_shot: int = 0,
-    audio_first: bool = False,
     retry_errors: bool = True,
     executor: Any = None,
     listener_options: dict | None = None,
+    use_cache: bool = True,
+    **fields: Any,
 ) -> Run:
     """Ask a listener every item of a dataset; resumable (a rerun answers only what is missing).
 
@@ -347,52 +345,92 @@ def evaluate(
         (``vocalgrad list listeners`` shows every family).
     out : path, optional
         The run folder (default ``runs/<listener>``).
-    mode : str
-        ``choice`` (log-likelihood of each option), ``generate`` (free text, parsed), ``both``
-        or ``auto`` (choice when the listener can score options).
-    variants, controls, split, categories, limit, batch_size, few_shot, audio_first
-        What to ask, as in ``vocalgrad eval --help``.
+    config : EvalConfig, optional
+        What to ask (`vocalgrad.evaluation.evaluate.EvalConfig`; default: its defaults).
     retry_errors : bool
         Ask again the items whose last answer was an error (a rerun after a fix).
     executor : Executor, optional
         ``vocalgrad.executors.make_executor(...)`` to answer on a Ray cluster.
     listener_options : dict, optional
         Keyword options for a spec's listener (``device``, ``dtype``, ``base_url``, ...).
+    use_cache : bool
+        Take answers the answer cache already holds (default). False asks the listener
+        afresh and replaces the cached answers: a model redeployed under the same name and
+        endpoint answers anew. Each row's ``cached`` says where its answer came from.
+    **fields
+        Any `EvalConfig` field (``mode``, ``variants``, ``controls``, ``split``,
+        ``categories``, ``limit``, ``batch_size``, ``max_new_tokens``, ``few_shot``,
+        ``audio_first``, ``both_orders``, ``seed``, ...), over `config`; sequences may be
+        lists.
 
     Returns
     -------
     Run
-        The run folder, with this call's counts (``answered``, ``skipped_done``, ``retried``,
-        ``errors``, ``failed``: items still without an answer, ``total``, ``seconds``).
+        The run folder, with this call's counts (``answered``, ``from_cache``: of those, how
+        many came from the answer cache, ``skipped_done``, ``retried``, ``errors``,
+        ``failed``: items still without an answer, ``total``, ``seconds``).
     """
-    from vocalgrad.evaluation.evaluate import EvalConfig
     from vocalgrad.evaluation.evaluate import evaluate as run_questions
     from vocalgrad.evaluation.score import write_summary
     from vocalgrad.executors import Executor
 
+    config = eval_config(config, **fields)
     data = load_dataset(dataset).path
     who = _listener(listener, data, dict(listener_options or {}))
     folder = claim_output(
         out if out is not None else default_run_folder(listener), RUN, reads=[data], overwrite=None
     )
-    config = EvalConfig(
-        mode=mode,
-        variants=tuple(variants),
-        controls=tuple(controls),
-        split=split,
-        categories=tuple(categories or ()),
-        limit=limit,
-        batch_size=batch_size,
-        few_shot=few_shot,
-        audio_first=audio_first,
-    )
     counts = run_questions(
-        data, who, folder, config, executor=executor or Executor(), retry_errors=retry_errors
+        data,
+        who,
+        folder,
+        config,
+        executor=executor or Executor(),
+        retry_errors=retry_errors,
+        use_cache=use_cache,
     )
     run = Run(folder.absolute(), counts=counts)
     if counts["failed"] < counts["total"]:  # a run with no answer has nothing to score
         write_summary(folder, run.summary)
     return run
+
+
+def eval_config(config: EvalConfig | None = None, **fields: Any) -> EvalConfig:
+    """`config` (default: `EvalConfig()`) with `fields` replaced, validated.
+
+    Parameters
+    ----------
+    config : EvalConfig, optional
+        The starting point.
+    **fields
+        `EvalConfig` fields to replace; lists become tuples.
+
+    Returns
+    -------
+    EvalConfig
+        The validated configuration.
+
+    Raises
+    ------
+    ConfigError
+        A name that is no `EvalConfig` field (with the closest one), or an invalid value.
+    """
+    known = {f.name: f for f in dataclasses.fields(EvalConfig)}
+    for name in fields:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(
+                f"{name!r} is no evaluation setting{hint}; settings: {', '.join(known)}"
+            )
+    values = {
+        k: tuple(v) if isinstance(v, list) or (k in _TUPLE_FIELDS and v is not None) else v
+        for k, v in fields.items()
+    }
+    return dataclasses.replace(config or EvalConfig(), **values)
+
+
+_TUPLE_FIELDS = ("variants", "controls", "categories")
 
 
 def score(
@@ -577,13 +615,17 @@ def report(
     output_format: str = "html",
     n_boot: int = N_BOOT,
     command: str = "",
+    allow_dataset_mismatch: bool = False,
     overwrite: bool = False,
 ) -> Path:
     """One self-contained report (HTML, or markdown with figures beside it) of runs, probes
     and the dataset card. Returns the report's path.
 
-    The report is never written inside a dataset it reads (the card's, or a run's) nor over
-    a file that is not a report, unless `overwrite`."""
+    A `dataset` whose content hash differs from the one a run recorded (another build, or
+    labels edited since) is refused with a `ConfigError`, unless `allow_dataset_mismatch`:
+    then the dataset section says the card is not the runs' dataset. The report is never
+    written inside a dataset it reads (the card's, or a run's) nor over a file that is not a
+    report, unless `overwrite`."""
     from vocalgrad.report import write_report
 
     runs = [Path(r) for r in runs]
@@ -597,4 +639,5 @@ def report(
         fmt=output_format,
         n_boot=n_boot,
         command=command,
+        allow_dataset_mismatch=allow_dataset_mismatch,
     )

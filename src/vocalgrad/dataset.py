@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from vocalgrad.errors import DatasetError
 from vocalgrad.files import atomic_path
-from vocalgrad.records import DatasetRow
+from vocalgrad.records import DatasetRow, schema_fields, validator
 
 log = logging.getLogger("vocalgrad")
 
@@ -40,11 +41,6 @@ REBUILD_HINT = (
     "the dataset is damaged: rebuild it (vocalgrad build --overwrite) or restore the file"
 )
 REFERENCES = "references"
-REQUIRED_FIELDS = (
-    "file_name", "item_id", "category", "direction", "tier", "curve", "magnitude", "unit",
-    "source_id", "speaker_id", "split", "sample_rate", "duration_s", "speech_onset_s",
-    "speech_offset_s", "verified",
-)  # fmt: skip
 
 
 def clean(value: Any) -> Any:
@@ -77,6 +73,15 @@ def read_jsonl(path: Path, *, torn: str = "error", hint: str = "") -> Iterator[d
     full disk) is never passed over in silence: `torn="error"` raises `DatasetError`,
     `torn="skip"` logs one warning per line and goes on, for logs whose rows a rerun makes
     again. `hint` says what to do and ends either message."""
+    for _, row in numbered_jsonl(path, torn=torn, hint=hint):
+        yield row
+
+
+def numbered_jsonl(
+    path: Path, *, torn: str = "error", hint: str = ""
+) -> Iterator[tuple[int, dict]]:
+    """(line number from 1, row) of a JSONL file, as `read_jsonl` reads it: an error about a
+    row can name its line."""
     with path.open("rb") as f:
         lines = f.read().split(b"\n")
     for i, raw in enumerate(lines, start=1):
@@ -96,7 +101,7 @@ def read_jsonl(path: Path, *, torn: str = "error", hint: str = "") -> Iterator[d
                 f"{path}:{i}: a row must be a JSON object, not {type(row).__name__}"
                 + (f"; {hint}" if hint else "")
             )
-        yield row
+        yield i, row
 
 
 def read_json(path: Path, hint: str) -> dict:
@@ -154,24 +159,127 @@ def repair_tail(path: Path) -> str | None:
     )
 
 
+def check_row(row: dict, where: str) -> None:
+    """Validate a dataset row against `vocalgrad.records.DatasetRow`.
+
+    Parameters
+    ----------
+    row : dict
+        One ``metadata.jsonl`` row.
+    where : str
+        How the message names the row (file, line and item id).
+
+    Raises
+    ------
+    DatasetError
+        One line naming the row, the field and what is wrong (a missing field, a label that
+        is not one of the three, a number that is text, ...).
+    """
+    try:
+        validator(DatasetRow).validate_python(row)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg'].lower()}"
+            + ("" if e["type"] == "missing" else f" (found {e['input']!r})")
+            for e in err.errors()
+        )
+        raise DatasetError(f"{where}: {problems}; {REBUILD_HINT}") from None
+
+
+def hf_features(columns: Iterable[str], sample_rate: int | None = None) -> Any:
+    """The Hugging Face `datasets.Features` of a dataset's metadata, from
+    `vocalgrad.records.DatasetRow`, for ``load_dataset("audiofolder", features=...)``.
+
+    Parameters
+    ----------
+    columns : iterable of str
+        The metadata columns present (a split's rows all carry the same ones).
+    sample_rate : int, optional
+        Decode the audio at this rate (Hz); None keeps each file's own.
+
+    Returns
+    -------
+    datasets.Features
+        ``audio`` plus one feature per column, typed as `DatasetRow` declares it.
+
+    Raises
+    ------
+    DatasetError
+        A column the row schema does not declare.
+    """
+    import datasets
+
+    declared = {f["name"]: f["type"] for f in schema_fields(DatasetRow)}
+    unknown = sorted(set(columns) - set(declared))
+    if unknown:
+        raise DatasetError(f"metadata columns {unknown} are not in the dataset row schema")
+    features = {"audio": datasets.Audio(sampling_rate=sample_rate)}
+    for name in columns:
+        if name != "file_name":  # audiofolder turns it into `audio`
+            features[name] = _feature(declared[name])
+    return datasets.Features(features)
+
+
+def _feature(tp: Any) -> Any:
+    """A `datasets` feature for one declared Python type (None allowed in every column)."""
+    import typing
+
+    import datasets
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return datasets.Value("string")
+    if args and type(None) in args:  # X | None
+        return _feature(next(a for a in args if a is not type(None)))
+    if origin is list:
+        return datasets.Sequence(_feature(args[0]))
+    if origin is dict:
+        return {key: _feature(args[1]) for key in ("increase", "decrease")}
+    kinds = {str: "string", int: "int64", float: "float64", bool: "bool"}
+    return datasets.Value(kinds[tp])
+
+
 def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetRow]:
-    """All clip rows of a dataset folder, each with an absolute `path`."""
+    """All clip rows of a dataset folder, each with an absolute `path`, validated as read.
+
+    A dataset is checked when it is opened, so every command that reads one (verify, eval,
+    human create, ...) refuses the same bad rows with the same one line: a missing required
+    field, an `item_id` that occurs twice, a `direction` that is no label, a row filed under
+    another split, a `file_name` outside its split's folder.
+
+    Parameters
+    ----------
+    root : str or Path
+        The dataset folder (ours, or the official release layout).
+    splits : iterable of str
+        The splits to read (``test``, ``train``).
+
+    Returns
+    -------
+    list of dict
+        One row per clip, in file order, with ``path`` added.
+
+    Raises
+    ------
+    DatasetError
+        The folder holds no dataset, or a row breaks the schema; the message names the file
+        and line.
+    """
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(f"{root}: dataset folder not found")
     rows: list[dict] = []
+    seen: dict[str, str] = {}  # item_id -> where it was first read ("file:line")
     found = False
     for split in splits:
         meta = root / split / "metadata.jsonl"
         if not meta.is_file():
             continue
         found = True
-        for row in read_jsonl(meta, hint=REBUILD_HINT):
-            missing = [k for k in REQUIRED_FIELDS if k not in row]
-            if missing:
-                raise DatasetError(
-                    f"{meta}: row {row.get('item_id', '?')} lacks {', '.join(missing)}"
-                )
+        for line, row in numbered_jsonl(meta, hint=REBUILD_HINT):
+            where = f"{meta}:{line}"
+            _check_row(row, split, where, seen)
+            seen[row["item_id"]] = where
             row["path"] = str(root / split / row["file_name"])
             rows.append(row)
     if not found:
@@ -182,6 +290,32 @@ def load_rows(root: str | Path, splits: Iterable[str] = SPLITS) -> list[DatasetR
             "metadata.csv (the official release layout); point at a dataset folder"
         )
     return rows
+
+
+def _check_row(row: dict, split: str, where: str, seen: dict[str, str]) -> None:
+    """Raise `DatasetError` naming `where` (file:line) if a metadata row breaks the schema
+    (`check_row`), repeats an `item_id`, sits under another split or names a file outside it."""
+    check_row(row, f"{where} ({row.get('item_id', '?')})")
+    item_id, file_name = row["item_id"], row["file_name"]
+    for name, value in (("item_id", item_id), ("file_name", file_name)):
+        if not value.strip():
+            raise DatasetError(f"{where}: {name} {value!r} must be a non-empty string")
+    if item_id in seen:
+        raise DatasetError(
+            f"{where}: item_id {item_id!r} occurs twice (first at {seen[item_id]}); every clip "
+            "needs its own id, or its answers and scores would be mixed up"
+        )
+    if row["split"] != split:
+        raise DatasetError(
+            f"{where}: row {item_id} says split {row['split']!r} but is listed in {split}/; "
+            "move it to its split's metadata.jsonl"
+        )
+    name = Path(file_name)
+    if name.is_absolute() or ".." in name.parts:
+        raise DatasetError(
+            f"{where}: row {item_id}: file_name {file_name!r} must name a file inside "
+            f"{split}/ (no absolute path, no '..')"
+        )
 
 
 # --- the official release (Hugging Face audio layout) -------------------------------------
@@ -211,6 +345,7 @@ def official_rows(root: str | Path) -> list[dict]:
     root = Path(root)
     meta = root / OFFICIAL_METADATA
     rows = []
+    seen: dict[str, int] = {}
     with meta.open(newline="") as f:
         reader = csv.DictReader(f)
         missing = [c for c in OFFICIAL_REQUIRED if c not in (reader.fieldnames or ())]
@@ -228,10 +363,17 @@ def official_rows(root: str | Path) -> list[dict]:
                     f"{meta}:{line}: needs file_name, category and "
                     "an increase/decrease (up/down) label"
                 )
+            item_id = Path(rec["file_name"]).stem
+            if item_id in seen:
+                raise DatasetError(
+                    f"{meta}:{line}: item id {item_id!r} (the file name's stem) occurs twice "
+                    f"(first at line {seen[item_id]}); every clip needs its own name"
+                )
+            seen[item_id] = line
             rows.append(
                 {
                     **{k: v for k, v in rec.items() if k not in ("label", "direction")},
-                    "item_id": Path(rec["file_name"]).stem,
+                    "item_id": item_id,
                     "direction": direction,
                     "tier": rec.get("tier") or None,
                     "curve": rec.get("curve") or None,
@@ -261,19 +403,45 @@ def _number(value: str | None) -> float | None:
         return None
 
 
+HASHED = (*SPLITS, REFERENCES)
+"""The folders whose `metadata.jsonl` rows make up a dataset's content hash."""
+
+
 def content_sha256(root: str | Path) -> str:
-    """A dataset's identity: build.json's content hash, else a hash of its metadata files
-    (the release has no build.json; its metadata names every clip and label)."""
+    """A dataset's identity: one SHA-256 over every row of its metadata.
+
+    The one definition of what a dataset *is*, read from the files as they are now (not from
+    the value `build.json` recorded at build time): every field of every row of
+    ``test/``, ``train/`` and ``references/metadata.jsonl``, so each clip's labels, its
+    grouping fields and its audio hash (``audio_sha256``), and each reference source's audio
+    hash. Rows are compared as JSON values (the order of rows and of keys does not count), so
+    an edited label, an added or removed clip, or a changed clip makes another dataset: a run
+    refuses to resume on it and a report refuses to show its card for a run made on the old
+    one. The official release layout has no audio hashes: there, the bytes of
+    ``metadata.csv`` (every clip's name and label).
+
+    Parameters
+    ----------
+    root : str or Path
+        The dataset folder.
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
     root = Path(root)
-    build = root / "build.json"
-    if build.is_file():
-        sha = read_json(build, REBUILD_HINT).get("content_sha256")
-        if sha:
-            return str(sha)
     digest = hashlib.sha256()
-    for name in (*(f"{s}/metadata.jsonl" for s in SPLITS), OFFICIAL_METADATA):
-        if (root / name).is_file():
-            digest.update((root / name).read_bytes())
+    found = False
+    for part in HASHED:
+        meta = root / part / "metadata.jsonl"
+        if meta.is_file():
+            found = True
+            digest.update(f"{part}/\n".encode())
+            for line in sorted(dumps(row) for row in read_jsonl(meta, hint=REBUILD_HINT)):
+                digest.update(line.encode() + b"\n")
+    if not found and (root / OFFICIAL_METADATA).is_file():
+        digest.update((root / OFFICIAL_METADATA).read_bytes())
     return digest.hexdigest()
 
 

@@ -6,7 +6,6 @@ not the stimuli, and short clips keep the play-to-end waits short.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -19,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
+
+from vocalgrad.dataset import content_sha256
 
 SR = 16000
 ADMIN_TOKEN = "test-admin-token-0123456789-abcdefghijklmnop"
@@ -79,12 +80,11 @@ def make_dataset(
                                     "verified": True,
                                 }
                             )
-    h = hashlib.sha256()
     for split, rs in rows.items():
         text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rs)
         (root / split / "metadata.jsonl").write_text(text)
-        h.update(text.encode())
-    (root / "build.json").write_text(json.dumps({"content_sha256": h.hexdigest(), "seed": 0}))
+    sha = content_sha256(root)  # as a build records it
+    (root / "build.json").write_text(json.dumps({"content_sha256": sha, "seed": 0}))
     return root
 
 

@@ -7,16 +7,17 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from vocalgrad import formats
 from vocalgrad.cli.options import (
     add_deprecated_alias,
     add_executor_options,
     add_overwrite,
     csv_list,
     executor_from_args,
+    positive_seconds,
     whole,
 )
 from vocalgrad.files import AUDIT_REPORT, VERIFY_REPORT, atomic_write_text, claim_output
-from vocalgrad.records import FORMATS
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -61,11 +62,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument(
         "--question-format",
-        choices=FORMATS,
-        help="a change within one clip (gradual, default), two held parts to compare "
-        "(comparison), or one held clip to name (recognition)",
+        choices=formats.names(),
+        help="what each clip asks: "
+        + "; ".join(f"{f.name}, {f.summary}" for f in formats.listed())
+        + f" (default {formats.DEFAULT}; `vocalgrad list formats`)",
     )
-    add_deprecated_alias(b, "--format", "--question-format", "question_format", choices=FORMATS)
+    add_deprecated_alias(
+        b, "--format", "--question-format", "question_format", choices=formats.names()
+    )
     add_deprecated_alias(b, "--no-constant", "--constants 0", "constants", nargs=0, const=0)
     add_executor_options(
         b,
@@ -109,10 +113,35 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_overwrite(a, "--json over a file that is not an audit report, or inside the dataset")
     a.set_defaults(func=cmd_audit)
 
-    s = sub.add_parser("sources", help="list what a source spec resolves to")
-    s.add_argument("spec")
-    s.add_argument("--speaker-pattern")
-    s.add_argument("--show", type=whole(0), default=10)
+    s = sub.add_parser(
+        "sources",
+        help="list what a source spec resolves to, and how many sources a build could use",
+    )
+    s.add_argument("spec", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    s.add_argument(
+        "--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources"
+    )
+    s.add_argument(
+        "--min-duration",
+        type=positive_seconds,
+        help="the build's shortest usable source in seconds (default: the build's, 2; 3 "
+        "under --protocol vocalgrad)",
+    )
+    s.add_argument(
+        "--check",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="apply the build's checks to the files: length, readable, speech (default: yes; "
+        "--no-check only lists)",
+    )
+    s.add_argument(
+        "--check-limit",
+        type=whole(0),
+        default=1000,
+        help="check at most this many sources, the first in the listing (default 1000, about "
+        "half a minute; 0: all of them)",
+    )
+    s.add_argument("--show", type=whole(0), default=10, help="sources and refusals listed")
     s.set_defaults(func=cmd_sources)
 
     i = sub.add_parser("info", help="summarise a dataset, or print the dimensions table")
@@ -173,6 +202,16 @@ def cmd_build(args: argparse.Namespace) -> int:
         )
     for note in report.get("source_conversions", []):
         print(f"  {note}")
+    if report.get("source_duplicates"):
+        from vocalgrad.sources import duplicates_note
+
+        print(f"  {duplicates_note(report['source_duplicates'])}")
+    for skipped in report.get("skipped_files", []):
+        files = skipped["files"]
+        print(
+            f"  skipped {len(files)} file(s) in the source folder, {skipped['reason']}: "
+            f"{', '.join(files[:3])}{' ...' if len(files) > 3 else ''}"
+        )
     failed: dict[str, list[str]] = {}
     for e in report["render_errors"]:
         failed.setdefault(e["category"], []).append(e["failed"])
@@ -240,9 +279,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    from vocalgrad.sources import resolve_sources
+    from vocalgrad.sources import drop_duplicates, duplicates_note, resolve_sources
+    from vocalgrad.sources.builtin import BUILTIN_DOMAIN
+    from vocalgrad.sources.check import check_sources, skipped_files
 
-    sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    sources, dropped = drop_duplicates(
+        resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    )
     speakers = Counter(s.speaker_id for s in sources)
     genders = Counter(s.gender or "?" for s in sources)
     texts = {s.text_id for s in sources}
@@ -250,6 +293,35 @@ def cmd_sources(args: argparse.Namespace) -> int:
         f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
+    if dropped:
+        print(f"  {duplicates_note(dropped)}")
+    recorded = [s for s in sources if s.domain != BUILTIN_DOMAIN]  # builtin: synthesised here
+    if args.check and recorded:
+        from vocalgrad.stimuli.config import BuildConfig
+
+        least = args.min_duration or BuildConfig.model_fields["min_duration_s"].default
+        limit = args.check_limit or len(recorded)
+        checked = check_sources(recorded[:limit], least)
+        usable = min(limit, len(recorded)) - len(checked.refused) - checked.unchecked
+        of = (
+            f"the first {limit} checked of {len(recorded)} (--check-limit 0 checks all)"
+            if limit < len(recorded)
+            else f"{len(recorded)}"
+        )
+        line = f"usable by a build: {usable} of {of} (at least {least:g} s, readable, speech)"
+        if checked.unchecked:
+            line += f"; {checked.unchecked} not on disk yet, checked when a build picks them"
+        print(line)
+        for source_id, reason in list(checked.refused.items())[: args.show]:
+            print(f"  refused {source_id}: {reason}")
+        if 0 < args.show < len(checked.refused):
+            print(f"  ... and {len(checked.refused) - args.show} more refused")
+    for reason, files in skipped_files(args.spec).items():
+        shown = files[: args.show]
+        print(
+            f"skipped {len(files)} file(s), {reason}"
+            + (f": {', '.join(shown)}{' ...' if len(files) > len(shown) else ''}" if shown else "")
+        )
     for s in sources[: args.show]:
         print(f"  {s.source_id}\t{s.speaker_id}\t{s.gender or '?'}\t{s.text[:60]}")
     return 0

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import shlex
+import sys
 from pathlib import Path
 
 from vocalgrad.cli.options import (
@@ -50,7 +53,26 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=True,
         help="ask again the items whose last answer was an error (default: yes)",
     )
-    e.add_argument("--audio-first", action="store_true")
+    e.add_argument("--audio-first", action="store_true", help="play the audio before the question")
+    e.add_argument(
+        "--max-new-tokens",
+        type=whole(1),
+        default=16,
+        help="generate mode: the longest answer a listener may write, in tokens",
+    )
+    e.add_argument(
+        "--both-orders",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="choice mode: average the log-likelihoods over both option orders (default: yes)",
+    )
+    e.add_argument("--seed", type=whole(0), default=0, help="seed of the few-shot examples")
+    e.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="ask the listener afresh instead of taking answers from the answer cache, and "
+        "replace the cached ones (e.g. a model redeployed under the same name)",
+    )
     add_deprecated_alias(e, "--base-url", "-O base_url=URL", "base_url")
     e.add_argument(
         "--timeout",
@@ -83,9 +105,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     e.set_defaults(func=cmd_eval)
 
-    sc = sub.add_parser("score", help="tables with clustered CIs, d', criterion and controls")
-    sc.add_argument("runs", nargs="+")
-    sc.add_argument("--by", type=csv_list, default=("category",))
+    sc = sub.add_parser(
+        "score",
+        help="tables with clustered CIs, d', criterion and controls",
+        description="Score run folders: one table per run. To compare two runs item by item "
+        "(a paired difference with its CI and tests), add --compare.",
+        epilog="example: vocalgrad score runs/a runs/b --compare",
+    )
+    sc.add_argument("runs", nargs="+", help="run folders written by `vocalgrad eval`")
+    sc.add_argument(
+        "--by",
+        type=csv_list,
+        default=("category",),
+        help="result fields to group each table by, comma-separated (default: category), e.g. "
+        "category,tier; others: curve, direction, magnitude, speaker_id, source_id",
+    )
     sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
     sc.add_argument(
         "--n-boot",
@@ -95,7 +129,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     sc.add_argument("--output-format", default="md", choices=("md", "csv"))
     add_deprecated_alias(sc, "--format", "--output-format", "output_format", choices=("md", "csv"))
-    sc.add_argument("--compare", action="store_true", help="paired comparison of two runs")
+    sc.add_argument(
+        "--compare",
+        action="store_true",
+        help="with two runs: also their paired comparison on the items both answered (the "
+        "difference in accuracy with a CI clustered by source, McNemar and cluster "
+        "permutation tests)",
+    )
     sc.set_defaults(func=cmd_score)
 
 
@@ -119,9 +159,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return _eval(args, listener, executor)
 
 
+def eval_config_from(args: argparse.Namespace):
+    """The `EvalConfig` the parsed `vocalgrad eval` options ask for: every field has an option
+    of the same name (``--max-new-tokens`` for ``max_new_tokens``)."""
+    from vocalgrad.api import EvalConfig, eval_config
+
+    fields = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(EvalConfig)
+        if getattr(args, f.name, None) is not None
+    }
+    return eval_config(**fields)
+
+
 def _eval(args: argparse.Namespace, listener, executor) -> int:
     from vocalgrad.api import default_run_folder, evaluate
     from vocalgrad.evaluation.score import markdown
+    from vocalgrad.sources import default_cache_dir
 
     out = Path(args.out) if args.out else default_run_folder(args.listener)
     if args.adaptive:
@@ -145,17 +199,10 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         args.dataset,
         listener,
         out,
-        mode=args.mode,
-        variants=args.variants,
-        controls=args.controls,
-        split=args.split,
-        categories=args.categories or (),
-        limit=args.limit,
-        batch_size=args.batch_size,
-        few_shot=args.few_shot,
-        audio_first=args.audio_first,
+        eval_config_from(args),
         retry_errors=args.retry_errors,
         executor=executor,
+        use_cache=not args.no_cache,
     )
     counts = run.counts
     print(
@@ -163,6 +210,12 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
         f"{counts['seconds']:.1f} s -> {out}"
     )
+    if counts["from_cache"]:
+        print(
+            f"{counts['from_cache']} answered from cache ({default_cache_dir() / 'answers.sqlite'}"
+            ", answers given before to the same question by the same listener); --no-cache asks "
+            "afresh"
+        )
     if counts["failed"]:
         print(
             f"{counts['failed']} of {counts['total']} items have no answer (errors above and in "
@@ -190,6 +243,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         write_summary,
     )
 
+    if args.compare and len(args.runs) != 2:
+        raise ConfigError(f"--compare needs exactly two runs, got {len(args.runs)}")
     for run in args.runs:
         summary = score(
             run,
@@ -201,7 +256,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(to_csv(summary) if args.output_format == "csv" else markdown(summary), flush=True)
         write_summary(run, summary)  # after printing: a read-only run still shows its table
     if args.compare:
-        if len(args.runs) != 2:
-            raise ConfigError("--compare needs exactly two runs")
         print(comparison_text(compare_runs(*args.runs, cluster=args.cluster)))
+    elif len(args.runs) == 2:
+        print(
+            "hint: to compare these two runs item by item (a paired difference with its CI), "
+            f"add --compare: {shlex.join(['vocalgrad', 'score', *args.runs, '--compare'])}",
+            file=sys.stderr,  # not in a CSV on stdout
+        )
     return 0

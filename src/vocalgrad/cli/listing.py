@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-FORMAT_HELP = {
-    "gradual": "one clip in which the dimension changes over time (the published format)",
-    "comparison": "two held parts, the second higher or lower than the first",
-    "recognition": "one held clip to name as high or low",
-}
 WHAT = ("listeners", "dimensions", "formats", "prompts")
 
 
@@ -48,7 +43,9 @@ def _dimensions() -> list[str]:
 
 
 def _formats() -> list[str]:
-    return [f"{name}\t{text}" for name, text in FORMAT_HELP.items()]
+    from vocalgrad import formats
+
+    return [f"{fmt.name}\t{fmt.summary}" for fmt in formats.listed()]
 
 
 def _prompts() -> list[str]:

@@ -17,6 +17,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--output-format", default="html", choices=("html", "md"))
     add_deprecated_alias(r, "--format", "--output-format", "output_format", choices=("html", "md"))
     r.add_argument("--dataset", help="dataset folder for the card section (default: from the runs)")
+    r.add_argument(
+        "--allow-dataset-mismatch",
+        action="store_true",
+        help="show --dataset's card even when the runs were evaluated on another dataset "
+        "(the section says so)",
+    )
     r.add_argument("--probe", action="append", default=[], help="probe output folder (repeatable)")
     r.add_argument(
         "--n-boot",
@@ -39,6 +45,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         output_format=args.output_format,
         n_boot=args.n_boot,
         command=shlex.join(["vocalgrad", *sys.argv[1:]]),
+        allow_dataset_mismatch=args.allow_dataset_mismatch,
         overwrite=args.overwrite,
     )
     print(f"report: {out}")

@@ -2,8 +2,11 @@
 
 A run folder holds `manifest.json` and `results.jsonl` (one row per item x variant x
 control x mode). Rows are appended and fsynced per batch, so a killed run resumes where
-it stopped; an answer cache keyed by (audio content, listener, prompt, decoding) makes
-reruns and overlapping runs free. Per-item errors are recorded, never scored as wrong.
+it stopped; an answer cache keyed by everything an answer depends on (`answer_key`: the
+clips, the listener's identity and fitted state, its options and decoding, the prompt, the
+mode) makes reruns and overlapping runs free, and says so: each row records whether its
+answer came from the cache, and `use_cache=False` asks afresh. Per-item errors are recorded,
+never scored as wrong.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from vocalgrad.dataset import (
 from vocalgrad.errors import ConfigError, DatasetError, PartialBatchError, VocalgradError
 from vocalgrad.executors import Executor
 from vocalgrad.files import atomic_write_text, exclusive, naming
+from vocalgrad.formats import of_row, row_format
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.listeners.baselines import REVERSED_SUFFIX
 from vocalgrad.provenance import versions
@@ -50,7 +54,7 @@ from vocalgrad.questions.prompts import (
     few_shot_examples,
     get_variant,
 )
-from vocalgrad.records import LABELS, ResultRow, row_format
+from vocalgrad.records import LABELS, EvalCounts, ResultRow
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -59,12 +63,15 @@ CONTROLS = ("reversed", "silence", "text_only")
 RERUN_HINT = "rerun the same `vocalgrad eval` command to ask its item again"
 DAMAGED_RUN = "the run folder is damaged: restore the file, or move the folder away and rerun"
 FLIP = {"increase": "decrease", "decrease": "increase", "constant": "constant"}
+RUN_IDENTITY = ("listener", "dataset_sha256", "config")
+"""The manifest fields that make a run folder one run: resuming with any other is refused."""
 ORDER_PAIRS = {"default": "swapped", "swapped": "default"}
 
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """What a run asks; every field goes into the manifest and the cache key."""
+    """What a run asks; every field goes into the manifest (the run's identity), and what
+    shapes a question (prompt, few-shot examples, decoding) into its `answer_key`."""
 
     mode: str = "auto"  # "choice", "generate", "both" or "auto" (choice when the listener can)
     variants: tuple[str, ...] = ("default",)
@@ -112,7 +119,8 @@ def run_key(row: dict, variant: str, control: str, mode: str) -> str:
 
 
 class AnswerCache:
-    """SQLite map from a content hash of (audio, listener, prompt, decoding) to the answer."""
+    """SQLite map from an answer's key (`answer_key`) to the answer: raw log-likelihoods or
+    text, never an error."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,10 +148,14 @@ def evaluate(
     cache: AnswerCache | None = None,
     executor: Executor | None = None,
     retry_errors: bool = True,
-) -> dict:
+    use_cache: bool = True,
+) -> EvalCounts:
     """Answer every selected item; returns counts. Resumes from `out/results.jsonl`.
 
     Items whose last answer was an error are asked again unless `retry_errors` is False.
+    With `use_cache` False every question goes to the listener and its answer replaces the
+    cached one (a model redeployed under the same name); either way each row's ``cached``
+    says where its answer came from, and the counts' ``from_cache`` how many did.
     Batches are answered on `executor` (default: here); only this process writes the cache
     and the results file, so a batch is recorded once whichever worker answered it. The run
     folder is locked meanwhile: a second writer fails at once instead of duplicating rows."""
@@ -182,7 +194,17 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     with exclusive(out, "run folder"):
         return _evaluate(
-            out, listener, config, manifest, items, mode, train, cache, executor, retry_errors
+            out,
+            listener,
+            config,
+            manifest,
+            items,
+            mode,
+            train,
+            cache,
+            executor,
+            retry_errors,
+            use_cache,
         )
 
 
@@ -197,6 +219,7 @@ def _evaluate(
     cache: AnswerCache | None,
     executor: Executor | None,
     retry_errors: bool,
+    use_cache: bool,
 ) -> dict:
     _check_manifest(out, manifest)
     results = out / "results.jsonl"
@@ -217,7 +240,7 @@ def _evaluate(
     retried = sum(1 for t in tasks if failed.get(t.key))
     cache = cache or AnswerCache(default_cache_dir() / "answers.sqlite")
     started = time.time()
-    errors = 0
+    errors = from_cache = 0
     held: dict[int, list[Prepared]] = {}
 
     def questions() -> Iterator[tuple[dict, int]]:
@@ -225,7 +248,7 @@ def _evaluate(
         cache lacks goes to the listener."""
         for i, batch in enumerate(_batches(tasks, config.batch_size)):
             held[i] = _prepare(batch, listener, config, train)
-            yield _missing(held[i], cache), config.max_new_tokens
+            yield _missing(held[i], cache if use_cache else None), config.max_new_tokens
 
     with (
         naming(results),
@@ -244,6 +267,8 @@ def _evaluate(
             for p in keyed:
                 answers = [fresh.get(k) or cache.get(k) or {} for k in p.keys]
                 result = _result_row(p.task, listener, answers, p.error, time.time() - p.started)
+                result["cached"] = bool(p.keys) and not any(k in fresh for k in p.keys)
+                from_cache += result["cached"]
                 errors += result.get("error") is not None
                 failed[p.task.key] = result.get("error") is not None
                 lines.append(dumps(result) + "\n")
@@ -256,6 +281,7 @@ def _evaluate(
         "skipped_done": len(every) - len(tasks),
         "retried": retried,
         "errors": errors,
+        "from_cache": from_cache,
         "total": len(every),
         "failed": sum(failed.get(t.key, False) for t in every),
         "seconds": round(time.time() - started, 2),
@@ -333,8 +359,8 @@ def _tasks(items: list[dict], config: EvalConfig, modes: tuple[str, ...]) -> Ite
     for row in items:
         for variant in config.variants:
             for control in controls:
-                if control == "reversed" and row_format(row) == "recognition":
-                    # played backwards, a held clip keeps its value: the label would not flip
+                if control == "reversed" and not of_row(row).reversible:
+                    # played backwards, the item keeps its label (a held clip its value)
                     continue
                 for mode in modes:
                     yield Task(row, variant, control, mode, run_key(row, variant, control, mode))
@@ -361,6 +387,7 @@ def _prepare(
 ) -> list[Prepared]:
     """Each task of a batch, prepared on the driver."""
     audio_memo: dict[str, np.ndarray] = {}
+    identity = listener.manifest()
     prepared = []
     for task in batch:
         started = time.time()
@@ -368,18 +395,21 @@ def _prepare(
             reqs, err = _requests(task, listener, config, train, audio_memo), None
         except VocalgradError as error:
             reqs, err = [], str(error)
-        keys = [_cache_key(listener, task, r, config) for r in reqs]
+        keys = [answer_key(identity, task.mode, r, config.max_new_tokens) for r in reqs]
         prepared.append(Prepared(task, reqs, started, err, keys))
     return prepared
 
 
-def _missing(keyed: list[Prepared], cache: AnswerCache) -> dict[str, list[tuple[Request, str]]]:
-    """mode -> (request, cache key) for the answers the cache lacks."""
+def _missing(
+    keyed: list[Prepared], cache: AnswerCache | None
+) -> dict[str, list[tuple[Request, str]]]:
+    """mode -> (request, cache key) for the answers the cache lacks (all of them without a
+    cache)."""
     todo: dict[str, list[tuple[Request, str]]] = {}
     for p in keyed:
         if p.error is None:
             for r, k in zip(p.requests, p.keys, strict=True):
-                if cache.get(k) is None:
+                if cache is None or cache.get(k) is None:
                     todo.setdefault(p.task.mode, []).append((r, k))
     return todo
 
@@ -465,17 +495,59 @@ def _control_audio(control: str, audio: np.ndarray) -> np.ndarray | None:
     return audio
 
 
-def _cache_key(listener: Listener, task: Task, request: Request, config: EvalConfig) -> str:
-    h = hashlib.sha256()
-    h.update(json.dumps(listener.manifest(), sort_keys=True).encode())
-    h.update(task.mode.encode())
-    h.update(json.dumps([t.parts() for t in request.prompt.turns]).encode())
-    h.update(json.dumps(request.prompt.options).encode())
-    h.update(str(config.max_new_tokens if task.mode == "generate" else 0).encode())
-    for item_id in sorted(request.audio):
-        audio = request.audio[item_id]
-        h.update(item_id.encode() if audio is None else hashlib.sha256(audio.tobytes()).digest())
-    return h.hexdigest()
+ANSWER_KEY_VERSION = 2
+"""Bumped whenever `answer_key` changes what it covers: older cache entries are never read."""
+
+
+def answer_key(identity: dict, mode: str, request: Request, max_new_tokens: int) -> str:
+    """The answer cache's key: the one definition of everything an answer depends on.
+
+    Two questions share a cached answer only when all of these are equal (the file
+    reference, ``docs/reference/files.md``, lists them for users):
+
+    - the listener's identity, ``Listener.manifest()``: id, revision (weights or code),
+      sample rate, every option that changes its answers (decoding settings, precision,
+      dtype, the endpoint) and ``fitted_on``, the hash of the data a baseline learnt from
+      (a dataset's rows with their labels and audio hashes: two builds that share test clips
+      but not their train split never share answers);
+    - the mode (``choice`` or ``generate``) and, for ``generate``, ``max_new_tokens``;
+    - the whole prompt: its text and turns (few-shot examples with their answers, where the
+      audio sits), answer options and their labels, variant and category;
+    - the clips by content: a SHA-256 of each audio array the prompt refers to, as the
+      listener hears it (rate, channels), under its item id, and the request's source id.
+
+    Parameters
+    ----------
+    identity : dict
+        ``listener.manifest()``.
+    mode : str
+        ``choice`` or ``generate``.
+    request : Request
+        The question, with its audio at the listener's rate.
+    max_new_tokens : int
+        The generation limit (counts in ``generate`` mode only).
+
+    Returns
+    -------
+    str
+        64 hex digits.
+    """
+    audio = {
+        item_id: None
+        if clip is None
+        else [hashlib.sha256(clip.tobytes()).hexdigest(), list(clip.shape), str(clip.dtype)]
+        for item_id, clip in request.audio.items()
+    }
+    key = {
+        "version": ANSWER_KEY_VERSION,
+        "listener": identity,
+        "mode": mode,
+        "decoding": {"max_new_tokens": max_new_tokens} if mode == "generate" else {},
+        "prompt": asdict(request.prompt),
+        "source_id": request.source_id,
+        "audio": audio,
+    }
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _result_row(
@@ -596,21 +668,42 @@ def release_prompt_check(items: Sequence[dict]) -> dict:
 
 
 def _check_manifest(out: Path, manifest: dict) -> None:
-    """A run folder belongs to one (dataset, listener, config): refuse to mix results."""
+    """A run folder belongs to one (dataset, listener, config): refuse to mix results, and
+    say which of the three differs."""
     path = out / "manifest.json"
-    identity = {k: manifest[k] for k in ("listener", "dataset_sha256", "config")}
     if path.is_file():
         saved = read_json(path, DAMAGED_RUN)
-        if {k: saved.get(k) for k in identity} != json.loads(json.dumps(identity)):
+        wanted = json.loads(json.dumps({k: manifest[k] for k in RUN_IDENTITY}))
+        differ = [k for k in RUN_IDENTITY if saved.get(k) != wanted[k]]
+        if "dataset_sha256" in differ:
             raise ConfigError(
-                f"{out} holds a run with another listener, dataset or config; choose another --out"
+                f"{out} holds a run on another dataset (content sha256 "
+                f"{str(saved.get('dataset_sha256'))[:12]}…, now {wanted['dataset_sha256'][:12]}…"
+                f" for {manifest['dataset']}): its clips or labels changed since that run "
+                "began, so its answers would not match; choose another --out"
+            )
+        if differ:
+            what = {"listener": "listener", "config": "config"}
+            raise ConfigError(
+                f"{out} holds a run with another {' and '.join(what[k] for k in differ)}; "
+                "choose another --out"
             )
         return
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
 
 
 def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
-    """(manifest, rows) of a run folder (or its results.jsonl); the last row wins per key."""
+    """(manifest, rows) of a run folder (or its results.jsonl); the last row wins per key.
+
+    Raises
+    ------
+    ConfigError
+        The folder holds no results.jsonl.
+    DatasetError
+        It holds no answers, or is incomplete: no manifest.json (every producer writes it,
+        an eval before its first answer, an export last), or a file its manifest lists is
+        missing; or a file is damaged.
+    """
     run = Path(run)
     if run.name == "results.jsonl":
         run = run.parent
@@ -619,6 +712,15 @@ def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
     manifest = (
         read_json(run / "manifest.json", DAMAGED_RUN) if (run / "manifest.json").is_file() else {}
     )
+    lacking = [
+        name for name in ("manifest.json", *manifest.get("files", ())) if not (run / name).is_file()
+    ]
+    if lacking and (run / "results.jsonl").stat().st_size:
+        raise DatasetError(
+            f"{run}: incomplete, {', '.join(lacking)} missing beside results.jsonl (an "
+            "interrupted `vocalgrad eval` or `human export`?); run the command that made it "
+            "again"
+        )
     rows = {}
     for r in read_jsonl(run / "results.jsonl", torn="skip", hint=RERUN_HINT):
         # rows from other producers (e.g. the listening test) may omit run-only fields

@@ -10,7 +10,8 @@ import csv
 import io
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from vocalgrad.defaults import MAX_N_BOOT
@@ -86,6 +87,97 @@ def grouping(
     return by, cluster
 
 
+@dataclass(frozen=True)
+class ListenerScore:
+    """One listener's answers to one set of questions, scored once: what `vocalgrad score`
+    writes per prompt/mode group and what the report shows. Every metric in either comes from
+    `score_rows`, so the two cannot disagree.
+
+    Attributes
+    ----------
+    table : list of dict
+        `vocalgrad.stats.summarise` rows over the changing clips: "overall" first, then one
+        per group (accuracy, balanced accuracy, d′, c, AUC, rates, each with a clustered CI).
+    constant : list of dict
+        `vocalgrad.stats.constant_summary` rows over the constant clips, "overall" first.
+    controls : dict
+        Per control asked: "reversed" -> `vocalgrad.stats.flip_rate`'s record, "silence" and
+        "text_only" -> answer rates (``n``, ``increase_rate``, ``decrease_rate``,
+        ``unparsed_rate``).
+    alarm : str or None
+        The same-answer alarm over the changing clips, None when it is not raised.
+    errors : int
+        Rows that failed with an error (not scored).
+    """
+
+    table: list[dict]
+    constant: list[dict]
+    controls: dict[str, dict]
+    alarm: str | None
+    errors: int
+
+    @property
+    def overall(self) -> dict:
+        """The "overall" row of `table`."""
+        return self.table[0]
+
+    @property
+    def flip_rate(self) -> float:
+        """Share of time-reversed pairs whose answer flipped; NaN without that control."""
+        return float(self.controls.get("reversed", {}).get("flip_rate", math.nan))
+
+
+def score_rows(
+    rows: Iterable[Mapping],
+    by: tuple[str, ...] = ("category",),
+    cluster: str | None = "source_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> ListenerScore:
+    """Score one listener's result rows (one prompt variant and mode, every control).
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Result rows (`vocalgrad.records.ResultRow`) of one listener, variant and mode, main
+        condition and controls together; rows with an ``error`` are counted, not scored.
+    by : tuple of str
+        Result fields the table is split by, besides "overall".
+    cluster : str or None
+        The field whose values are resampled whole for CIs (None: every item alone).
+    n_boot : int
+        Bootstrap resamples per interval (0: no intervals).
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    ListenerScore
+        The table, the constant-clip rates, the controls and the same-answer alarm.
+    """
+    rows = list(rows)
+    answered = [r for r in rows if r.get("error") is None]
+    main = [r for r in answered if r.get("control", "none") == "none"]
+    changing = [r for r in main if r.get("direction") in LABELS]
+    controls: dict[str, dict] = {}
+    reversed_rows = [
+        r for r in answered if r.get("control") == "reversed" and r.get("direction") != "constant"
+    ]
+    if reversed_rows:
+        controls["reversed"] = flip_rate(changing, reversed_rows)
+    for control in ("silence", "text_only"):
+        asked = [r for r in answered if r.get("control") == control]
+        if asked:
+            controls[control] = _answer_rates(asked)
+    return ListenerScore(
+        table=summarise(changing, by=by, cluster=cluster, n_boot=n_boot, seed=seed),
+        constant=constant_summary([r for r in main if r.get("direction") == "constant"]),
+        controls=controls,
+        alarm=same_answer_alarm(changing),
+        errors=sum(1 for r in rows if r.get("error")),
+    )
+
+
 def score_run(
     run: str | Path,
     by: str | Sequence[str] = ("category",),
@@ -109,44 +201,27 @@ def score_run(
         "controls": {},
         "alarms": [],
         "untestable": manifest.get("untestable", {}),
+        # answers taken from the answer cache rather than asked of the listener in this run
+        "answered_from_cache": sum(1 for r in rows if r.get("cached")),
     }
     listeners = sorted({r["listener"] for r in rows})
     for listener, variant, mode in sorted({(r["listener"], r["variant"], r["mode"]) for r in rows}):
-        mine = selected(rows, listener=listener)
-        main = [
-            r
-            for r in selected(mine, variant=variant, mode=mode, control="none")
-            if r["error"] is None
-        ]
-        changing = [r for r in main if r["direction"] in LABELS]
         key = f"{variant}/{mode}" if len(listeners) == 1 else f"{listener}|{variant}/{mode}"
+        scored = score_rows(
+            selected(rows, listener=listener, variant=variant, mode=mode),
+            by=by,
+            cluster=cluster,
+            n_boot=n_boot,
+            seed=seed,
+        )
         out["groups"][key] = {
-            "table": summarise(changing, by=by, cluster=cluster, n_boot=n_boot, seed=seed),
-            "constant": constant_summary([r for r in main if r["direction"] == "constant"]),
-            "errors": sum(1 for r in selected(mine, variant=variant, mode=mode) if r["error"]),
+            "table": scored.table,
+            "constant": scored.constant,
+            "errors": scored.errors,
         }
-        alarm = same_answer_alarm(changing)
-        if alarm:
-            out["alarms"].append(f"{key}: {alarm}")
-        reversed_rows = [
-            r
-            for r in selected(mine, variant=variant, mode=mode, control="reversed")
-            if r["error"] is None
-        ]
-        controls: dict = {}
-        if reversed_rows:
-            controls["reversed"] = flip_rate(
-                changing, [r for r in reversed_rows if r["direction"] != "constant"]
-            )
-        for control in ("silence", "text_only"):
-            ctl = [
-                r
-                for r in selected(mine, variant=variant, mode=mode, control=control)
-                if r["error"] is None
-            ]
-            if ctl:
-                controls[control] = _answer_rates(ctl)
-        out["controls"][key] = controls
+        if scored.alarm:
+            out["alarms"].append(f"{key}: {scored.alarm}")
+        out["controls"][key] = scored.controls
     out["results"] = _harness_results(out, by)
     out["n-samples"] = {
         k: sum(g["n"] for g in v["table"] if g["group"] != "overall")
@@ -270,6 +345,12 @@ def markdown(summary: dict) -> str:
         for category, why in summary.get("untestable", {}).items()
     ]
     lines += [f"**Alarm:** {a}" for a in summary["alarms"]]
+    if summary.get("answered_from_cache"):
+        lines.append(
+            f"{summary['answered_from_cache']} answer(s) came from the answer cache (given "
+            "before to the same question by the same listener); `vocalgrad eval --no-cache` "
+            "asks afresh."
+        )
     return "\n".join(lines)
 
 

@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.dataset import dumps, load_rows, resolve
 from vocalgrad.errors import ConfigError
+from vocalgrad.formats import row_format
 from vocalgrad.harness.items import Selection, item_metadata, select_items, wav_copy
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
-from vocalgrad.questions.prompts import HELD_VARIANTS, VARIANTS
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.questions.prompts import VARIANTS
+from vocalgrad.records import LABELS
 
 FUNCTIONS = "vocalgrad.harness.lmms_tasks"
 MAX_NEW_TOKENS = 16  # as `vocalgrad eval`
@@ -36,10 +37,12 @@ class Exported:
 
 
 def direction_variants(fmt: str) -> tuple[str, ...]:
-    """The variants whose answers are directions (all but change detection) for a format."""
-    if fmt != "gradual":
-        return HELD_VARIANTS
-    return tuple(name for name, v in VARIANTS.items() if set(LABELS) <= set(v.options))
+    """The variants a format is asked with whose answers are directions (all but change
+    detection)."""
+    form = formats.get(fmt)
+    return tuple(
+        name for name, v in VARIANTS.items() if form.asks(name) and set(LABELS) <= set(v.options)
+    )
 
 
 def export_lmms_eval(
@@ -64,8 +67,8 @@ def export_lmms_eval(
             )
         else:
             mono.append(category)
-    formats = sorted({row_format(r) for r in rows if r["category"] in mono})
-    if not formats:
+    held = sorted({row_format(r) for r in rows if r["category"] in mono})  # the formats it holds
+    if not held:
         raise ConfigError(
             f"{dataset}: nothing to export in the {split} split"
             + (
@@ -74,9 +77,9 @@ def export_lmms_eval(
                 else ""
             )
         )
-    for fmt in formats:
+    for fmt in held:
         for variant in variants or direction_variants(fmt):
-            if fmt != "gradual" and variant not in HELD_VARIANTS:
+            if not formats.get(fmt).asks(variant):
                 continue
             asked = VARIANTS[variant].categories()
             cats = tuple(c for c in mono if asked is None or c in asked)

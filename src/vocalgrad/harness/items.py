@@ -22,14 +22,16 @@ from pathlib import Path
 
 import soundfile as sf
 
+from vocalgrad import formats
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import content_sha256, dumps, load_rows, resolve
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import run_key
+from vocalgrad.formats import row_format
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
-from vocalgrad.questions.prompts import FORMATS, build_prompt, get_variant
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.questions.prompts import build_prompt, get_variant
+from vocalgrad.records import LABELS
 from vocalgrad.stats import summarise
 
 # Fields a sample carries to the scorer: enough to rebuild the row `vocalgrad score` reads.
@@ -43,7 +45,7 @@ SEED = 0
 class Selection:
     """Which items a harness task asks, and how (one format and one prompt variant per task)."""
 
-    fmt: str = "gradual"
+    fmt: str = formats.DEFAULT
     variant: str = "default"
     categories: tuple[str, ...] = ()
     tiers: tuple[str, ...] = ()
@@ -51,8 +53,7 @@ class Selection:
     audio_first: bool = False
 
     def __post_init__(self) -> None:
-        if self.fmt not in FORMATS:
-            raise ConfigError(f"unknown format {self.fmt!r}; choose from {', '.join(FORMATS)}")
+        formats.get(self.fmt)  # an unknown format is refused, with the known ones
         if set(get_variant(self.variant).options) & set(LABELS) != set(LABELS):
             raise ConfigError(
                 f"variant {self.variant!r} asks no direction; the harness tasks score "
@@ -76,7 +77,7 @@ def as_tuple(value: str | Iterable[str] | None) -> tuple[str, ...]:
 def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
     """The changing clips of one format, in file order, each checked to have the question asked."""
     rows = load_rows(resolve(dataset), splits=(selection.split,))
-    formats = sorted({row_format(r) for r in rows})
+    held = sorted({row_format(r) for r in rows})  # the formats the split holds
     chosen = [
         r
         for r in rows
@@ -90,7 +91,7 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
             f"{dataset}: no {selection.fmt} increase/decrease items in the {selection.split} split"
             + (f" for categories {','.join(selection.categories)}" if selection.categories else "")
             + (f" and tiers {','.join(selection.tiers)}" if selection.tiers else "")
-            + f" (the dataset holds: {', '.join(formats) or 'nothing'})"
+            + f" (the dataset holds: {', '.join(held) or 'nothing'})"
         )
     for category in sorted({r["category"] for r in chosen}):
         build_prompt(category, selection.variant, fmt=selection.fmt)  # a clear error if unasked
@@ -156,14 +157,14 @@ def write_run(
     `vocalgrad report`."""
     out, path = Path(out), resolve(dataset)
     out.mkdir(parents=True, exist_ok=True)
-    formats = sorted({r["format"] for r in rows})
+    held = sorted({r["format"] for r in rows})
     variants = sorted({r["variant"] for r in rows})
     manifest = {
         "listener": {"listener": listener, "harness": harness},
         "dataset": str(path.resolve()),
         "dataset_sha256": content_sha256(path),
         "modes": ["generate"],
-        "format": formats[0] if formats else None,
+        "format": held[0] if held else None,
         "config": {"variants": variants, "controls": [], "mode": "generate"},
         # each variant's question as asked of its first row
         "prompts": {v: question(next(r for r in rows if r["variant"] == v), v) for v in variants},

@@ -21,10 +21,11 @@ from vocalgrad.dataset import clean
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
 from vocalgrad.evaluation.score import score_run
+from vocalgrad.formats import row_format
 from vocalgrad.harness.items import N_BOOT
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
 from vocalgrad.questions.prompts import build_prompt
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.records import LABELS
 
 FILTER = "none"
 HIGHER_IS_BETTER = {

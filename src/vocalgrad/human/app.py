@@ -37,11 +37,11 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from vocalgrad.dataset import content_sha256
+from vocalgrad.formats import row_format
 from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
 from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url
 from vocalgrad.questions.prompts import build_prompt
-from vocalgrad.records import row_format
 
 COOKIE = "vg_session"
 MAX_BODY = 4096  # bytes; every legitimate request body is well under 200

@@ -8,9 +8,13 @@ trials go to `trials.jsonl` for audit only; `agreement.json` and `manifest.json`
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import platform
+import shutil
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -20,10 +24,11 @@ import numpy as np
 
 from vocalgrad._version import __version__
 from vocalgrad.files import HUMAN_EXPORT, atomic_write_text, claim_output, mark_output
+from vocalgrad.formats import DEFAULT, row_format
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.records import LABELS
 
 ITEM_KEYS = (
     "category",
@@ -199,9 +204,16 @@ def export(
 ) -> dict:
     """Write results.jsonl, trials.jsonl, agreement.json and manifest.json into `out`.
 
-    `out` must be new, empty or an earlier export (`files.claim_output`): a model's run folder
-    there would lose its results. `overwrite` writes there anyway. A `summary.json` beside the
-    export scored the answers it replaces, so it is removed (`vocalgrad score` writes anew).
+    Atomic: the files are written into a temporary sibling folder, which becomes `out` by one
+    rename (or, over an earlier export, whose files are replaced one by one by rename, the
+    old manifest removed first and the new one moved in last). A kill at any moment leaves
+    no `out`, the earlier export whole, or files without a manifest, which `score` and
+    `report` refuse as incomplete: never a half-written file read as an export.
+
+    `out` must be new, empty or an earlier export (`files.claim_output`; the folder is marked
+    as one before its manifest goes, so a rerun after such a kill is still its own): a model's
+    run folder there would lose its results. `overwrite` writes there anyway. A
+    `summary.json` beside the export scored the answers it replaces, so it is removed.
     """
     out = claim_output(out, HUMAN_EXPORT, reads=[store.meta().get("dataset")], overwrite=overwrite)
     rows = result_rows(store, include_flagged)
@@ -226,7 +238,7 @@ def export(
     ]
     report = agreement_report(store, include_flagged)
     meta, config = store.meta(), store.config()
-    fmt = next((i.get("format") for i in store.items().values() if i.get("format")), "gradual")
+    fmt = next((i.get("format") for i in store.items().values() if i.get("format")), DEFAULT)
     manifest = {
         "listener": "human",
         "listeners": sorted({r["listener"] for r in rows}),
@@ -250,15 +262,42 @@ def export(
         "n_rows": len(rows),
         "files": ["results.jsonl", "trials.jsonl", "agreement.json"],
     }
+    texts = {
+        name: "".join(json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
+        for name, data in (("results.jsonl", rows), ("trials.jsonl", audit))
+    }
+    texts["agreement.json"] = json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
+    texts[MANIFEST] = json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
+    if out.is_dir():
+        mark_output(out, HUMAN_EXPORT)  # before the earlier manifest is removed
+    _write_all(out, texts)
     mark_output(out, HUMAN_EXPORT)
-    for name, data in (("results.jsonl", rows), ("trials.jsonl", audit)):
-        lines = (json.dumps(_nan_to_none(r), sort_keys=True) + "\n" for r in data)
-        atomic_write_text(out / name, "".join(lines))
-    (out / "agreement.json").write_text(
-        json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
-    )
-    (out / "manifest.json").write_text(
-        json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
-    )
     (out / "summary.json").unlink(missing_ok=True)
     return {"rows": len(rows), "out": str(out), "report": report}
+
+
+MANIFEST = "manifest.json"
+
+
+def _write_all(out: Path, texts: dict[str, str]) -> None:
+    """Write `texts` (file name -> text, the manifest last) into `out` as one step: see
+    `export`."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = out.with_name(f".tmp-{out.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    stage.mkdir()  # the umask's mode, as `out` would get (a temporary folder's is private)
+    try:
+        for name, text in texts.items():
+            atomic_write_text(stage / name, text)
+        try:
+            os.rename(stage, out)  # `out` absent or an empty folder: all at once
+            return
+        except OSError as err:
+            if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise type(err)(err.errno, err.strerror, str(out)) from err
+        (out / MANIFEST).unlink(missing_ok=True)  # the folder reads as incomplete meanwhile
+        for name in texts:  # the manifest last: it marks the export complete
+            os.replace(stage / name, out / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

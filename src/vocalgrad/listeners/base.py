@@ -97,6 +97,10 @@ class Listener(ABC):
     can_tune: bool = False  # torch parameters and differentiable `option_logprobs`
     wants_gpu: bool = False  # a model that runs far faster on an accelerator
     lens_stages: list[str] | None = None  # the stage of each lens layer; None: the `@answer` stages
+    # A hash of the data the listener learnt from or reads while answering (a baseline fitted
+    # on a dataset's train split: `vocalgrad.dataset.content_sha256`): answers of the same
+    # clip differ when it differs, so it is part of `manifest` and of every answer-cache key.
+    fitted_on: str | None = None
 
     def _unable(self, what: str) -> CapabilityError:
         return CapabilityError(f"{self.listener_id} cannot {what}; choose a listener that can")
@@ -303,9 +307,18 @@ class Listener(ABC):
         }
 
     def manifest(self) -> dict:
-        """What identifies this listener's answers: goes into run manifests and cache keys."""
+        """What identifies this listener's answers: goes into run manifests and answer-cache
+        keys, so it must name everything its answers depend on besides the request itself
+        (weights revision, decoding settings, options that change answers, and `fitted_on`).
+
+        Returns
+        -------
+        dict
+            ``listener``, ``revision``, ``sample_rate`` (Hz), plus ``fitted_on`` where set.
+        """
         return {
             "listener": self.listener_id,
             "revision": self.revision,
             "sample_rate": self.sample_rate,
+            **({"fitted_on": self.fitted_on} if self.fitted_on else {}),
         }

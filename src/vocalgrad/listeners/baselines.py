@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.audio import load_audio, resample
-from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.dataset import content_sha256, load_references, load_rows
 from vocalgrad.dimensions.base import Measured
 from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.formats.base import Asked
 from vocalgrad.listeners.base import Listener, Request
-from vocalgrad.records import LABELS, row_format
+from vocalgrad.records import LABELS
 
 REVERSED_SUFFIX = "#reversed"
 
@@ -96,9 +97,9 @@ class IdealObserver(Listener):
     the first and last thirds of the clip, where the builder uses Praat and 20% windows.
     It is an upper reference for what the audio supports, not a model of a human.
 
-    Held formats: a comparison item is answered from the held value of each part (second
-    minus first), a recognition clip from its held value against the median of its
-    (split, category, magnitude) family (`_boundary`).
+    Every question format says how it answers its items (`QuestionFormat.evidence`): a
+    comparison item from the held value of each part (second minus first), a recognition clip
+    from its held value against the median of its (split, category, magnitude) family.
     """
 
     can_score = True
@@ -110,12 +111,14 @@ class IdealObserver(Listener):
 
     def __init__(self, dataset: str | Path) -> None:
         self.root = Path(dataset)
+        # its answers read the references and (recognition) the dataset's other clips
+        self.fitted_on = content_sha256(self.root)
         self.references = _references(self.root, "the ideal observer")
         self.rows = {
             r["item_id"]: r for r in load_rows(self.root)
         }  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
-        self._boundaries: dict[tuple, float] = {}
+        self.memo: dict[str, dict] = {}  # what a format learnt of the dataset, by format
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
         return [max(s, key=s.get) for s in self.score_choices(requests)]
@@ -138,50 +141,19 @@ class IdealObserver(Listener):
         source_id = request.source_id or (row or {}).get("source_id")
         if source_id not in self.references:
             raise ConfigError(f"item {base_id}: no reference source in {self.root}")
-        ref = self._reference(source_id)
+        ref = self.reference(source_id)
         reversed_ = request.item_id.endswith(REVERSED_SUFFIX)
         if reversed_:
             ref = ref[::-1].copy()
-        fmt = row_format(row or {})
-        if fmt == "comparison":
-            return self._compare(request.prompt.category, clip, ref, row, reversed_)
-        if fmt == "recognition":
-            return self._held(request.prompt.category, clip, ref) - self._boundary(row)
-        return float(dimensions.get(request.prompt.category).evidence(clip, ref, self.sample_rate))
+        asked = Asked(request.prompt.category, clip, ref, row or {}, reversed_)
+        return formats.of_row(row or {}).evidence(self, asked)
 
-    def _compare(
-        self, category: str, clip: np.ndarray, ref: np.ndarray, row: dict, reversed_: bool
-    ) -> float:
-        """The second part's held value minus the first's (gap cut out)."""
-        scale = self.sample_rate / row["sample_rate"]
-        bounds = [(int(round(a * scale)), int(round(b * scale))) for a, b in row["part_bounds"]]
-        if reversed_:  # the file played backwards: parts mirrored and in the other order
-            bounds = [(len(clip) - b, len(clip) - a) for a, b in reversed(bounds)]
-        first, second = (self._held(category, clip[a:b], ref) for a, b in bounds)
-        return second - first
-
-    def _held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
+    def held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
         """Where a held clip lies on the dimension, relative to its source (`Bound.held`)."""
         return dimensions.get(category).held(clip, ref, self.sample_rate)
 
-    def _boundary(self, row: dict) -> float:
-        """The category boundary of a recognition family (split, category, magnitude): the
-        median held value of its clips. Both endpoints are built for every source, so half
-        of the family lies on each side; no label is read."""
-        key = (row["split"], row["category"], row["magnitude"])
-        if key not in self._boundaries:
-            values = []
-            for member in self.rows.values():
-                if (member["split"], member["category"], member["magnitude"]) == key:
-                    audio, sr = load_audio(member["path"])
-                    ref = self._reference(member["source_id"])
-                    values.append(
-                        self._held(member["category"], resample(audio, sr, self.sample_rate), ref)
-                    )
-            self._boundaries[key] = float(np.median(values))
-        return self._boundaries[key]
-
-    def _reference(self, source_id: str) -> np.ndarray:
+    def reference(self, source_id: str) -> np.ndarray:
+        """A source's reference audio at the observer's rate (the last one is kept)."""
         if source_id not in self._ref_cache:
             audio, sr = load_audio(self.references[source_id]["path"])
             self._ref_cache = {source_id: resample(audio, sr, self.sample_rate)}
@@ -252,13 +224,9 @@ class ShortcutListener(_ProbabilityListener):
             )
         rates = Counter(int(r["sample_rate"]) for r in rows)
         self.sample_rate = rates.most_common(1)[0][0]
-        # answers depend on what was learnt: the revision names the training clips
-        learnt = hashlib.sha256(
-            "\n".join(
-                sorted(f"{r['item_id']}:{r.get('audio_sha256') or ''}" for r in changing)
-            ).encode()
-        ).hexdigest()
-        self.revision = f"cues{audit.CUES_VERSION}-train{learnt[:12]}"
+        self.revision = f"cues{audit.CUES_VERSION}"
+        # answers depend on what was learnt: the train split's clips and labels
+        self.fitted_on = content_sha256(self.root)
         cues = audit.dataset_cues(self.root, changing, workers=workers)
         self._models = {
             c: audit.fit_direction_model(c, changing, cues)
@@ -331,8 +299,9 @@ class OneEndObserver(_ProbabilityListener):
     without following the change over time: unless the endpoints are roved
     (`rove_endpoints`), the value at one end says which end of the tier it is. Per category
     it measures the train split's changing clips, keeps the end whose values separate the
-    labels better, and answers from a logistic regression on that value. Gradual items
-    only: a held clip has one value, which recognition asks for by design.
+    labels better, and answers from a logistic regression on that value. Only items whose
+    clip changes over time (`QuestionFormat.changes_over_time`): a held clip has one value,
+    which recognition asks for by design.
     """
 
     can_score = True
@@ -353,13 +322,19 @@ class OneEndObserver(_ProbabilityListener):
                 f"{self.root}: baseline:one-end learns from the train split's changing clips, "
                 "and this dataset has none; build it with --n-train > 0"
             )
-        if any(row_format(r) != "gradual" for r in self.train):
+        if any(not formats.of_row(r).changes_over_time for r in self.train):
+            changing = ", ".join(f.name for f in formats.listed() if f.changes_over_time)
             raise ConfigError(
-                "baseline:one-end answers gradual items only (a held clip has one value)"
+                f"baseline:one-end answers {changing} items only (a held clip has one value)"
             )
         build = json.loads((self.root / "build.json").read_text())
         self.seed = int(build["config"]["seed"])
         self.sample_rate = int(build["config"]["sample_rate"])
+        # answers depend on the train split's clips and labels, and on the build seed (the
+        # room tone of the heard source is drawn again from it)
+        self.fitted_on = hashlib.sha256(
+            f"{content_sha256(self.root)}|seed {self.seed}|{self.sample_rate} Hz".encode()
+        ).hexdigest()
         self._models: dict[str, tuple[str, object]] = {}
         self._heard: dict[str, object] = {}
 

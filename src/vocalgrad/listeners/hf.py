@@ -118,6 +118,7 @@ class HFListener(Listener):
             if dtype
             else (torch.bfloat16 if self.device.startswith("cuda") else torch.float32)
         )
+        self.dtype = str(torch_dtype).removeprefix("torch.")  # answers depend on it
         cls = getattr(transformers, family.model_class, None)
         if cls is None:
             raise ModelError(
@@ -514,7 +515,12 @@ class HFListener(Listener):
         return results
 
     def manifest(self) -> dict:
-        out = {**super().manifest(), "family": self.family.name, "device": self.device}
+        out = {
+            **super().manifest(),
+            "family": self.family.name,
+            "device": self.device,
+            "dtype": self.dtype,
+        }
         return out | ({"warnings": list(self.warnings)} if self.warnings else {})
 
 

@@ -337,6 +337,7 @@ class OpenAIListener(Listener):
                 "seed": self.seed,
                 "max_tokens": self.max_tokens,
                 "top_logprobs": self.top_logprobs if self.logprobs else None,
+                "logprob_floor": self.logprob_floor if self.logprobs else None,
                 **self.extra_body,
             },
         }

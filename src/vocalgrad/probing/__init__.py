@@ -6,8 +6,9 @@ solver.py     batched L2 logistic regression (Newton, C path) and batched MLP pr
 probes.py     per-category fits: splits, inner CV, shuffled-label / random / DSP controls
 stats.py      balanced accuracy with CIs from a bootstrap over source clips
 lens.py       answer-token lens per layer, and the per-item link to behaviour
-diagnose.py   verdicts with evidence, thresholds as named constants
-report.py     CSV / markdown tables and per-layer PNG curves
+diagnose.py   verdicts with evidence and the rule applied, thresholds as named constants
+figures.py    probe curves per category: the one figure the probe run and the report draw
+report.py     CSV / markdown tables and the per-category PNG curves
 pipeline.py   `probe_dataset` / `probe_rows`: the whole analysis
 """
 

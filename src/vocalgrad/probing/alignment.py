@@ -17,6 +17,7 @@ Every number has a control:
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Mapping, Sequence
 
@@ -141,3 +142,39 @@ def matrix(result: Mapping, stage: str) -> np.ndarray:
             i, j = cats.index(r["category_a"]), cats.index(r["category_b"])
             m[i, j] = m[j, i] = r["cosine"]
     return m
+
+
+def stage_summary(rows: Sequence[Mapping]) -> list[dict]:
+    r"""Per stage, in first-seen order: how aligned the categories' directions are.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        Alignment rows (``stage``, ``kind``, ``cosine``, ``null95``), as `alignment` returns
+        them or ``alignment.csv`` holds them.
+
+    Returns
+    -------
+    list of dict
+        One per stage: ``stage``, ``pairs`` (category pairs), ``above_null`` (pairs whose
+        \|cosine\| beats their null's 95th percentile), ``mean_cosine`` and ``mean_null95``
+        over the pairs with finite values (NaN where none has one: no audio, no direction).
+    """
+    between = [r for r in rows if r.get("kind") == "between categories"]
+    out = []
+    for stage in dict.fromkeys(r["stage"] for r in rows):
+        here = [r for r in between if r["stage"] == stage]
+        cosines = [r["cosine"] for r in here if math.isfinite(r["cosine"])]
+        nulls = [r["null95"] for r in here if math.isfinite(r["null95"])]
+        out.append(
+            {
+                "stage": stage,
+                "pairs": len(here),
+                "above_null": sum(
+                    abs(r["cosine"]) > r["null95"] for r in here if math.isfinite(r["null95"])
+                ),
+                "mean_cosine": float(np.mean(cosines)) if cosines else math.nan,
+                "mean_null95": float(np.mean(nulls)) if nulls else math.nan,
+            }
+        )
+    return out

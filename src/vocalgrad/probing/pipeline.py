@@ -35,7 +35,7 @@ from vocalgrad.probing.lens import behaviour_from_lens, behaviour_from_results, 
 from vocalgrad.probing.pooling import POOLINGS
 from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
 from vocalgrad.probing.stats import balanced_accuracy_ci
-from vocalgrad.records import LABELS
+from vocalgrad.records import LABELS, ProbeResult
 from vocalgrad.stats import cluster_ids
 
 
@@ -157,7 +157,7 @@ def probe_rows(
     behaviour: dict[str, str | None] | None = None,
     train_dataset: str | None = None,
     executor: Executor | None = None,
-) -> dict:
+) -> ProbeResult:
     """Probe every selected category of `rows` and write the outputs to `out`.
 
     Parameters
@@ -214,7 +214,7 @@ def probe_rows(
             twin = randomised(listener, seed=0)
         except ConfigError as err:
             _warn(warned, f"random-weights control unavailable: {err}")
-    summary: dict = {
+    summary: ProbeResult = {
         "listener": listener.listener_id,
         "revision": listener.revision,
         "pooling": config.pooling,
@@ -440,6 +440,7 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
                 "n_test": d["n_test"],
                 "n_test_sources": d["n_test_sources"],
                 "evidence": " | ".join(d["diagnosis"]["evidence"]),
+                "reason": d["diagnosis"]["reason"],
             }
         )
     report.write_csv(out / "diagnosis.csv", diag)
@@ -458,7 +459,7 @@ def _write(out: Path, summary: dict, items: list[dict]) -> None:
     )
     (out / "diagnosis.md").write_text(report.markdown(summary))
     for c, d in summary["categories"].items():
-        report.plot_category(out / f"curves_{c}.png", c, d)
+        report.save_curves(out / f"curves_{c}.png", summary["listener"], c, d)
 
 
 def probe_dataset(
@@ -471,7 +472,7 @@ def probe_dataset(
     cache: str | Path | None = None,
     train_from: str | Path | None = None,
     executor: Executor | None = None,
-) -> dict:
+) -> ProbeResult:
     """`vocalgrad probe`: probe a dataset folder with a listener (object or spec string).
 
     Parameters

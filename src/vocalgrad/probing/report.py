@@ -1,4 +1,4 @@
-"""Tables (CSV + markdown) and per-layer curve plots (PNG) of a probe run."""
+"""Tables (CSV + markdown) and per-category curve plots (PNG) of a probe run."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import csv
 from collections.abc import Sequence
 from pathlib import Path
 
-from vocalgrad.probing.diagnose import MEANING, MIN_SOURCES, thresholds
+from vocalgrad.probing import figures
+from vocalgrad.probing.diagnose import MEANING, MIN_SOURCES, rule, thresholds
 
 CURVE_COLUMNS = (
     "category",
@@ -55,6 +56,11 @@ def _ci(r: dict, p: str) -> str:
     return "-" if v is None else f"{v:.2f} [{r[f'{p}_lo']:.2f}, {r[f'{p}_hi']:.2f}]"
 
 
+def _reason(diagnosis: dict) -> str:
+    """The verdict's reason without the rule, which the table's footer states once."""
+    return str(diagnosis.get("reason", "")).split(". Rule: ")[0].removesuffix(".")
+
+
 def markdown(summary: dict) -> str:
     """Warnings, diagnosis table, thresholds, and per-category stage tables."""
     warned = summary.get("warnings", [])
@@ -66,8 +72,9 @@ def markdown(summary: dict) -> str:
         "",
         *[f"**Warning:** {w}" + "  " for w in warned],
         *([""] if warned else []),
-        "| category | verdict | test items / sources | behaviour BA [95% CI] | evidence |",
-        "|---|---|---|---|---|",
+        "| category | verdict | why (the rule applied) | test items / sources | "
+        "answers' BA [95% CI] | evidence |",
+        "|---|---|---|---|---|---|",
     ]
     for cat, d in summary["categories"].items():
         b = d["behaviour"]
@@ -77,13 +84,12 @@ def markdown(summary: dict) -> str:
             else f"{b['ba']:.2f} [{b['ba_lo']:.2f}, {b['ba_hi']:.2f}] ({b['source']})"
         )
         lines.append(
-            f"| {cat} | **{d['diagnosis']['verdict']}** | {rests_on(d)} | {beh} | "
-            + "; ".join(d["diagnosis"]["evidence"][1:])
-            + " |"
+            f"| {cat} | **{d['diagnosis']['verdict']}** | {_reason(d['diagnosis'])} | "
+            f"{rests_on(d)} | {beh} | " + "; ".join(d["diagnosis"]["evidence"][1:]) + " |"
         )
     lines += [
         "",
-        "Thresholds: " + ", ".join(f"{k} = {v}" for k, v in thresholds().items()),
+        f"Rule: {rule()}. Thresholds: " + ", ".join(f"{k} = {v}" for k, v in thresholds().items()),
         "CIs: 95% percentile bootstrap over source clips; ⚠: fewer than "
         f"{MIN_SOURCES} test sources, so the CIs and the verdict are indicative only. Verdicts:",
     ]
@@ -113,62 +119,26 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_category(path: Path, category: str, data: dict) -> None:
-    """Per-stage curves: linear and MLP with CIs, shuffled controls, random weights, DSP, lens."""
-    import matplotlib
+def save_curves(path: Path, listener: str, category: str, data: dict) -> None:
+    """One category's probe curves as a PNG, drawn by `figures.curve_figure` (the figure the
+    report shows): linear and MLP with CIs, shuffled controls, random weights, DSP, lens.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    model = [r for r in data["curves"] if r["kind"] == "model"]
-    x = list(range(len(model)))
-    fig, ax = plt.subplots(figsize=(max(6, 0.45 * len(model) + 3), 4))
-
-    def band(rows: list[dict], key: str, label: str, style: str) -> None:
-        ys = [r.get(f"{key}_ba") for r in rows]
-        if all(v is not None for v in ys):
-            line = ax.plot(x[: len(ys)], ys, style, label=label)[0]
-            ax.fill_between(
-                x[: len(ys)],
-                [r[f"{key}_lo"] for r in rows],
-                [r[f"{key}_hi"] for r in rows],
-                alpha=0.15,
-                color=line.get_color(),
-            )
-
-    band(model, "linear", "linear probe", "o-")
-    band(model, "mlp", "MLP probe", "s-")
-    band(model, "linear_control", "shuffled labels (linear)", "--")
-    random = {
-        r["stage"].removeprefix("random:"): r for r in data["curves"] if r["kind"] == "random"
-    }
-    if random:
-        ax.plot(
-            x,
-            [
-                random[r["stage"]]["linear_ba"] if r["stage"] in random else float("nan")
-                for r in model
-            ],
-            ":",
-            label="random weights (linear)",
-        )
-    for r in data["curves"]:
-        if r["kind"] == "dsp":
-            ax.axhline(r["linear_ba"], color="grey", lw=1, ls="-.", label="DSP log-mel (linear)")
-    lens = {r["stage"]: r for r in data.get("lens_by_stage", [])}
-    if lens:
-        ax.plot(
-            x,
-            [lens[r["stage"]]["ba"] if r["stage"] in lens else float("nan") for r in model],
-            "^-",
-            label="lens (answer tokens)",
-        )
-    ax.axhline(0.5, color="black", lw=0.8)
-    ax.set_xticks(x, [r["stage"] for r in model], rotation=60, ha="right", fontsize=7)
-    ax.set_ylim(0.0, 1.02)
-    ax.set_ylabel("balanced accuracy (test)")
-    ax.set_title(f"{category}: {data['diagnosis']['verdict']}")
-    ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    Parameters
+    ----------
+    path : Path
+        The PNG to write.
+    listener : str
+        The probed listener's id, for the title.
+    category : str
+        The category (dimension) drawn.
+    data : dict
+        The category's summary entry: ``curves``, ``lens``, ``lens_by_stage``, ``diagnosis``.
+    """
+    stage = {r["layer"]: r["stage"] for r in data.get("lens_by_stage", [])}
+    lens = [{**r, "category": category, "stage": stage.get(r["layer"], "")} for r in data["lens"]]
+    curves = [{**r, "category": category} for r in data["curves"]]
+    fig = figures.curve_figure(
+        figures.long_rows(curves, lens),
+        f"{listener} · {category.replace('_', ' ')}: {data['diagnosis']['verdict']}",
+    )
     fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.errors import ConfigError
-from vocalgrad.records import FORMATS, LABELS
+from vocalgrad.formats.base import Wording
+from vocalgrad.records import LABELS
 
 TARGET = "<target>"
 """Audio placeholder for the clip under test when `build_prompt` is called without an item id."""
@@ -25,16 +26,12 @@ SWAPPED_INSTRUCTION = 'Answer with only one word: "decrease" or "increase".'
 TERNARY_INSTRUCTION = 'Answer with only one word: "increase", "decrease" or "constant".'
 VARY_INSTRUCTION = 'Answer with only one word: "yes" or "no".'
 
-# Question formats (`vocalgrad build --format`). Gradual items are asked with the variants
-# below; comparison and recognition items with their own wording, in the "default" order and
-# the "swapped" one. Their answer words map onto the labels increase / decrease, so parsing,
-# scoring, d' and c are the same for every format:
-# - comparison: "higher" = the second part is higher = increase;
-# - recognition: the category an increase moves towards (`recognition_words`, first word) =
-#   increase, the other = decrease.
-HELD_VARIANTS = ("default", "swapped")
-COMPARISON_QUESTION = "Is the {attribute} higher or lower in the second part than in the first?"
-COMPARISON_OPTIONS = ("higher", "lower")
+# Question formats (`vocalgrad build --question-format`, `vocalgrad.formats`) word their
+# questions themselves (`QuestionFormat.wording`) from a variant below: the gradual format asks
+# every variant's own question; a held format asks the variants it lists (`variants`) in its
+# own words. Every format's answer words map onto the labels increase / decrease, so parsing,
+# scoring, d' and c are the same for every format (comparison: "higher" = the second part is
+# higher = increase; recognition: the category an increase moves towards = increase).
 
 
 @dataclass(frozen=True)
@@ -168,12 +165,6 @@ class Prompt:
         return replace(self, turns=turns)
 
 
-def attribute_name(category: str) -> str:
-    """The words used in the question: the dimension's ``QUESTION.attribute``, else its name
-    with underscores as spaces (the published wording)."""
-    return dimensions.get(category).QUESTION.attribute or category.replace("_", " ")
-
-
 def get_variant(name: str) -> Variant:
     """Look up a registered variant, with an error that lists the valid names."""
     try:
@@ -184,49 +175,19 @@ def get_variant(name: str) -> Variant:
         ) from None
 
 
-def recognition_words(category: str) -> tuple[str, str, str]:
-    """(what is judged, "increase" category, "decrease" category) for one dimension: its
-    ``QUESTION.recognition``, else (its attribute name, "high", "low")."""
-    declared = dimensions.get(category).QUESTION.recognition
-    return declared or (attribute_name(category), "high", "low")
-
-
-def _wording(
-    category: str, variant: str, fmt: str
-) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
+def _wording(category: str, variant: str, fmt: str) -> Wording:
     """(question, instruction, answer words, their labels) of one category, variant and format."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
+    form = formats.get(fmt)
     v = get_variant(variant)
-    if fmt == "gradual":
-        if isinstance(v.question, str):
-            question = v.question.format(attribute=attribute_name(category))
-        elif category in v.question.table():
-            question = v.question.table()[category]
-        else:
-            raise ConfigError(
-                f"prompt variant {variant!r} exists only for {', '.join(v.question.table())}, "
-                f"not {category!r}; use 'default' or 'clip' for this category"
-            )
-        return question, v.instruction, v.options, v.options
-    if variant not in HELD_VARIANTS:
+    if not form.asks(variant):
         raise ConfigError(
-            f"{fmt} items are asked with the variants {', '.join(HELD_VARIANTS)}, not {variant!r}"
+            f"{fmt} items are asked with the variants {', '.join(form.variants or ())}, "
+            f"not {variant!r}"
         )
-    if fmt == "comparison":
-        up, down = COMPARISON_OPTIONS
-        question = COMPARISON_QUESTION.format(attribute=attribute_name(category))
-    else:
-        subject, up, down = recognition_words(category)
-        question = f"Is the {subject} {up} or {down}?"
-    words, labels = ((up, down), LABELS)
-    if variant == "swapped":  # both option orders, in the question and the instruction
-        question = question.replace(f"{up} or {down}", f"{down} or {up}")
-        words, labels = words[::-1], labels[::-1]
-    return question, f'Answer with only one word: "{words[0]}" or "{words[1]}".', words, labels
+    return form.wording(category, v)
 
 
-def question_text(category: str, variant: str = "default", fmt: str = "gradual") -> str:
+def question_text(category: str, variant: str = "default", fmt: str = formats.DEFAULT) -> str:
     """Question line plus blank line plus instruction line, exactly as the model reads it."""
     question, instruction, _, _ = _wording(category, variant, fmt)
     return f"{question}\n\n{instruction}"
@@ -250,7 +211,7 @@ def build_prompt(
     audio_first: bool = False,
     few_shot: Sequence[tuple[Mapping, str]] = (),
     item_id: str | None = None,
-    fmt: str = "gradual",
+    fmt: str = formats.DEFAULT,
 ) -> Prompt:
     """Build the turns for one question, optionally preceded by answered examples.
 

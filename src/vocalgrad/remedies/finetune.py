@@ -45,6 +45,7 @@ from vocalgrad.files import atomic_path, atomic_write_text
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.listeners.tuning import HeadInputs
 from vocalgrad.questions.prompts import build_prompt, expected_answer
+from vocalgrad.records import TuneResult
 from vocalgrad.remedies.config import ORDERS, TuneConfig
 from vocalgrad.remedies.tuned import (
     META_FILE,
@@ -375,7 +376,7 @@ def finetune(
     batch_size: int = 16,
     cache: Any = None,
     on_step: Callable[[int, float], None] | None = None,
-) -> dict:
+) -> TuneResult:
     """`vocalgrad finetune`: tune `spec` on the dataset's train split, then evaluate it
     (choice mode, both option orders) on the test split of every category.
 

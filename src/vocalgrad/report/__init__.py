@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from vocalgrad._version import __version__
+from vocalgrad.dataset import content_sha256
 from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.files import atomic_write_text
@@ -55,15 +56,21 @@ def build_sections(
     fit_boot: int = 300,
     seed: int = 0,
     command: str = "",
+    allow_dataset_mismatch: bool = False,
 ) -> list[Section]:
-    """Every section, in order. `n_boot` for accuracy CIs, `fit_boot` for threshold CIs."""
+    """Every section, in order. `n_boot` for accuracy CIs, `fit_boot` for threshold CIs.
+
+    A `dataset` given whose content hash differs from the one a run recorded is refused
+    (its card would describe other clips or labels than the runs were scored on) unless
+    `allow_dataset_mismatch`, and then the dataset section says so."""
     if not results_dirs:
         raise ConfigError("report: give at least one results folder (a `vocalgrad eval` output)")
     runs = load_runs(results_dirs)
     by_listener = rows_by_listener(runs)
     colours = palette([*by_listener, *(e["listener"] for r in runs for e in r.adaptive)])
     scored, note = sections.headline_rows(by_listener)
-    summaries = sections.summaries_for(scored, n_boot, seed)
+    scores = sections.scores_for(scored, by_listener, n_boot, seed)
+    summaries = {n: s.table for n, s in scores.items()}
     adaptive: dict[str, list[dict]] = {}
     for run in runs:
         for entry in run.adaptive:
@@ -71,6 +78,7 @@ def build_sections(
     psych, _ = sections.psychometric(by_listener, adaptive, colours, fit_boot, seed)
     probes = [load_probe(d) for d in probe_dirs]
     dataset_note = ""
+    chosen = dataset is not None
     if dataset is None:  # fall back on the dataset the first run was evaluated on
         recorded = next(
             (r.manifest.get("dataset") for r in runs if r.manifest.get("dataset")), None
@@ -84,11 +92,13 @@ def build_sections(
     info = load_dataset_info(dataset) if dataset is not None else None
     if dataset is not None and info is None:
         dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
+    if info is not None:
+        dataset_note = _dataset_mismatch(runs, dataset, chosen, allow_dataset_mismatch)
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
-        sections.bias(summaries, {n: by_listener[n] for n in summaries}, colours),
+        sections.bias(scores, colours),
         psych,
         sections.probing(probes),
         remedies(runs, probes, n_boot, seed),
@@ -97,6 +107,33 @@ def build_sections(
             runs, command or _command(results_dirs, dataset, probe_dirs), generated
         ),
     ]
+
+
+def _dataset_mismatch(runs: Sequence, dataset: str | Path, chosen: bool, allow: bool) -> str:
+    """ "" when every run that recorded a dataset hash was made on `dataset` as it is now;
+    else a `ConfigError` for a dataset the user chose (unless `allow`), or the note the
+    dataset section shows."""
+    sha = content_sha256(dataset)
+    other = [
+        run
+        for run in runs
+        if run.manifest.get("dataset_sha256") and run.manifest["dataset_sha256"] != sha
+    ]
+    if not other:
+        return ""
+    names = ", ".join(run.name for run in other[:3]) + (" ..." if len(other) > 3 else "")
+    recorded, where = other[0].manifest["dataset_sha256"], other[0].manifest.get("dataset")
+    what = (
+        f"{dataset} is not the dataset {names} {'was' if len(other) == 1 else 'were'} "
+        f"evaluated on (content sha256 {sha[:12]}…, the run recorded {recorded[:12]}…"
+        + (f" for {where})" if where else ")")
+    )
+    if chosen and not allow:
+        raise ConfigError(
+            f"--dataset {what}: its card would describe other clips or labels; pass the run's "
+            "dataset, or --allow-dataset-mismatch to show this one anyway"
+        )
+    return f"Not the dataset of the runs: {what}; the card below describes {dataset} as it is now."
 
 
 def write_report(
@@ -109,13 +146,23 @@ def write_report(
     fit_boot: int = 300,
     seed: int = 0,
     command: str = "",
+    allow_dataset_mismatch: bool = False,
 ) -> Path:
     """Write the report to `out_html` (markdown plus PNGs next to it with fmt="md"), and
     beside it each figure as `<stem>-<figure>.svg`, `.pdf` and `.csv`."""
     if fmt not in ("html", "md"):
         raise ConfigError(f"report format {fmt!r}: use html or md")
     probe_dirs = list(probe_dirs)
-    parts = build_sections(results_dirs, dataset, probe_dirs, n_boot, fit_boot, seed, command)
+    parts = build_sections(
+        results_dirs,
+        dataset,
+        probe_dirs,
+        n_boot,
+        fit_boot,
+        seed,
+        command,
+        allow_dataset_mismatch=allow_dataset_mismatch,
+    )
     out = Path(out_html)
     out.parent.mkdir(parents=True, exist_ok=True)
     title = "vocalgrad report"

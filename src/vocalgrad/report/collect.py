@@ -10,10 +10,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vocalgrad import formats
 from vocalgrad.dataset import is_official, official_rows, read_json, read_jsonl
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
-from vocalgrad.records import DEFAULT_FORMAT
+from vocalgrad.probing.figures import long_rows
 
 HUMAN_PREFIX = "human"
 ADAPTIVE_TIER = "adaptive"
@@ -98,16 +99,23 @@ def listener_of(row: dict, run: Run) -> str:
     """The listener id, tagged with the question format where it is not gradual: the same
     model asked in two formats is two rows of every table, never pooled."""
     name = str(row.get("listener") or run.manifest.get("listener", {}).get("listener") or run.name)
-    fmt = row.get("format") or run.manifest.get("format") or DEFAULT_FORMAT
-    return name if fmt == "gradual" else name + FORMAT_TAG.format(fmt)
+    fmt = row.get("format") or run.manifest.get("format") or formats.DEFAULT
+    return with_format(name, fmt)
+
+
+def with_format(listener: str, fmt: str) -> str:
+    """A listener's name in one question format: tagged with the format's name unless the
+    format is untagged (`QuestionFormat.tagged`: the default format)."""
+    return listener + FORMAT_TAG.format(fmt) if formats.is_tagged(fmt) else listener
 
 
 def split_format(name: str) -> tuple[str, str]:
-    """("baseline:ideal", "comparison") from "baseline:ideal [comparison]"; gradual untagged."""
+    """(listener, question format) from a listener name: "baseline:ideal [comparison]" is
+    baseline:ideal in the comparison format; an untagged name is in the default format."""
     if name.endswith("]") and " [" in name:
         base, fmt = name[:-1].rsplit(" [", 1)
         return base, fmt
-    return name, "gradual"
+    return name, formats.DEFAULT
 
 
 def rows_by_listener(runs: Sequence[Run]) -> dict[str, list[dict]]:
@@ -171,7 +179,6 @@ class Probe:
 
 
 PROBE_FILES = ("layers.csv", "curves.csv", "diagnosis.csv")
-LENS_FAMILY = "lens readout"  # lens layers of an older lens.csv, which names no stage
 
 
 def _read_json(path: Path) -> dict:
@@ -245,61 +252,12 @@ def load_probe(path: str | Path) -> Probe:
     return Probe(path, listener, layers, diagnosis, notes, summary.get("train_dataset"), alignment)
 
 
-def _split_stage(name: str) -> tuple[str, int]:
-    """ "encoder.3" -> ("encoder", 3); "lm.12@audio" -> ("lm@audio", 12); "projector" -> (.., 0)."""
-    m = re.match(r"^(.*?)\.(\d+)(@.*)?$", name)
-    return (m.group(1) + (m.group(3) or ""), int(m.group(2))) if m else (name, 0)
-
-
-PIPELINE_PROBES = {  # curves.csv kind -> (probe in the long format, column prefix)
-    "model": (("linear", "linear"), ("mlp", "mlp"), ("shuffled", "linear_control")),
-    "random": (("random_weights", "linear"),),
-    "dsp": (("dsp", "linear"),),
-}
-
-
 def _from_pipeline(path: Path) -> list[dict]:
-    """`vocalgrad probe` output (curves.csv, lens.csv) in the layers.csv long format. A
-    random-weights stage ("random:encoder.3") joins its model stage's family as a control; the
-    DSP reference is one row; a lens layer joins the stage lens.csv names for it."""
-    out: list[dict] = []
-    curves = path / "curves.csv"
-    for i, r in enumerate(_read_csv(curves) if curves.is_file() else []):
-        kind = r.get("kind") or "model"
-        stage, layer = (
-            ("dsp", 0)
-            if kind == "dsp"
-            else _split_stage(str(r.get("stage", "")).removeprefix("random:"))
-        )
-        for probe, col in PIPELINE_PROBES.get(kind, ((kind, "linear"),)):
-            out.append(
-                {
-                    "category": r.get("category"),
-                    "stage": stage,
-                    "layer_index": layer,
-                    "probe": probe,
-                    "balanced_accuracy": r.get(f"{col}_ba"),
-                    "ci_lo": r.get(f"{col}_lo"),
-                    "ci_hi": r.get(f"{col}_hi"),
-                    "row": f"curves.csv:{i + 2}",
-                }
-            )
-    lens = path / "lens.csv"
-    for i, r in enumerate(_read_csv(lens) if lens.is_file() else []):
-        stage, layer = _split_stage(r["stage"]) if r.get("stage") else (LENS_FAMILY, r.get("layer"))
-        out.append(
-            {
-                "category": r.get("category"),
-                "stage": stage,
-                "layer_index": layer,
-                "probe": "lens",
-                "balanced_accuracy": r.get("ba"),
-                "ci_lo": r.get("ba_lo"),
-                "ci_hi": r.get("ba_hi"),
-                "row": f"lens.csv:{i + 2}",
-            }
-        )
-    return out
+    """`vocalgrad probe` output (curves.csv, lens.csv) in the layers.csv long format."""
+    curves, lens = path / "curves.csv", path / "lens.csv"
+    return long_rows(
+        _read_csv(curves) if curves.is_file() else [], _read_csv(lens) if lens.is_file() else []
+    )
 
 
 @dataclass

@@ -16,27 +16,18 @@ from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit
+from vocalgrad.probing.figures import by_category, curve_figure
 from vocalgrad.report.collect import split_format
 
 DPI = 100
-# a model keeps its colour in every question format; the marker tells the formats apart
-FORMAT_MARKERS = {"gradual": "o", "comparison": "s", "recognition": "^"}
 
 
 def marker_of(listener: str) -> str:
-    return FORMAT_MARKERS.get(split_format(listener)[1], "D")
-
-
-PROBE_STYLES = {  # probe -> (colour, line style, label)
-    "linear": ("#1f77b4", "-", "linear probe"),
-    "mlp": ("#ff7f0e", "-", "MLP probe"),
-    "lens": ("#2ca02c", "-.", "lens readout"),
-    "shuffled": ("#7f7f7f", "--", "control: shuffled labels"),
-    "random_weights": ("#bdbdbd", ":", "control: random weights"),
-    "dsp": ("#000000", "--", "DSP features (no model)"),
-}
+    """A listener's marker: a model keeps its colour in every question format, and its
+    format's marker (`QuestionFormat.marker`) tells the formats apart."""
+    return formats.marker(split_format(listener)[1])
 
 
 CANVASES = {"png": FigureCanvasAgg, "svg": FigureCanvasSVG, "pdf": FigureCanvasPdf}
@@ -181,109 +172,35 @@ def psychometric(
     return fig
 
 
-PROBE_COLUMNS = 3  # panels per row: ~330 px each at the report's 1064 px text width
+def probing(
+    layers: Sequence[Mapping], title: str, verdicts: Mapping[str, str] | None = None
+) -> list[tuple[str, Figure]]:
+    """The probe curves per category (`vocalgrad.probing.figures.curve_figure`, which also
+    draws the probe run's own PNGs), skipping categories with no number.
 
+    Parameters
+    ----------
+    layers : sequence of mappings
+        Long-format probe rows of one probe run, every category.
+    title : str
+        The run's name (its listener), put before each category in the figure titles.
+    verdicts : mapping, optional
+        category -> the probe's verdict, shown in the category's title.
 
-def _family_title(family: str) -> str:
-    """ "lm@answer" -> "lm (answer position)": the panel title a reader can parse."""
-    name, _, where = family.partition("@")
-    return f"{name} ({where} position{'s' if where == 'audio' else ''})" if where else name
-
-
-def probing_figure(layers: Sequence[Mapping], title: str) -> Figure:
-    """One panel per stage family (e.g. encoder, decoder at the answer position), laid out in
-    a grid: balanced accuracy by layer for each probe, mean over categories with its CI band.
-    Controls of a family (shuffled labels, random weights) share its panel; the model-free DSP
-    reference is a line on every panel. Rows without a number draw nothing, and a family with
-    none is left out, so no panel is empty; the legend is drawn once, below the grid."""
-    measured = [r for r in layers if math.isfinite(r["balanced_accuracy"])]
-    dsp = [r["balanced_accuracy"] for r in measured if r["probe"] == "dsp"]
-    families: dict[str, list[Mapping]] = {}
-    for r in measured:
-        if r["probe"] != "dsp":
-            families.setdefault(r["stage"], []).append(r)
-    cats = sorted({r["category"] for r in measured})
-    if not families:
-        return Figure()
-    n = len(families)
-    ncols = 2 if n == 4 else min(PROBE_COLUMNS, n)
-    nrows = math.ceil(n / ncols)
-    fig = Figure(figsize=(4.3 * ncols, 3.2 * nrows + 1.1))
-    grid = fig.add_gridspec(nrows, ncols)
-    legend: dict[str, object] = {}
-    for k, (family, rows) in enumerate(families.items()):
-        ax = fig.add_subplot(grid[k // ncols, k % ncols])
-        ticks: set[int] = set()
-        probes = [
-            p
-            for p in dict.fromkeys([*PROBE_STYLES, *(r["probe"] for r in rows)])
-            if any(r["probe"] == p for r in rows)
-        ]
-        for j, probe in enumerate(probes):
-            pr = [r for r in rows if r["probe"] == probe]
-            colour, style, label = PROBE_STYLES.get(probe, ("#9467bd", "-", probe))
-            idx = sorted({r["layer_index"] for r in pr})
-            ticks |= set(idx)
-            mean, lo, hi = (
-                np.array([np.nanmean([r[key] for r in pr if r["layer_index"] == i]) for i in idx])
-                for key in ("balanced_accuracy", "ci_lo", "ci_hi")
-            )
-            if len(idx) == 1:  # a one-layer stage (input features, projector): points with CIs
-                dodge = 0.12 * (j - (len(probes) - 1) / 2)
-                err = np.nan_to_num([mean - lo, hi - mean]).clip(0)
-                legend.setdefault(
-                    label,
-                    ax.errorbar(
-                        np.add(idx, dodge), mean, yerr=err, color=colour, fmt="o", ms=5, capsize=3
-                    ),
-                )
-            else:
-                (line,) = ax.plot(idx, mean, color=colour, ls=style, marker="o", ms=3)
-                ax.fill_between(idx, lo, hi, color=colour, alpha=0.12, lw=0)
-                legend[label] = line  # a line shows the style better than a point
-        if dsp:
-            legend.setdefault(
-                PROBE_STYLES["dsp"][2],
-                ax.axhline(
-                    float(np.mean(dsp)),
-                    color=PROBE_STYLES["dsp"][0],
-                    ls=PROBE_STYLES["dsp"][1],
-                    lw=1.2,
-                ),
-            )
-        ax.axhline(0.5, color="grey", lw=0.8)
-        if len(ticks) == 1:
-            ax.set_xticks(sorted(ticks))
-            ax.set_xlim(min(ticks) - 1, max(ticks) + 1)
-        ax.set_ylim(0.3, 1.02)
-        ax.set_title(
-            f"{_family_title(family)}: {len(ticks)} layer{'s' if len(ticks) > 1 else ''}",
-            fontsize=10,
+    Returns
+    -------
+    list of (str, Figure)
+        (category, figure) in category order.
+    """
+    drawn = []
+    for category, rows in by_category(layers).items():
+        verdict = (verdicts or {}).get(category)
+        fig = curve_figure(
+            rows, f"{title} · {_short(category)}" + (f": {verdict}" if verdict else "")
         )
-        ax.set_xlabel("layer index")
-        if k % ncols == 0:
-            ax.set_ylabel("balanced accuracy")
-        ax.grid(alpha=0.25)
-    what = _short(cats[0]) if len(cats) == 1 else f"mean over {len(cats)} categories"
-    fig.suptitle(f"{title}: probes per layer, one panel per stage ({what})", fontsize=11)
-    fig.tight_layout(rect=(0, 0.8 / fig.get_figheight(), 1, 1))
-    fig.legend(
-        list(legend.values()),
-        list(legend),
-        loc="lower center",
-        frameon=False,
-        fontsize=9,
-        ncol=min(len(legend), 4),
-        title="grey line: chance (0.5)",
-        title_fontsize=8,
-    )
-    return fig
-
-
-def probing(layers: Sequence[Mapping], title: str) -> Figure | None:
-    """The probe figure (see `probing_figure`); None when no row has a number."""
-    fig = probing_figure(layers, title)
-    return fig if fig.axes else None
+        if fig.axes:
+            drawn.append((category, fig))
+    return drawn
 
 
 def heatmap(

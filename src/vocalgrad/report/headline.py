@@ -7,13 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from vocalgrad import formats
 from vocalgrad.report import figures
-from vocalgrad.report.collect import is_human, kind_of, split_format
+from vocalgrad.report.collect import is_human, kind_of, split_format, with_format
 from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 
-FORMAT_ORDER = ("gradual", "comparison", "recognition")
-SYMBOLS = {"gradual": "○", "comparison": "□", "recognition": "△"}  # as the figure's markers
 IDEAL = "baseline:ideal"
 LEADERBOARD = [
     "listener",
@@ -50,11 +49,35 @@ def _finite(v: float) -> float:
     return v if math.isfinite(v) else -1.0
 
 
-def _best(values: Mapping[str, float]) -> set[str]:
-    """The names holding the highest finite value (ties share the mark)."""
-    finite = {n: v for n, v in values.items() if math.isfinite(v)}
-    top = max(finite.values(), default=math.nan)
-    return {n for n, v in finite.items() if v == top}
+CHANCE = {"accuracy": 0.5, "dprime": 0.0}  # what a listener that does not hear scores
+
+
+def _best(groups: Mapping[str, Mapping], key: str) -> set[str]:
+    """The models to star as best on `key`: the highest finite value (ties share the mark),
+    and only among several models and where its 95% CI lies above chance.
+
+    Parameters
+    ----------
+    groups : mapping
+        Model name -> its score row (``key``, ``key_lo``: accuracy 0-1 or d′).
+    key : str
+        "accuracy" or "dprime".
+
+    Returns
+    -------
+    set of str
+        Empty with fewer than two models or when the top one's CI reaches chance: a star on
+        a lone model, or on one no better than guessing, would mark nothing.
+    """
+    finite = {n: g[key] for n, g in groups.items() if math.isfinite(g.get(key, math.nan))}
+    if len(finite) < 2:
+        return set()
+    top = max(finite.values())
+    best = {n for n, v in finite.items() if v == top}
+    lows = [groups[n].get(f"{key}_lo") for n in best]
+    if any(lo is None or not math.isfinite(lo) or lo <= CHANCE[key] for lo in lows):
+        return set()
+    return best
 
 
 def leaderboard(summaries: Mapping[str, list[dict]], colours: Mapping[str, str]) -> Table:
@@ -62,8 +85,8 @@ def leaderboard(summaries: Mapping[str, list[dict]], colours: Mapping[str, str])
     ranked = _order(summaries, [n for n in summaries if kind_of(n) != "reference"])
     models = [n for n in ranked if kind_of(n) == "model"]
     marks = {
-        2: _best({n: overall(summaries[n])["accuracy"] for n in models}),
-        3: _best({n: overall(summaries[n])["dprime"] for n in models}),
+        2: _best({n: overall(summaries[n]) for n in models}, "accuracy"),
+        3: _best({n: overall(summaries[n]) for n in models}, "dprime"),
     }
 
     def row(name: str) -> list[str]:
@@ -88,7 +111,8 @@ def leaderboard(summaries: Mapping[str, list[dict]], colours: Mapping[str, str])
         [colours.get(n) for n in ranked],
         caption='Overall accuracy and d′ ("increase" as the signal), criterion c (< 0 '
         'leans "increase"), unparsed share; items: changing clips scored, '
-        f"sources: the recordings they come from. {CI_RULE}. ★ best model; click "
+        f"sources: the recordings they come from. {CI_RULE}. ★ best of several models, where "
+        "its CI lies above chance; click "
         "a column header to sort. References, below the line, are never ranked.",
         references=[row(n) for n in refs],
         reference_swatches=[colours.get(n) for n in refs],
@@ -118,11 +142,8 @@ def _per_category_table(summaries, colours, cats, untestable) -> Table:
     marked = set()
     for j, c in enumerate(columns):
         best = _best(
-            {
-                n: groups[n][c]["accuracy"]
-                for n in ranked
-                if kind_of(n) == "model" and c in groups[n]
-            }
+            {n: groups[n][c] for n in ranked if kind_of(n) == "model" and c in groups[n]},
+            "accuracy",
         )
         marked |= {(i, j + 4) for i, n in enumerate(ranked) if n in best}
     return Table(
@@ -130,7 +151,8 @@ def _per_category_table(summaries, colours, cats, untestable) -> Table:
         [row(n) for n in ranked],
         marked,
         [colours.get(n) for n in ranked],
-        caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best model in column; "
+        caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best of several models in "
+        "column, where its CI lies above chance; "
         "references below the line (chance is 0.50).",
         references=[row(n) for n in refs],
         reference_swatches=[colours.get(n) for n in refs],
@@ -143,7 +165,7 @@ def _model_section(
 ) -> list:
     """A model's accuracy and d′ per dimension, its question formats side by side, against
     chance and the ideal observer asked in the same format."""
-    shown = [f for f in FORMAT_ORDER if f in forms] + sorted(set(forms) - set(FORMAT_ORDER))
+    shown = sorted(forms, key=formats.rank)
     groups = {f: _by_category(summaries[forms[f]]) for f in shown}
     header = ["dimension"]
     for f in shown:
@@ -162,12 +184,12 @@ def _model_section(
         {
             "label": f,
             "colour": colour,
-            "marker": figures.FORMAT_MARKERS.get(f, "D"),
+            "marker": formats.marker(f),
             "values": groups[f],
         }
         for f in shown
     ]
-    asked = {f: IDEAL if f == "gradual" else f"{IDEAL} [{f}]" for f in shown}
+    asked = {f: with_format(IDEAL, f) for f in shown}
     ideal = [
         {
             "label": f"ideal observer ({f})",
@@ -179,7 +201,7 @@ def _model_section(
         if name in references
     ]
     used = sorted({c for g in groups.values() for c in g})
-    markers = ", ".join(f"{SYMBOLS.get(f, '◇')} {f}" for f in shown)
+    markers = ", ".join(f"{formats.symbol(f)} {f}" for f in shown)
     stem = "model-" + "".join(ch if ch.isalnum() else "-" for ch in base).strip("-")
     blocks: list = [
         Text(base, "h3"),
@@ -209,13 +231,14 @@ def _model_section(
 
 
 def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, colours) -> Figure:
-    """The models side by side (each in its gradual format where asked), references as lines."""
+    """The models side by side (each in its first-listed format where asked, the default
+    format first), references (in the default format) as lines."""
     series = []
     for base, forms in bases.items():
-        form = next((f for f in FORMAT_ORDER if f in forms), sorted(forms)[0])
+        form = min(forms, key=formats.rank)
         series.append(
             {
-                "label": base if form == "gradual" else f"{base} [{form}]",
+                "label": with_format(base, form),
                 "colour": colours.get(forms[form]),
                 "values": _by_category(summaries[forms[form]]),
             }
@@ -223,13 +246,13 @@ def _comparison(bases: Mapping[str, Mapping[str, str]], summaries, references, c
     refs = [
         {"label": n, "name": n, "values": _by_category(references[n])}
         for n in sorted(references)
-        if split_format(n)[1] == "gradual"
+        if split_format(n)[1] == formats.DEFAULT
     ]
     used = sorted({c for s in series for c in s["values"]})
     return Figure(
         "models",
         figures.dimensions_figure(series, refs, used, "Models compared"),
-        "The models per dimension (gradual format where asked): accuracy (top) and d′ "
+        f"The models per dimension ({formats.DEFAULT} format where asked): accuracy (top) and d′ "
         "(bottom) with 95% CIs clustered by source. Grey, the references: grey band, the "
         "random baseline's 95% CI; black line, the ideal observer; dashed, chance.",
         "models compared per dimension",
@@ -284,8 +307,13 @@ def _glance(summaries: Mapping[str, list[dict]], models: list[str]) -> str:
             else "No scored rows."
         )
     top = overall(summaries[ranked[0]])
+    who = "model" if models else "listener"
+    if ranked[0] in _best({n: overall(summaries[n]) for n in ranked}, "accuracy"):
+        lead = f"Best {who}"
+    else:  # one entry, or the top one's CI reaches chance: nothing is shown best
+        lead = f"One {who}" if len(ranked) == 1 else "Highest accuracy"
     text = (
-        f"Best {'model' if models else 'listener'}: {ranked[0]} at {fmt(top['accuracy'])} "
+        f"{lead}: {ranked[0]} at {fmt(top['accuracy'])} "
         f"accuracy, d′ {fmt(top['dprime'])} ({len(models)} model entr"
         f"{'y' if len(models) == 1 else 'ies'}"
     )

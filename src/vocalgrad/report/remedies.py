@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from vocalgrad.evaluation.score import score_rows
 from vocalgrad.records import LABELS
 from vocalgrad.report import figures
 from vocalgrad.report.collect import Probe, Run, primary
 from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import with_ci
-from vocalgrad.stats import summarise
 
 METHODS = ("head", "lora", "full")
 HEAD_RECOVERS = "present but unused"
@@ -45,7 +45,7 @@ def _by_category(run: Run, n_boot: int, seed: int) -> dict[str, dict]:
     changing = [r for r in rows if r.get("direction") in LABELS]
     return {
         g["group"]: g
-        for g in summarise(changing, by=("category",), n_boot=n_boot, seed=seed)
+        for g in score_rows(changing, n_boot=n_boot, seed=seed).table
         if g["group"] != "overall"
     }
 

@@ -11,6 +11,9 @@ import numpy as np
 
 from vocalgrad import dimensions
 from vocalgrad.evaluation.psychometric import BELOW, OK, PsychometricFit, fit_rows, format_magnitude
+from vocalgrad.evaluation.score import ListenerScore, score_rows
+from vocalgrad.formats import names as format_names
+from vocalgrad.probing.alignment import stage_summary
 from vocalgrad.records import LABELS
 from vocalgrad.report import figures
 from vocalgrad.report.collect import (
@@ -25,24 +28,10 @@ from vocalgrad.report.collect import (
     primary,
     split_format,
 )
-from vocalgrad.report.headline import FORMAT_ORDER, overall
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
-from vocalgrad.stats import (
-    MIN_SOURCES,
-    constant_summary,
-    flip_rate,
-    same_answer_alarm,
-    summarise,
-)
-
-CONFOUNDS = (  # metadata field, label, how to summarise
-    ("confound_loudness_change_db", "loudness change dB", "abs"),
-    ("confound_loudness_drift_db", "late-minus-early loudness drift dB", "abs"),
-    ("confound_level_slope_change_db", "level-slope change dB", "abs"),
-    ("confound_duration_change_ratio", "duration change (ratio − 1)", "ratio"),
-    ("confound_f0_change_st", "F0 change st", "abs"),
-)
+from vocalgrad.stats import MIN_SOURCES
+from vocalgrad.stimuli.confounds import SUMMARISED, summarise_confounds
 
 
 def _changing(rows: Sequence[dict]) -> list[dict]:
@@ -91,7 +80,7 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
             [Text("All runs ask one question format: nothing to compare.")],
             "one question format",
         )
-    shown = [f for f in FORMAT_ORDER if any(f in fs for fs in several.values())]
+    shown = [f for f in format_names() if any(f in fs for fs in several.values())]
     table = Table(
         ["listener", "category", "cells", "sources", *shown],
         [],
@@ -114,7 +103,7 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
             accs: dict[str, tuple] = {}
             for f, rows in fmts.items():
                 kept = [r for r in rows if r["category"] in members and _cell(r) in common]
-                o = summarise(kept, by=(), n_boot=n_boot, seed=seed)[0]
+                o = score_rows(kept, by=(), n_boot=n_boot, seed=seed).overall
                 accs[f] = (o["accuracy"], o["accuracy_lo"], o["accuracy_hi"])
                 few[base] = min(few.get(base, o["n_clusters"]), o["n_clusters"])
             sources = len({c[1] for c in common})
@@ -141,24 +130,14 @@ def _cell(row: Mapping) -> tuple:
     return row["category"], row["source_id"], row.get("magnitude")
 
 
-def bias(
-    summaries: Mapping[str, list[dict]],
-    by_listener: Mapping[str, list[dict]],
-    colours: Mapping[str, str],
-) -> Section:
+def bias(scores: Mapping[str, ListenerScore], colours: Mapping[str, str]) -> Section:
     """Increase-response rate, d′ and c per listener, with controls and same-answer alarms.
     References are listed below the line and left out of the figure."""
     entries, rows_out, ref_rows, alarms = [], [], [], []
-    for name in sorted(summaries, key=lambda n: (kind_of(n) == "reference", is_human(n), n)):
-        summary = summaries[name]
-        o = overall(summary)
-        main, _ = primary(by_listener[name])
-        per_cat = [(g["dprime"], g["criterion"]) for g in summary if g["group"] != "overall"]
-        rows = [r for r in by_listener[name] if r.get("error") is None]
-        forward = _changing(main)
-        reversed_rows = [r for r in rows if r.get("control") == "reversed"]
-        flip = flip_rate(forward, reversed_rows)["flip_rate"] if reversed_rows else float("nan")
-        constant = constant_summary([r for r in main if r.get("direction") == "constant"], by=())[0]
+    for name in sorted(scores, key=lambda n: (kind_of(n) == "reference", is_human(n), n)):
+        score = scores[name]
+        o = score.overall
+        per_cat = [(g["dprime"], g["criterion"]) for g in score.table if g["group"] != "overall"]
         row = [
             name,
             str(o["n"]),
@@ -167,8 +146,8 @@ def bias(
             with_ci(o["dprime"], o["dprime_lo"], o["dprime_hi"]),
             with_ci(o["criterion"], o["criterion_lo"], o["criterion_hi"]),
             fmt(o["unparsed_rate"]),
-            fmt(flip),
-            fmt(constant.get("increase_rate")),
+            fmt(score.flip_rate),
+            fmt(score.constant[0].get("increase_rate")),
         ]
         if is_reference(name):
             ref_rows.append(row)
@@ -183,9 +162,8 @@ def bias(
                 "per_category": per_cat,
             }
         )
-        alarm = same_answer_alarm(forward)
-        if alarm:
-            alarms.append(f"{name}: {alarm}")
+        if score.alarm:
+            alarms.append(f"{name}: {score.alarm}")
     table = Table(
         [
             "listener",
@@ -236,7 +214,7 @@ def bias(
         if biased
         else "No model leans strongly to one answer."
     )
-    warned = few_sources({n: fewest_sources(s) for n, s in summaries.items()})
+    warned = few_sources({n: fewest_sources(s.table) for n, s in scores.items()})
     if biased and warned:
         glance += " (few sources: see the warning)"
     return Section("bias", "Bias vs sensitivity", blocks, glance, warned)
@@ -446,16 +424,21 @@ def probing(probes: Sequence[Probe]) -> Section:
                     "(the probed dataset has none), tested on the probed dataset's test split."
                 )
             )
-        drawn = figures.probing(p.layers, p.listener)
-        if drawn is not None:
+        verdicts = {str(r.get("category")): str(r.get("verdict", "")) for r in p.diagnosis}
+        for category, drawn in figures.probing(p.layers, p.listener, verdicts):
             blocks.append(
                 Figure(
-                    f"probing-{i + 1}",
+                    f"probing-{i + 1}-{category}",
                     drawn,
-                    f"{p.listener}: balanced accuracy per layer, one panel per stage; "
-                    "shaded: 95% CI; grey: controls; black dashed: DSP features.",
-                    f"probe curves for {p.listener}",
-                    [{k: r.get(k) for k in LAYER_COLUMNS} for r in p.layers],
+                    f"{p.listener}, {category.replace('_', ' ')}: balanced accuracy per layer, "
+                    "one panel per stage; shaded: 95% CI; grey: controls; black dashed: DSP "
+                    "features.",
+                    f"probe curves for {p.listener}, {category}",
+                    [
+                        {k: r.get(k) for k in LAYER_COLUMNS}
+                        for r in p.layers
+                        if r.get("category") == category
+                    ],
                 )
             )
         blocks += _alignment_blocks(p, i)
@@ -490,20 +473,19 @@ def _alignment_blocks(p: Probe, i: int) -> list:
             a, b = cats.index(r["category_a"]), cats.index(r["category_b"])
             m[a, b] = m[b, a] = r["cosine"]
     rows = []
-    for stage in stages:
-        here = [r for r in between if r["stage"] == stage]
-        above = sum(abs(r["cosine"]) > r["null95"] for r in here if math.isfinite(r["null95"]))
-        cosines = [r["cosine"] for r in here if math.isfinite(r["cosine"])]
-        nulls = [r["null95"] for r in here if math.isfinite(r["null95"])]
-        if not cosines:  # e.g. the token embedding at the answer position: no audio, no direction
-            rows.append([stage, "– (identical states for every twin)", "–", f"0 / {len(here)}"])
+    for entry in stage_summary(p.alignment):
+        stage, pairs = entry["stage"], entry["pairs"]
+        if not math.isfinite(entry["mean_cosine"]):
+            # e.g. the token embedding at the answer position: no audio, no direction
+            rows.append([stage, "– (identical states for every twin)", "–", f"0 / {pairs}"])
             continue
+        null = entry["mean_null95"]
         rows.append(
             [
                 stage,
-                fmt(float(np.mean(cosines))),
-                fmt(float(np.mean(nulls))) if nulls else "–",
-                f"{above} / {len(here)}",
+                fmt(entry["mean_cosine"]),
+                fmt(null) if math.isfinite(null) else "–",
+                f"{entry['above_null']} / {pairs}",
             ]
         )
     return [
@@ -532,19 +514,50 @@ def _alignment_blocks(p: Probe, i: int) -> list:
     ]
 
 
+DIAGNOSIS_HEADERS = {  # diagnosis.csv column (or "rests on": the counts) -> the report's
+    "rests on": "test items / sources",
+    "reason": "why (the rule applied)",
+    "behaviour_ba": "answers' balanced accuracy [95% CI]",
+    "behaviour_source": "answers from",
+}
+
+
+def _diagnosis_cell(value: object) -> str:
+    """A diagnosis.csv cell for reading: a decimal number to 2 places, anything else as is."""
+    text = str(value if value is not None else "")
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return f"{number:.2f}" if "." in text or "e" in text.lower() else text
+
+
 def _diagnosis_table(p: Probe) -> tuple[Table, dict[str, int | None]]:
-    """The diagnosis with what each verdict rests on, and category -> test sources."""
+    """The diagnosis with what each verdict rests on, and category -> test sources. Column
+    names are words, numbers have 2 decimals and the answers' accuracy is one cell with its
+    CI: the CSV keeps the raw columns for programs."""
     counts = ("n_test", "n_test_sources")
-    header = [h for h in p.diagnosis[0] if h not in counts]
-    header.insert(
-        header.index("verdict") + 1 if "verdict" in header else len(header), "test items / sources"
-    )
+    behaviour = ("behaviour_ba", "behaviour_lo", "behaviour_hi")
+    columns = [h for h in p.diagnosis[0] if h not in {*counts, *behaviour[1:], "reason"}]
+    after = columns.index("verdict") + 1 if "verdict" in columns else len(columns)
+    columns[after:after] = ["rests on", *(["reason"] if "reason" in p.diagnosis[0] else [])]
+    header = [DIAGNOSIS_HEADERS.get(h, h.replace("_", " ")) for h in columns]
     rows, sources = [], {}
     for r in p.diagnosis[:60]:
         n, k = (int(r[c]) if str(r.get(c, "")).isdigit() else None for c in counts)
         sources[str(r.get("category", ""))] = k
         rests = "–" if n is None or k is None else f"{n} / {k}" + (" ⚠" if k < MIN_SOURCES else "")
-        rows.append([rests if h == "test items / sources" else str(r.get(h, "")) for h in header])
+        row = []
+        for h in columns:
+            if h == "rests on":
+                row.append(rests)
+            elif h == "behaviour_ba":
+                ba, lo, hi = (r.get(c) or "" for c in behaviour)
+                ci = f" [{_diagnosis_cell(lo)}, {_diagnosis_cell(hi)}]" if lo and hi else ""
+                row.append(f"{_diagnosis_cell(ba)}{ci}" if ba else "–")
+            else:
+                row.append(_diagnosis_cell(r.get(h, "")))
+        rows.append(row)
     return Table(
         header,
         rows,
@@ -594,40 +607,29 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
             ],
         )
     agreement = info.report.get("verification_agreement", {})
-    by_cat: dict[str, list[dict]] = {}
-    for r in rows:
-        by_cat.setdefault(r["category"], []).append(r)
     header = [
         "category",
         "clips",
         "verification agreement",
         "verified (kept)",
-        *[f"median |{label}|" for _, label, _ in CONFOUNDS],
+        *[f"median |{label}|" for _, label, _ in SUMMARISED],
         "max clipping ratio",
     ]
     table_rows = []
-    for cat in sorted(by_cat):
-        members = by_cat[cat]
+    for cat, summary in summarise_confounds(rows).items():
         row = [
             cat.replace("_", " "),
-            str(len(members)),
+            str(summary["clips"]),
             f"{agreement[cat]:.1%}" if cat in agreement else "–",
-            "–" if info.official else f"{np.mean([bool(r.get('verified')) for r in members]):.1%}",
+            "–" if info.official else f"{summary['verified']:.1%}",
         ]
-        for key, _, how in CONFOUNDS:
-            vals = np.array(
-                [r[key] for r in members if isinstance(r.get(key), (int, float))], float
-            )
-            vals = np.abs(vals - 1) if how == "ratio" else np.abs(vals)
-            row.append(fmt(float(np.median(vals)), 3) if vals.size else "–")
-        clip = [
-            r["confound_clipping_ratio"]
-            for r in members
-            if isinstance(r.get("confound_clipping_ratio"), (int, float))
-        ]
-        row.append(fmt(max(clip), 4) if clip else "–")
+        for key, _, _ in SUMMARISED:
+            row.append("–" if summary[key] is None else fmt(summary[key], 3))
+        clipping = summary["max_clipping_ratio"]
+        row.append("–" if clipping is None else fmt(clipping, 4))
         table_rows.append(row)
     blocks: list = [
+        *([Text(note, "note")] if note else []),
         Table([], facts, caption="What the benchmark is made of."),
         Table(
             header,
@@ -648,6 +650,8 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
     )
     if failing:
         glance += f" The shortcut audit fails {', '.join(failing)}."
+    if note:
+        glance = f"{note} {glance}"
     return Section("dataset", "Dataset card", blocks, glance)
 
 
@@ -758,8 +762,16 @@ def provenance(runs: Sequence[Run], command: str, generated: str) -> Section:
     return Section("provenance", "Provenance", blocks, f"{len(runs)} run(s); manifests below.")
 
 
-def summaries_for(rows: Mapping[str, list[dict]], n_boot: int, seed: int) -> dict[str, list[dict]]:
+def scores_for(
+    scored: Mapping[str, list[dict]], by_listener: Mapping[str, list[dict]], n_boot: int, seed: int
+) -> dict[str, ListenerScore]:
+    """Each listener's headline rows scored once (`vocalgrad.evaluation.score.score_rows`),
+    with its time-reversed control rows beside them for the flip rate."""
     return {
-        n: summarise(_changing(r), by=("category",), n_boot=n_boot, seed=seed)
-        for n, r in rows.items()
+        n: score_rows(
+            [*rows, *(r for r in by_listener[n] if r.get("control") == "reversed")],
+            n_boot=n_boot,
+            seed=seed,
+        )
+        for n, rows in scored.items()
     }

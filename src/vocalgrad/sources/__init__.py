@@ -16,18 +16,21 @@ from vocalgrad.sources.base import SpeechSource
 from vocalgrad.sources.builtin import builtin_sources, ensure_rendered
 from vocalgrad.sources.folder import folder_sources
 from vocalgrad.sources.hf import hf_sources
-from vocalgrad.sources.selection import select_sources
+from vocalgrad.sources.selection import drop_duplicates, duplicates_note, select_sources
 from vocalgrad.sources.vctk import vctk_sources
 
 __all__ = [
     "SpeechSource",
     "builtin_sources",
     "default_cache_dir",
+    "drop_duplicates",
+    "duplicates_note",
     "ensure_rendered",
     "folder_sources",
     "hf_sources",
     "resolve_sources",
     "select_sources",
+    "source_folders",
     "vctk_sources",
 ]
 
@@ -40,20 +43,29 @@ def default_cache_dir() -> Path:
     Raises
     ------
     ConfigError
-        A `~user` that names no user, or no home folder to put the cache in.
+        The variable names a home folder that cannot be found (``~nosuchuser/x``), or no
+        home folder is known for the default.
     """
-    cache, xdg = os.environ.get("VOCALGRAD_CACHE"), os.environ.get("XDG_CACHE_HOME")
+    if os.environ.get("VOCALGRAD_CACHE"):
+        return _expanded("VOCALGRAD_CACHE", os.environ["VOCALGRAD_CACHE"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return _expanded("XDG_CACHE_HOME", os.environ["XDG_CACHE_HOME"]) / "vocalgrad"
     try:
-        if cache:
-            return Path(cache).expanduser()
-        if xdg:
-            return Path(xdg).expanduser() / "vocalgrad"
         return Path.home() / ".cache" / "vocalgrad"
-    except RuntimeError as err:  # pathlib's "Could not determine home directory"
-        what = f"VOCALGRAD_CACHE={cache}" if cache else f"XDG_CACHE_HOME={xdg}" if xdg else "~"
+    except RuntimeError as err:
         raise ConfigError(
-            f"{what}: {str(err).rstrip('.').lower()}; set VOCALGRAD_CACHE to a folder path "
-            "(`~user` must name a user)"
+            f"no home folder to keep the cache in ({err}); set VOCALGRAD_CACHE to a folder"
+        ) from None
+
+
+def _expanded(name: str, value: str) -> Path:
+    """`value` of the environment variable `name` as a path, `~` expanded, or one line."""
+    try:
+        return Path(value).expanduser()
+    except RuntimeError as err:  # "Could not determine home directory."
+        raise ConfigError(
+            f"{name}={value!r}: cannot expand '~' ({err}); set it to a folder path "
+            "that exists or can be made, e.g. an absolute one"
         ) from None
 
 
@@ -92,3 +104,30 @@ def resolve_sources(
     if at and (not name or not split):
         raise SourceError(f"source spec {spec!r}: write hf:NAME@SPLIT with both parts non-empty")
     return hf_sources(name, cache, split=split, audio_column=hf_audio_column, max_rows=hf_max_rows)
+
+
+def source_folders(spec: str) -> list[Path]:
+    """The local folders a source spec reads its audio from (``folder:``, ``vctk:`` and a
+    local ``hf:`` path): a build must not write inside one, or a rerun would take its own
+    clips for sources.
+
+    Parameters
+    ----------
+    spec : str
+        A source spec, as `resolve_sources` takes it.
+
+    Returns
+    -------
+    list of Path
+        Resolved (absolute, symlinks followed) folders; empty for ``builtin`` and hub names.
+    """
+    scheme, sep, arg = spec.strip().partition(":")
+    if not sep or not arg or scheme not in ("folder", "vctk", "hf"):
+        return []
+    if scheme == "hf":
+        arg = arg.rpartition("@")[0] if "@" in arg else arg
+    try:
+        path = Path(arg).expanduser()
+    except RuntimeError:  # ~user of no such user: `resolve_sources` says so
+        return []
+    return [path.resolve()] if path.is_dir() else []

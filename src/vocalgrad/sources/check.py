@@ -10,7 +10,9 @@ what it resampled or downmixed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import soundfile as sf
@@ -20,6 +22,8 @@ from vocalgrad.audio import load_audio, resample
 from vocalgrad.errors import AudioError
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.folder import FOLDER_EXTENSIONS, HEADERLESS_EXTENSIONS
+from vocalgrad.sources.speakers import SPEAKER_TABLES
 
 CHECK_SR = 16000
 MIN_LEVEL_SPREAD_DB = 6.0  # speech: syllables and pauses span 15-30 dB between these percentiles
@@ -140,3 +144,93 @@ def conversions(formats: list[SourceFormat], sample_rate: int) -> list[str]:
     for channels, n in sorted(downmixed.items()):
         notes.append(f"{n} source(s) downmixed from {channels} channels to mono")
     return notes
+
+
+@dataclass
+class SourceCheck:
+    """What a build would make of a list of sources, before it picks any."""
+
+    refused: dict[str, str]  # source_id -> why a build would not use it
+    unchecked: int  # sources not on disk yet (builtin speech, synthesised when picked)
+
+
+def check_sources(sources: Sequence[SpeechSource], min_duration_s: float) -> SourceCheck:
+    """Apply the build's own checks to every source on disk: long enough for the build
+    (`min_duration_s`), readable, and speech (`SpeechCheck`). Why: a count of sources that
+    includes a 0-byte file or a 1 s clip promises a build more than it can take.
+
+    Parameters
+    ----------
+    sources : sequence of SpeechSource
+        What a source spec resolved to.
+    min_duration_s : float
+        The build's shortest usable source, in seconds.
+
+    Returns
+    -------
+    SourceCheck
+        The refused sources with their reasons, and how many could not be checked because
+        their files do not exist yet.
+    """
+    speech = SpeechCheck()
+    refused: dict[str, str] = {}
+    unchecked = 0
+    for source in sources:
+        path = Path(source.path)
+        if not path.is_file():
+            unchecked += 1
+            continue
+        try:
+            seconds = float(sf.info(str(path)).duration)
+        except (sf.LibsndfileError, RuntimeError) as err:  # the message without the path
+            why = getattr(err, "error_string", None) or str(err).replace(str(path), "the file")
+            refused[source.source_id] = f"unreadable: {why.rstrip('.')}"
+            continue
+        if seconds < min_duration_s:
+            refused[source.source_id] = (
+                f"{seconds:.2f} s long; a build needs at least {min_duration_s:g} s "
+                "(min_duration_s)"
+            )
+            continue
+        problem = speech(source)
+        if problem:
+            refused[source.source_id] = problem
+    return SourceCheck(refused, unchecked)
+
+
+def skipped_files(spec: str) -> dict[str, list[str]]:
+    """The files under a `folder:` source that are not taken as sources, by reason (nothing
+    for other specs). Why: a `.raw` dump or an `.m4a` beside real audio must not vanish
+    without a word.
+
+    Parameters
+    ----------
+    spec : str
+        A source spec; only ``folder:PATH`` has files to skip.
+
+    Returns
+    -------
+    dict
+        reason -> the skipped files' paths relative to the folder, sorted.
+    """
+    scheme, _, arg = spec.strip().partition(":")
+    root = Path(arg).expanduser()
+    if scheme != "folder" or not root.is_dir():
+        return {}
+    skipped: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or any(part.startswith(".") for part in rel.parts):
+            continue
+        suffix = path.suffix.lower()
+        if suffix in FOLDER_EXTENSIONS or rel.as_posix() in SPEAKER_TABLES:
+            continue
+        reason = (
+            f"no header ({suffix}): its rate and encoding would be guesses; convert it to WAV, "
+            "e.g. `sox -t raw -r 16000 -e signed -b 16 -c 1 x.raw x.wav`"
+            if suffix in HEADERLESS_EXTENSIONS
+            else "not an audio format it reads (WAV, FLAC, Ogg, Opus, MP3, AIFF, AU, CAF, W64, "
+            "RF64, NIST SPHERE)"
+        )
+        skipped.setdefault(reason, []).append(rel.as_posix())
+    return skipped

@@ -11,6 +11,10 @@ top-level folder rather than the immediate parent can only merge speakers, never
 speaker-disjoint splits stay safe for nested layouts such as ``speaker/chapter/clip.flac``.
 Files directly in the root get speaker ``"unknown"``.
 
+Gender comes from an optional speaker table in the folder, ``speakers.csv`` or ``speakers.tsv``
+with the columns ``speaker`` and ``gender`` (`speakers`); without it genders are unknown, and the
+test split is not balanced by gender.
+
 Text identity is usually unknown for a folder. Then ``text_id`` is the file stem, so
 text-disjoint splitting degrades to clip-disjoint splitting (files with equal stems are treated
 as the same text, which is conservative). A ``speaker_pattern`` with a ``text`` group supplies
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from vocalgrad.errors import SourceError
 from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.speakers import speaker_genders
 
 # containers whose header gives the rate and encoding, all read by the libsndfile that
 # soundfile's wheels bundle (>= 1.1 for MP3)
@@ -76,6 +81,7 @@ def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list
     if not root.is_dir():
         raise SourceError(f"{root}: not a folder; pass folder:PATH pointing at a directory")
     pattern = _compile(speaker_pattern)
+    genders = speaker_genders(root)
     files = scan_audio_files(root)
     if not files:
         headerless = scan_audio_files(root, HEADERLESS_EXTENSIONS)
@@ -102,7 +108,7 @@ def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list
                 path=str(path.resolve()),
                 speaker_id=speaker,
                 text_id=f"text-{text_key(text)}" if text else f"clip-{path.stem}",
-                gender=None,
+                gender=genders.get(speaker),
                 domain="folder",
                 licence=FOLDER_LICENCE,
                 attribution=f"user-supplied recordings from {root.name or root}",

@@ -12,11 +12,17 @@ duration is needed: candidates are visited lazily in seeded random order, so onl
 looked at gets synthesised, and every selected source exists on disk afterwards.
 
 The result depends only on the set of sources and the seed, not on the input order.
+
+Before any of this, `drop_duplicates` keeps one of each set of byte-identical audio files:
+the same recording under two names (in two speakers' folders) would otherwise be picked for
+both splits.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -79,6 +85,64 @@ def select_sources(
     return [(s, "test") for s in sorted(test, key=lambda s: s.source_id)] + [
         (s, "train") for s in sorted(train, key=lambda s: s.source_id)
     ]
+
+
+def drop_duplicates(
+    sources: Iterable[SpeechSource],
+) -> tuple[list[SpeechSource], dict[str, str]]:
+    """The sources with byte-identical audio files kept once: the same recording under two
+    names would otherwise land in the test and the train split, or count as two speakers.
+
+    Of each set of identical files the source with the smallest id is kept. Only files of
+    equal size are read (a corpus of distinct files costs one `stat` a file); files not on
+    disk yet (builtin speech, synthesised on demand and distinct by construction) and empty
+    files (refused by the speech check anyway) are left as they are.
+
+    Parameters
+    ----------
+    sources : iterable of SpeechSource
+        What a source spec resolved to.
+
+    Returns
+    -------
+    kept : list of SpeechSource
+        The sources in their given order, duplicates left out.
+    dropped : dict of str to str
+        Source id of each left-out duplicate -> the id of the source kept in its place.
+    """
+    pool = list(sources)
+    by_size: dict[int, list[SpeechSource]] = {}
+    for src in sorted(pool, key=lambda s: s.source_id):
+        try:
+            size = os.stat(src.path).st_size
+        except OSError:
+            continue
+        if size:
+            by_size.setdefault(size, []).append(src)
+    dropped: dict[str, str] = {}
+    for same_size in by_size.values():
+        if len(same_size) < 2:
+            continue
+        first: dict[str, str] = {}
+        for src in same_size:
+            with open(src.path, "rb") as f:
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+            if digest in first:
+                dropped[src.source_id] = first[digest]
+            else:
+                first[digest] = src.source_id
+    return [s for s in pool if s.source_id not in dropped], dropped
+
+
+def duplicates_note(dropped: dict[str, str]) -> str:
+    """One line on the duplicates `drop_duplicates` left out ("" when none)."""
+    if not dropped:
+        return ""
+    example, kept = next(iter(sorted(dropped.items())))
+    return (
+        f"{len(dropped)} duplicate source file(s) left out (byte-identical audio under another "
+        f"name, e.g. {example} = {kept})"
+    )
 
 
 class _DurationCheck:

@@ -18,24 +18,38 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.audio import write_flac_atomic
-from vocalgrad.dataset import REFERENCES, SPLITS, dumps, read_jsonl, repair_tail, write_jsonl
+from vocalgrad.dataset import (
+    REFERENCES,
+    SPLITS,
+    content_sha256,
+    dumps,
+    read_jsonl,
+    repair_tail,
+    write_jsonl,
+)
 from vocalgrad.errors import AudioError, ConfigError, RenderRefused, SourceError
 from vocalgrad.files import atomic_write_text, exclusive, naming
 from vocalgrad.parallel import TaskPool
 from vocalgrad.provenance import versions
-from vocalgrad.records import DatasetRow
+from vocalgrad.records import BuildReport, DatasetRow
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.sources import SpeechSource, resolve_sources, select_sources
+from vocalgrad.sources import (
+    SpeechSource,
+    drop_duplicates,
+    resolve_sources,
+    select_sources,
+    source_folders,
+)
 from vocalgrad.sources.builtin import ensure_rendered
-from vocalgrad.sources.check import SpeechCheck, conversions
+from vocalgrad.sources.check import SpeechCheck, conversions, skipped_files
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.config import BuildConfig
@@ -47,11 +61,9 @@ from vocalgrad.stimuli.plan import (
     stratified,
 )
 from vocalgrad.stimuli.render import (
-    GAP_S,
     RENDERER_REVISION,
     prepare_reference,
     prepare_source,
-    recognition_verdict,
     render_condition,
     tone_seed_for,
 )
@@ -148,8 +160,7 @@ def _render_source(task: SourceTask) -> dict:
         file_name = f"{item}.flac"
         sha = write_flac_atomic(out / task.split / file_name, result.audio, clean.sr)
         rows.append(_row(task, condition, item, file_name, sha, ref_name, result))
-    if config.format == "recognition":
-        _pair_recognition(rows)
+    formats.get(config.format).settle(rows)  # verdicts that need more than one clip
     return {
         "source_id": source.source_id,
         "reference": reference_row,
@@ -217,26 +228,6 @@ def constant_range(
     )
 
 
-def _pair_recognition(rows: list[dict]) -> None:
-    """Verdicts of recognition clips, each against its twin (`recognition_verdict`). A clip
-    whose twin is missing (pending from a killed run, or failed) stays "pending", i.e. is
-    dropped with its pair. Both twins are always planned in one source task."""
-    by_pair: dict[str, list[dict]] = defaultdict(list)
-    for row in rows:
-        if "file_name" in row:
-            by_pair[row["pair_key"]].append(row)
-    for pair in by_pair.values():
-        if len(pair) != 2:
-            continue
-        for row, twin in ((pair[0], pair[1]), (pair[1], pair[0])):
-            change, result = recognition_verdict(
-                row["category"], row["direction"], row["measured_value"], twin["measured_value"]
-            )
-            row.update(
-                measured_change=round(change, 4), verdict=result, verified=result == "verified"
-            )
-
-
 # Reference files get opaque names from the same hash as clips, under a reserved condition.
 _REFERENCE = Condition("reference", "none", "none", "none", 0.0, 0.0, 0.0)
 
@@ -292,31 +283,15 @@ def _row(
         "audio_sha256": sha,
         "pair_key": condition.pair_key,
         "format": condition.format,
-        **_format_fields(task, condition, result),
+        **formats.get(condition.format).row_fields(condition, result, _pair_id(task, condition)),
     }
 
 
-def _format_fields(task: SourceTask, condition: Condition, result) -> dict:
-    """What the held formats add to a row: the twin's shared pair id (opaque: the same for
-    both directions), and the part layout (comparison) or the measured value (recognition)."""
-    if condition.format == "gradual":
-        return {}
-    fields = {
-        "pair_id": item_id(
-            task.config.seed,
-            task.source.source_id,
-            dataclasses.replace(condition, direction="pair"),
-        )
-    }
-    if condition.format == "comparison":
-        fields["part_bounds"] = [list(b) for b in result.parts]
-        fields["part_spans_s"] = [
-            [round(a, 5), round(b, 5)] for a, b in result.part_spans
-        ]  # as speech spans
-        fields["gap_s"] = GAP_S
-    else:
-        fields["measured_value"] = round(result.value, 4)
-    return fields
+def _pair_id(task: SourceTask, condition: Condition) -> str:
+    """An opaque id both directions of a pair share (the same for both, unlike the item id)."""
+    return item_id(
+        task.config.seed, task.source.source_id, dataclasses.replace(condition, direction="pair")
+    )
 
 
 def build(
@@ -327,7 +302,7 @@ def build(
     cache_dir: Path | None = None,
     audit: bool = True,
     executor: TaskPool | None = None,
-) -> dict:
+) -> BuildReport:
     """Build (or resume building) a dataset into `out`, then audit it for shortcuts (the
     audit's table goes into the dataset card); returns the build report.
 
@@ -338,6 +313,7 @@ def build(
     state = out / STATE_DIR
     if out.exists() and not out.is_dir():
         raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(out))
+    _check_apart(out, config.source)
     _check_resume(out, state, config, overwrite)
     with exclusive(state, "build folder"):
         report = _build(config, out, state, started, workers, cache_dir, executor)
@@ -398,6 +374,24 @@ def _build(
     return _finalise(out, state, config, choice, refused, time.time() - started)
 
 
+def _check_apart(out: Path, source: str) -> None:
+    """Refuse an output folder inside a source folder (a rerun would read the build's own
+    clips as new sources) or around one (`--overwrite` would delete the sources)."""
+    where = out.resolve()
+    for folder in source_folders(source):
+        if where.is_relative_to(folder) or folder.is_relative_to(where):
+            inside = where.is_relative_to(folder)
+            raise ConfigError(
+                f"--out {out} is {'inside' if inside else 'around'} the source folder {folder}: "
+                + (
+                    "a rerun would read this build's clips as new sources"
+                    if inside
+                    else "replacing the build would delete the sources"
+                )
+                + "; choose an --out outside it"
+            )
+
+
 @dataclass
 class SourceChoice:
     """The chosen (source, split) pairs and what choosing them found."""
@@ -406,6 +400,7 @@ class SourceChoice:
     refused: dict[str, str]  # source_id -> why it is not usable speech
     shortfall: str | None  # why fewer sources than asked, if so
     conversions: list[str]  # resampling and downmixing done to the chosen sources
+    duplicates: dict[str, str] = field(default_factory=dict)  # left out -> the id kept
 
 
 def prepare_sources(
@@ -420,8 +415,8 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
     unreadable, a tone, noise) is left out and the pick made again from the rest, so it is
     replaced by the next eligible one; if the rest cannot fill the request, the usable part
     of the last pick is built and the shortfall says why."""
-    pool = resolve_sources(
-        config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern
+    pool, duplicates = drop_duplicates(
+        resolve_sources(config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern)
     )
     check = SpeechCheck()
     selected: list[tuple[SpeechSource, str]] | None = None
@@ -452,9 +447,13 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
     kept = [(s, split) for s, split in selected if s.source_id not in check.refused]
     if not kept:
         raise SourceError(f"no usable speech among the chosen sources: {shortfall}")
-    formats = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
+    files = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
     return SourceChoice(
-        kept, dict(check.refused), shortfall, conversions(formats, config.sample_rate)
+        kept,
+        dict(check.refused),
+        shortfall,
+        conversions(files, config.sample_rate),
+        duplicates,
     )
 
 
@@ -563,13 +562,18 @@ def _finalise(
     )
     report["source_shortfall"] = choice.shortfall
     report["source_conversions"] = choice.conversions
+    report["source_duplicates"] = choice.duplicates
+    report["skipped_files"] = [
+        {"reason": reason, "files": files} for reason, files in skipped_files(config.source).items()
+    ]
     manifest = {
         "vocalgrad_build": 1,
         "config": config.to_dict(),
         "seed": config.seed,
         "versions": versions(),
-        "content_sha256": _content_hash(kept),
+        "content_sha256": content_sha256(out),  # of the metadata just written
         "n_clips": len(kept),
+        "source_duplicates_dropped": len(choice.duplicates),
     }
     atomic_write_text(out / "build.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     atomic_write_text(
@@ -581,15 +585,6 @@ def _finalise(
 
 def _public(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "pair_key"}
-
-
-def _content_hash(rows: list[dict]) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    for row in sorted(rows, key=lambda r: r["item_id"]):
-        h.update(f"{row['item_id']}:{row['audio_sha256']}\n".encode())
-    return h.hexdigest()
 
 
 def _report(

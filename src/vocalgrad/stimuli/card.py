@@ -4,45 +4,42 @@ it."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.stimuli.audit import format_audit
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.neutralise import ROOM_TONE_DB, ROVE_DB
 from vocalgrad.stimuli.plan import ENDPOINT_ROVE
 
-FORMAT_NOTES = {
-    "gradual": "one clip whose parameter changes over the speech span; "
-    '"Does the {attribute} increase '
-    'or decrease over time?"',
-    "comparison": "two parts of the same source, the parameter held within each at the two "
-    "endpoints of the gradual condition, 0.5 s of room tone between them, in one file "
-    "(`part_bounds`: "
-    "start and end sample of each part, both the same length, a shorter part padded on the "
-    "side that faces the gap; `part_spans_s`: each part's speech). Label `increase` = the "
-    "second part is higher; both orders of every pair are "
-    "built, and verification measures each part against the source (`measured_start`, "
-    "`measured_end` = first and second part, `measured_change` = second minus first)",
-    "recognition": "one clip held at one endpoint of the gradual condition, asked which of two "
-    'named categories it belongs to ("Is the voice pitch high or low?"). Label `increase` = the '
-    "endpoint an increase moves towards (high, loud, fast, noisy, reverberant, distorted, "
-    "rough, clear, trembling), `decrease` = the other; both endpoints of every pair are built. "
-    "Verification measures the clip against the source (`measured_value`) and requires it to "
-    "differ from its twin at the other endpoint (`pair_id`) by the audibility floor, in the "
-    "label's direction (`measured_change` = this clip minus its twin)",
-}
 
+def dimension_table(sr: int | None = None, only: Collection[str] | None = None) -> str:
+    """Markdown table of the dimensions: parameter, unit, polarity, tiers, measurement.
 
-def dimension_table(sr: int | None = None) -> str:
-    """Markdown table of every dimension: parameter, unit, polarity, tiers, measurement."""
+    Parameters
+    ----------
+    sr : int, optional
+        Sample rate in Hz at which tiers are checked for audibility (16 kHz endpoints if
+        None, unchecked).
+    only : collection of str, optional
+        The dimensions to list (a dataset card lists those built, not every one known);
+        None lists every dimension.
+
+    Returns
+    -------
+    str
+        The Markdown table.
+    """
     lines = [
         '| category | parameter | unit | "increase" means | low | mid | high | verified by |',
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, dim in dimensions.DIMENSIONS.items():
+        if only is not None and name not in only:
+            continue
         s = dim.SPEC
         tiers = []
         for tier in ("low", "mid", "high"):
@@ -101,7 +98,8 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         *[f"- sources converted: {'; '.join(report['source_conversions'])}"]
         * bool(report.get("source_conversions")),
         "- file names are opaque hashes; labels live only in `metadata.jsonl`",
-        f"- question format: `{config.format}` (column `format`) — {FORMAT_NOTES[config.format]}",
+        f"- question format: `{config.format}` (column `format`) — "
+        + formats.get(config.format).card_note,
         "",
         'Load it with `datasets.load_dataset("audiofolder", data_dir=...)`.',
         "",
@@ -111,7 +109,7 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         "distortion, roughness, echo and vibration it means *more degradation*; for clarity "
         "it means *less* (the low-pass cutoff rises).",
         "",
-        dimension_table(config.sample_rate),
+        dimension_table(config.sample_rate, only=by_cat),
         "",
         "## Verification and confounds",
         "",

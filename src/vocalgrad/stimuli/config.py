@@ -16,14 +16,12 @@ from pydantic import (
     model_validator,
 )
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats, registry
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError, did_you_mean
-from vocalgrad.records import FORMATS
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
-# Question formats from the same stimulus engine (see `vocalgrad.stimuli.formats`).
 
 
 Names = Annotated[tuple[str, ...], Field(min_length=1)]
@@ -66,7 +64,7 @@ class BuildConfig(BaseModel):
     design: str = "tiers"  # "tiers" (published grid) or "psychometric" (a magnitude sweep)
     levels: int = Field(6, ge=2)  # magnitudes per dimension in the psychometric design
     drop_unverified: bool = True  # drop clips (and their pair) whose measurement disagrees
-    format: str = "gradual"  # "gradual" (a change within one clip), "comparison" or "recognition"
+    format: str = formats.DEFAULT  # the question format (`vocalgrad list formats`)
     # Place each changing path at random within a window around the tier's endpoints, so
     # that one end of a clip does not say the direction (`plan.rove_window`); off by default,
     # as in the published protocol.
@@ -109,7 +107,9 @@ class BuildConfig(BaseModel):
     @field_validator("format")
     @classmethod
     def _known_format(cls, name: str) -> str:
-        return _known((name,), FORMATS, "format")[0]
+        if name not in formats.REGISTRY:  # registered ones too
+            raise ValueError(registry.unknown("format", name, formats.names()))
+        return name
 
     @field_validator("magnitudes")
     @classmethod
@@ -119,11 +119,9 @@ class BuildConfig(BaseModel):
 
     @model_validator(mode="after")
     def _rove_has_a_course(self) -> BuildConfig:
-        if self.rove_endpoints and self.format == "recognition":
-            raise ValueError(
-                "rove_endpoints: a recognition item asks where its one held value lies, so "
-                "roving it would change the answer; use the gradual or comparison format"
-            )
+        refusal = formats.get(self.format).rove_refusal
+        if self.rove_endpoints and refusal:
+            raise ValueError(f"rove_endpoints: {refusal}")
         return self
 
     @model_validator(mode="after")
@@ -151,9 +149,10 @@ class BuildConfig(BaseModel):
             the least bytes of 16-bit audio they hold: each clip at least `min_duration_s`
             long, at `sample_rate`, with the category's channels).
         """
+        form = formats.get(self.format)
         magnitudes = self.levels if self.design == "psychometric" else len(self.tiers)
-        curves = len(self.curves) if self.format == "gradual" else 1
-        constants = self.constants if self.format == "gradual" else 0
+        curves = len(form.curves(self.curves))  # a held format has one, "held"
+        constants = self.constants if form.constants else 0
         per_category = (self.n_test + self.n_train) * (magnitudes * curves * 2 + constants)
         samples = int(self.min_duration_s * self.sample_rate) * 2  # bytes of one 16-bit channel
         least_bytes = sum(

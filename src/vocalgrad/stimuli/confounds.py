@@ -7,12 +7,63 @@ tracker.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 import numpy as np
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.signal.analysis import Analysis
 
 CLIP_LEVEL = 0.999
+SUMMARISED = (  # dataset-row field, label, how its size is read ("abs": |x|, "ratio": |x - 1|)
+    ("confound_loudness_change_db", "loudness change dB", "abs"),
+    ("confound_loudness_drift_db", "late-minus-early loudness drift dB", "abs"),
+    ("confound_level_slope_change_db", "level-slope change dB", "abs"),
+    ("confound_duration_change_ratio", "duration change (ratio − 1)", "ratio"),
+    ("confound_f0_change_st", "F0 change st", "abs"),
+)
+"""The confounds a dataset summary reports, in its column order."""
+
+
+def summarise_confounds(rows: Iterable[Mapping]) -> dict[str, dict[str, float | int | None]]:
+    """Per dimension: how many clips, the share kept as verified, the median size of each
+    `SUMMARISED` confound and the largest clipping ratio, over a dataset's rows.
+
+    Parameters
+    ----------
+    rows : iterable of mapping
+        Dataset rows (`vocalgrad.records.DatasetRow`) with their ``confound_*`` fields.
+
+    Returns
+    -------
+    dict
+        Dimension name -> {"clips": int, "verified": share in [0, 1], one entry per
+        `SUMMARISED` field (median of its size, in the field's unit; None where no clip has
+        it), "max_clipping_ratio": float or None}.
+    """
+    by_dim: dict[str, list[Mapping]] = {}
+    for r in rows:
+        by_dim.setdefault(str(r["category"]), []).append(r)
+    out: dict[str, dict[str, float | int | None]] = {}
+    for name, members in sorted(by_dim.items()):
+        entry: dict[str, float | int | None] = {
+            "clips": len(members),
+            "verified": float(np.mean([bool(r.get("verified")) for r in members])),
+        }
+        for key, _, how in SUMMARISED:
+            vals = np.array(
+                [r[key] for r in members if isinstance(r.get(key), (int, float))], float
+            )
+            vals = np.abs(vals - 1) if how == "ratio" else np.abs(vals)
+            entry[key] = float(np.median(vals)) if vals.size else None
+        clip = [
+            float(r["confound_clipping_ratio"])
+            for r in members
+            if isinstance(r.get("confound_clipping_ratio"), (int, float))
+        ]
+        entry["max_clipping_ratio"] = max(clip) if clip else None
+        out[name] = entry
+    return out
 
 
 def measure_confounds(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.stimuli.config import BuildConfig
 
 
@@ -17,8 +17,8 @@ class Condition:
     """One cell of the grid. Constant clips have tier = curve = "none"; [start, end] is the mid
     tier's range and `ranges` every planned tier's, which their held value is drawn from
     (`held_constant`); a source has `BuildConfig.constants` of them per category, told apart
-    by `replicate`. In the comparison and recognition
-    formats the curve is "held": the parameter is held at start and end (comparison: the two
+    by `replicate`. A question format plans its own curves (`QuestionFormat.curves`): in a
+    held format the curve is "held", the parameter held at start and end (comparison: the two
     parts) or at end only (recognition)."""
 
     category: str
@@ -28,7 +28,7 @@ class Condition:
     magnitude: float
     start: float
     end: float
-    format: str = "gradual"
+    format: str = formats.DEFAULT
     # constant clips: the (start, end) of every planned tier; the held value is drawn from one of
     # them at random (`held_constant`). With an endpoint rove, each tier's rove window instead,
     # and a changing clip's own window (one range). Not part of the key: item ids do not
@@ -59,14 +59,17 @@ class Condition:
 
     @property
     def _fmt(self) -> str:
-        """Gradual keys stay as they were, so gradual item ids do not change."""
-        return "" if self.format == "gradual" else f"|{self.format}"
+        """The format's key suffix (`QuestionFormat.key_suffix`): none for the default
+        format, whose keys (and item ids) stay as they were before formats existed."""
+        return formats.get(self.format).key_suffix
 
 
 def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
     """All conditions, plus the ones refused because they would change nothing at the rate."""
     conditions: list[Condition] = []
     refused: list[dict] = []
+    form = formats.get(config.format)
+    curves = form.curves(config.curves)
     for name in config.categories:
         dim = dimensions.get(name)
         spec = dim.SPEC
@@ -88,26 +91,25 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 )
                 continue
             low, high = dim.endpoints(magnitude, config.sample_rate)
-            held = config.format != "gradual"  # held parts have no course over time: one "curve"
             rove = {}
             if config.rove_endpoints:
                 rove = {
                     "ranges": (rove_window(name, low, high, config.sample_rate),),
                     "endpoint_rove": True,
                 }
-            for curve in ("held",) if held else config.curves:
+            for curve in curves:
                 for direction, a, b in (("increase", low, high), ("decrease", high, low)):
                     conditions.append(
                         Condition(
                             name, tier, curve, direction, magnitude, a, b, config.format, **rove
                         )
                     )
-        if config.constants and config.format == "gradual":
+        if config.constants and form.constants:
             low, high = dim.endpoints(float(magnitudes["mid"]), config.sample_rate)
             ranges = tuple(
                 c.ranges[0] if config.rove_endpoints else (c.start, c.end)
                 for c in conditions
-                if c.category == name and c.direction == "increase" and c.curve == config.curves[0]
+                if c.category == name and c.direction == "increase" and c.curve == curves[0]
             )
             conditions.extend(
                 Condition(

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.audio import (
     EDGE_GUARD_S,
     FRAME_S,
@@ -26,8 +26,9 @@ from vocalgrad.audio import (
     peak_gain,
     resample,
 )
-from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
+from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
+from vocalgrad.formats.base import Assembled, ClipResult, measure_against, verdict
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.levelling import (
     flatten_level_course,
@@ -48,22 +49,9 @@ from vocalgrad.stimuli.neutralise import (
 from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 
 INT16_SCALE = 32768.0
-# Bumped when the same config renders other clips (a build resumed across it would mix
-# them). 2: sources levelled with mirrored edges; echo and noise kept with the speech.
-# 3: the ends' level courses matched; a comparison's last part padded before its speech.
-# 4: volume's source has one spectrum at both ends; echo scales the return, not the send.
-# 5: an endpoint-roved pitch path stays within +-9 st (was 12).
-# 6: breathiness refuses a source with no periodic voice at an end of its speech.
-# 7: voice vibration's tremolo is phased on the speech's midpoint, not the file's start, and
-#    measured by a fit of its rate (which clips verification keeps).
-# 8: echo's room output is held at one ratio to the speech before the curve scales it.
-# 9: a source's constant clips are refused where every change of their dimension is.
-# 10: the speech's two boundaries are matched frame by frame (`matched_boundaries`).
-# 11: every source's two ends share one spectral course (`matched_edge_spectra`), not volume's.
-# 12: distance's room field is played as echo's return (held, out of pauses, faded in and out
-#     with the speech), the file keeps the source's length and edges, and both paths start
-#     from the 20 ms edge-matched source.
-# 13: breathiness's noise stays within the detected speech span.
+# Bumped when the same config renders other clips: a build resumed across it would mix them,
+# and caches are keyed on it. CHANGELOG.md lists what each revision changed;
+# tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
 RENDERER_REVISION = 13
 
 
@@ -264,44 +252,6 @@ def track_for(
     return track
 
 
-def verdict(direction: str, change: float, spec: DimensionSpec) -> str:
-    """verified: the measured change has the label's sign and clears the audibility floor;
-    inaudible: a changing clip whose realised change is under the floor (refused, counted);
-    disagrees: anything else (the wrong sign, or a constant clip that moves)."""
-    if not np.isfinite(change):
-        return "disagrees"
-    if direction == "constant":
-        return "verified" if abs(change) < spec.constant_limit else "disagrees"
-    signed = change if direction == "increase" else -change
-    if signed >= spec.audibility_floor:
-        return "verified"
-    if abs(change) < spec.audibility_floor:
-        return "inaudible"
-    return "disagrees"
-
-
-@dataclass(frozen=True)
-class ClipResult:
-    audio: np.ndarray
-    clip: Analysis
-    measured: Measured
-    change: float
-    verdict: str
-    confounds: dict[str, float]
-    param_start: float  # the realised trajectory's values at speech onset and offset
-    param_end: float
-    rove_db: float
-    value: float = float("nan")  # held formats: the measured value of a recognition clip
-    parts: tuple[tuple[int, int], ...] = ()  # comparison: (start, end) sample of each part
-    part_spans: tuple[
-        tuple[float, float], ...
-    ] = ()  # comparison: each part's speech span in the file (s)
-
-    @property
-    def verified(self) -> bool:
-        return self.verdict == "verified"
-
-
 def clip_span(dim, track, ref: Analysis, n_samples: int) -> SpeechSpan:
     """The clip's speech span is the source's, moved by any time warp. Detecting it on the
     clip instead would be wrong by design: a -18 dB start or a noisy end hides speech. A
@@ -470,9 +420,8 @@ def measure_against_source(
     heard: Analysis, category: str, audio: np.ndarray, span: SpeechSpan
 ) -> tuple[Analysis, Measured]:
     """A clip, a held clip or one part of a comparison against the heard source: the
-    dimension's own measure, never the rendering parameter."""
-    clip = Analysis(audio, heard.sr, span=span)
-    return clip, dimensions.get(category).measure(clip, heard)
+    dimension's own measure, never the rendering parameter (`formats.base.measure_against`)."""
+    return measure_against(heard, category, audio, span)
 
 
 def measure_clip(
@@ -500,24 +449,59 @@ def rove_key(source: PreparedSource, condition: Condition, item: str) -> str:
 def render_condition(
     source: PreparedSource, condition: Condition, seed: int, item: str, twin_item: str | None = None
 ) -> ClipResult:
-    """One clip. A changing gradual clip given its twin's item id (the same source and pair,
-    the other direction) is peak-limited by one gain with its twin: both are rendered, and
-    the twin's result waits in `source.twins` until it is asked for. Limited alone, the clip
-    whose loud burst passed the ceiling would come out quieter than its twin, and overall
-    loudness would tell the direction."""
-    if condition.format == "comparison":
-        return render_comparison(source, condition, seed, item)
-    if condition.format == "recognition":
-        return render_recognition(source, condition, seed, item)
-    if (item, twin_item) in source.twins:
-        return source.twins.pop((item, twin_item))
-    mine = _render_unlimited(source, condition, seed, item)
-    if condition.direction == "constant" or twin_item is None:
-        return _finished(source, mine, peak_gain(mine.audio))
-    other = _render_unlimited(source, condition.twin(), seed, twin_item)
-    gain = peak_gain(mine.audio, other.audio)
-    source.twins[(twin_item, item)] = _finished(source, other, gain)
-    return _finished(source, mine, gain)
+    """One clip, as its question format assembles it (`QuestionFormat.render`) from this
+    engine's steps. `twin_item` is the item id of the same pair's other direction, where it
+    is planned: a format may render both at once (a gradual pair shares one peak limit) and
+    leave the twin's result in `source.twins` until it is asked for."""
+    return formats.get(condition.format).render(Engine(source, seed), condition, item, twin_item)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The stimulus engine as a question format sees it (`vocalgrad.formats.base.Engine`): one
+    prepared source at one seed, and the steps a clip is made of."""
+
+    source: PreparedSource
+    seed: int
+
+    @property
+    def sr(self) -> int:
+        return self.source.sr
+
+    @property
+    def twins(self) -> dict:
+        return self.source.twins
+
+    def rove_key(self, condition: Condition, item: str) -> str:
+        return rove_key(self.source, condition, item)
+
+    def roved(self, condition: Condition, key: str) -> Condition:
+        return roved(condition, self.seed, key)
+
+    def unlimited(self, condition: Condition, item: str) -> _Unlimited:
+        return _render_unlimited(self.source, condition, self.seed, item)
+
+    def finish(self, unlimited: _Unlimited, gain: float) -> ClipResult:
+        return _finished(self.source, unlimited, gain)
+
+    def held(self, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
+        return render_held(self.source, condition, value)
+
+    def assemble(
+        self, parts: list[np.ndarray], rove_key: str, gap_s: float = 0.0, source_edges: bool = False
+    ) -> Assembled:
+        return assemble(self.source, parts, self.seed, rove_key, gap_s, source_edges)
+
+    def to_file(self, audio: np.ndarray, gain: float | None = None) -> np.ndarray:
+        return to_file(audio, gain)
+
+    def measure(
+        self, category: str, audio: np.ndarray, span: SpeechSpan
+    ) -> tuple[Analysis, Measured]:
+        return measure_against_source(self.source.heard, category, audio, span)
+
+    def confounds(self, clip: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
+        return measure_confounds(clip, self.source.heard, clip_mid_s)
 
 
 @dataclass(frozen=True)
@@ -572,9 +556,7 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
 
 
 # ---------------------------------------------------------------------------------------
-# Held formats: comparison (two held parts) and recognition (one held clip)
-
-GAP_S = 0.5  # room tone between the two parts of a comparison item
+# Held renders: the parts of the held formats (comparison, recognition)
 
 
 def render_held(
@@ -604,112 +586,3 @@ def _render_held(
     processed = dim.render(source.clean, track, rng)
     heard_span = clip_span(dim, track, source.clean, len(processed))
     return level(source, condition.category, processed, track, heard_span, held=True), heard_span
-
-
-def part_span(bound: tuple[int, int], span: SpeechSpan, sr: int) -> tuple[float, float]:
-    """A part's speech span in file time."""
-    return bound[0] / sr + span.onset_s, bound[0] / sr + span.offset_s
-
-
-def shifted(span: SpeechSpan, by_s: float) -> SpeechSpan:
-    """A speech span moved later by `by_s` (a part padded before its speech)."""
-    return dataclasses.replace(span, onset_s=span.onset_s + by_s, offset_s=span.offset_s + by_s)
-
-
-def part_mid(part: Analysis) -> float:
-    """Where the source's speech midpoint lies in a held part: the middle of its speech span
-    (a held rate moves it uniformly)."""
-    return (part.span.onset_s + part.span.offset_s) / 2
-
-
-def confound_difference(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
-    """What differs between the two parts besides the target: second minus first."""
-    return {k: round(float(second[k] - first[k]), 4) for k in first}
-
-
-def render_comparison(
-    source: PreparedSource, condition: Condition, seed: int, item: str
-) -> ClipResult:
-    """Two held parts, at the condition's start and end values, with GAP_S of room tone
-    between them. Verified by measuring each part against the source: the second part's
-    value minus the first's is the measured change, checked like a gradual clip's."""
-    spec = dimensions.get(condition.category).SPEC
-    condition = roved(condition, seed, rove_key(source, condition, item))
-    held = [render_held(source, condition, v) for v in (condition.start, condition.end)]
-    audio, rove, bounds, leads = assemble(
-        source,
-        [p for p, _ in held],
-        seed,
-        rove_key(source, condition, item),
-        GAP_S,
-        source_edges=spec.source_edges,
-    )
-    audio = to_file(audio)  # twins are the same parts in the other order: the same peak
-    in_slot = [shifted(span, lead / source.sr) for (_, span), lead in zip(held, leads, strict=True)]
-    clips, measures = [], []
-    for (a, b), span in zip(bounds, in_slot, strict=True):
-        clip, measured = measure_against_source(source.heard, condition.category, audio[a:b], span)
-        clips.append(clip)
-        measures.append(held_value(measured))
-    measured = Measured(*measures)
-    spans = tuple(
-        part_span(bound, span, source.sr) for bound, span in zip(bounds, in_slot, strict=True)
-    )
-    whole = Analysis(audio, source.sr, span=SpeechSpan(spans[0][0], spans[1][1], True))
-    first, second = (measure_confounds(c, source.heard, part_mid(c)) for c in clips)
-    return ClipResult(
-        audio=audio,
-        clip=whole,
-        measured=measured,
-        change=measured.change,
-        verdict=verdict(condition.direction, measured.change, spec),
-        confounds=confound_difference(first, second),
-        param_start=condition.start,
-        param_end=condition.end,
-        rove_db=rove,
-        parts=tuple(bounds),
-        part_spans=spans,
-    )
-
-
-def render_recognition(
-    source: PreparedSource, condition: Condition, seed: int, item: str
-) -> ClipResult:
-    """One clip held at the condition's end value (the "increase" endpoint for an increase
-    item, the other for its decrease twin), peak-limited by one gain with its twin (as a
-    gradual pair is). Its verdict needs the twin (`recognition_verdict`): verdict "pending"
-    until the build pairs them."""
-    part, span = render_held(source, condition, condition.end)
-    twin_part, _ = render_held(
-        source, condition, condition.start
-    )  # the twin's: it waits in source.held
-    key = rove_key(source, condition, item)
-    edges = dimensions.get(condition.category).SPEC.source_edges
-    audio, rove, _, _ = assemble(source, [part], seed, key, source_edges=edges)
-    twin_audio = assemble(source, [twin_part], seed, key, source_edges=edges)[0]
-    audio = to_file(audio, peak_gain(audio, twin_audio))  # one limit per pair
-    clip, measured = measure_against_source(source.heard, condition.category, audio, span)
-    return ClipResult(
-        audio=audio,
-        clip=clip,
-        measured=measured,
-        change=float("nan"),
-        verdict="pending",
-        confounds=measure_confounds(clip, source.heard),
-        param_start=condition.end,
-        param_end=condition.end,
-        rove_db=rove,
-        value=held_value(measured),
-    )
-
-
-def recognition_verdict(
-    category: str, direction: str, value: float, twin_value: float
-) -> tuple[float, str]:
-    """A recognition clip against its twin at the other endpoint (same source, same tier):
-    its measured value minus the twin's must have the label's sign and clear the audibility
-    floor. Relative to the twin, not to a fixed boundary: both endpoints of most dimensions
-    lie on one side of the source (noise at two SNRs), so no source-relative value splits
-    them; the pair does, without the rendering parameter. Returns (change, verdict)."""
-    change = value - twin_value
-    return change, verdict(direction, change, dimensions.get(category).SPEC)

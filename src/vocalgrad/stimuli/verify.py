@@ -14,25 +14,17 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from vocalgrad import dimensions
+from vocalgrad import dimensions, formats
 from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
-from vocalgrad.records import row_format
+from vocalgrad.records import VerifyReport
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.confounds import measure_confounds
-from vocalgrad.stimuli.render import (
-    confound_difference,
-    held_value,
-    measure_against_source,
-    part_mid,
-    prepare_source,
-    recognition_verdict,
-    verdict,
-)
+from vocalgrad.stimuli.render import prepare_source
 
 
-def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
+def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
     """Measure every clip again; returns per-category agreement, magnitudes and confounds."""
     root = Path(root)
     official = is_official(root)
@@ -43,7 +35,9 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
     ref_cache: dict[str, Analysis] = {}
     results: dict[str, dict] = defaultdict(lambda: defaultdict(list))
     failures = []
-    held: dict[tuple, list] = defaultdict(list)  # recognition clips wait for their twin
+    # measured rows by format: a format's verdicts may need more than one clip (recognition
+    # compares each clip with its twin), so they are given once every clip is measured
+    measured: dict[str, list[tuple[dict, float, dict]]] = defaultdict(list)
 
     def record(row: dict, change: float, result: str, conf: dict) -> None:
         bucket = results[row["category"]]
@@ -90,28 +84,18 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
             if ref is None:
                 ref_cache.clear()  # rows are grouped by source: keep one reference in memory
                 ref = ref_cache[ref_row["path"]] = heard_reference(ref_row, sr)
-            change, conf = measure_row(row, clip, ref)
-            if row.get("format") == "recognition":
-                held[(row["source_id"], row["pair_id"])].append((row, change, conf))
-            else:
-                record(row, change, verdict(row["direction"], change, dim.SPEC), conf)
-        asked = row["direction"] != "constant" and row_format(row) == "gradual"
+            value, conf = measure_row(row, clip, ref)
+            measured[formats.row_format(row)].append((row, value, conf))
+        asked = row["direction"] != "constant" and formats.of_row(row).changes_over_time
         blind = dim.blind_change(clip) if asked else None
         if blind is not None:
             bucket["blind"].append((blind, 1 if row["direction"] == "increase" else -1))
         bucket["clipping_ratio"].append(float(np.mean(np.abs(audio) >= 0.999)))
         bucket["n"].append(1)
-    for pair in held.values():
-        for row, value, conf in pair:
-            twins = [v for r, v, _ in pair if r is not row]
-            if len(twins) == 1:
-                change, result = recognition_verdict(
-                    row["category"], row["direction"], value, twins[0]
-                )
-            else:
-                # a twin missing from the dataset (or a limit cut it off): nothing to compare with
-                change, result = float("nan"), "disagrees"
-            record(row, change, result, conf)
+    for fmt, members in measured.items():
+        judged = formats.get(fmt).verdicts([(row, value) for row, value, _ in members])
+        for i, change, result in judged:
+            record(members[i][0], change, result, members[i][2])
     summary = {}
     for category, b in results.items():
         entry = {"clips": len(b["n"]), "max_clipping_ratio": float(np.max(b["clipping_ratio"]))}
@@ -140,26 +124,11 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
 
 
 def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
-    """(measured change, confounds) of one row's audio against its heard source, by format:
-    gradual, the change within the clip; comparison, the second part's value minus the
-    first's, each part measured alone (confounds: second minus first); recognition, the
-    clip's held value (its verdict needs the twin, `recognition_verdict`)."""
-    dim = dimensions.get(row["category"])
-    fmt = row_format(row)
-    if fmt == "comparison":
-        values, confs = [], []
-        samples = (
-            clip.channels if clip.channels.shape[1] > 1 else clip.audio
-        )  # a stereo part keeps both ears
-        for (a, b), (onset, offset) in zip(row["part_bounds"], row["part_spans_s"], strict=True):
-            span = SpeechSpan(onset - a / clip.sr, offset - a / clip.sr, True)
-            part, measured = measure_against_source(ref, row["category"], samples[a:b], span)
-            values.append(held_value(measured))
-            confs.append(measure_confounds(part, ref, part_mid(part)))
-        return values[1] - values[0], confound_difference(*confs)
-    measured = dim.measure(clip, ref)
-    conf = measure_confounds(clip, ref)
-    return (held_value(measured) if fmt == "recognition" else measured.change), conf
+    """(measured value, confounds) of one row's audio against its heard source, as its
+    question format measures it (`QuestionFormat.measure`): gradual, the change within the
+    clip; comparison, the second part's value minus the first's; recognition, the clip's held
+    value (its verdict needs the twin)."""
+    return formats.of_row(row).measure(row, clip, ref, measure_confounds)
 
 
 def row_span(row: dict) -> SpeechSpan | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from vocalgrad import formats
 from vocalgrad.records import DIRECTIONS, LABELS
 from vocalgrad.stats import (
     NO_CI_TEXT,
@@ -20,9 +21,9 @@ from vocalgrad.stats import (
 from vocalgrad.stimuli.audit.cues import (
     CUE_NAMES,
     EDGE_FAMILIES,
-    FORMAT_FAMILIES,
     allowed_families,
     feature_names,
+    format_families,
     rows_format,
     target_cue_names,
 )
@@ -31,10 +32,8 @@ from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 
 MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
 MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
-# Formats whose order-free accuracy is gated. A recognition clip holds one value at one end of
-# the change, and which end is the question: any summary of the file measures it, so there the
-# family is reported, not gated (a format's definition, the same for every dimension).
-ORDER_FREE_GATED = ("gradual", "comparison")
+# Whether a format's order-free accuracy is gated is the format's
+# (`QuestionFormat.order_free_gated`): the same for every dimension.
 N_BOOT = 2000
 SEED = 0
 
@@ -333,7 +332,7 @@ def audit_category(
     fmt = rows_format(rows)
     families = allowed_families(category, fmt)
     cue_names = target_cue_names(category, fmt)
-    excluded = [f for f in FORMAT_FAMILIES[fmt] if f not in families] + [
+    excluded = [f for f in format_families(fmt) if f not in families] + [
         n for f in families for n in CUE_NAMES[f] if n in cue_names
     ]
     names = feature_names(families, category, fmt)
@@ -362,7 +361,7 @@ def audit_category(
         "passes": None,
         "reasons": [],
         "order_free": order_free_report(category, rows, cues) or None,
-        "order_free_gated": fmt in ORDER_FREE_GATED,
+        "order_free_gated": formats.get(fmt).order_free_gated,
         "order_free_limit": order_free_limit(category),
         "one_end": one_end_report(category, rows) or None,
     }

@@ -10,8 +10,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import soundfile as sf
 
+from vocalgrad import formats
 from vocalgrad.audio import EDGE_GUARD_S, SpeechSpan, loudness_lufs, speech_span
-from vocalgrad.records import row_format
+from vocalgrad.errors import ConfigError
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.order_free import FAMILY as ORDER_FREE
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
@@ -38,18 +39,9 @@ CUE_NAMES: dict[str, tuple[str, ...]] = {
     ORDER_FREE: ORDER_FREE_NAMES,
 }  # fmt: skip
 EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
-# Cue families audited per question format. A recognition clip holds one value, so every
-# whole-clip summary (level, centroid, F0, size) measures the target: only its length and
-# its edges are audited. A comparison item's whole-file summaries hold both parts in either
-# order, and its part layout must tell nothing.
-FORMAT_FAMILIES = {
-    "gradual": FAMILIES,
-    "comparison": (*FAMILIES, "parts"),
-    "recognition": ("duration", *EDGE_FAMILIES),
-}
-# A held rate sets how long the speech of a part lasts, so what pads it (comparison: what
-# follows the second part's speech; recognition: the clip's length).
-WARP_TARGET_FAMILIES = {"gradual": (), "comparison": EDGE_FAMILIES, "recognition": ("duration",)}
+# Which families a question format audits, and which of them measure the target where a
+# dimension warps time, are the format's (`QuestionFormat.audit_families`,
+# `QuestionFormat.warp_target_families`).
 CUES_VERSION = 8  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 FLOOR_DB = -120.0
@@ -207,7 +199,7 @@ def row_span(row: Mapping) -> tuple[float, float] | None:
     return None if onset is None or offset is None else (float(onset), float(offset))
 
 
-def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
+def target_cue_names(category: str, fmt: str = formats.DEFAULT) -> set[str]:
     """Cues that measure the target on `category` in a question format, left out of its
     audit: `SPEC.target_cues` (whole families or single cues), and what pads held speech
     where the dimension warps time."""
@@ -216,7 +208,7 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
     dim = get(category)
     declared = set(dim.SPEC.target_cues)
     if dim.SPEC.warps_time:
-        declared.update(WARP_TARGET_FAMILIES[fmt])
+        declared.update(formats.get(fmt).warp_target_families)
     names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (
         declared - set(CUE_NAMES)
     )
@@ -228,23 +220,43 @@ def target_cue_names(category: str, fmt: str = "gradual") -> set[str]:
 
 def rows_format(rows: Iterable[Mapping]) -> str:
     """The one question format of a set of rows (old rows are gradual)."""
-    formats = {row_format(r) for r in rows}
-    if len(formats) > 1:
+    found = {formats.row_format(r) for r in rows}
+    if len(found) > 1:
         raise ValueError(
-            f"rows of several question formats ({', '.join(sorted(formats))}) audited together"
+            f"rows of several question formats ({', '.join(sorted(found))}) audited together"
         )
-    return formats.pop() if formats else "gradual"
+    return found.pop() if found else formats.DEFAULT
 
 
-def allowed_families(category: str, fmt: str = "gradual") -> tuple[str, ...]:
+def format_families(fmt: str) -> tuple[str, ...]:
+    """The cue families a question format audits (`QuestionFormat.audit_families`).
+
+    Raises
+    ------
+    ConfigError
+        The format is unknown, or names a family the audit does not measure (or the
+        order-free family, which every format's audit measures apart).
+    """
+    families = formats.get(fmt).audit_families
+    choices = [f for f in CUE_NAMES if f != ORDER_FREE]  # audited apart, in every format
+    unknown = [f for f in families if f not in choices]
+    if unknown:
+        raise ConfigError(
+            f"question format {fmt!r} audits unknown cue families {', '.join(unknown)}; "
+            f"choose from {', '.join(choices)}"
+        )
+    return families
+
+
+def allowed_families(category: str, fmt: str = formats.DEFAULT) -> tuple[str, ...]:
     """Cue families the audit of `category` uses in a format: those with a cue that is not a
     target cue."""
     excluded = target_cue_names(category, fmt)
-    return tuple(f for f in FORMAT_FAMILIES[fmt] if any(n not in excluded for n in CUE_NAMES[f]))
+    return tuple(f for f in format_families(fmt) if any(n not in excluded for n in CUE_NAMES[f]))
 
 
 def feature_names(
-    families: Iterable[str], category: str | None = None, fmt: str = "gradual"
+    families: Iterable[str], category: str | None = None, fmt: str = formats.DEFAULT
 ) -> list[str]:
     """The cues of `families`, less the target cues of `category` (in `fmt`) if one is given."""
     excluded = target_cue_names(category, fmt) if category else set()
