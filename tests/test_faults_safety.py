@@ -21,7 +21,6 @@ import vocalgrad
 from vocalgrad.cli import main
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError, StudyError
-from vocalgrad.files import OUTPUT_MARKER
 from vocalgrad.human.assign import make_plan
 from vocalgrad.human.study import MAX_STUDY_ROWS, StudyConfig, load_study
 from vocalgrad.stimuli.build import build
@@ -96,10 +95,9 @@ def test_a_human_export_over_a_models_run_is_refused_and_overwrite_leaves_no_sta
 
     export = tmp_path / "export"
     assert main(["human", "export", "--study", str(env.study), "--out", str(export)]) == 0
-    (export / "manifest.json").unlink()  # a torn export: killed before its manifest
-    (export / "agreement.json").write_text("")
+    (export / "manifest.json").unlink()  # killed while replacing it: no manifest yet
     assert main(["human", "export", "--study", str(env.study), "--out", str(export)]) == 0
-    assert (export / "manifest.json").is_file() and (export / OUTPUT_MARKER).is_file()
+    assert (export / "manifest.json").is_file()
     capsys.readouterr()
     # and a model's run never goes into the export
     assert main(["eval", str(env.dataset), "--listener", "baseline:random", "--out", str(export)])

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from vocalgrad._version import __version__
 from vocalgrad.errors import BusyError, ConfigError
 
 LOCK_NAME = ".lock"
@@ -141,10 +140,6 @@ def exclusive(folder: str | Path, what: str = "folder") -> Iterator[None]:
 
 # --- output paths -----------------------------------------------------------------------
 
-OUTPUT_MARKER = ".vocalgrad-output"
-"""The file `mark_output` leaves in an output folder, naming its kind: a rerun after a writer
-was killed before the folder's own files were complete still recognises the folder."""
-
 
 def _json(path: Path) -> object:
     try:
@@ -193,7 +188,10 @@ def _is_harness_run(folder: Path) -> bool:
 
 
 def _is_human_export(folder: Path) -> bool:
-    return _manifest(folder).get("kind") == "human listening test"
+    if (folder / "manifest.json").is_file():
+        return _manifest(folder).get("kind") == "human listening test"
+    # killed while replacing an earlier export: its own files, the manifest not yet back
+    return (folder / "trials.jsonl").is_file() and (folder / "agreement.json").is_file()
 
 
 def _is_probe(folder: Path) -> bool:
@@ -249,8 +247,8 @@ class Output:
     folder
         A folder of files (True) or one file.
     written_before
-        Whether a path holds this kind of output; for a folder, what a folder written before
-        `OUTPUT_MARKER` existed (or by a writer killed before it) holds.
+        Whether a path holds this kind of output (written whole, or as a writer killed
+        midway leaves it).
     """
 
     name: str
@@ -276,19 +274,12 @@ OUTPUTS = (
 )  # fmt: skip
 
 
-def _marked(folder: Path) -> str | None:
-    found = _json(folder / OUTPUT_MARKER)
-    return found.get("kind") if isinstance(found, dict) else None
-
-
 def _what(path: Path) -> str:
     """What a path holds, in words, for a refusal."""
     if _is_dataset(path):
         return "a dataset"
     if path.is_dir():
-        kind = _marked(path) or next(
-            (o.name for o in OUTPUTS if o.folder and o.written_before(path)), None
-        )
+        kind = next((o.name for o in OUTPUTS if o.folder and o.written_before(path)), None)
         return f"a {kind}" if kind else "files vocalgrad did not write"
     kind = next((o.name for o in OUTPUTS if not o.folder and o.written_before(path)), None)
     return f"a {kind}" if kind else "a file vocalgrad did not write"
@@ -298,9 +289,6 @@ def _ours(path: Path, kind: Output) -> bool:
     """Whether writing `kind` at `path` replaces only an earlier output of the same kind."""
     if not kind.folder:
         return kind.written_before(path)
-    marked = _marked(path)
-    if marked is not None:
-        return marked == kind.name
     if not any(not p.name.startswith(".") for p in path.iterdir()):
         return True  # empty, or only a lock and temporary files
     return not _is_dataset(path) and kind.written_before(path)
@@ -366,28 +354,3 @@ def claim_output(
             f"what is in it; {escape}"
         )
     return path
-
-
-def mark_output(folder: str | os.PathLike, kind: Output) -> Path:
-    """Create `folder` and leave `OUTPUT_MARKER` in it, naming `kind`: a writer that writes
-    several files calls it first, so a rerun after a kill recognises a torn folder as its own.
-
-    Parameters
-    ----------
-    folder
-        The output folder, checked by `claim_output` before.
-    kind
-        What is written there.
-
-    Returns
-    -------
-    Path
-        `folder`.
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    if _marked(folder) != kind.name:
-        atomic_write_text(
-            folder / OUTPUT_MARKER, json.dumps({"kind": kind.name, "vocalgrad": __version__}) + "\n"
-        )
-    return folder

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad._version import __version__
-from vocalgrad.files import HUMAN_EXPORT, atomic_write_text, claim_output, mark_output
+from vocalgrad.files import HUMAN_EXPORT, atomic_write_text, claim_output
 from vocalgrad.formats import DEFAULT, row_format
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
@@ -210,10 +210,10 @@ def export(
     no `out`, the earlier export whole, or files without a manifest, which `score` and
     `report` refuse as incomplete: never a half-written file read as an export.
 
-    `out` must be new, empty or an earlier export (`files.claim_output`; the folder is marked
-    as one before its manifest goes, so a rerun after such a kill is still its own): a model's
-    run folder there would lose its results. `overwrite` writes there anyway. A
-    `summary.json` beside the export scored the answers it replaces, so it is removed.
+    `out` must be new, empty or an earlier export, whole or left so by a kill
+    (`files.claim_output`): a model's run folder there would lose its results. `overwrite`
+    writes there anyway. A `summary.json` beside the export scored the answers it replaces,
+    so it is removed.
     """
     out = claim_output(out, HUMAN_EXPORT, reads=[store.meta().get("dataset")], overwrite=overwrite)
     rows = result_rows(store, include_flagged)
@@ -268,10 +268,7 @@ def export(
     }
     texts["agreement.json"] = json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
     texts[MANIFEST] = json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
-    if out.is_dir():
-        mark_output(out, HUMAN_EXPORT)  # before the earlier manifest is removed
     _write_all(out, texts)
-    mark_output(out, HUMAN_EXPORT)
     (out / "summary.json").unlink(missing_ok=True)
     return {"rows": len(rows), "out": str(out), "report": report}
 
