@@ -399,7 +399,7 @@ def test_score_fields_and_clusters_are_checked(synth, tmp_path, capsys):
     groups = {g["group"] for g in next(iter(summary["groups"].values()))["table"]}
     assert groups == {"overall", "low", "high"}  # one field, not the letters t, i, e, r
     assert set(vocalgrad.open_run(run).table(by="curve")["group"]) == {"overall", "linear", "jump"}
-    with pytest.raises(ConfigError, match="cluster 'nope'.*source_id, speaker_id"):
+    with pytest.raises(ConfigError, match="cluster field 'nope'.*source_id, speaker_id"):
         vocalgrad.score(run, cluster="nope", write=False)
     items = vocalgrad.score(run, cluster="item", write=False)
     assert next(iter(items["groups"].values()))["table"][0]["cluster"] == "item"

@@ -7,28 +7,8 @@ line without a traceback, and callers catch a family by its type instead of catc
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`" (did you mean 'x'?)"` for the closest of `choices` to a misspelt `name`, else "".
-
-    Parameters
-    ----------
-    name
-        What the user wrote (a key, a table, a field).
-    choices
-        The names that are accepted there.
-
-    Returns
-    -------
-    str
-        A suffix for an error message: a typo is fixed fastest when the message names the fix.
-    """
-    close = difflib.get_close_matches(name, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class VocalgradError(Exception):

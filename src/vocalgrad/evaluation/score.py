@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vocalgrad import registry
 from vocalgrad.defaults import MAX_N_BOOT
-from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.files import atomic_write_text
 from vocalgrad.records import LABELS, RunSummary
@@ -68,17 +69,11 @@ def grouping(
     )
     for name in by:
         if not any(name in r for r in rows):
-            raise ConfigError(
-                f"group by {name!r}: no result row has this field{did_you_mean(name, fields)}; "
-                f"fields: {', '.join(fields)}"
-            )
+            raise ConfigError(registry.unknown("field to group by", name, fields))
     if cluster is None or cluster == "item":
         return by, None
     if cluster not in CLUSTERS:
-        raise ConfigError(
-            f"cluster {cluster!r}{did_you_mean(cluster, CLUSTERS)}: choose "
-            f"{', '.join(CLUSTERS)} (or None for items)"
-        )
+        raise ConfigError(registry.unknown("cluster field", cluster, CLUSTERS) + " (None: items)")
     if not any(r.get(cluster) is not None for r in rows):
         raise ConfigError(
             f"cluster {cluster!r}: no result row has a {cluster}; cluster by "

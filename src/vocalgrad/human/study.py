@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from vocalgrad.errors import StudyError, did_you_mean
+from vocalgrad import registry
+from vocalgrad.errors import StudyError
 from vocalgrad.questions.prompts import get_variant
 from vocalgrad.records import LABELS
 
@@ -142,9 +143,7 @@ class StudyConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise StudyError(
-                "unknown study setting(s) "
-                + ", ".join(f"{k!r}{did_you_mean(k, known)}" for k in unknown)
-                + f"; valid: {', '.join(sorted(known))}"
+                "; ".join(registry.unknown("study setting", k, sorted(known)) for k in unknown)
             )
         values = {k: v for k, v in data.items() if k != "db"}
         if isinstance(values.get("categories"), list):
@@ -183,12 +182,10 @@ def load_study(path: str | Path, allow_large: bool = False) -> tuple[StudyConfig
         raise StudyError(f"{path}: not valid TOML ({err})") from err
     unknown = [k for k in data if k not in TOML_TABLES]
     if unknown or "study" not in data:
-        what = (
-            "; ".join(f"unknown table or key {k!r}{did_you_mean(k, TOML_TABLES)}" for k in unknown)
-            or "no [study] table"
-        )
+        what = "; ".join(registry.unknown("table", k, TOML_TABLES) for k in unknown)
         raise StudyError(
-            f"{path}: {what}; a study file holds a [study] table (and may hold [build])"
+            f"{path}: {what or 'no [study] table'}; a study file holds a [study] table (and "
+            "may hold [build])"
         )
     table = data["study"]
     if not isinstance(table, dict):

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from vocalgrad import dimensions, formats
+from vocalgrad import dimensions, formats, registry
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, load_references, load_rows
 from vocalgrad.dimensions.base import Measured
-from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.errors import ConfigError
 from vocalgrad.formats.base import Asked
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.records import LABELS
@@ -430,7 +430,8 @@ def _options(name: str, options: dict[str, Any]) -> dict[str, int]:
     for key, value in options.items():
         if key not in accepted:
             raise ConfigError(
-                f"baseline:{name}: unknown option {key!r}{did_you_mean(key, accepted)}; {takes}"
+                f"baseline:{name}: "
+                + (registry.unknown("option", key, accepted) if accepted else f"{takes}, not {key}")
             )
         low = accepted[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

@@ -18,7 +18,7 @@ from pydantic import (
 
 from vocalgrad import dimensions, formats, registry
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
-from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.errors import ConfigError
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
 TIERS = ("low", "mid", "high")
@@ -169,6 +169,7 @@ class BuildConfig(BaseModel):
 
 
 _LISTS = ("categories", "tiers", "curves")
+_FIELDS = tuple(BuildConfig.model_fields)
 
 
 def _known(names: tuple[str, ...], allowed: Iterable[str], what: str) -> tuple[str, ...]:
@@ -267,12 +268,13 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
-        renamed = "".join(f"; {k}: {_renamed(k)}" for k in unknown if k in _RENAMED)
-        named = ", ".join(
-            k + ("" if k in _RENAMED else did_you_mean(k, [*known, "build"])) for k in unknown
-        )
         raise ConfigError(
-            f"unknown config key(s) {named}{renamed}; known keys: {', '.join(sorted(known))}"
+            "; ".join(
+                f"config key {k}: {_renamed(k)}"
+                if k in _RENAMED
+                else registry.unknown("config key", k, sorted(known))
+                for k in unknown
+            )
         )
     return BuildConfig(**values)
 
@@ -284,15 +286,19 @@ def _read_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: not valid TOML ({err})") from err
-    if "build" not in data:
-        return data  # the file is the [build] table itself; load_config checks its keys
-    others = [k for k in data if k not in ("build", "study")]  # a study may share the file
+    tables = ("build", "study")  # a study may share the file
+    if "build" not in data:  # the file is the [build] table itself: a table there is misspelt
+        others = [k for k, v in data.items() if isinstance(v, dict) and k not in _FIELDS]
+    else:
+        others = [k for k in data if k not in tables]
     if others:
         raise ConfigError(
-            f"{path}: unknown table or key(s) "
-            + ", ".join(f"{k!r}{did_you_mean(k, ('build', 'study'))}" for k in others)
-            + " beside [build]; a build config holds a [build] table (and may hold [study])"
+            f"{path}: "
+            + "; ".join(registry.unknown("table", k, tables) for k in others)
+            + "; a build config holds a [build] table (and may hold [study])"
         )
+    if "build" not in data:
+        return data
     table = data["build"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: expected a [build] table")
