@@ -303,6 +303,8 @@ CONFIG_NOTES = {
     "rove_endpoints": "place each changing path at random within three changes of its tier's "
     "endpoints, inside the dimension's domain, so one end of a clip does not give the "
     "direction away (gradual and comparison; see [validity](../explanations/validity.md))",
+    "allow_large": "build more than 5,000,000 clips or 1 TB of audio (`--allow-large`); "
+    "refused without it, before anything is planned. Not saved in `build.json`",
 }
 
 
@@ -383,7 +385,8 @@ def config_page() -> str:
         "high = 20.0",
         "```",
         "",
-        "An unknown key is an error that lists the known ones.",
+        "An unknown key or table is an error that lists the known ones and suggests the",
+        "closest; a file may also hold a study's `[study]` table.",
     ]
     return "\n".join(lines) + "\n"
 

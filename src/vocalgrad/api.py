@@ -29,6 +29,7 @@ from vocalgrad.dataset import content_sha256, load_rows, resolve
 from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import EvalConfig
+from vocalgrad.files import FEATURE_CACHE, PROBE, REPORT, RUN, claim_output
 from vocalgrad.listeners import Listener, load_listener
 from vocalgrad.records import AuditReport, RunSummary
 
@@ -169,7 +170,7 @@ class Run:
 
     def table(
         self,
-        by: Sequence[str] = ("category",),
+        by: str | Sequence[str] = ("category",),
         cluster: str | None = "source_id",
         n_boot: int = N_BOOT,
     ) -> pd.DataFrame:
@@ -178,8 +179,9 @@ class Run:
 
         Parameters
         ----------
-        by : sequence of str
-            Row keys to group by (``category``, ``tier``, ``curve``, ``format``, ...).
+        by : str or sequence of str
+            Row keys to group by (``category``, ``tier``, ``curve``, ``format``, ...); one
+            string is one key.
         cluster : str or None
             What a CI resamples: ``source_id`` (default), ``speaker_id``, or None for items.
         n_boot : int
@@ -187,6 +189,7 @@ class Run:
         """
         import pandas as pd
 
+        by = (by,) if isinstance(by, str) else tuple(by)
         summary = (
             self.summary
             if (tuple(by), cluster, n_boot) == (("category",), "source_id", N_BOOT)
@@ -215,6 +218,16 @@ def load_dataset(path: PathLike) -> Dataset:
     folder = resolve(str(path)) if str(path).startswith("hf:") else Path(path)
     load_rows(folder)  # fails with a clear message on a folder that is not a dataset
     return Dataset(folder.absolute())
+
+
+def _run_dataset(run: Path) -> str | None:
+    """The dataset a run's manifest names, if any (a report reads its card)."""
+    try:
+        manifest = json.loads((run / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = manifest.get("dataset") if isinstance(manifest, dict) else None
+    return found if isinstance(found, str) else None
 
 
 def open_run(path: PathLike) -> Run:
@@ -287,6 +300,11 @@ def build(
 
 
 def _listener(listener: Listener | str, dataset: Path, options: dict) -> Listener:
+    if not isinstance(listener, (str, Listener)) and not hasattr(listener, "listener_id"):
+        raise ConfigError(
+            f"listener = {listener!r}: give a spec string such as 'baseline:ideal' "
+            "(`vocalgrad list listeners`) or a Listener object"
+        )
     if isinstance(listener, str):
         return load_listener(listener, dataset=dataset, **options)
     if options:
@@ -362,7 +380,9 @@ def evaluate(
     config = eval_config(config, **fields)
     data = load_dataset(dataset).path
     who = _listener(listener, data, dict(listener_options or {}))
-    folder = Path(out) if out is not None else default_run_folder(listener)
+    folder = claim_output(
+        out if out is not None else default_run_folder(listener), RUN, reads=[data], overwrite=None
+    )
     counts = run_questions(
         data,
         who,
@@ -418,7 +438,7 @@ _TUPLE_FIELDS = ("variants", "controls", "categories")
 
 def score(
     run: Run | PathLike,
-    by: Sequence[str] = ("category",),
+    by: str | Sequence[str] = ("category",),
     cluster: str | None = "source_id",
     n_boot: int = N_BOOT,
     write: bool = True,
@@ -429,10 +449,12 @@ def score(
     ----------
     run : Run or path
         A run folder written by `evaluate`.
-    by : sequence of str
-        Result-row fields to group by (``category``, ``tier``, ``curve``, ...).
+    by : str or sequence of str
+        Result-row fields to group by (``category``, ``tier``, ``curve``, ...); one string
+        is one field.
     cluster : str or None
-        The field whose values are resampled together for the CIs (None: items).
+        The field whose values are resampled together for the CIs: ``source_id``,
+        ``speaker_id``, or None (or ``item``) for single items.
     n_boot : int
         Bootstrap resamples per CI.
     write : bool
@@ -448,10 +470,12 @@ def score(
     ------
     DatasetError
         The folder holds no answers yet.
+    ConfigError
+        A `by` field or a `cluster` that no result row has.
     """
     from vocalgrad.evaluation.score import score_run, write_summary
 
-    summary = score_run(Path(run), by=tuple(by), cluster=cluster, n_boot=n_boot)
+    summary = score_run(Path(run), by=by, cluster=cluster, n_boot=n_boot)
     if write:
         write_summary(Path(run), summary)
     return summary
@@ -522,9 +546,11 @@ def probe(
     cache: PathLike | None = None,
     executor: Any = None,
     listener_options: dict | None = None,
+    overwrite: bool = False,
 ) -> dict:
     """Layer-wise linear (and MLP) probes with controls, the lens readout and a diagnosis of
-    where the direction is lost. Returns the summary also written to ``OUT/summary.json``."""
+    where the direction is lost. Returns the summary also written to ``OUT/summary.json``;
+    `overwrite` writes into a folder that holds something other than a probe's output."""
     from vocalgrad.executors import Executor
     from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
     from vocalgrad.probing.probes import ProbeSettings
@@ -542,6 +568,9 @@ def probe(
         Path(out) if out is not None else Path("runs") / "probe" / default_run_folder(listener).name
     )
     data = load_dataset(dataset).path
+    claim_output(folder, PROBE, reads=[data, train_from], overwrite=overwrite)
+    if cache is not None:
+        claim_output(cache, FEATURE_CACHE, reads=[data, train_from], overwrite=overwrite)
     if listener_options:
         listener = _listener(listener, data, dict(listener_options))
     return probe_dataset(
@@ -576,9 +605,9 @@ def finetune(
     config = TuneConfig(method=method, categories=tuple(categories), **settings)
     name = f"{default_run_folder(listener).name}-{method}-{'_'.join(config.categories)}"
     folder = Path(out) if out is not None else Path("runs") / "finetune" / name
-    result = tune(
-        load_dataset(dataset).path, listener, folder, config, batch_size=batch_size, on_step=on_step
-    )
+    data = load_dataset(dataset).path
+    claim_output(folder, RUN, reads=[data], overwrite=None)
+    result = tune(data, listener, folder, config, batch_size=batch_size, on_step=on_step)
     return Run(folder.absolute(), counts=result["counts"])
 
 
@@ -592,17 +621,23 @@ def report(
     n_boot: int = N_BOOT,
     command: str = "",
     allow_dataset_mismatch: bool = False,
+    overwrite: bool = False,
 ) -> Path:
     """One self-contained report (HTML, or markdown with figures beside it) of runs, probes
     and the dataset card. Returns the report's path.
 
     A `dataset` whose content hash differs from the one a run recorded (another build, or
     labels edited since) is refused with a `ConfigError`, unless `allow_dataset_mismatch`:
-    then the dataset section says the card is not the runs' dataset."""
+    then the dataset section says the card is not the runs' dataset. The report is never
+    written inside a dataset it reads (the card's, or a run's) nor over a file that is not a
+    report, unless `overwrite`."""
     from vocalgrad.report import write_report
 
+    runs = [Path(r) for r in runs]
+    read = [dataset, *(_run_dataset(r) for r in runs)]
+    claim_output(out, REPORT, reads=read, overwrite=overwrite)
     return write_report(
-        [Path(r) for r in runs],
+        runs,
         out,
         dataset=None if dataset is None else Path(dataset),
         probe_dirs=[Path(p) for p in probes],

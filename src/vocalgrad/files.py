@@ -1,21 +1,27 @@
-"""Writing files so that a crash, a full disk or a second writer never leaves them half done.
+"""Writing files so that a crash, a full disk, a second writer or a wrong path never costs data.
 
 `atomic_write_text` writes a sibling temporary file and renames it over the target, so a
 reader sees the old bytes or the new, never a mix. `exclusive` holds an advisory lock on a
 folder for as long as one process writes into it: a second writer fails at once.
+`claim_output` is the one gate every command's output path goes through: it refuses a path
+inside a dataset the command reads, and a file or folder that holds something other than
+this kind of output, unless the user passes ``--overwrite``.
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from vocalgrad.errors import BusyError
+from vocalgrad.errors import BusyError, ConfigError
 
 LOCK_NAME = ".lock"
 
@@ -130,3 +136,221 @@ def exclusive(folder: str | Path, what: str = "folder") -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+# --- output paths -----------------------------------------------------------------------
+
+
+def _json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _manifest(folder: Path) -> dict:
+    found = _json(folder / "manifest.json")
+    return found if isinstance(found, dict) else {}
+
+
+def _json_keys(path: Path) -> set[str]:
+    found = _json(path) if path.is_file() else None
+    return set(found) if isinstance(found, dict) else set()
+
+
+def _head(path: Path, size: int = 4096) -> str:
+    try:
+        with path.open("rb") as f:
+            return f.read(size).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _is_adaptive_run(folder: Path) -> bool:
+    return (folder / "adaptive.json").is_file() or "adaptive" in _manifest(folder)
+
+
+def _is_run(folder: Path) -> bool:
+    if (folder / "manifest.json").is_file() and _json(folder / "manifest.json") is None:
+        return (folder / "results.jsonl").is_file()  # damaged: the run's reader says how
+    listener = _manifest(folder).get("listener")
+    if isinstance(listener, dict):
+        return "harness" not in listener and not _is_adaptive_run(folder)
+    # a finetune killed while tuning: the adapter or its checkpoint, no run yet
+    return (folder / "adapter" / "tuning.json").is_file() or (
+        folder / "checkpoint" / "state.pt"
+    ).is_file()
+
+
+def _is_harness_run(folder: Path) -> bool:
+    listener = _manifest(folder).get("listener")
+    return isinstance(listener, dict) and "harness" in listener
+
+
+def _is_human_export(folder: Path) -> bool:
+    if (folder / "manifest.json").is_file():
+        return _manifest(folder).get("kind") == "human listening test"
+    # killed while replacing an earlier export: its own files, the manifest not yet back
+    return (folder / "trials.jsonl").is_file() and (folder / "agreement.json").is_file()
+
+
+def _is_probe(folder: Path) -> bool:
+    return {"pooling", "thresholds", "categories"} <= _json_keys(folder / "summary.json")
+
+
+def _is_lmms_tasks(folder: Path) -> bool:
+    # a task's YAML is written before the export's index: a killed export has only tasks
+    return (folder / "vocalgrad_export.json").is_file() or any(
+        folder.glob("vocalgrad_*/vocalgrad_*.yaml")
+    )
+
+
+def _is_lm_eval(folder: Path) -> bool:
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return bool(entries) and all(p.is_dir() and any(p.glob("results_*.json")) for p in entries)
+
+
+def _is_report(path: Path) -> bool:
+    head = _head(path)
+    return head.startswith("# vocalgrad report") or (
+        head.lstrip().startswith("<!DOCTYPE html>") and "<title>vocalgrad report</title>" in head
+    )
+
+
+def _is_verify_report(path: Path) -> bool:
+    return {"dataset", "per_category", "failures"} <= _json_keys(path)
+
+
+def _is_audit_report(path: Path) -> bool:
+    return {"dataset", "per_category", "thresholds", "passes"} <= _json_keys(path)
+
+
+def _is_sqlite(path: Path) -> bool:
+    return _head(path, 16).startswith("SQLite format 3")
+
+
+def _is_dataset(path: Path) -> bool:
+    return path.is_dir() and (
+        (path / "build.json").is_file()
+        or any((path / split / "metadata.jsonl").is_file() for split in ("test", "train"))
+    )
+
+
+@dataclass(frozen=True)
+class Output:
+    """One kind of output a command writes, and how to recognise one written earlier.
+
+    Parameters
+    ----------
+    name
+        What it is called in messages (``run folder``, ``report``...).
+    folder
+        A folder of files (True) or one file.
+    written_before
+        Whether a path holds this kind of output (written whole, or as a writer killed
+        midway leaves it).
+    """
+
+    name: str
+    folder: bool
+    written_before: Callable[[Path], bool]
+
+
+RUN = Output("run folder", True, _is_run)
+ADAPTIVE_RUN = Output("adaptive run folder", True, _is_adaptive_run)
+HARNESS_RUN = Output("harness run folder", True, _is_harness_run)
+HUMAN_EXPORT = Output("listening-test export", True, _is_human_export)
+PROBE = Output("probe folder", True, _is_probe)
+LMMS_TASKS = Output("lmms-eval task folder", True, _is_lmms_tasks)
+LM_EVAL = Output("lm-eval results folder", True, _is_lm_eval)
+REPORT = Output("report", False, _is_report)
+VERIFY_REPORT = Output("verify report", False, _is_verify_report)
+AUDIT_REPORT = Output("audit report", False, _is_audit_report)
+STUDY_DB = Output("study database", False, _is_sqlite)
+FEATURE_CACHE = Output("feature cache", True, lambda folder: True)  # entries in hashed folders
+OUTPUTS = (
+    RUN, ADAPTIVE_RUN, HARNESS_RUN, HUMAN_EXPORT, PROBE, LMMS_TASKS, LM_EVAL,
+    REPORT, VERIFY_REPORT, AUDIT_REPORT, STUDY_DB,
+)  # fmt: skip
+
+
+def _what(path: Path) -> str:
+    """What a path holds, in words, for a refusal."""
+    if _is_dataset(path):
+        return "a dataset"
+    if path.is_dir():
+        kind = next((o.name for o in OUTPUTS if o.folder and o.written_before(path)), None)
+        return f"a {kind}" if kind else "files vocalgrad did not write"
+    kind = next((o.name for o in OUTPUTS if not o.folder and o.written_before(path)), None)
+    return f"a {kind}" if kind else "a file vocalgrad did not write"
+
+
+def _ours(path: Path, kind: Output) -> bool:
+    """Whether writing `kind` at `path` replaces only an earlier output of the same kind."""
+    if not kind.folder:
+        return kind.written_before(path)
+    if not any(not p.name.startswith(".") for p in path.iterdir()):
+        return True  # empty, or only a lock and temporary files
+    return not _is_dataset(path) and kind.written_before(path)
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def claim_output(
+    path: str | os.PathLike,
+    kind: Output,
+    *,
+    reads: Iterable[str | os.PathLike | None] = (),
+    overwrite: bool | None = False,
+) -> Path:
+    """Check, before a command starts, that it may write `kind` at `path`; writes nothing.
+
+    The rule: a command never writes inside a dataset it reads, and never over a file or
+    folder that holds anything but an earlier output of the same kind, unless the user
+    passes ``--overwrite``. A report over a dataset's metadata, or a listening-test export
+    over a model's run, loses data that no rerun brings back.
+
+    Parameters
+    ----------
+    path
+        The output file or folder.
+    kind
+        What the command writes there (`RUN`, `REPORT`, ...).
+    reads
+        The datasets the command reads (None entries are skipped).
+    overwrite
+        The user's ``--overwrite``: write there anyway; None where the command has no such
+        option (the message then only says to choose another path).
+
+    Returns
+    -------
+    Path
+        `path`, unchanged.
+
+    Raises
+    ------
+    ConfigError
+        The path is inside a dataset the command reads, or holds something else.
+    FileExistsError
+        A folder kind's path is a file.
+    """
+    path = Path(path)
+    where = path.resolve()
+    escape = "choose another path" + (" or pass --overwrite" if overwrite is not None else "")
+    if not overwrite:
+        for dataset in reads:
+            if dataset is not None and _inside(where, Path(dataset).resolve()):
+                raise ConfigError(
+                    f"{path} is inside the dataset {dataset} this command reads: writing the "
+                    f"{kind.name} there would change the dataset; {escape}"
+                )
+    if kind.folder and path.exists() and not path.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(path))
+    if path.exists() and not overwrite and not _ours(path, kind):
+        raise ConfigError(
+            f"{path} holds {_what(path)}, not a {kind.name}: writing there would replace "
+            f"what is in it; {escape}"
+        )
+    return path

@@ -18,10 +18,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vocalgrad",
         description=__doc__,
-        epilog="exit status: 0 done (every item answered), 1 nothing answered or an OS error "
-        "(permission, full disk), 2 bad input or usage, 3 some items unanswered (rerun to ask "
-        "them again), 4 the shortcut audit failed (build, audit: the dataset is written; "
-        "--allow-audit-failure exits 0), 130 interrupted (rerun to resume)",
+        epilog="exit status: 0 done (every item answered), 1 nothing answered, a failed check "
+        "(verify) or an OS error (permission, full disk), 2 bad input or usage, 3 some items "
+        "unanswered (rerun to ask them again), 4 the shortcut audit failed (build, audit: the "
+        "dataset is written; --allow-audit-failure exits 0), 130 interrupted (rerun to resume)",
     )
     p.add_argument("--version", action="version", version=f"vocalgrad {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -44,7 +44,8 @@ def _resolve_datasets(args: argparse.Namespace) -> None:
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-"""Exit codes: every item answered; no item answered, or an OS error (permission, full
+"""Exit codes: every item answered; no item answered, a failed check (a clip `verify` finds
+disagreeing or unreadable, a category the audit fails), or an OS error (permission, full
 disk); bad input or usage (argparse's code too); some items unanswered (rerun to ask them
 again); stopped by Ctrl-C. `options.EXIT_AUDIT` (4): the shortcut audit failed."""
 

@@ -12,6 +12,7 @@ from vocalgrad.cli.options import (
     AUDIT_FAILURE_HELP,
     add_deprecated_alias,
     add_executor_options,
+    add_overwrite,
     audit_failures,
     audit_status,
     csv_list,
@@ -19,7 +20,7 @@ from vocalgrad.cli.options import (
     positive_seconds,
     whole,
 )
-from vocalgrad.files import atomic_write_text
+from vocalgrad.files import AUDIT_REPORT, VERIFY_REPORT, atomic_write_text, claim_output
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -81,6 +82,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--overwrite", action="store_true", help="replace a finished or different build")
     b.add_argument("--no-audit", action="store_true", help="skip the shortcut audit at the end")
     b.add_argument("--allow-audit-failure", action="store_true", help=AUDIT_FAILURE_HELP)
+    b.add_argument(
+        "--allow-large",
+        action="store_true",
+        help="build more than 5,000,000 clips or 1 TB of audio (refused without it: a typo in "
+        "--levels or --constants would fill the disk)",
+    )
     b.set_defaults(func=cmd_build)
 
     v = sub.add_parser(
@@ -91,6 +98,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     v.add_argument("--limit", type=whole(1))
     v.add_argument("--json", help="also write the full report here")
+    add_overwrite(v, "--json over a file that is not a verify report, or inside the dataset")
     v.set_defaults(func=cmd_verify)
 
     a = sub.add_parser(
@@ -107,6 +115,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="processes measuring clip cues and fitting the categories' classifiers",
     )
     a.add_argument("--allow-audit-failure", action="store_true", help=AUDIT_FAILURE_HELP)
+    add_overwrite(a, "--json over a file that is not an audit report, or inside the dataset")
     a.set_defaults(func=cmd_audit)
 
     s = sub.add_parser(
@@ -163,6 +172,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         "levels": args.levels,
         "format": args.question_format,
         "rove_endpoints": True if args.rove_endpoints else None,
+        "allow_large": True if args.allow_large else None,
     }
     with executor_from_args(args) as executor:
         report = build(
@@ -235,12 +245,19 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit status 1 when a clip disagrees with its label or cannot be read (a failed check,
+    as for `audit`), so a script that verifies a dataset stops on a broken one."""
     from vocalgrad.api import verify
     from vocalgrad.stimuli.verify import format_report
 
+    if args.json:
+        claim_output(args.json, VERIFY_REPORT, reads=[args.dataset], overwrite=args.overwrite)
     report = verify(args.dataset, limit=args.limit)
     print(format_report(report))
     _write_json(args.json, report)
+    if report["failures"]:
+        print(f"verify failed: {len(report['failures'])} clip(s) (listed under failures in --json)")
+        return 1
     return 0
 
 
@@ -248,6 +265,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from vocalgrad.api import audit
     from vocalgrad.stimuli.audit import format_audit
 
+    if args.json:
+        claim_output(args.json, AUDIT_REPORT, reads=[args.dataset], overwrite=args.overwrite)
     report = audit(args.dataset, workers=args.workers)
     print(format_audit(report))
     _write_json(args.json, report)

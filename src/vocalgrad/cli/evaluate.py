@@ -17,7 +17,7 @@ from vocalgrad.cli.options import (
     positive_seconds,
     whole,
 )
-from vocalgrad.defaults import N_BOOT
+from vocalgrad.defaults import MAX_N_BOOT, N_BOOT
 from vocalgrad.errors import ConfigError
 
 
@@ -131,7 +131,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     sc.add_argument("--cluster", default="source_id", choices=("source_id", "speaker_id", "item"))
     sc.add_argument(
-        "--n-boot", type=whole(0), default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
+        "--n-boot",
+        type=whole(0, MAX_N_BOOT),
+        default=N_BOOT,
+        help=f"bootstrap resamples (default {N_BOOT})",
     )
     sc.add_argument("--output-format", default="md", choices=("md", "csv"))
     add_deprecated_alias(sc, "--format", "--output-format", "output_format", choices=("md", "csv"))
@@ -223,7 +226,9 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
     out = Path(args.out) if args.out else default_run_folder(args.listener)
     if args.adaptive:
         from vocalgrad.evaluation.evaluate_adaptive import describe, evaluate_adaptive
+        from vocalgrad.files import ADAPTIVE_RUN, claim_output
 
+        claim_output(out, ADAPTIVE_RUN, reads=[args.dataset], overwrite=None)
         results = evaluate_adaptive(
             args.dataset,
             listener,

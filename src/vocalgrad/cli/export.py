@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-from vocalgrad.cli.options import csv_list
+from vocalgrad.cli.options import add_overwrite, csv_list
+from vocalgrad.files import HARNESS_RUN, LM_EVAL, LMMS_TASKS, claim_output
 
 
 def cmd_lmms_eval(args: argparse.Namespace) -> int:
     from vocalgrad.harness.export import export_lmms_eval
 
+    claim_output(args.out, LMMS_TASKS, reads=[args.dataset], overwrite=args.overwrite)
     done = export_lmms_eval(
         args.dataset,
         args.out,
@@ -33,15 +35,19 @@ def cmd_lmms_eval(args: argparse.Namespace) -> int:
 def cmd_lm_eval(args: argparse.Namespace) -> int:
     from vocalgrad.harness.lm_eval_layout import write_lm_eval_layout
 
+    claim_output(args.out, LM_EVAL, overwrite=args.overwrite)
     paths = write_lm_eval_layout(args.run, args.out, listener=args.listener)
     print("\n".join(str(p) for p in paths))
     return 0
 
 
 def cmd_inspect_run(args: argparse.Namespace) -> int:
+    claim_output(args.out, HARNESS_RUN, overwrite=args.overwrite)
     from vocalgrad.harness.inspect_tasks import log_to_run
 
-    print(f"wrote {log_to_run(args.log, args.out)}; score it with `vocalgrad score {args.out}`")
+    run = log_to_run(args.log, args.out)
+    (run / "summary.json").unlink(missing_ok=True)  # it scored the answers just replaced
+    print(f"wrote {run}; score it with `vocalgrad score {args.out}`")
     return 0
 
 
@@ -67,6 +73,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     lmms.add_argument("--categories", type=csv_list)
     lmms.add_argument("--tiers", type=csv_list)
     lmms.add_argument("--split", default="test")
+    add_overwrite(lmms, "into an --out that holds something other than lmms-eval tasks")
     lmms.set_defaults(func=cmd_lmms_eval)
 
     lm = sub.add_parser(
@@ -75,6 +82,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     lm.add_argument("run", help="a run folder (vocalgrad eval, human export or export inspect-run)")
     lm.add_argument("--out", required=True)
     lm.add_argument("--listener", help="which listener, when the run holds several")
+    add_overwrite(lm, "into an --out that holds something other than lm-eval results")
     lm.set_defaults(func=cmd_lm_eval)
 
     ins = sub.add_parser(
@@ -82,4 +90,5 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     )
     ins.add_argument("log", help="an inspect .eval or .json log")
     ins.add_argument("--out", required=True, help="run folder to write")
+    add_overwrite(ins, "into an --out that holds something other than an inspect run")
     ins.set_defaults(func=cmd_inspect_run)

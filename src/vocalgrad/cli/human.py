@@ -8,16 +8,19 @@ unless `[study] db` says otherwise. The admin works on the database file directl
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import json
 import os
+import socket
 import sys
 from collections import Counter
 from pathlib import Path
 
-from vocalgrad.cli.options import add_deprecated_alias
+from vocalgrad.cli.options import add_deprecated_alias, add_overwrite
 from vocalgrad.dataset import content_sha256
 from vocalgrad.human.study import (
+    MAX_STUDY_ROWS,
     RATE_BURST,
     RATE_PER_S,
     StudyError,
@@ -30,17 +33,18 @@ ADMIN_ENV = "VOCALGRAD_ADMIN_TOKEN"
 
 
 def _db(args: argparse.Namespace) -> Path:
-    _, db = load_study(args.study)
+    _, db = load_study(args.study, allow_large=getattr(args, "allow_large", False))
     return Path(args.db) if args.db else db
 
 
 def cmd_create(args: argparse.Namespace) -> int:
     from vocalgrad.dataset import load_rows
+    from vocalgrad.files import STUDY_DB, claim_output
     from vocalgrad.human.assign import make_plan
     from vocalgrad.human.store import create_study
 
-    config, db = load_study(args.study)
-    db = Path(args.db) if args.db else db
+    config, db = load_study(args.study, allow_large=args.allow_large)
+    db = claim_output(args.db or db, STUDY_DB, reads=[args.dataset], overwrite=None)
     rows = load_rows(args.dataset)
     plan = make_plan(rows, config)
     warning = public_build_warning(args.dataset)
@@ -74,6 +78,24 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+def _bind(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything is created or printed, so a busy
+    port is one line and a failed exit, not a traceback after "serving on"."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn's own socket
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:  # socket.gaierror too: a host name that does not resolve
+        sock.close()
+        fix = {
+            errno.EADDRINUSE: "stop what holds the port or choose another --port",
+            errno.EACCES: "a port below 1024 needs privileges; choose another --port",
+        }.get(err.errno, "check --host and --port")
+        raise StudyError(f"cannot serve on {host}:{port}: {err.strerror}; {fix}") from None
+    return sock
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -81,6 +103,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from vocalgrad.human.store import Store
 
     db = _db(args)
+    sock = _bind(args.host, args.port)
     if not db.exists():
         cmd_create(args)
     token = os.environ.get(ADMIN_ENV) or None
@@ -98,7 +121,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.dev and token is None:
         print(f"dev mode: admin token {app.state.admin_token}")
     print(f"serving {db} on http://{args.host}:{args.port}/ (invite with `vocalgrad human invite`)")
-    uvicorn.run(
+    config = uvicorn.Config(
         app,
         host=args.host,
         port=args.port,
@@ -106,6 +129,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log_config=log_config(),
         proxy_headers=args.proxy_headers,
     )
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:
+        raise StudyError("the server did not start; its log above says why")
     return 0
 
 
@@ -155,7 +182,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from vocalgrad.human.export import export
     from vocalgrad.human.store import Store
 
-    summary = export(Store(_db(args)), args.out, include_flagged=args.include_flagged)
+    summary = export(
+        Store(_db(args)), args.out, include_flagged=args.include_flagged, overwrite=args.overwrite
+    )
     pooled = summary["report"]["pooled_accuracy"]
     agree = summary["report"]["agreement"]["overall"]
     print(
@@ -184,14 +213,24 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
         p.add_argument("--study", required=True, help="study TOML file with a [study] table")
         p.add_argument("--db", help="study database (default: from the study file)")
 
+    def allow_large(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--allow-large",
+            action="store_true",
+            help=f"plan a study of more than {MAX_STUDY_ROWS:,} database rows "
+            "(as allow_large = true in [study])",
+        )
+
     c = sub.add_parser("create", help="plan the balanced assignment and create the study database")
     c.add_argument("dataset")
     common(c)
+    allow_large(c)
     c.set_defaults(func=cmd_create)
 
     s = sub.add_parser("serve", help="serve the listening test (FastAPI under uvicorn)")
     s.add_argument("dataset")
     common(s)
+    allow_large(s)
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument(
@@ -255,5 +294,6 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     e.add_argument(
         "--include-flagged", action="store_true", help="pool annotators flagged on catch trials too"
     )
+    add_overwrite(e, "into an --out that holds something other than a listening-test export")
     e.set_defaults(func=cmd_export)
     return h

@@ -77,9 +77,9 @@ def csv_list(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def whole(low: int = 0) -> Callable[[str], int]:
-    """An argparse type: a whole number >= `low`; anything else is a one-line usage error
-    naming the value (argparse adds the option's name)."""
+def whole(low: int = 0, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `low` (and <= `high`, where given); anything else
+    is a one-line usage error naming the value (argparse adds the option's name)."""
 
     def parse(text: str) -> int:
         try:
@@ -92,6 +92,8 @@ def whole(low: int = 0) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(
                 f"{value} is below {low}; expected a whole number >= {low}"
             )
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{value:,} is above the limit of {high:,}")
         return value
 
     parse.__name__ = f"whole number >= {low}"
@@ -161,6 +163,15 @@ def add_deprecated_alias(
     """Accept `old` as a hidden alias of the option `new` (same `dest`)."""
     p.add_argument(
         old, dest=dest, action=_DeprecatedAlias, new=new, help=argparse.SUPPRESS, **kwargs
+    )
+
+
+def add_overwrite(p: argparse.ArgumentParser, what: str) -> None:
+    """`--overwrite`: write the output where it would replace something else (`what`)."""
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help=f"write {what} (refused without it: the output never replaces what it did not write)",
     )
 
 

@@ -8,10 +8,12 @@ from pathlib import Path
 from vocalgrad.cli.options import (
     add_executor_options,
     add_listener_options,
+    add_overwrite,
     csv_list,
     executor_from_args,
+    whole,
 )
-from vocalgrad.defaults import N_BOOT
+from vocalgrad.defaults import MAX_N_BOOT, N_BOOT
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -42,6 +44,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
             cache=args.cache,
             executor=executor,
             listener_options=dict(args.listener_options),
+            overwrite=args.overwrite,
         )
     print(markdown(summary).split("\n## ")[0])
     print(f"{summary['seconds']:.1f} s; tables, curves and items in {out}")
@@ -70,7 +73,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument("--pooling", default="segments16", choices=("segments16", "halves", "mean"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument(
-        "--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
+        "--n-boot",
+        type=whole(0, MAX_N_BOOT),
+        default=N_BOOT,
+        help=f"bootstrap resamples (default {N_BOOT})",
     )
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument(
@@ -84,6 +90,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     p.add_argument("--no-mlp", action="store_true", help="skip the nonlinear probe")
     p.add_argument("--no-random", action="store_true", help="skip the random-weights control")
     p.add_argument("--no-dsp", action="store_true", help="skip the log-mel DSP reference")
+    add_overwrite(p, "into an --out that holds something other than a probe's output")
     add_executor_options(
         p, "on Ray: listener actors extracting features (default: one per cluster CPU)"
     )

@@ -6,8 +6,8 @@ import argparse
 import shlex
 import sys
 
-from vocalgrad.cli.options import add_deprecated_alias
-from vocalgrad.defaults import N_BOOT
+from vocalgrad.cli.options import add_deprecated_alias, add_overwrite, whole
+from vocalgrad.defaults import MAX_N_BOOT, N_BOOT
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +25,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("--probe", action="append", default=[], help="probe output folder (repeatable)")
     r.add_argument(
-        "--n-boot", type=int, default=N_BOOT, help=f"bootstrap resamples (default {N_BOOT})"
+        "--n-boot",
+        type=whole(0, MAX_N_BOOT),
+        default=N_BOOT,
+        help=f"bootstrap resamples (default {N_BOOT})",
     )
+    add_overwrite(r, "the report over a file that is not a report, or inside a dataset it reads")
     r.set_defaults(func=cmd_report)
 
 
@@ -42,6 +46,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         n_boot=args.n_boot,
         command=shlex.join(["vocalgrad", *sys.argv[1:]]),
         allow_dataset_mismatch=args.allow_dataset_mismatch,
+        overwrite=args.overwrite,
     )
     print(f"report: {out}")
     return 0

@@ -10,10 +10,13 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vocalgrad import registry
+from vocalgrad.defaults import MAX_N_BOOT
+from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results, selected
 from vocalgrad.files import atomic_write_text
 from vocalgrad.records import LABELS, RunSummary
@@ -29,6 +32,54 @@ from vocalgrad.stats import (
 )
 
 COLUMNS = ("accuracy", "balanced_accuracy", "dprime", "criterion", "auc")
+CLUSTERS = ("source_id", "speaker_id", "item")
+"""What a CI may resample: whole sources (the default), whole speakers, or single items."""
+
+
+def grouping(
+    rows: list[dict], by: str | Sequence[str], cluster: str | None
+) -> tuple[tuple[str, ...], str | None]:
+    """`by` and `cluster` checked against the rows they group, as `summarise` takes them.
+
+    A field no row has would put every row in one group named None, and a cluster field no
+    row has would resample single items while the table says sources: both are refused.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The run's result rows.
+    by : str or sequence of str
+        Row fields to group by; one string is one field.
+    cluster : str or None
+        ``source_id``, ``speaker_id``, or ``item`` / None for single items.
+
+    Returns
+    -------
+    tuple
+        (the fields as a tuple, the cluster field or None for items).
+
+    Raises
+    ------
+    ConfigError
+        A field or cluster that no row has, naming the ones it could be.
+    """
+    by = (by,) if isinstance(by, str) else tuple(by)
+    fields = sorted(
+        {k for r in rows for k, v in r.items() if v is None or isinstance(v, (str, int, float))}
+    )
+    for name in by:
+        if not any(name in r for r in rows):
+            raise ConfigError(registry.unknown("field to group by", name, fields))
+    if cluster is None or cluster == "item":
+        return by, None
+    if cluster not in CLUSTERS:
+        raise ConfigError(registry.unknown("cluster field", cluster, CLUSTERS) + " (None: items)")
+    if not any(r.get(cluster) is not None for r in rows):
+        raise ConfigError(
+            f"cluster {cluster!r}: no result row has a {cluster}; cluster by "
+            f"{' or '.join(c for c in CLUSTERS if c != cluster)}"
+        )
+    return by, cluster
 
 
 @dataclass(frozen=True)
@@ -124,13 +175,19 @@ def score_rows(
 
 def score_run(
     run: str | Path,
-    by: tuple[str, ...] = ("category",),
+    by: str | Sequence[str] = ("category",),
     cluster: str | None = "source_id",
     n_boot: int = 2000,
     seed: int = 0,
 ) -> RunSummary:
-    """Everything `vocalgrad score` prints, as one record (also written as summary.json)."""
+    """Everything `vocalgrad score` prints, as one record (also written as summary.json).
+
+    `by` and `cluster` are checked by `grouping` (a string `by` is one field), `n_boot`
+    against `defaults.MAX_N_BOOT` before any resample is drawn."""
+    if not 0 <= n_boot <= MAX_N_BOOT:
+        raise ConfigError(f"n_boot = {n_boot:,}: expected 0 to {MAX_N_BOOT:,} resamples")
     manifest, rows = load_results(run)
+    by, cluster = grouping(rows, by, cluster)
     # categories the listener was never asked (a mono listener and a two-channel dimension)
     out: dict = {
         "run": str(run),

@@ -94,7 +94,7 @@ def select_pool(
             if n < config.items_per_cell:
                 notes.append(f"{cat} {tier} {curve}: only {n} clip(s) per direction available")
             wanted[(cat, tier, curve)] = n
-    for rep in range(config.items_per_cell):
+    for rep in range(max(wanted.values(), default=0)):  # no cell holds more than it has
         for tier, curve in keys:
             for direction in LABELS:
                 for cat in categories:
@@ -274,6 +274,7 @@ def make_plan(rows: Sequence[Mapping], config: StudyConfig) -> Plan:
         raise StudyError(
             f"no {config.split} clips with both directions in any cell; nothing to ask"
         )
+    config.check_size(pool=sum(len(rs) for rs in pool.values()))
     dealt = deal(pool, config)
     pool_ids = {str(r["item_id"]) for rs in pool.values() for r in rs}
     cats = list(pool)

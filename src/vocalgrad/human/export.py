@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad._version import __version__
-from vocalgrad.files import atomic_write_text
+from vocalgrad.files import HUMAN_EXPORT, atomic_write_text, claim_output
 from vocalgrad.formats import DEFAULT, row_format
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
@@ -199,7 +199,9 @@ def _nan_to_none(value: object) -> object:
     return value
 
 
-def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict:
+def export(
+    store: Store, out: str | Path, include_flagged: bool = False, overwrite: bool = False
+) -> dict:
     """Write results.jsonl, trials.jsonl, agreement.json and manifest.json into `out`.
 
     Atomic: the files are written into a temporary sibling folder, which becomes `out` by one
@@ -207,8 +209,13 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
     old manifest removed first and the new one moved in last). A kill at any moment leaves
     no `out`, the earlier export whole, or files without a manifest, which `score` and
     `report` refuse as incomplete: never a half-written file read as an export.
+
+    `out` must be new, empty or an earlier export, whole or left so by a kill
+    (`files.claim_output`): a model's run folder there would lose its results. `overwrite`
+    writes there anyway. A `summary.json` beside the export scored the answers it replaces,
+    so it is removed.
     """
-    out = Path(out)
+    out = claim_output(out, HUMAN_EXPORT, reads=[store.meta().get("dataset")], overwrite=overwrite)
     rows = result_rows(store, include_flagged)
     items = store.items()
     audit = [
@@ -262,6 +269,7 @@ def export(store: Store, out: str | Path, include_flagged: bool = False) -> dict
     texts["agreement.json"] = json.dumps(_nan_to_none(report), indent=2, sort_keys=True) + "\n"
     texts[MANIFEST] = json.dumps(_nan_to_none(manifest), indent=2, sort_keys=True) + "\n"
     _write_all(out, texts)
+    (out / "summary.json").unlink(missing_ok=True)
     return {"rows": len(rows), "out": str(out), "report": report}
 
 

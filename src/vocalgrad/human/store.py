@@ -497,6 +497,15 @@ def create_study(
     db = Path(db)
     if db.exists():
         raise StudyError(f"{db} already exists; a study is created once (delete it to start over)")
+    seen: dict[str, Mapping] = {}
+    for r in rows:  # one id, two clips: an annotator's answer would be filed under the wrong one
+        first = seen.setdefault(str(r["item_id"]), r)
+        if first is not r:
+            raise StudyError(
+                f"{dataset}: item_id {r['item_id']} names two clips ({first.get('split')}/"
+                f"{first.get('file_name')} and {r.get('split')}/{r.get('file_name')}); "
+                "each clip needs its own id: rebuild the dataset or fix its metadata"
+            )
     db.parent.mkdir(parents=True, exist_ok=True)
     needed = set(plan_item_ids(plan))
     c = sqlite3.connect(db, isolation_level=None)
@@ -520,11 +529,7 @@ def create_study(
         )
         for r in rows:
             row = {k: v for k, v in r.items() if k != "path"}
-            dur = (
-                float(sf.info(r["path"]).duration)
-                if str(r["item_id"]) in needed
-                else float(r.get("duration_s") or 0.0)
-            )
+            dur = _duration(r) if str(r["item_id"]) in needed else float(r.get("duration_s") or 0.0)
             c.execute(
                 "INSERT INTO items VALUES(?,?,?,?,?)",
                 (str(r["item_id"]), r["split"], r["file_name"], dur, json.dumps(row)),
@@ -541,6 +546,19 @@ def create_study(
         raise
     c.close()
     return Store(db)
+
+
+def _duration(row: Mapping) -> float:
+    """A planned clip's duration in seconds, read from its file: a clip that is missing or
+    unreadable stops the study's creation with one line naming it."""
+    try:
+        return float(sf.info(row["path"]).duration)
+    except (OSError, RuntimeError) as err:  # soundfile's LibsndfileError is a RuntimeError
+        raise StudyError(
+            f"{row['path']}: the clip of item {row['item_id']} cannot be read "
+            f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); restore it "
+            "or rebuild the dataset"
+        ) from None
 
 
 def plan_item_ids(plan: Plan) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from vocalgrad import dimensions, formats
+from vocalgrad import dimensions, formats, registry
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.dataset import content_sha256, load_references, load_rows
 from vocalgrad.dimensions.base import Measured
@@ -419,27 +419,55 @@ def _at(measured: Measured, end: str) -> float:
     return float(measured.start if end == "start" else measured.end)
 
 
+OPTIONS: dict[str, dict[str, int]] = {"random": {"seed": 0}, "shortcut": {"workers": 1}}
+"""The `-O KEY=VALUE` options each baseline takes, with the least value each may have (all
+are whole numbers); the others take none."""
+
+
+def _options(name: str, options: dict[str, Any]) -> dict[str, int]:
+    """`options` checked against what baseline `name` takes: an unknown or ill-typed option
+    is a usage error, never dropped (`-O seed=abc` once ran with seed 0 in silence)."""
+    accepted = OPTIONS.get(name, {})
+    takes = f"it takes {', '.join(accepted)}" if accepted else "it takes no options"
+    for key, value in options.items():
+        if key not in accepted:
+            raise ConfigError(
+                f"baseline:{name}: "
+                + (registry.unknown("option", key, accepted) if accepted else f"{takes}, not {key}")
+            )
+        low = accepted[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(
+                f"baseline:{name}: option {key} = {value!r}: expected a whole number >= {low}; "
+                f"{takes}"
+            )
+    return options
+
+
 def from_spec(rest: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
     """The `baseline:` family: `random[:SEED]`, `always-increase`, `always-decrease`, `ideal`,
-    `shortcut`, `one-end` (the last three read the dataset they answer about). They take no
-    options: a ``-O`` given to one is a usage error, never silently ignored."""
-    if options:
-        raise ConfigError(
-            f"baseline:{rest} takes no listener options; drop -O {', '.join(sorted(options))}"
-        )
+    `shortcut`, `one-end` (the last three read the dataset they answer about).
+
+    Options (`-O KEY=VALUE`, `OPTIONS`): ``seed`` for `random` (as `random:SEED`),
+    ``workers`` for `shortcut`; any other is refused."""
     name, _, arg = rest.partition(":")
+    observers = {"ideal": IdealObserver, "shortcut": ShortcutListener, "one-end": OneEndObserver}
+    if name not in ("random", "always-increase", "always-decrease", *observers):
+        raise ConfigError(
+            f"unknown baseline {name!r}{did_you_mean(name, BASELINES)}; use "
+            f"{', '.join(BASELINES[:-1])} or {BASELINES[-1]}"
+        )
+    options = _options(name, options)
     if name == "random":
         if arg and not arg.isdigit():
             raise ConfigError(f"baseline:random:{arg}: the seed must be a non-negative integer")
-        return RandomListener(seed=int(arg or 0))
+        if arg and "seed" in options and int(arg) != options["seed"]:
+            raise ConfigError(
+                f"baseline:random:{arg} and -O seed={options['seed']} name two seeds; give one"
+            )
+        return RandomListener(seed=int(arg) if arg else options.get("seed", 0))
     if name in ("always-increase", "always-decrease"):
         return ConstantListener(name.removeprefix("always-"))
-    observers = {"ideal": IdealObserver, "shortcut": ShortcutListener, "one-end": OneEndObserver}
-    if name in observers:
-        if dataset is None:
-            raise ConfigError(f"baseline:{name} needs the dataset it answers about")
-        return observers[name](dataset)
-    raise ConfigError(
-        f"unknown baseline {name!r}{did_you_mean(name, BASELINES)}; use "
-        f"{', '.join(BASELINES[:-1])} or {BASELINES[-1]}"
-    )
+    if dataset is None:
+        raise ConfigError(f"baseline:{name} needs the dataset it answers about")
+    return observers[name](dataset, **options)

@@ -156,4 +156,13 @@ def load_listener(spec: str, *, dataset: str | Path | None = None, **options: An
             f"listener spec {spec!r}{_spec_hint(spec)}: expected SCHEME:NAME, "
             "e.g. baseline:random (`vocalgrad list listeners`)"
         )
-    return _factory(scheme)(rest, dataset=dataset, **options)
+    factory = _factory(scheme)
+    try:
+        return factory(rest, dataset=dataset, **options)
+    except TypeError as err:  # a family whose constructor has no such keyword
+        if options and "unexpected keyword argument" in str(err):
+            raise ConfigError(
+                f"{spec}: an option its family does not take ({err}); the listeners "
+                "reference lists each family's options"
+            ) from None
+        raise

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from vocalgrad import formats, registry
+from vocalgrad import dimensions, formats, registry
 from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.signal.trajectories import CURVE_NAMES
@@ -25,6 +25,14 @@ TIERS = ("low", "mid", "high")
 
 
 Names = Annotated[tuple[str, ...], Field(min_length=1)]
+
+MAX_BUILD_CLIPS = 5_000_000
+"""Clips a build may plan without ``allow_large``. The published protocol renders 129,600
+(600 sources x 9 dimensions x 24 conditions); 5 million is 38 times that, days of rendering,
+and past it a typo in --levels or --constants would hang the machine before a clip is written."""
+MAX_BUILD_BYTES = 10**12
+"""Bytes of 16-bit audio a build may imply without ``allow_large``: 1 TB, 27 times the
+published protocol's (129,600 clips of at least 3 s at 48 kHz)."""
 
 
 class BuildConfig(BaseModel):
@@ -61,6 +69,9 @@ class BuildConfig(BaseModel):
     # that one end of a clip does not say the direction (`plan.rove_window`); off by default,
     # as in the published protocol.
     rove_endpoints: bool = False
+    # Plan more than MAX_BUILD_CLIPS clips or MAX_BUILD_BYTES of audio. Not part of what the
+    # bytes depend on, so not saved with the config (a resume needs it again).
+    allow_large: bool = Field(False, exclude=True)
 
     def __init__(self, **values: Any) -> None:
         try:
@@ -113,15 +124,52 @@ class BuildConfig(BaseModel):
             raise ValueError(f"rove_endpoints: {refusal}")
         return self
 
+    @model_validator(mode="after")
+    def _size_is_sane(self) -> BuildConfig:
+        clips, least_bytes = self.implied_size()
+        if (clips > MAX_BUILD_CLIPS or least_bytes > MAX_BUILD_BYTES) and not self.allow_large:
+            per_source = clips // ((self.n_test + self.n_train) * len(self.categories))
+            raise ValueError(
+                f"this build implies {clips:,} clips ({self.n_test + self.n_train:,} sources x "
+                f"{len(self.categories)} categories x {per_source:,} per source and category) "
+                f"and at least {least_bytes / 1e9:,.1f} GB of audio, above the limit of "
+                f"{MAX_BUILD_CLIPS:,} clips and {MAX_BUILD_BYTES / 1e9:,.0f} GB; check "
+                "levels, constants, n_test and n_train, or pass --allow-large "
+                "(allow_large = true) to go past it"
+            )
+        return self
+
+    def implied_size(self) -> tuple[int, int]:
+        """What the config asks to render, computed before anything is planned.
+
+        Returns
+        -------
+        tuple of int
+            (clips: sources x categories x (magnitudes x curves x 2 directions + constants),
+            the least bytes of 16-bit audio they hold: each clip at least `min_duration_s`
+            long, at `sample_rate`, with the category's channels).
+        """
+        form = formats.get(self.format)
+        magnitudes = self.levels if self.design == "psychometric" else len(self.tiers)
+        curves = len(form.curves(self.curves))  # a held format has one, "held"
+        constants = self.constants if form.constants else 0
+        per_category = (self.n_test + self.n_train) * (magnitudes * curves * 2 + constants)
+        samples = int(self.min_duration_s * self.sample_rate) * 2  # bytes of one 16-bit channel
+        least_bytes = sum(
+            per_category * samples * dimensions.get(c).SPEC.channels for c in self.categories
+        )
+        return per_category * len(self.categories), least_bytes
+
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
 
     def replace(self, **changes: Any) -> BuildConfig:
         given = {k: v for k, v in changes.items() if v is not None}
-        return BuildConfig(**{**self.model_dump(), **given})
+        return BuildConfig(**{**self.model_dump(), "allow_large": self.allow_large, **given})
 
 
 _LISTS = ("categories", "tiers", "curves")
+_FIELDS = tuple(BuildConfig.model_fields)
 
 
 def _known(names: tuple[str, ...], allowed: Iterable[str], what: str) -> tuple[str, ...]:
@@ -227,10 +275,13 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)
     if unknown:
-        renamed = "".join(f"; {k}: {_renamed(k)}" for k in unknown if k in _RENAMED)
         raise ConfigError(
-            f"unknown config key(s) {', '.join(unknown)}{renamed}; "
-            f"known keys: {', '.join(sorted(known))}"
+            "; ".join(
+                f"config key {k}: {_renamed(k)}"
+                if k in _RENAMED
+                else registry.unknown("config key", k, sorted(known))
+                for k in unknown
+            )
         )
     return BuildConfig(**values)
 
@@ -242,7 +293,20 @@ def _read_toml(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: not valid TOML ({err})") from err
-    table = data.get("build", data)
+    tables = ("build", "study")  # a study may share the file
+    if "build" not in data:  # the file is the [build] table itself: a table there is misspelt
+        others = [k for k, v in data.items() if isinstance(v, dict) and k not in _FIELDS]
+    else:
+        others = [k for k in data if k not in tables]
+    if others:
+        raise ConfigError(
+            f"{path}: "
+            + "; ".join(registry.unknown("table", k, tables) for k in others)
+            + "; a build config holds a [build] table (and may hold [study])"
+        )
+    if "build" not in data:
+        return data
+    table = data["build"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: expected a [build] table")
     return table
