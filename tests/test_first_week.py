@@ -72,7 +72,7 @@ def test_did_you_mean_finds_close_names_and_only_those():
             ["--listener", "openai:m", "-O", "base_url=http://127.0.0.1:9/v1", "-O", "seeed=1"],
             "did you mean 'seed'?",
         ),
-        (["--listener", "baseline:random", "-O", "seed=1"], "takes no listener options"),
+        (["--listener", "baseline:always-increase", "-O", "seed=1"], "takes no options"),
     ],
 )
 def test_a_mistyped_name_is_one_line_with_a_suggestion(dataset, tmp_path, capsys, argv, expected):
