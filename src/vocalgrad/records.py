@@ -49,6 +49,7 @@ class DatasetRow(TypedDict, total=False):
     text_id: str
     gender: str
     domain: str
+    source_kind: str  # the kind of sound (vocalgrad.signal.kinds); absent means "speech"
     split: str  # "train" or "test"
     sample_rate: int  # Hz
     duration_s: float

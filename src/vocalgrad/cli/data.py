@@ -14,14 +14,29 @@ from vocalgrad.cli.options import (
     executor_from_args,
     whole,
 )
+from vocalgrad.errors import ConfigError
 from vocalgrad.files import atomic_write_text
 from vocalgrad.records import FORMATS
+
+# the kinds of sound (`vocalgrad.signal.kinds.KINDS`), spelled here so the parser builds
+# without importing numpy; a test keeps the two equal
+KIND_NAMES = ("speech", "tone", "noise", "music", "everyday")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build", help="render, verify and write a benchmark")
     b.add_argument("--out", required=True, help="dataset folder to create or resume")
-    b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    b.add_argument(
+        "--source",
+        help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split] | tones | noise | beeps | "
+        "music (`vocalgrad list sources`)",
+    )
+    b.add_argument(
+        "--kind",
+        choices=KIND_NAMES,
+        help="the kind of sound a folder: or hf: source holds (default speech); the same as "
+        "ending its spec in ?kind=KIND",
+    )
     b.add_argument("--config", help="TOML file with a [build] table")
     b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
     b.add_argument(
@@ -102,6 +117,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("sources", help="list what a source spec resolves to")
     s.add_argument("spec")
+    s.add_argument("--kind", choices=KIND_NAMES, help="the kind of sound a folder: or hf: holds")
     s.add_argument("--speaker-pattern")
     s.add_argument("--show", type=whole(0), default=10)
     s.set_defaults(func=cmd_sources)
@@ -130,10 +146,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         "format": args.question_format,
         "rove_endpoints": True if args.rove_endpoints else None,
     }
+    source = args.source
+    if args.kind is not None:
+        from vocalgrad.sources import with_kind
+
+        if source is None:
+            raise ConfigError("--kind names the kind of a --source folder: or hf: spec; give one")
+        source = with_kind(source, args.kind)
     with executor_from_args(args) as executor:
         report = build(
             args.out,
-            args.source,
+            source,
             config=args.config,
             protocol=args.protocol,
             overwrite=args.overwrite,
@@ -221,14 +244,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    from vocalgrad.sources import resolve_sources
+    from vocalgrad.sources import resolve_sources, spec_kind, with_kind
 
-    sources = resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
+    spec = with_kind(args.spec, args.kind)
+    sources = resolve_sources(spec, speaker_pattern=args.speaker_pattern)
     speakers = Counter(s.speaker_id for s in sources)
     genders = Counter(s.gender or "?" for s in sources)
     texts = {s.text_id for s in sources}
+    kind = spec_kind(spec)
+    groups = "speakers" if kind == "speech" else "groups"
     print(
-        f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
+        f"{len(sources)} {kind} sources, {len(speakers)} {groups}, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
     for s in sources[: args.show]:

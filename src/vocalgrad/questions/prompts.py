@@ -16,6 +16,7 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.errors import ConfigError
 from vocalgrad.records import FORMATS, LABELS
+from vocalgrad.signal.kinds import SPEECH, get_kind
 
 TARGET = "<target>"
 """Audio placeholder for the clip under test when `build_prompt` is called without an item id."""
@@ -168,10 +169,22 @@ class Prompt:
         return replace(self, turns=turns)
 
 
-def attribute_name(category: str) -> str:
+def attribute_name(category: str, kind: str = SPEECH) -> str:
     """The words used in the question: the dimension's ``QUESTION.attribute``, else its name
-    with underscores as spaces (the published wording)."""
-    return dimensions.get(category).QUESTION.attribute or category.replace("_", " ")
+    with underscores as spaces (the published wording); for a sound that is not speech, its
+    ``QUESTION.other_kinds`` with the kind's noun ("pitch of the tone"), where it declares one.
+
+    Parameters
+    ----------
+    category
+        The dimension.
+    kind
+        The kind of sound asked about (a row's ``source_kind``).
+    """
+    question = dimensions.get(category).QUESTION
+    if kind != SPEECH and question.other_kinds:
+        return question.other_kinds.format(noun=get_kind(kind).noun)
+    return question.attribute or category.replace("_", " ")
 
 
 def get_variant(name: str) -> Variant:
@@ -184,23 +197,42 @@ def get_variant(name: str) -> Variant:
         ) from None
 
 
-def recognition_words(category: str) -> tuple[str, str, str]:
+# what a recognition question judges in speech, said of another kind of sound by its noun
+_VOICE_SUBJECTS = ("voice", "speaker", "speech")
+
+
+def recognition_words(category: str, kind: str = SPEECH) -> tuple[str, str, str]:
     """(what is judged, "increase" category, "decrease" category) for one dimension: its
-    ``QUESTION.recognition``, else (its attribute name, "high", "low")."""
+    ``QUESTION.recognition``, else (its attribute name, "high", "low"). For a sound that is not
+    speech, a voice, speaker or the speech judged is the kind's noun ("Is the tone loud or
+    quiet?"), and the speech attribute judged is the kind's attribute ("pitch of the tone")."""
     declared = dimensions.get(category).QUESTION.recognition
-    return declared or (attribute_name(category), "high", "low")
+    if not declared:
+        return attribute_name(category, kind), "high", "low"
+    subject, up, down = declared
+    if kind != SPEECH and subject in _VOICE_SUBJECTS:
+        subject = get_kind(kind).noun
+    elif kind != SPEECH and subject == attribute_name(category):
+        subject = attribute_name(category, kind)
+    return subject, up, down
 
 
 def _wording(
-    category: str, variant: str, fmt: str
+    category: str, variant: str, fmt: str, kind: str = SPEECH
 ) -> tuple[str, str, tuple[str, ...], tuple[str, ...]]:
-    """(question, instruction, answer words, their labels) of one category, variant and format."""
+    """(question, instruction, answer words, their labels) of one category, variant, format
+    and kind of sound."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     v = get_variant(variant)
     if fmt == "gradual":
         if isinstance(v.question, str):
-            question = v.question.format(attribute=attribute_name(category))
+            question = v.question.format(attribute=attribute_name(category, kind))
+        elif kind != SPEECH:
+            raise ConfigError(
+                f"prompt variant {variant!r} words a voice: it asks about speech, not "
+                f"{kind}; use 'default' or 'clip'"
+            )
         elif category in v.question.table():
             question = v.question.table()[category]
         else:
@@ -215,9 +247,9 @@ def _wording(
         )
     if fmt == "comparison":
         up, down = COMPARISON_OPTIONS
-        question = COMPARISON_QUESTION.format(attribute=attribute_name(category))
+        question = COMPARISON_QUESTION.format(attribute=attribute_name(category, kind))
     else:
-        subject, up, down = recognition_words(category)
+        subject, up, down = recognition_words(category, kind)
         question = f"Is the {subject} {up} or {down}?"
     words, labels = ((up, down), LABELS)
     if variant == "swapped":  # both option orders, in the question and the instruction
@@ -226,9 +258,11 @@ def _wording(
     return question, f'Answer with only one word: "{words[0]}" or "{words[1]}".', words, labels
 
 
-def question_text(category: str, variant: str = "default", fmt: str = "gradual") -> str:
+def question_text(
+    category: str, variant: str = "default", fmt: str = "gradual", kind: str = SPEECH
+) -> str:
     """Question line plus blank line plus instruction line, exactly as the model reads it."""
-    question, instruction, _, _ = _wording(category, variant, fmt)
+    question, instruction, _, _ = _wording(category, variant, fmt, kind)
     return f"{question}\n\n{instruction}"
 
 
@@ -251,15 +285,17 @@ def build_prompt(
     few_shot: Sequence[tuple[Mapping, str]] = (),
     item_id: str | None = None,
     fmt: str = "gradual",
+    kind: str = SPEECH,
 ) -> Prompt:
     """Build the turns for one question, optionally preceded by answered examples.
 
     Each few-shot example becomes a user turn (question + the example's audio) followed by an
     assistant turn with its answer (given as a label, written as the format's answer word),
     so the model sees the format answered before the real question. The published default
-    puts the text before the audio (`audio_first=False`).
+    puts the text before the audio (`audio_first=False`). ``kind`` is the kind of sound asked
+    about (a row's ``source_kind``): the question names a tone as a tone.
     """
-    question, instruction, options, labels = _wording(category, variant, fmt)
+    question, instruction, options, labels = _wording(category, variant, fmt, kind)
     text = f"{question}\n\n{instruction}"
     word = dict(zip(labels, options, strict=True))
     position = "before" if audio_first else "after"
