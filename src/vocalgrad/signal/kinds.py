@@ -28,18 +28,23 @@ class SoundKind:
         How a question names the sound ("Does the pitch of the {noun} ...").
     description
         One line for listings and the docs.
+    pitch_ceiling_hz
+        The highest F0 the pitch tracker looks for in this kind (Hz); None: the speech
+        tracker's (`vocalgrad.signal.analysis.F0_CEILING_HZ`).
     """
 
     name: str
     noun: str
     description: str
+    pitch_ceiling_hz: float | None = None
 
 
 KINDS: dict[str, SoundKind] = {
     k.name: k
     for k in (
         SoundKind(SPEECH, "speech", "spoken words (the published benchmark's only kind)"),
-        SoundKind("tone", "tone", "synthetic pure tones and harmonic complexes"),
+        # up to the highest tone (2540 Hz) shifted up by the high tier's 3 semitones
+        SoundKind("tone", "tone", "synthetic pure tones and harmonic complexes", 3200.0),
         SoundKind("noise", "noise", "synthetic band-limited noise"),
         SoundKind("music", "music", "notes and phrases played by real instrument samples"),
         SoundKind("everyday", "sound", "recordings of everyday non-speech sound"),

@@ -82,7 +82,7 @@ def render_source(task: SourceTask) -> dict:
 def _render_source(task: SourceTask) -> dict:
     config, source = task.config, task.source
     try:
-        clean = prepare_reference(source.path, config.sample_rate, config.target_lufs)
+        clean = prepare_reference(source.path, config.sample_rate, config.target_lufs, source.kind)
     except AudioError as err:
         return {
             "source_id": source.source_id,
@@ -103,6 +103,7 @@ def _render_source(task: SourceTask) -> dict:
         "speech_offset_s": round(clean.span.offset_s, 3),
         "room_tone_seed": prepared.tone_seed,
         "room_tone_rms": float(prepared.tone_rms),
+        "source_kind": source.kind,
         "audio_sha256": write_flac_atomic(ref_path, clean.audio, clean.sr),
     }
     rows = []

@@ -28,7 +28,8 @@ from vocalgrad.audio import (
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
 from vocalgrad.errors import AudioError
-from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis, pitch_ceiling
+from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.signal.levelling import (
     flatten_level_course,
     matched_edge_courses,
@@ -174,11 +175,13 @@ def tone_seed_for(seed: int, source_id: str) -> int:
     return int(hashlib.sha256(f"{seed}|{source_id}|room-tone".encode()).hexdigest()[:8], 16)
 
 
-def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
+def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH) -> Analysis:
     """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
     over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`), one
     spectral course (`matched_edge_spectra`) and matched level courses and boundaries
-    (`matched_edge_courses`) at its two ends; reject unusable speech."""
+    (`matched_edge_courses`) at its two ends; reject unusable speech. ``kind`` is the kind of
+    sound (`vocalgrad.signal.kinds`): it sets the pitch range the source and every clip of it
+    are analysed in."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -190,12 +193,16 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
         raise AudioError(
             f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording"
         )
-    ref = Analysis(normalise(resample(audio, source_sr, sr), sr, target_lufs), sr)
+    ref = Analysis(
+        normalise(resample(audio, source_sr, sr), sr, target_lufs),
+        sr,
+        pitch_ceiling_hz=pitch_ceiling(kind),
+    )
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
     levelled = matched_edge_courses(matched_edge_spectra(levelled, sr, span), sr, span)
-    return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
+    return ref.like(quantise16(normalise(levelled, sr, target_lufs)), span=span)
 
 
 def prepare_source(
@@ -204,7 +211,7 @@ def prepare_source(
     """Attach the room-tone floor (ROOM_TONE_DB under the speech) to a clean source."""
     rms = room_tone_rms(clean.speech_rms) if tone_rms is None else tone_rms
     tone = room_tone(len(clean.audio), tone_seed, rms)
-    heard = Analysis(quantise16(clean.audio + tone), clean.sr, span=clean.span)
+    heard = clean.like(quantise16(clean.audio + tone), span=clean.span)
     return PreparedSource(clean, heard, tone_seed, rms, tone)
 
 
@@ -471,7 +478,7 @@ def measure_against_source(
 ) -> tuple[Analysis, Measured]:
     """A clip, a held clip or one part of a comparison against the heard source: the
     dimension's own measure, never the rendering parameter."""
-    clip = Analysis(audio, heard.sr, span=span)
+    clip = heard.like(audio, span=span)
     return clip, dimensions.get(category).measure(clip, heard)
 
 
@@ -655,7 +662,7 @@ def render_comparison(
     spans = tuple(
         part_span(bound, span, source.sr) for bound, span in zip(bounds, in_slot, strict=True)
     )
-    whole = Analysis(audio, source.sr, span=SpeechSpan(spans[0][0], spans[1][1], True))
+    whole = source.clean.like(audio, span=SpeechSpan(spans[0][0], spans[1][1], True))
     first, second = (measure_confounds(c, source.heard, part_mid(c)) for c in clips)
     return ClipResult(
         audio=audio,

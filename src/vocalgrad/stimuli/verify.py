@@ -19,7 +19,8 @@ from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
 from vocalgrad.records import row_format
-from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis, pitch_ceiling
+from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import (
     confound_difference,
@@ -83,7 +84,12 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         bucket = results[category]
         # our rows carry the source's speech span; a clip's own detection is unreliable
         # by design (a -18 dB start or a noisy end hides speech)
-        clip = Analysis(audio, sr, span=row_span(row))
+        clip = Analysis(
+            audio,
+            sr,
+            span=row_span(row),
+            pitch_ceiling_hz=pitch_ceiling(row.get("source_kind", SPEECH)),
+        )
         ref_row = refs.get(row.get("source_id"))
         if ref_row is not None:
             ref = ref_cache.get(ref_row["path"])
@@ -172,7 +178,12 @@ def row_span(row: dict) -> SpeechSpan | None:
 def heard_reference(ref_row: dict, sr: int) -> Analysis:
     """The source as every clip of it sounds before processing: the stored clean source
     plus its room-tone floor (seed and level recorded in the reference row)."""
-    clean = Analysis(load_audio(ref_row["path"])[0], sr, span=row_span(ref_row))
+    clean = Analysis(
+        load_audio(ref_row["path"])[0],
+        sr,
+        span=row_span(ref_row),
+        pitch_ceiling_hz=pitch_ceiling(ref_row.get("source_kind", SPEECH)),
+    )
     if ref_row.get("room_tone_seed") is None:  # built before room tone existed
         return clean
     return prepare_source(
