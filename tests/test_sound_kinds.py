@@ -324,3 +324,38 @@ def test_a_click_at_a_tones_change_point_is_caught_by_the_audit(tmp_path):
     assert c["passes"] is False and any("order-free" in r for r in c["reasons"]), c["reasons"]
     auc = c["order_free"]["per_cue_auc"]
     assert auc["of_peak_dbfs"]["auc"] > 0.9 or auc["of_crest_db"]["auc"] > 0.9, auc
+
+
+# ---------------------------------------------------------------------------------------
+# The command line
+
+
+def test_list_sources_names_every_scheme_and_kind(capsys):
+    from vocalgrad.cli import main
+    from vocalgrad.cli.data import KIND_NAMES
+
+    assert KIND_NAMES == tuple(KINDS)  # the parser's copy, kept without importing numpy
+    assert main(["list", "sources"]) == 0
+    out = capsys.readouterr().out
+    for scheme in SCHEMES.values():
+        assert scheme.usage in out
+    for kind in KINDS:
+        assert f"\n{kind}\t" in out
+
+
+def test_kind_option_names_a_folders_kind(tmp_path, capsys):
+    from vocalgrad.cli import main
+
+    t = np.arange(SR) / SR
+    (tmp_path / "g1").mkdir()
+    sf.write(tmp_path / "g1" / "a.wav", 0.3 * np.sin(2 * np.pi * 440 * t), SR)
+    assert main(["sources", f"folder:{tmp_path}", "--kind", "tone"]) == 0
+    assert "1 tone sources, 1 groups" in capsys.readouterr().out
+    assert main(["build", "--out", str(tmp_path / "out"), "--kind", "tone"]) != 0
+    assert "--kind names the kind" in capsys.readouterr().err
+    code = main(
+        ["build", "--out", str(tmp_path / "o2"), "--source", f"folder:{tmp_path}", "--kind", "music",
+         "--categories", "voice_clarity"]
+    )  # fmt: skip
+    assert code != 0 and "voice_clarity is not defined for music" in capsys.readouterr().err
+    assert not (tmp_path / "o2").exists()  # refused before any work
