@@ -359,3 +359,25 @@ def test_kind_option_names_a_folders_kind(tmp_path, capsys):
     )  # fmt: skip
     assert code != 0 and "voice_clarity is not defined for music" in capsys.readouterr().err
     assert not (tmp_path / "o2").exists()  # refused before any work
+
+
+def test_a_tone_is_tracked_up_to_its_own_pitch_range_and_speech_as_before():
+    from vocalgrad.signal.analysis import F0_CEILING_HZ, Analysis, source_pitch_ceiling
+    from vocalgrad.stimuli.verify import row_pitch_ceiling
+
+    t = np.arange(2 * SR) / SR
+    assert source_pitch_ceiling(_speechlike(), SR, "speech") == F0_CEILING_HZ
+    low = np.sin(2 * np.pi * 250 * t)  # within speech's range: the speech ceiling
+    assert source_pitch_ceiling(low, SR, "tone") == F0_CEILING_HZ
+    high = np.sin(2 * np.pi * 1500 * t)
+    ceiling = source_pitch_ceiling(high, SR, "tone")
+    assert ceiling == pytest.approx(1500 * 2 ** (10 / 12), rel=0.01)
+    assert source_pitch_ceiling(high, SR, "music") == F0_CEILING_HZ  # music keeps speech's
+    times, f0 = Analysis(high.astype(np.float32), SR, pitch_ceiling_hz=ceiling).f0
+    assert np.median(f0[f0 > 0]) == pytest.approx(1500, rel=0.01)
+    _, speech_f0 = Analysis(high.astype(np.float32), SR).f0  # the speech tracker cannot
+    assert not np.any(np.abs(speech_f0 - 1500) < 15)
+    # verification reads the ceiling the build recorded for the source, else the kind's
+    assert row_pitch_ceiling({"source_kind": "tone"}, {"pitch_ceiling_hz": 2000.0}) == 2000.0
+    assert row_pitch_ceiling({"source_kind": "tone"}, None) == 4300.0
+    assert row_pitch_ceiling({}, None) == F0_CEILING_HZ

@@ -209,9 +209,41 @@ class Analysis:
 
 
 def pitch_ceiling(kind: str) -> float:
-    """The highest F0 (Hz) the pitch tracker looks for in a kind of sound: the speech
-    tracker's F0_CEILING_HZ unless the kind declares its own (tones reach 3 kHz)."""
+    """The highest F0 (Hz) the pitch tracker may look for in a kind of sound: the speech
+    tracker's F0_CEILING_HZ unless the kind declares its own (tones reach 2.5 kHz)."""
     return get_kind(kind).pitch_ceiling_hz or F0_CEILING_HZ
+
+
+PITCH_HEADROOM = 2 ** (10 / 12)  # a source's F0 may be shifted up to 9 semitones (a roved path)
+
+
+def source_pitch_ceiling(audio: np.ndarray, sr: int, kind: str) -> float:
+    """The F0 ceiling (Hz) one source of a kind is tracked with: for a kind with its own range
+    (tones), 10 semitones above the source's strongest frequency, within the speech ceiling and
+    the kind's; for speech, the speech ceiling. A ceiling far above the source's F0 lets the
+    tracker read harmonics as F0: a 283 Hz harmonic complex tracked up to 3.2 kHz lost the
+    frames of its lowered half to octave errors, and its jump clips read +2 st at both ends.
+
+    Parameters
+    ----------
+    audio
+        The source, mono float.
+    sr
+        Its sample rate, Hz.
+    kind
+        Its kind of sound.
+
+    Returns
+    -------
+    float
+        The ceiling, Hz.
+    """
+    highest = get_kind(kind).pitch_ceiling_hz
+    if highest is None:
+        return F0_CEILING_HZ
+    spectrum = np.abs(np.fft.rfft(np.asarray(audio, dtype=np.float64)))
+    strongest = float(np.argmax(spectrum)) * sr / len(audio)
+    return float(np.clip(PITCH_HEADROOM * strongest, F0_CEILING_HZ, highest))
 
 
 def mel_spectrogram(audio: np.ndarray, sr: int) -> np.ndarray:

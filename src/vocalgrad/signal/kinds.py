@@ -29,7 +29,8 @@ class SoundKind:
     description
         One line for listings and the docs.
     pitch_ceiling_hz
-        The highest F0 the pitch tracker looks for in this kind (Hz); None: the speech
+        The highest F0 the pitch tracker may look for in this kind (Hz; each source is tracked
+        up to 10 semitones above its strongest frequency, within this); None: the speech
         tracker's (`vocalgrad.signal.analysis.F0_CEILING_HZ`).
     """
 
@@ -43,8 +44,8 @@ KINDS: dict[str, SoundKind] = {
     k.name: k
     for k in (
         SoundKind(SPEECH, "speech", "spoken words (the published benchmark's only kind)"),
-        # up to the highest tone (2540 Hz) shifted up by the high tier's 3 semitones
-        SoundKind("tone", "tone", "synthetic pure tones and harmonic complexes", 3200.0),
+        # the highest tone (2540 Hz) shifted up 9 semitones, the most a roved path goes
+        SoundKind("tone", "tone", "synthetic pure tones and harmonic complexes", 4300.0),
         SoundKind("noise", "noise", "synthetic band-limited noise"),
         SoundKind("music", "music", "notes and phrases played by real instrument samples"),
         SoundKind("everyday", "sound", "recordings of everyday non-speech sound"),

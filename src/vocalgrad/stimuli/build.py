@@ -104,6 +104,7 @@ def _render_source(task: SourceTask) -> dict:
         "room_tone_seed": prepared.tone_seed,
         "room_tone_rms": float(prepared.tone_rms),
         "source_kind": source.kind,
+        "pitch_ceiling_hz": clean.pitch_ceiling_hz,
         "audio_sha256": write_flac_atomic(ref_path, clean.audio, clean.sr),
     }
     rows = []

@@ -28,7 +28,7 @@ from vocalgrad.audio import (
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
 from vocalgrad.errors import AudioError
-from vocalgrad.signal.analysis import Analysis, pitch_ceiling
+from vocalgrad.signal.analysis import Analysis, source_pitch_ceiling
 from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.signal.levelling import (
     flatten_level_course,
@@ -181,7 +181,7 @@ def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH
     spectral course (`matched_edge_spectra`) and matched level courses and boundaries
     (`matched_edge_courses`) at its two ends; reject unusable speech. ``kind`` is the kind of
     sound (`vocalgrad.signal.kinds`): it sets the pitch range the source and every clip of it
-    are analysed in."""
+    are analysed in (`source_pitch_ceiling`)."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -193,11 +193,8 @@ def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH
         raise AudioError(
             f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording"
         )
-    ref = Analysis(
-        normalise(resample(audio, source_sr, sr), sr, target_lufs),
-        sr,
-        pitch_ceiling_hz=pitch_ceiling(kind),
-    )
+    audio = normalise(resample(audio, source_sr, sr), sr, target_lufs)
+    ref = Analysis(audio, sr, pitch_ceiling_hz=source_pitch_ceiling(audio, sr, kind))
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)

@@ -84,13 +84,10 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> dict:
         bucket = results[category]
         # our rows carry the source's speech span; a clip's own detection is unreliable
         # by design (a -18 dB start or a noisy end hides speech)
-        clip = Analysis(
-            audio,
-            sr,
-            span=row_span(row),
-            pitch_ceiling_hz=pitch_ceiling(row.get("source_kind", SPEECH)),
-        )
         ref_row = refs.get(row.get("source_id"))
+        clip = Analysis(
+            audio, sr, span=row_span(row), pitch_ceiling_hz=row_pitch_ceiling(row, ref_row)
+        )
         if ref_row is not None:
             ref = ref_cache.get(ref_row["path"])
             if ref is None:
@@ -168,6 +165,14 @@ def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
     return (held_value(measured) if fmt == "recognition" else measured.change), conf
 
 
+def row_pitch_ceiling(row: dict, ref_row: dict | None) -> float:
+    """The F0 ceiling (Hz) a clip and its source were measured with at build time: the one
+    its reference records, else its kind's (speech's for rows without one)."""
+    if ref_row is not None and ref_row.get("pitch_ceiling_hz") is not None:
+        return float(ref_row["pitch_ceiling_hz"])
+    return pitch_ceiling(row.get("source_kind", SPEECH))
+
+
 def row_span(row: dict) -> SpeechSpan | None:
     """The speech span a row records (the source's, moved by any time warp), if any."""
     if row.get("speech_onset_s") is None or row.get("speech_offset_s") is None:
@@ -182,7 +187,7 @@ def heard_reference(ref_row: dict, sr: int) -> Analysis:
         load_audio(ref_row["path"])[0],
         sr,
         span=row_span(ref_row),
-        pitch_ceiling_hz=pitch_ceiling(ref_row.get("source_kind", SPEECH)),
+        pitch_ceiling_hz=row_pitch_ceiling(ref_row, ref_row),
     )
     if ref_row.get("room_tone_seed") is None:  # built before room tone existed
         return clean
