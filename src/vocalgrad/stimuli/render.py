@@ -25,6 +25,7 @@ from vocalgrad.audio import (
     normalise,
     peak_gain,
     resample,
+    speech_span,
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track, held_value
 from vocalgrad.errors import AudioError
@@ -181,7 +182,8 @@ def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH
     spectral course (`matched_edge_spectra`) and matched level courses and boundaries
     (`matched_edge_courses`) at its two ends; reject unusable speech. ``kind`` is the kind of
     sound (`vocalgrad.signal.kinds`): it sets the pitch range the source and every clip of it
-    are analysed in (`source_pitch_ceiling`)."""
+    are analysed in (`source_pitch_ceiling`), and a sound that is not speech has its span
+    found on its plain levels (`speech_span`'s ``pre_emphasis``)."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -194,7 +196,8 @@ def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH
             f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording"
         )
     audio = normalise(resample(audio, source_sr, sr), sr, target_lufs)
-    ref = Analysis(audio, sr, pitch_ceiling_hz=source_pitch_ceiling(audio, sr, kind))
+    span = None if kind == SPEECH else speech_span(audio, sr, pre_emphasis=0.0)
+    ref = Analysis(audio, sr, span=span, pitch_ceiling_hz=source_pitch_ceiling(audio, sr, kind))
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
