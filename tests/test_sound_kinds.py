@@ -381,3 +381,20 @@ def test_a_tone_is_tracked_up_to_its_own_pitch_range_and_speech_as_before():
     assert row_pitch_ceiling({"source_kind": "tone"}, {"pitch_ceiling_hz": 2000.0}) == 2000.0
     assert row_pitch_ceiling({"source_kind": "tone"}, None) == 4300.0
     assert row_pitch_ceiling({}, None) == F0_CEILING_HZ
+
+
+def test_a_beeps_span_is_its_tone_and_its_prepared_ends_mirror_each_other(tmp_path):
+    from vocalgrad.audio import load_audio, speech_span
+    from vocalgrad.stimuli.render import prepare_reference
+
+    beep = ensure_rendered(resolve_sources("beeps", cache_dir=tmp_path))[0]
+    audio, sr = load_audio(beep.path)
+    plain = speech_span(audio, sr, pre_emphasis=0.0)
+    assert (plain.onset_s, plain.offset_s) == (0.75, 2.85)
+    assert speech_span(audio, sr).offset_s == 2.86  # speech's reading: one frame too many
+    ref = prepare_reference(beep.path, SR, -26.0, "tone")
+    on, off = (int(round(t * SR)) for t in (ref.span.onset_s, ref.span.offset_s))
+    assert (off - on) / SR == pytest.approx(2.10, abs=0.005)
+    frames = ref.audio[on:off][: (off - on) // 160 * 160].reshape(-1, 160)
+    level = 10 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=1))
+    assert np.allclose(level[:10], level[::-1][:10], atol=0.5)  # the two ends alike
