@@ -252,9 +252,9 @@ def cmd_sources(args: argparse.Namespace) -> int:
     genders = Counter(s.gender or "?" for s in sources)
     texts = {s.text_id for s in sources}
     kind = spec_kind(spec)
-    groups = "speakers" if kind == "speech" else "groups"
+    what, groups = ("sources", "speakers") if kind == "speech" else (f"{kind} sources", "groups")
     print(
-        f"{len(sources)} {kind} sources, {len(speakers)} {groups}, {len(texts)} distinct texts, "
+        f"{len(sources)} {what}, {len(speakers)} {groups}, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
     for s in sources[: args.show]:
