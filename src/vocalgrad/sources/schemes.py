@@ -58,7 +58,7 @@ class Scheme:
         The spec must carry ``:ARG``.
     render
         Writes one missing source file (lazily rendered schemes); None: files exist already.
-    domain
+    domains
         The ``domain`` of the sources ``render`` writes (how `ensure_rendered` finds it).
     protocols
         Protocol name -> build settings that reproduce the protocol on this source (merged
