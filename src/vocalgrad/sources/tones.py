@@ -66,13 +66,14 @@ BEEPS_ATTRIBUTION = (
 )
 
 # The published beep ablation's layout, merged into the protocol preset of the same name when
-# the source is `beeps`: all ten in test, no train split, its four categories.
+# the source is `beeps`: all ten in test, no train split, its four categories (a named set of
+# `vocalgrad.dimensions.CATEGORY_SETS`).
 PROTOCOLS = {
     "vocalgrad": {
         "n_test": len(BEEP_FREQUENCIES_HZ),
         "n_train": 0,
         "per_speaker_test": 1,
-        "categories": ("voice_pitch", "volume", "background_noise", "voice_vibration"),
+        "categories": "beep-ablation",
     }
 }
 

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
+from vocalgrad.dimensions import CATEGORY_SETS, DIMENSIONS, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError, SourceError
 from vocalgrad.records import FORMATS
 from vocalgrad.signal.trajectories import CURVE_NAMES
@@ -228,7 +228,10 @@ def source_protocol(source: str, name: str) -> dict[str, Any]:
     layout for ``beeps``); empty for most, and for a spec that does not parse (resolving it
     says why)."""
     scheme = SCHEMES.get(source.strip().partition(":")[0].partition("?")[0])
-    return dict(scheme.protocols.get(name, {})) if scheme else {}
+    values = dict(scheme.protocols.get(name, {})) if scheme else {}
+    if isinstance(values.get("categories"), str):  # a named set
+        values["categories"] = CATEGORY_SETS[values["categories"]]
+    return values
 
 
 def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
