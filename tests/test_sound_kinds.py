@@ -353,8 +353,9 @@ def test_kind_option_names_a_folders_kind(tmp_path, capsys):
     assert "1 tone sources, 1 groups" in capsys.readouterr().out
     assert main(["build", "--out", str(tmp_path / "out"), "--kind", "tone"]) != 0
     assert "--kind names the kind" in capsys.readouterr().err
+    folder = f"folder:{tmp_path}"
     code = main(
-        ["build", "--out", str(tmp_path / "o2"), "--source", f"folder:{tmp_path}", "--kind", "music",
+        ["build", "--out", str(tmp_path / "o2"), "--source", folder, "--kind", "music",
          "--categories", "voice_clarity"]
     )  # fmt: skip
     assert code != 0 and "voice_clarity is not defined for music" in capsys.readouterr().err
