@@ -40,8 +40,7 @@ from scipy.stats import binomtest
 
 from vocalgrad.audio import load_audio
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.sources import resolve_sources
-from vocalgrad.sources.builtin import ensure_rendered
+from vocalgrad.sources import ensure_rendered, resolve_sources
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.order_free import NAMES, order_free_cues
 from vocalgrad.stimuli.plan import Condition, plan_conditions

@@ -257,7 +257,8 @@ def build(
         The dataset folder to create or resume.
     source : str, optional
         ``builtin`` (the default, unless `config` names one), ``folder:PATH``, ``vctk:PATH``
-        or ``hf:NAME[@SPLIT]``.
+        or ``hf:NAME[@SPLIT]``; ``tones``, ``noise``, ``beeps`` or ``music`` for other kinds
+        of sound, and ``folder:PATH?kind=KIND`` for your own (`vocalgrad.sources.SCHEMES`).
     config : path, optional
         A TOML file with a ``[build]`` table; keyword options override it.
     protocol : str, optional

@@ -64,10 +64,22 @@ class DatasetRow(TypedDict, total=False):
     param_end: Annotated[float, doc("the realised parameter where the speech ends", "`unit`")]
     level_rove_db: Annotated[float, doc("the clip's overall level offset (its twin's too)", "dB")]
     source_id: Required[Annotated[str, doc("the recording it was made from; clusters every CI")]]
-    speaker_id: Required[Annotated[str, doc("the speaker; the split is speaker-disjoint")]]
+    speaker_id: Required[
+        Annotated[
+            str,
+            doc(
+                "the source's group (a speaker, a tone band, an instrument family); the split is "
+                "group-disjoint"
+            ),
+        ]
+    ]
     text_id: Annotated[str, doc("what was said; the split is text-disjoint")]
     gender: Annotated[str | None, doc("the speaker's gender: `F`, `M` or null when unknown")]
-    domain: Annotated[str, doc("the kind of source (`builtin-tts`, `folder`, ...)")]
+    domain: Annotated[str, doc("where the source came from (`builtin-tts`, `folder`, ...)")]
+    source_kind: Annotated[
+        str,
+        doc("the kind of sound: `speech`, `tone`, `noise`, `music` or `everyday`; absent: speech"),
+    ]
     split: Required[Annotated[Split, doc("`test` or `train`")]]
     sample_rate: Required[Annotated[int, Field(gt=0), doc("the audio's rate", "Hz")]]
     duration_s: Required[Annotated[Seconds, doc("the clip's length", "s")]]

@@ -20,13 +20,28 @@ from vocalgrad.cli.options import (
     positive_seconds,
     whole,
 )
+from vocalgrad.errors import ConfigError
 from vocalgrad.files import AUDIT_REPORT, VERIFY_REPORT, atomic_write_text, claim_output
+
+# the kinds of sound (`vocalgrad.signal.kinds.KINDS`), spelled here so the parser builds
+# without importing numpy; a test keeps the two equal
+KIND_NAMES = ("speech", "tone", "noise", "music", "everyday")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("build", help="render, verify and write a benchmark")
     b.add_argument("--out", required=True, help="dataset folder to create or resume")
-    b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    b.add_argument(
+        "--source",
+        help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split] | tones | noise | beeps | "
+        "music (`vocalgrad list sources`)",
+    )
+    b.add_argument(
+        "--kind",
+        choices=KIND_NAMES,
+        help="the kind of sound a folder: or hf: source holds (default speech); the same as "
+        "ending its spec in ?kind=KIND",
+    )
     b.add_argument("--config", help="TOML file with a [build] table")
     b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
     b.add_argument(
@@ -122,7 +137,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "sources",
         help="list what a source spec resolves to, and how many sources a build could use",
     )
-    s.add_argument("spec", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
+    s.add_argument(
+        "spec", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split] | tones | music | ..."
+    )
+    s.add_argument("--kind", choices=KIND_NAMES, help="the kind of sound a folder: or hf: holds")
     s.add_argument(
         "--speaker-pattern", help="regex with a (?P<speaker>...) group, for folder sources"
     )
@@ -174,10 +192,17 @@ def cmd_build(args: argparse.Namespace) -> int:
         "rove_endpoints": True if args.rove_endpoints else None,
         "allow_large": True if args.allow_large else None,
     }
+    source = args.source
+    if args.kind is not None:
+        from vocalgrad.sources import with_kind
+
+        if source is None:
+            raise ConfigError("--kind names the kind of a --source folder: or hf: spec; give one")
+        source = with_kind(source, args.kind)
     with executor_from_args(args) as executor:
         report = build(
             args.out,
-            args.source,
+            source,
             config=args.config,
             protocol=args.protocol,
             overwrite=args.overwrite,
@@ -279,18 +304,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
-    from vocalgrad.sources import drop_duplicates, duplicates_note, resolve_sources
+    from vocalgrad.sources import (
+        drop_duplicates,
+        duplicates_note,
+        resolve_sources,
+        spec_kind,
+        with_kind,
+    )
     from vocalgrad.sources.builtin import BUILTIN_DOMAIN
     from vocalgrad.sources.check import check_sources, skipped_files
 
-    sources, dropped = drop_duplicates(
-        resolve_sources(args.spec, speaker_pattern=args.speaker_pattern)
-    )
+    spec = with_kind(args.spec, args.kind)
+    sources, dropped = drop_duplicates(resolve_sources(spec, speaker_pattern=args.speaker_pattern))
     speakers = Counter(s.speaker_id for s in sources)
     genders = Counter(s.gender or "?" for s in sources)
     texts = {s.text_id for s in sources}
+    kind = spec_kind(spec)
+    what, groups = ("sources", "speakers") if kind == "speech" else (f"{kind} sources", "groups")
     print(
-        f"{len(sources)} sources, {len(speakers)} speakers, {len(texts)} distinct texts, "
+        f"{len(sources)} {what}, {len(speakers)} {groups}, {len(texts)} distinct texts, "
         f"gender: {dict(genders)}"
     )
     if dropped:

@@ -1,15 +1,16 @@
-"""`vocalgrad list listeners | dimensions | formats | prompts`: what a spec or option may name."""
+"""`vocalgrad list listeners | dimensions | formats | prompts | sources`: what a spec or option
+may name."""
 
 from __future__ import annotations
 
 import argparse
 
-WHAT = ("listeners", "dimensions", "formats", "prompts")
+WHAT = ("listeners", "dimensions", "formats", "prompts", "sources")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "list", help="list listener families, dimensions, question formats or prompts"
+        "list", help="list listener families, dimensions, question formats, prompts or sources"
     )
     p.add_argument("what", choices=WHAT)
     p.set_defaults(func=cmd_list)
@@ -39,7 +40,11 @@ def _listeners() -> list[str]:
 def _dimensions() -> list[str]:
     from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
 
-    return [f"{name}{'' if name in PUBLISHED_CATEGORIES else '  (opt-in)'}" for name in DIMENSIONS]
+    return [
+        f"{name}{'' if name in PUBLISHED_CATEGORIES else '  (opt-in)'}\t"
+        f"kinds: {', '.join(dim.SPEC.kinds)}"
+        for name, dim in DIMENSIONS.items()
+    ]
 
 
 def _formats() -> list[str]:
@@ -54,9 +59,26 @@ def _prompts() -> list[str]:
     return [f"{name}\t{variant.description}" for name, variant in VARIANTS.items()]
 
 
+def _sources() -> list[str]:
+    from vocalgrad.signal.kinds import KINDS
+    from vocalgrad.sources import SCHEMES
+
+    lines = [
+        f"{s.usage}\t{s.kind or 'any kind (?kind=KIND; default speech)'}\t{s.help}"
+        for s in SCHEMES.values()
+    ]
+    return [
+        *lines,
+        "",
+        "Kinds of sound:",
+        *(f"{k.name}\t{k.description}" for k in KINDS.values()),
+    ]
+
+
 _LINES = {
     "listeners": _listeners,
     "dimensions": _dimensions,
     "formats": _formats,
     "prompts": _prompts,
+    "sources": _sources,
 }

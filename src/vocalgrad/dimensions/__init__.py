@@ -29,6 +29,10 @@ PUBLISHED_CATEGORIES = (
     "audio_roughness",
     "voice_vibration",
 )
+# the published beep-only ablation's four (its repository's generate_ablation_beep_benchmarks.py)
+BEEP_ABLATION_CATEGORIES = ("voice_pitch", "volume", "background_noise", "voice_vibration")
+# named sets of categories that a source's protocol preset may ask for by name
+CATEGORY_SETS = {"published": PUBLISHED_CATEGORIES, "beep-ablation": BEEP_ABLATION_CATEGORIES}
 # the order of listings and the card: the published nine, then the rest as they were added;
 # a dimension missing here (a new file) follows in name order
 _ORDER = (
@@ -121,7 +125,9 @@ def get(name: str) -> Bound:
 
 
 __all__ = [
+    "BEEP_ABLATION_CATEGORIES",
     "CATEGORIES",
+    "CATEGORY_SETS",
     "DIMENSIONS",
     "PUBLISHED_CATEGORIES",
     "Bound",

@@ -57,7 +57,7 @@ def edge_matched_analysis(ref: Analysis) -> Analysis:
     level moves with the matching as if the gain had, by a few dB at the end that moves more;
     `benchmarks/alsa_pairs.py`, figures on docs/results.md)."""
     if "edge_matched_analysis" not in ref.cache:
-        ref.cache["edge_matched_analysis"] = Analysis(edge_matched(ref), ref.sr, span=ref.span)
+        ref.cache["edge_matched_analysis"] = ref.like(edge_matched(ref), span=ref.span)
     return ref.cache["edge_matched_analysis"]
 
 
@@ -173,10 +173,10 @@ def psola(
     """
     from parselmouth.praat import call, run
 
-    from vocalgrad.signal.analysis import F0_CEILING_HZ, F0_FLOOR_HZ, praat_tier
+    from vocalgrad.signal.analysis import F0_FLOOR_HZ, praat_tier
 
     if "manipulation" not in ref.cache:
-        manip = call(ref.sound, "To Manipulation", FRAME_S, F0_FLOOR_HZ, F0_CEILING_HZ)
+        manip = call(ref.sound, "To Manipulation", FRAME_S, F0_FLOOR_HZ, ref.pitch_ceiling_hz)
         ref.cache["manipulation"] = manip
         ref.cache["original_pitch_tier"] = call(manip, "Extract pitch tier")
         ref.cache["neutral_duration_tier"] = praat_tier(

@@ -31,6 +31,7 @@ SPEC = DimensionSpec(
     # frames sooner at the distorted end (tuxpaint, 48 kHz: 45 of 180 twin pairs, the increase
     # clip's leading silence the longer in all 45), so the edge silences read the target
     target_cues=("global_f0_hz", "edge_silence"),
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 
 

@@ -33,6 +33,7 @@ SPEC = DimensionSpec(
         "global_centroid_hz",
         "global_file_bytes",
     ),
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 CLEAN_BITS = 16.0
 

@@ -39,6 +39,7 @@ SPEC = DimensionSpec(
     # The noise fades in and out over NOISE_FADE_S at the speech's edges, so the file's
     # silences (and the source's asymmetric edges) are the source's in every clip.
     source_edges=True,
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 NOISE_FADE_S = 0.08  # inside the renderer's 0.1 s edge guard
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.evidence import added_energy
+from vocalgrad.signal.kinds import SPEECH
 
 # track(times_s) -> parameter values at those times (already on the right scale)
 Track = Callable[[np.ndarray], np.ndarray]
@@ -76,6 +77,10 @@ class DimensionSpec:
     # how much. The audit still fails on it (it is a shortcut all the same) and names it in
     # its reason and its report, so the failure reads as a known limit, never a silent pass.
     order_free_limit: str = ""
+    # The kinds of sound (`vocalgrad.signal.kinds`) the dimension is defined for: a build from
+    # a source of another kind is refused before any work. Speech only unless declared, since
+    # every process was first designed and verified on speech.
+    kinds: tuple[str, ...] = (SPEECH,)
 
     @property
     def constant_limit(self) -> float:
@@ -108,12 +113,17 @@ class Question:
         "low").
     paraphrases
         Everyday gradual wordings, one per ``paraphraseN`` variant (N from 1); a dimension
-        without them is not asked with those variants.
+        without them is not asked with those variants. They speak of a voice: speech only.
+    other_kinds
+        The attribute for a sound that is not speech, with ``{noun}`` for the kind's noun
+        ("pitch of the {noun}" asks "Does the pitch of the tone increase ...?"): the speech
+        wording names a voice or a speaker. Empty: the speech attribute.
     """
 
     attribute: str = ""
     recognition: tuple[str, str, str] | tuple[()] = ()
     paraphrases: tuple[str, ...] = ()
+    other_kinds: str = ""
 
 
 @dataclass(frozen=True)

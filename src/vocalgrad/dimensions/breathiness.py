@@ -58,6 +58,7 @@ SPEC = DimensionSpec(
     source_edges=True,
     # a detector finds a breathy last phoneme's end later (its noise stays above the threshold)
     target_cues=("edge_silence",),
+    kinds=("speech",),  # a process on the voice itself: no other sound has one
 )
 GATE_SMOOTHING_S = 0.03  # voicing gate ramps over ~30 ms: no clicks at voicing onsets
 HNR_STEP_S = 0.02

@@ -45,6 +45,7 @@ SPEC = DimensionSpec(
     # the silences at each end follow the tilt there, and a speech detector finds a bright
     # last syllable later than a dark one; the spectral centroid is the brightness itself
     target_cues=("edge_silence", "edge_level", "edge_spectrum", "global_centroid_hz"),
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 PIVOT_HZ = 1000.0
 LOW_HZ = 125.0  # the tilt is held flat below: no boost of hum and rumble
@@ -103,5 +104,5 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 
 # How the dimension is asked about, and what its ideal observer answers from (the
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
-QUESTION = Question(recognition=("voice", "bright", "dark"))
+QUESTION = Question(recognition=("voice", "bright", "dark"), other_kinds="brightness of the {noun}")
 evidence = spectral_tilt_change

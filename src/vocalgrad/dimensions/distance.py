@@ -57,6 +57,7 @@ SPEC = DimensionSpec(
     # The room's field ends with the speech (`echo.room_return`): the file's silences are the
     # source's in every clip, so no twin rings on longer than the other.
     source_edges=True,
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 NEAR_M = 0.25
 CRITICAL_M = 1.0  # direct = reverberant energy at this distance
@@ -210,7 +211,11 @@ def _welch_segments(v: np.ndarray, nperseg: int) -> np.ndarray:
 
 # How the dimension is asked about, and what its ideal observer answers from (the
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
-QUESTION = Question(attribute="distance of the speaker", recognition=("speaker", "far", "near"))
+QUESTION = Question(
+    attribute="distance of the speaker",
+    recognition=("speaker", "far", "near"),
+    other_kinds="distance of the {noun}",
+)
 evidence = level_fall
 
 

@@ -43,6 +43,7 @@ SPEC = DimensionSpec(
     # The reverberation ends with the speech (`WET_FADE_S`): the file's silences are the
     # source's in every clip, so no twin rings on longer than the other.
     source_edges=True,
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none

@@ -41,6 +41,7 @@ SPEC = DimensionSpec(
         "global_peak_dbfs",
         "edge_silence",
     ),
+    kinds=("speech", "music"),
 )
 
 
@@ -112,6 +113,7 @@ QUESTION = Question(
         "Does the speech rate go up or down over the course of the clip?",
         "Is the speaker speeding up or slowing down as the clip goes on?",
     ),
+    other_kinds="tempo of the {noun}",
 )
 evidence = rate_change
 held_evidence = held_rate

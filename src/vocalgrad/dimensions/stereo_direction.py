@@ -48,6 +48,7 @@ SPEC = DimensionSpec(
     # summed to mono, a voice off to one side is comb-filtered by the interaural delay (and
     # shadowed at one ear): the downmix's spectral centroid reads how far off-centre it is
     target_cues=("global_centroid_hz",),
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 HEAD_RADIUS_M = 0.0875
 SPEED_OF_SOUND = 343.0
@@ -172,6 +173,8 @@ def interaural_delay(ears: np.ndarray, sr: int, oversample: int = 8) -> float:
 # How the dimension is asked about, and what its ideal observer answers from (the
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
 QUESTION = Question(
-    attribute="stereo position (from left to right)", recognition=("voice", "right", "left")
+    attribute="stereo position (from left to right)",
+    recognition=("voice", "right", "left"),
+    other_kinds="stereo position of the {noun} (from left to right)",
 )
 evidence = interaural_level_change

@@ -50,6 +50,7 @@ SPEC = DimensionSpec(
     # the detected speech end moves with the last phoneme's formants, as a slowed last phoneme
     # does for speed
     target_cues=("edge_silence",),
+    kinds=("speech",),  # a process on the voice itself: no other sound has one
 )
 MAX_GAIN = np.log(10.0)  # the warp gain is kept within +-20 dB: an envelope valley is not a hole
 LPC_FRAME_S = 0.025

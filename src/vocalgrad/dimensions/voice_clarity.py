@@ -31,6 +31,7 @@ SPEC = DimensionSpec(
     # a speech detector finds a muffled first or last syllable later, and FLAC needs fewer bits
     # where the high band is gone (the file size reads it)
     target_cues=("edge_silence", "edge_level", "edge_spectrum", "edge_zeros", "global_file_bytes"),
+    kinds=("speech",),  # a process on the voice itself: no other sound has one
 )
 SPLIT_HZ = 1000.0
 LOW_BAND_HZ = (150.0, 1000.0)

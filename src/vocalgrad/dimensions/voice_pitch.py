@@ -36,6 +36,7 @@ SPEC = DimensionSpec(
     # the median F0 over voiced frames weighs whichever stretch has more of them, and the peak
     # reads the pitch where the speech is loudest (a lower voice has a higher crest factor)
     target_cues=("global_f0_hz", "global_peak_dbfs"),
+    kinds=("speech", "tone", "music"),
 )
 
 
@@ -137,5 +138,6 @@ QUESTION = Question(
         "Does the pitch of the voice go up or down over the course of the clip?",
         "Is the speaker's pitch rising or falling as the clip goes on?",
     ),
+    other_kinds="pitch of the {noun}",
 )
 evidence = f0_change

@@ -34,6 +34,7 @@ SPEC = DimensionSpec(
     # it is deep, a speech detector ends (or starts) the speech at a dip, and the peak sits on
     # a modulation crest: both read where the tremolo is strong, i.e. the target
     target_cues=("edge_silence", "global_peak_dbfs"),
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 MIN_FIT_FRAMES = 10  # speech frames a window needs for its fit (50 ms)
 MASKED_AMPLITUDE_DB = 0.8  # modulation below this reads as none
@@ -102,5 +103,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 
 # How the dimension is asked about, and what its ideal observer answers from (the
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
-QUESTION = Question(recognition=("voice", "trembling", "steady"))
+QUESTION = Question(
+    recognition=("voice", "trembling", "steady"), other_kinds="vibration of the {noun}"
+)
 evidence = envelope_fluctuation_change

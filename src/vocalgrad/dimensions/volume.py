@@ -35,6 +35,7 @@ SPEC = DimensionSpec(
     # size, the median F0 (fewer voiced frames where quiet) and the centroid (speech over the
     # fixed room-tone floor) all follow the level course, i.e. the target
     target_cues=(*LEVEL_COURSE_CUES, "global_centroid_hz"),
+    kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 
 
@@ -104,5 +105,6 @@ QUESTION = Question(
         "Does the loudness of the voice go up or down over the course of the clip?",
         "Is the sound level of the speech rising or falling as the clip goes on?",
     ),
+    other_kinds="volume of the {noun}",
 )
 evidence = level_change

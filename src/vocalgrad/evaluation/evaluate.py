@@ -65,6 +65,7 @@ from vocalgrad.questions.prompts import (
     get_variant,
 )
 from vocalgrad.records import LABELS, EvalCounts, ResultRow
+from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -543,7 +544,13 @@ def _requests(
         Request(
             item_id,
             build_prompt(
-                row["category"], v, config.audio_first, examples, item_id, row_format(row)
+                row["category"],
+                v,
+                config.audio_first,
+                examples,
+                item_id,
+                row_format(row),
+                row.get("source_kind", SPEECH),
             ),
             audio,
             row["source_id"],
@@ -667,7 +674,9 @@ def _result_row(
         result["reversed_of"] = row["item_id"]
     if result["error"]:
         return result
-    prompt = build_prompt(row["category"], task.variant, fmt=row_format(row))
+    prompt = build_prompt(
+        row["category"], task.variant, fmt=row_format(row), kind=row.get("source_kind", SPEECH)
+    )
     if task.mode == "generate":
         text = answers[0].get("response", "")
         parsed = parse_labelled(text, prompt.label_of)

@@ -27,6 +27,7 @@ from vocalgrad.audio import SpeechSpan
 from vocalgrad.dimensions.base import DimensionSpec, Measured
 from vocalgrad.records import CONSTANT, LABELS
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.kinds import SPEECH, get_kind
 
 if TYPE_CHECKING:
     from vocalgrad.stimuli.plan import Condition
@@ -154,6 +155,10 @@ class Engine(Protocol):
         """What differs between the clip and the heard source besides the target."""
         ...
 
+    def analysis(self, audio: np.ndarray, span: SpeechSpan) -> Analysis:
+        """Samples analysed as the source is (in its kind's pitch range), with `span`."""
+        ...
+
 
 Confounds = Callable[[Analysis, Analysis, "float | None"], dict[str, float]]
 """``confounds(clip, ref, clip_mid_s)``: `vocalgrad.stimuli.confounds.measure_confounds`."""
@@ -208,10 +213,27 @@ def verdict(direction: str, change: float, spec: DimensionSpec) -> str:
     return "disagrees"
 
 
-def attribute_name(category: str) -> str:
+def attribute_name(category: str, kind: str = SPEECH) -> str:
     """The words a question uses for a dimension: its ``QUESTION.attribute``, else its name
-    with underscores as spaces (the published wording)."""
-    return dimensions.get(category).QUESTION.attribute or category.replace("_", " ")
+    with underscores as spaces (the published wording); for a sound that is not speech, its
+    ``QUESTION.other_kinds`` with the kind's noun ("pitch of the tone"), where it declares one.
+
+    Parameters
+    ----------
+    category : str
+        The dimension.
+    kind : str
+        The kind of sound asked about (a row's ``source_kind``).
+
+    Returns
+    -------
+    str
+        The attribute's words, e.g. "voice pitch" or "pitch of the tone".
+    """
+    question = dimensions.get(category).QUESTION
+    if kind != SPEECH and question.other_kinds:
+        return question.other_kinds.format(noun=get_kind(kind).noun)
+    return question.attribute or category.replace("_", " ")
 
 
 def two_words(question: str, up: str, down: str, variant: str) -> Wording:
@@ -248,7 +270,7 @@ def measure_against(
     tuple
         (the samples as an `Analysis`, the measured start and end values).
     """
-    clip = Analysis(audio, ref.sr, span=span)
+    clip = ref.like(audio, span=span)  # analysed as the source is (its kind's pitch range)
     return clip, dimensions.get(category).measure(clip, ref)
 
 
@@ -383,8 +405,9 @@ class QuestionFormat:
         """Whether its items can be asked with this prompt variant."""
         return self.variants is None or variant in self.variants
 
-    def wording(self, category: str, variant: Variant) -> Wording:
-        """The question about `category` in this format and `variant` (one it `asks`)."""
+    def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
+        """The question about `category` in this format and `variant` (one it `asks`), of a
+        sound of `kind` (`vocalgrad.signal.kinds`)."""
         raise NotImplementedError(f"format {self.name!r} declares no wording")
 
     def evidence(self, observer: Observer, asked: Asked) -> float:

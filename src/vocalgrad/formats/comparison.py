@@ -14,6 +14,7 @@ from vocalgrad.dimensions.base import Measured, held_value
 from vocalgrad.formats import base
 from vocalgrad.formats.base import ClipResult, QuestionFormat, two_words, verdict
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.kinds import SPEECH
 
 if TYPE_CHECKING:
     from vocalgrad.formats.base import Asked, Confounds, Engine, Observer, Variant, Wording
@@ -104,7 +105,7 @@ class Comparison(QuestionFormat):
         spans = tuple(
             part_span(bound, span, engine.sr) for bound, span in zip(bounds, in_slot, strict=True)
         )
-        whole = Analysis(audio, engine.sr, span=SpeechSpan(spans[0][0], spans[1][1], True))
+        whole = engine.analysis(audio, SpeechSpan(spans[0][0], spans[1][1], True))
         first, second = (engine.confounds(c, part_mid(c)) for c in clips)
         return ClipResult(
             audio=audio,
@@ -144,10 +145,10 @@ class Comparison(QuestionFormat):
             confs.append(confounds(part, ref, part_mid(part)))
         return values[1] - values[0], confound_difference(*confs)
 
-    def wording(self, category: str, variant: Variant) -> Wording:
+    def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         up, down = OPTIONS
         return two_words(
-            QUESTION.format(attribute=base.attribute_name(category)), up, down, variant.name
+            QUESTION.format(attribute=base.attribute_name(category, kind)), up, down, variant.name
         )
 
     def evidence(self, observer: Observer, asked: Asked) -> float:

@@ -11,6 +11,7 @@ from vocalgrad.audio import peak_gain
 from vocalgrad.errors import ConfigError
 from vocalgrad.formats.base import QuestionFormat, Wording, attribute_name
 from vocalgrad.records import CONSTANT
+from vocalgrad.signal.kinds import SPEECH
 
 if TYPE_CHECKING:
     from vocalgrad.formats.base import Asked, ClipResult, Engine, Observer, Variant
@@ -58,11 +59,16 @@ class Gradual(QuestionFormat):
         engine.twins[(twin_item, item)] = engine.finish(other, gain)
         return engine.finish(mine, gain)
 
-    def wording(self, category: str, variant: Variant) -> Wording:
+    def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         """The variant's own question: its template with the dimension's words, or the
-        dimension's paraphrase."""
+        dimension's paraphrase (which words a voice: speech only)."""
         if isinstance(variant.question, str):
-            question = variant.question.format(attribute=attribute_name(category))
+            question = variant.question.format(attribute=attribute_name(category, kind))
+        elif kind != SPEECH:
+            raise ConfigError(
+                f"prompt variant {variant.name!r} words a voice: it asks about speech, not "
+                f"{kind}; use 'default' or 'clip'"
+            )
         elif category in variant.question.table():
             question = variant.question.table()[category]
         else:

@@ -13,6 +13,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, peak_gain, resample
 from vocalgrad.dimensions.base import held_value
 from vocalgrad.formats.base import ClipResult, QuestionFormat, attribute_name, two_words, verdict
+from vocalgrad.signal.kinds import SPEECH, get_kind
 
 if TYPE_CHECKING:
     from vocalgrad.formats.base import Asked, Confounds, Engine, Observer, Variant, Wording
@@ -20,11 +21,24 @@ if TYPE_CHECKING:
     from vocalgrad.stimuli.plan import Condition
 
 
-def recognition_words(category: str) -> tuple[str, str, str]:
+# what a recognition question judges in speech, said of another kind of sound by its noun
+_VOICE_SUBJECTS = ("voice", "speaker", "speech")
+
+
+def recognition_words(category: str, kind: str = SPEECH) -> tuple[str, str, str]:
     """(what is judged, the "increase" category, the "decrease" category) for one dimension:
-    its ``QUESTION.recognition``, else (its attribute name, "high", "low")."""
+    its ``QUESTION.recognition``, else (its attribute name, "high", "low"). For a sound that is
+    not speech, a voice, speaker or the speech judged is the kind's noun ("Is the tone loud or
+    quiet?"), and the speech attribute judged is the kind's attribute ("pitch of the tone")."""
     declared = dimensions.get(category).QUESTION.recognition
-    return declared or (attribute_name(category), "high", "low")
+    if not declared:
+        return attribute_name(category, kind), "high", "low"
+    subject, up, down = declared
+    if kind != SPEECH and subject in _VOICE_SUBJECTS:
+        subject = get_kind(kind).noun
+    elif kind != SPEECH and subject == attribute_name(category):
+        subject = attribute_name(category, kind)
+    return subject, up, down
 
 
 def twin_verdict(
@@ -167,8 +181,8 @@ class Recognition(QuestionFormat):
                 out.append((i, change, result))
         return out
 
-    def wording(self, category: str, variant: Variant) -> Wording:
-        subject, up, down = recognition_words(category)
+    def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
+        subject, up, down = recognition_words(category, kind)
         return two_words(f"Is the {subject} {up} or {down}?", up, down, variant.name)
 
     def evidence(self, observer: Observer, asked: Asked) -> float:

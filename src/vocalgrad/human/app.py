@@ -294,7 +294,12 @@ def create_app(
             labels = opts
         else:
             item = items[t["item_id"]]
-            prompt = build_prompt(item["category"], config.variant, fmt=row_format(item))
+            prompt = build_prompt(
+                item["category"],
+                config.variant,
+                fmt=row_format(item),
+                kind=item.get("source_kind", "speech"),
+            )
             question, opts, labels = (
                 prompt.text,
                 list(prompt.options),

@@ -62,7 +62,9 @@ def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
         "variant": variant,
         "kind": t["kind"],
         **{k: item.get(k) for k in ITEM_KEYS},
-        "prompt": question_text(item["category"], variant, row_format(item)),
+        "prompt": question_text(
+            item["category"], variant, row_format(item), item.get("source_kind", "speech")
+        ),
         "format": row_format(item),
         "response": t["answer"],
         "predicted": predicted,

@@ -17,6 +17,7 @@ from vocalgrad import dimensions, formats
 from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.formats.base import Wording
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import SPEECH
 
 TARGET = "<target>"
 """Audio placeholder for the clip under test when `build_prompt` is called without an item id."""
@@ -176,8 +177,9 @@ def get_variant(name: str) -> Variant:
         ) from None
 
 
-def _wording(category: str, variant: str, fmt: str) -> Wording:
-    """(question, instruction, answer words, their labels) of one category, variant and format."""
+def _wording(category: str, variant: str, fmt: str, kind: str = SPEECH) -> Wording:
+    """(question, instruction, answer words, their labels) of one category, variant, format
+    and kind of sound."""
     form = formats.get(fmt)
     v = get_variant(variant)
     if not form.asks(variant):
@@ -185,12 +187,14 @@ def _wording(category: str, variant: str, fmt: str) -> Wording:
             f"{fmt} items are asked with the variants {', '.join(form.variants or ())}, "
             f"not {variant!r}"
         )
-    return form.wording(category, v)
+    return form.wording(category, v, kind)
 
 
-def question_text(category: str, variant: str = "default", fmt: str = formats.DEFAULT) -> str:
+def question_text(
+    category: str, variant: str = "default", fmt: str = formats.DEFAULT, kind: str = SPEECH
+) -> str:
     """Question line plus blank line plus instruction line, exactly as the model reads it."""
-    question, instruction, _, _ = _wording(category, variant, fmt)
+    question, instruction, _, _ = _wording(category, variant, fmt, kind)
     return f"{question}\n\n{instruction}"
 
 
@@ -213,15 +217,17 @@ def build_prompt(
     few_shot: Sequence[tuple[Mapping, str]] = (),
     item_id: str | None = None,
     fmt: str = formats.DEFAULT,
+    kind: str = SPEECH,
 ) -> Prompt:
     """Build the turns for one question, optionally preceded by answered examples.
 
     Each few-shot example becomes a user turn (question + the example's audio) followed by an
     assistant turn with its answer (given as a label, written as the format's answer word),
     so the model sees the format answered before the real question. The published default
-    puts the text before the audio (`audio_first=False`).
+    puts the text before the audio (`audio_first=False`). ``kind`` is the kind of sound asked
+    about (a row's ``source_kind``): the question names a tone as a tone.
     """
-    question, instruction, options, labels = _wording(category, variant, fmt)
+    question, instruction, options, labels = _wording(category, variant, fmt, kind)
     text = f"{question}\n\n{instruction}"
     word = dict(zip(labels, options, strict=True))
     position = "before" if audio_first else "after"

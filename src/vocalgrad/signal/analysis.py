@@ -26,6 +26,7 @@ from vocalgrad.audio import (
     speech_span,
     weighted_loudness_lufs,
 )
+from vocalgrad.signal.kinds import get_kind
 
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.03
@@ -47,8 +48,15 @@ class Analysis:
     (samples, 2) keeps its channels in `channels`; every analysis here reads `audio`, their
     mean (what a listener that downmixes hears)."""
 
-    def __init__(self, audio: np.ndarray, sr: int, span: SpeechSpan | None = None) -> None:
+    def __init__(
+        self,
+        audio: np.ndarray,
+        sr: int,
+        span: SpeechSpan | None = None,
+        pitch_ceiling_hz: float = F0_CEILING_HZ,
+    ) -> None:
         audio = np.asarray(audio, dtype=np.float32)
+        self.pitch_ceiling_hz = float(pitch_ceiling_hz)  # `pitch_ceiling` of the kind of sound
         self.channels = np.ascontiguousarray(audio if audio.ndim == 2 else audio[:, None])
         self.audio = np.ascontiguousarray(audio.mean(axis=1) if audio.ndim == 2 else audio)
         self.sr = int(sr)
@@ -59,6 +67,11 @@ class Analysis:
     @property
     def duration_s(self) -> float:
         return len(self.audio) / self.sr
+
+    def like(self, audio: np.ndarray, span: SpeechSpan | None = None) -> Analysis:
+        """Another signal at this one's rate, analysed as this one is (the same pitch range):
+        a clip rendered from a source, or the source processed."""
+        return Analysis(audio, self.sr, span=span, pitch_ceiling_hz=self.pitch_ceiling_hz)
 
     @cached_property
     def span(self) -> SpeechSpan:
@@ -91,7 +104,8 @@ class Analysis:
     @cached_property
     def f0(self) -> tuple[np.ndarray, np.ndarray]:
         """(frame times s, F0 Hz with 0 where unvoiced) every 30 ms (Praat autocorrelation),
-        over the speech span (+-0.1 s) only, at F0_ANALYSIS_SR.
+        over the speech span (+-0.1 s) only, at F0_ANALYSIS_SR (or 4x the pitch ceiling, where
+        a kind of sound has a higher one than speech).
 
         F0 is the most expensive analysis and runs on every clip (it is a confound for all
         dimensions): a 30 ms hop, skipping the silences, and a copy at ~4 kHz (Praat's cost
@@ -106,7 +120,7 @@ class Analysis:
             if hi - lo > 0.2
             else (0, len(self.audio))
         )
-        step = max(1, self.sr // F0_ANALYSIS_SR)
+        step = max(1, self.sr // max(F0_ANALYSIS_SR, int(4 * self.pitch_ceiling_hz)))
         part = self.audio[first:last].astype(np.float64)
         if step > 1:
             part = resample_poly(part, 1, step, window=_decimator(step))
@@ -114,7 +128,7 @@ class Analysis:
         pitch = sound.to_pitch_ac(
             time_step=F0_STEP_S,
             pitch_floor=F0_FLOOR_HZ,
-            pitch_ceiling=F0_CEILING_HZ,
+            pitch_ceiling=self.pitch_ceiling_hz,
             max_number_of_candidates=F0_CANDIDATES,
         )
         return pitch.xs(), pitch.selected_array["frequency"]
@@ -192,6 +206,44 @@ class Analysis:
         head = (centres >= onset) & (centres < onset + width)
         tail = (centres > offset - width) & (centres <= offset)
         return head, tail
+
+
+def pitch_ceiling(kind: str) -> float:
+    """The highest F0 (Hz) the pitch tracker may look for in a kind of sound: the speech
+    tracker's F0_CEILING_HZ unless the kind declares its own (tones reach 2.5 kHz)."""
+    return get_kind(kind).pitch_ceiling_hz or F0_CEILING_HZ
+
+
+PITCH_HEADROOM = 2 ** (10 / 12)  # a source's F0 may be shifted up to 9 semitones (a roved path)
+
+
+def source_pitch_ceiling(audio: np.ndarray, sr: int, kind: str) -> float:
+    """The F0 ceiling (Hz) one source of a kind is tracked with: for a kind with its own range
+    (tones), 10 semitones above the source's strongest frequency, within the speech ceiling and
+    the kind's; for speech, the speech ceiling. A ceiling far above the source's F0 lets the
+    tracker read harmonics as F0: a 283 Hz harmonic complex tracked up to 3.2 kHz lost the
+    frames of its lowered half to octave errors, and its jump clips read +2 st at both ends.
+
+    Parameters
+    ----------
+    audio
+        The source, mono float.
+    sr
+        Its sample rate, Hz.
+    kind
+        Its kind of sound.
+
+    Returns
+    -------
+    float
+        The ceiling, Hz.
+    """
+    highest = get_kind(kind).pitch_ceiling_hz
+    if highest is None:
+        return F0_CEILING_HZ
+    spectrum = np.abs(np.fft.rfft(np.asarray(audio, dtype=np.float64)))
+    strongest = float(np.argmax(spectrum)) * sr / len(audio)
+    return float(np.clip(PITCH_HEADROOM * strongest, F0_CEILING_HZ, highest))
 
 
 def mel_spectrogram(audio: np.ndarray, sr: int) -> np.ndarray:

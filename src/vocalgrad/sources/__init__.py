@@ -1,9 +1,12 @@
-"""Speech sources: turn a spec string into SpeechSource objects with audio files on disk.
+"""Sources: turn a spec string into Source records with audio files on disk.
 
-Specs: ``builtin`` (Piper TTS Harvard sentences; ``builtin:2`` joins two sentences per clip),
+Speech: ``builtin`` (Piper TTS Harvard sentences; ``builtin:2`` joins two sentences per clip),
 ``folder:PATH``, ``vctk:PATH`` and ``hf:NAME_OR_LOCAL_PATH`` (``hf:NAME@SPLIT`` picks a split).
-Builtin audio is rendered lazily: call ``ensure_rendered`` (or ``select_sources``, which does
-it for what it picks) before reading builtin paths.
+Other kinds of sound: ``tones`` (``tones:pure``, ``tones:harmonic``), ``noise``, ``beeps`` (the
+published beep-only ablation) and ``music``; ``folder:PATH?kind=KIND`` (and ``hf:``) for your own
+sounds of another kind. `SCHEMES` (`vocalgrad.sources.schemes`) lists them all. Builtin, tone
+and music audio is rendered lazily: call ``ensure_rendered`` (or ``select_sources``, which does
+it for what it picks) before reading their paths.
 """
 
 from __future__ import annotations
@@ -11,15 +14,26 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vocalgrad.errors import ConfigError, SourceError, did_you_mean
-from vocalgrad.sources.base import SpeechSource
-from vocalgrad.sources.builtin import builtin_sources, ensure_rendered
+from vocalgrad.errors import ConfigError
+from vocalgrad.sources.base import Source, SpeechSource
+from vocalgrad.sources.builtin import builtin_sources
 from vocalgrad.sources.folder import folder_sources
 from vocalgrad.sources.hf import hf_sources
+from vocalgrad.sources.schemes import (
+    SCHEMES,
+    Options,
+    ensure_rendered,
+    parse_spec,
+    resolve_spec,
+    spec_kind,
+    with_kind,
+)
 from vocalgrad.sources.selection import drop_duplicates, duplicates_note, select_sources
 from vocalgrad.sources.vctk import vctk_sources
 
 __all__ = [
+    "SCHEMES",
+    "Source",
     "SpeechSource",
     "builtin_sources",
     "default_cache_dir",
@@ -28,13 +42,14 @@ __all__ = [
     "ensure_rendered",
     "folder_sources",
     "hf_sources",
+    "parse_spec",
     "resolve_sources",
     "select_sources",
     "source_folders",
+    "spec_kind",
     "vctk_sources",
+    "with_kind",
 ]
-
-SCHEMES = ("builtin", "folder", "vctk", "hf")
 
 
 def default_cache_dir() -> Path:
@@ -77,34 +92,26 @@ def resolve_sources(
     hf_audio_column: str = "audio",
     hf_split: str = "train",
     hf_max_rows: int | None = None,
-) -> list[SpeechSource]:
-    """Parse a source spec and list its utterances (builtin paths may not exist yet)."""
-    scheme, sep, arg = spec.strip().partition(":")
+) -> list[Source]:
+    """Parse a source spec and list its sources (lazily rendered paths may not exist yet).
+
+    Parameters
+    ----------
+    spec
+        ``SCHEME[:ARG][?kind=KIND]`` (`SCHEMES`).
+    cache_dir
+        Where rendered and downloaded sources live (default: `default_cache_dir`).
+    speaker_pattern, hf_audio_column, hf_split, hf_max_rows
+        Options of the folder: and hf: schemes.
+
+    Returns
+    -------
+    list[Source]
+        Every source of the spec, each of the spec's kind of sound.
+    """
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    if scheme == "builtin":
-        if not arg:
-            return builtin_sources(cache)
-        if not arg.isdigit() or int(arg) < 1:
-            raise SourceError(
-                f"source spec {spec!r}: write 'builtin' or 'builtin:N' (N sentences per clip)"
-            )
-        return builtin_sources(cache, sentences_per_clip=int(arg))
-    if scheme not in SCHEMES or not sep:
-        hint = "" if scheme in SCHEMES else did_you_mean(scheme, SCHEMES)
-        raise SourceError(
-            f"source spec {spec!r} is not understood{hint}; use one of: builtin, folder:PATH, "
-            "vctk:PATH, hf:NAME_OR_PATH[@SPLIT]"
-        )
-    if not arg:
-        raise SourceError(f"source spec {spec!r} lacks a path or name after '{scheme}:'")
-    if scheme == "folder":
-        return folder_sources(arg, speaker_pattern=speaker_pattern)
-    if scheme == "vctk":
-        return vctk_sources(arg)
-    name, at, split = arg.rpartition("@") if "@" in arg else (arg, "", hf_split)
-    if at and (not name or not split):
-        raise SourceError(f"source spec {spec!r}: write hf:NAME@SPLIT with both parts non-empty")
-    return hf_sources(name, cache, split=split, audio_column=hf_audio_column, max_rows=hf_max_rows)
+    options = Options(cache, speaker_pattern, hf_audio_column, hf_split, hf_max_rows)
+    return resolve_spec(spec, options)
 
 
 def source_folders(spec: str) -> list[Path]:
@@ -122,10 +129,10 @@ def source_folders(spec: str) -> list[Path]:
     list of Path
         Resolved (absolute, symlinks followed) folders; empty for ``builtin`` and hub names.
     """
-    scheme, sep, arg = spec.strip().partition(":")
-    if not sep or not arg or scheme not in ("folder", "vctk", "hf"):
+    scheme, arg, _ = parse_spec(spec)
+    if not arg or scheme.name not in ("folder", "vctk", "hf"):
         return []
-    if scheme == "hf":
+    if scheme.name == "hf":
         arg = arg.rpartition("@")[0] if "@" in arg else arg
     try:
         path = Path(arg).expanduser()

@@ -1,27 +1,42 @@
-"""What a speech source is: one recorded (or synthesised) utterance on disk plus who said what."""
+"""What a source is: one recording (or synthesised sound) on disk, its kind and its group."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from vocalgrad.signal.kinds import SPEECH
+
 
 @dataclass(frozen=True)
-class SpeechSource:
-    """One utterance that benchmark clips are rendered from.
+class Source:
+    """One sound that benchmark clips are rendered from.
 
-    Every source resolves to an audio file on disk (builtin speech and Hugging Face rows are
-    materialised into the cache first), so build workers only ever need a path.
+    Every source resolves to an audio file on disk (builtin speech, tones, music and Hugging
+    Face rows are materialised into the cache first), so build workers only ever need a path.
+    ``speaker_id`` is the source's *group*: the cluster whose members must all land in one
+    split and which the statistics resample together (a speaker for speech, a frequency band
+    for tones, an instrument family for music, a recording's origin for everyday sound).
     """
 
     source_id: str  # stable and unique within a source spec, e.g. "vctk/p225_001"
     path: str  # audio file on disk
-    speaker_id: str
-    text_id: str  # equal for equal texts: the key for text-disjoint splits
-    gender: str | None  # "F", "M" or None when unknown
-    domain: str  # "builtin-tts", "vctk", "folder", "hf"
+    speaker_id: str  # the source group (see the class docstring)
+    text_id: str  # equal for equal texts (or equal content): the key for text-disjoint splits
+    gender: str | None  # "F", "M" or None when unknown (or not a voice)
+    domain: str  # "builtin-tts", "vctk", "folder", "hf", "tones", "music", ...
     licence: str
     attribution: str
     text: str = ""
+    kind: str = SPEECH  # the kind of sound (`vocalgrad.signal.kinds.KINDS`)
+
+    @property
+    def group(self) -> str:
+        """The source group: clusters for the split and the statistics (``speaker_id``)."""
+        return self.speaker_id
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+SpeechSource = Source
+"""The name sources had while every source was speech; the same class."""

@@ -10,9 +10,9 @@ Contract (rendering is lazy):
 
 * ``builtin_sources(cache_dir)`` / ``resolve_sources("builtin")`` are cheap: they return
   SpeechSource objects whose ``path`` is the cache location, which may not exist yet.
-* ``ensure_rendered(sources)`` synthesises whichever of those files are missing (about 0.1 s
-  per sentence on a laptop-class CPU; all 8 x 150 clips take 2-3 minutes) and returns the
-  sources unchanged.
+* ``ensure_rendered(sources)`` (`vocalgrad.sources.schemes`) synthesises whichever of those
+  files are missing (about 0.1 s per sentence on a laptop-class CPU; all 8 x 150 clips take 2-3
+  minutes) and returns the sources unchanged.
   Call it on the subset you will actually use. ``select_sources`` calls it for every builtin
   source whose duration it has to measure, so its result is always rendered.
 * ``builtin_sources(..., render=True)`` renders everything it returns.
@@ -35,7 +35,7 @@ import hashlib
 import importlib.metadata
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
@@ -125,7 +125,7 @@ def builtin_sources(
     """Builtin sources for the chosen speakers and the first max_sentences sentences.
 
     Cheap unless render=True: paths point into cache_dir/builtin and may not exist yet;
-    pass the sources you use to ensure_rendered (see the module docstring). One Harvard
+    pass the sources you use to `ensure_rendered` (see the module docstring). One Harvard
     sentence lasts about 2.0-3.4 s once padded; sentences_per_clip=2 joins consecutive
     sentences of a list (1+2, 3+4, ...) into 4-6 s clips for stages that need longer audio.
     """
@@ -159,7 +159,9 @@ def builtin_sources(
                 )
             )
     if render:
-        ensure_rendered(sources)
+        for src in sources:
+            if not os.path.exists(src.path):
+                render_missing(src)
     return sources
 
 
@@ -177,22 +179,12 @@ def _groups(sentences: Sequence[HarvardSentence], size: int) -> list[list[Harvar
     return groups
 
 
-def ensure_rendered(sources: Iterable[SpeechSource]) -> list[SpeechSource]:
-    """Synthesise every missing builtin file; check that all other sources exist on disk."""
-    sources = list(sources)
-    for src in sources:
-        if os.path.exists(src.path):
-            continue
-        if src.domain != BUILTIN_DOMAIN:
-            raise SourceError(
-                f"{src.path}: audio file for {src.source_id} is missing; re-resolve the source"
-            )
-        spk = SPEAKERS_BY_ID.get(src.speaker_id)
-        if spk is None:
-            raise SourceError(f"{src.source_id}: unknown builtin speaker {src.speaker_id!r}")
-        audio = render_utterance(spk, src.text)
-        write_wav_atomic(Path(src.path), audio, SAMPLE_RATE)
-    return sources
+def render_missing(src: SpeechSource) -> None:
+    """Synthesise one builtin source into its cache path (atomically)."""
+    spk = SPEAKERS_BY_ID.get(src.speaker_id)
+    if spk is None:
+        raise SourceError(f"{src.source_id}: unknown builtin speaker {src.speaker_id!r}")
+    write_wav_atomic(Path(src.path), render_utterance(spk, src.text), SAMPLE_RATE)
 
 
 def render_utterance(speaker: BuiltinSpeaker, text: str) -> np.ndarray:

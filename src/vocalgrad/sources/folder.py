@@ -1,4 +1,5 @@
-"""Speech from a plain folder of audio files (user-supplied recordings).
+"""Sounds from a plain folder (user-supplied recordings): speech, unless the spec names another
+kind (`folder:PATH?kind=KIND`, `vocalgrad.sources.schemes`).
 
 Every container that carries its own sample rate and that libsndfile reads is taken: WAV,
 FLAC, Ogg (Vorbis, Opus), MP3, AIFF, AU, CAF, W64, RF64 and NIST SPHERE. Headerless sample

@@ -6,8 +6,9 @@ are known in the pool (speakers of unknown gender are then left out of test). Th
 round-robins over all other speakers and skips every utterance whose ``text_id`` occurs in
 the test split. Utterances shorter than ``min_duration_s`` are never chosen.
 
-Durations come from ``durations`` when given, else from the file header. Builtin TTS sources
-whose files do not exist yet are rendered (``builtin.ensure_rendered``) at the moment their
+Durations come from ``durations`` when given, else from the file header. Lazily rendered
+sources (builtin TTS, tones, music) whose files do not exist yet are rendered
+(``schemes.ensure_rendered``) at the moment their
 duration is needed: candidates are visited lazily in seeded random order, so only what is
 looked at gets synthesised, and every selected source exists on disk afterwards.
 
@@ -30,7 +31,7 @@ import soundfile as sf
 
 from vocalgrad.errors import SourceError
 from vocalgrad.sources.base import SpeechSource
-from vocalgrad.sources.builtin import ensure_rendered
+from vocalgrad.sources.schemes import ensure_rendered
 
 
 def select_sources(
@@ -159,7 +160,7 @@ class _DurationCheck:
         return self.durations[src.source_id] >= self.min_duration_s
 
     def _measure(self, src: SpeechSource) -> float:
-        ensure_rendered([src])  # no-op for existing files; SourceError for missing non-builtin
+        ensure_rendered([src])  # no-op for existing files; SourceError for missing, unrenderable
         try:
             return float(sf.info(src.path).duration)
         except (sf.LibsndfileError, RuntimeError) as err:

@@ -41,14 +41,15 @@ from vocalgrad.provenance import versions
 from vocalgrad.records import BuildReport, DatasetRow
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.sources import (
-    SpeechSource,
+    Source,
     drop_duplicates,
+    ensure_rendered,
     resolve_sources,
     select_sources,
     source_folders,
+    spec_kind,
 )
-from vocalgrad.sources.builtin import ensure_rendered
-from vocalgrad.sources.check import SpeechCheck, conversions, skipped_files
+from vocalgrad.sources.check import SourceCheck, conversions, skipped_files
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.card import append_audit, write_card
 from vocalgrad.stimuli.config import BuildConfig
@@ -74,7 +75,7 @@ log = logging.getLogger("vocalgrad")
 
 @dataclass(frozen=True)
 class SourceTask:
-    source: SpeechSource
+    source: Source
     split: str
     conditions: tuple[Condition, ...]
     config: BuildConfig
@@ -94,7 +95,7 @@ def render_source(task: SourceTask) -> dict:
 def _render_source(task: SourceTask) -> dict:
     config, source = task.config, task.source
     try:
-        clean = prepare_reference(source.path, config.sample_rate, config.target_lufs)
+        clean = prepare_reference(source.path, config.sample_rate, config.target_lufs, source.kind)
     except AudioError as err:
         return {
             "source_id": source.source_id,
@@ -115,6 +116,8 @@ def _render_source(task: SourceTask) -> dict:
         "speech_offset_s": round(clean.span.offset_s, 3),
         "room_tone_seed": prepared.tone_seed,
         "room_tone_rms": float(prepared.tone_rms),
+        "source_kind": source.kind,
+        "pitch_ceiling_hz": clean.pitch_ceiling_hz,
         "audio_sha256": write_flac_atomic(ref_path, clean.audio, clean.sr),
     }
     rows = []
@@ -263,6 +266,7 @@ def _row(
         "text_id": source.text_id,
         "gender": source.gender,
         "domain": source.domain,
+        "source_kind": source.kind,
         "split": task.split,
         "sample_rate": sr,
         "duration_s": round(len(result.audio) / sr, 4),
@@ -396,30 +400,31 @@ def _check_apart(out: Path, source: str) -> None:
 class SourceChoice:
     """The chosen (source, split) pairs and what choosing them found."""
 
-    selected: list[tuple[SpeechSource, str]]
-    refused: dict[str, str]  # source_id -> why it is not usable speech
+    selected: list[tuple[Source, str]]
+    refused: dict[str, str]  # source_id -> why it is not usable as its kind of sound
     shortfall: str | None  # why fewer sources than asked, if so
     conversions: list[str]  # resampling and downmixing done to the chosen sources
     duplicates: dict[str, str] = field(default_factory=dict)  # left out -> the id kept
+    kind: str = "speech"  # the kind of sound of the spec (`vocalgrad.signal.kinds`)
 
 
-def prepare_sources(
-    config: BuildConfig, cache_dir: Path | None = None
-) -> list[tuple[SpeechSource, str]]:
+def prepare_sources(config: BuildConfig, cache_dir: Path | None = None) -> list[tuple[Source, str]]:
     """Resolve the source spec and pick the speaker- and text-disjoint test/train sources."""
     return choose_sources(config, cache_dir).selected
 
 
 def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> SourceChoice:
-    """Pick sources that pass the speech check: a picked source that fails it (silent,
-    unreadable, a tone, noise) is left out and the pick made again from the rest, so it is
-    replaced by the next eligible one; if the rest cannot fill the request, the usable part
-    of the last pick is built and the shortfall says why."""
+    """Pick sources that pass their kind's check (`SourceCheck`): a picked source that fails
+    it (silent, unreadable, speech that is a tone or noise, a tone that is speech) is left out
+    and the pick made again from the rest, so it is replaced by the next eligible one; if the
+    rest cannot fill the request, the usable part of the last pick is built and the shortfall
+    says why."""
     pool, duplicates = drop_duplicates(
         resolve_sources(config.source, cache_dir=cache_dir, speaker_pattern=config.speaker_pattern)
     )
-    check = SpeechCheck()
-    selected: list[tuple[SpeechSource, str]] | None = None
+    check = SourceCheck()
+    kind = spec_kind(config.source)
+    selected: list[tuple[Source, str]] | None = None
     shortfall = None
     while True:
         try:
@@ -436,7 +441,7 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
                 raise
             example = next(iter(check.refused.items()))
             shortfall = (
-                f"{len(check.refused)} source file(s) refused by the speech check (e.g. "
+                f"{len(check.refused)} source file(s) refused by the {kind} check (e.g. "
                 f"{example[0]}: {example[1]}) leave too few to replace them ({err})"
             )
             break
@@ -446,7 +451,7 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
             break
     kept = [(s, split) for s, split in selected if s.source_id not in check.refused]
     if not kept:
-        raise SourceError(f"no usable speech among the chosen sources: {shortfall}")
+        raise SourceError(f"no usable {kind} among the chosen sources: {shortfall}")
     files = [check.formats[s.source_id] for s, _ in kept if s.source_id in check.formats]
     return SourceChoice(
         kept,
@@ -454,6 +459,7 @@ def choose_sources(config: BuildConfig, cache_dir: Path | None = None) -> Source
         shortfall,
         conversions(files, config.sample_rate),
         duplicates,
+        kind,
     )
 
 
@@ -556,7 +562,7 @@ def _finalise(
     )
     selected = choice.selected
     for source_id, reason in choice.refused.items():
-        skipped.setdefault(source_id, f"refused by the speech check: {reason}")
+        skipped.setdefault(source_id, f"refused by the {choice.kind} check: {reason}")
     report = _report(
         config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here
     )

@@ -17,9 +17,10 @@ from pydantic import (
 )
 
 from vocalgrad import dimensions, formats, registry
-from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
-from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.dimensions import CATEGORY_SETS, DIMENSIONS, PUBLISHED_CATEGORIES
+from vocalgrad.errors import ConfigError, SourceError, did_you_mean
 from vocalgrad.signal.trajectories import CURVE_NAMES
+from vocalgrad.sources import SCHEMES, spec_kind
 
 TIERS = ("low", "mid", "high")
 
@@ -116,6 +117,24 @@ class BuildConfig(BaseModel):
     def _known_magnitude_categories(cls, table: dict[str, dict[str, float]]) -> dict:
         _known(tuple(table), DIMENSIONS, "category in magnitudes")
         return table
+
+    @model_validator(mode="after")
+    def _defined_for_the_kind(self) -> BuildConfig:
+        """Refuse a dimension that is not defined for the source's kind of sound (voice
+        clarity of a tone) before any work: its clips would ask about nothing."""
+        try:
+            kind = spec_kind(self.source)
+        except SourceError:  # a malformed spec: resolving it says why, in the same words
+            return self
+        missing = [c for c in self.categories if kind not in DIMENSIONS[c].SPEC.kinds]
+        if missing:
+            defined = [n for n, d in DIMENSIONS.items() if kind in d.SPEC.kinds]
+            raise ValueError(
+                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not defined for "
+                f"{kind} (source {self.source!r}); choose --categories from those defined for "
+                f"{kind}: {', '.join(defined) or 'none'}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _rove_has_a_course(self) -> BuildConfig:
@@ -255,11 +274,27 @@ def protocol(name: str) -> dict[str, Any]:
         ) from None
 
 
+def source_protocol(source: str, name: str) -> dict[str, Any]:
+    """What a source's scheme sets to reproduce a protocol on it (the published beep ablation's
+    layout for ``beeps``); empty for most, and for a spec that does not parse (resolving it
+    says why)."""
+    scheme = SCHEMES.get(source.strip().partition(":")[0].partition("?")[0])
+    values = dict(scheme.protocols.get(name, {})) if scheme else {}
+    if isinstance(values.get("categories"), str):  # a named set
+        values["categories"] = CATEGORY_SETS[values["categories"]]
+    return values
+
+
 def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
-    """Defaults <- protocol preset <- design preset <- TOML [build] table <- CLI overrides."""
+    """Defaults <- protocol preset (and the source's own for that protocol) <- design preset
+    <- TOML [build] table <- CLI overrides."""
     values: dict[str, Any] = {}
+    table = _read_toml(Path(path)) if path is not None else {}
     if overrides.get("protocol"):
         values.update(protocol(overrides["protocol"]))
+        source = overrides.get("source") or table.get("source") or "builtin"
+        if isinstance(source, str):
+            values.update(source_protocol(source, overrides["protocol"]))
     overrides.pop("protocol", None)
     design = overrides.get("design")
     if design:
@@ -269,8 +304,7 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
                 f"choose from {', '.join(DESIGNS)}"
             )
         values.update(DESIGNS[design])
-    if path is not None:
-        values.update(_read_toml(Path(path)))
+    values.update(table)
     values.update({k: v for k, v in overrides.items() if v is not None})
     known = set(BuildConfig.model_fields)
     unknown = sorted(set(values) - known)

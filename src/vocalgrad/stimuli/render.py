@@ -25,11 +25,13 @@ from vocalgrad.audio import (
     normalise,
     peak_gain,
     resample,
+    speech_span,
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
 from vocalgrad.formats.base import Assembled, ClipResult, measure_against, verdict
-from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis, source_pitch_ceiling
+from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.signal.levelling import (
     flatten_level_course,
     matched_edge_courses,
@@ -162,11 +164,14 @@ def tone_seed_for(seed: int, source_id: str) -> int:
     return int(hashlib.sha256(f"{seed}|{source_id}|room-tone".encode()).hexdigest()[:8], 16)
 
 
-def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
+def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH) -> Analysis:
     """Load, downmix, resample and loudness-normalise a source, flatten its slow level course
     over the speech (`flatten_level_course`), give it equal silences (`symmetric_edges`), one
     spectral course (`matched_edge_spectra`) and matched level courses and boundaries
-    (`matched_edge_courses`) at its two ends; reject unusable speech."""
+    (`matched_edge_courses`) at its two ends; reject unusable speech. ``kind`` is the kind of
+    sound (`vocalgrad.signal.kinds`): it sets the pitch range the source and every clip of it
+    are analysed in (`source_pitch_ceiling`), and a sound that is not speech has its span
+    found on its plain levels (`speech_span`'s ``pre_emphasis``)."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -178,12 +183,14 @@ def prepare_reference(path: str, sr: int, target_lufs: float) -> Analysis:
         raise AudioError(
             f"{path}: {clipped:.2%} of samples are clipped; use an unclipped recording"
         )
-    ref = Analysis(normalise(resample(audio, source_sr, sr), sr, target_lufs), sr)
+    audio = normalise(resample(audio, source_sr, sr), sr, target_lufs)
+    span = None if kind == SPEECH else speech_span(audio, sr, pre_emphasis=0.0)
+    ref = Analysis(audio, sr, span=span, pitch_ceiling_hz=source_pitch_ceiling(audio, sr, kind))
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
     levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
     levelled = matched_edge_courses(matched_edge_spectra(levelled, sr, span), sr, span)
-    return Analysis(quantise16(normalise(levelled, sr, target_lufs)), sr, span=span)
+    return ref.like(quantise16(normalise(levelled, sr, target_lufs)), span=span)
 
 
 def prepare_source(
@@ -192,7 +199,7 @@ def prepare_source(
     """Attach the room-tone floor (ROOM_TONE_DB under the speech) to a clean source."""
     rms = room_tone_rms(clean.speech_rms) if tone_rms is None else tone_rms
     tone = room_tone(len(clean.audio), tone_seed, rms)
-    heard = Analysis(quantise16(clean.audio + tone), clean.sr, span=clean.span)
+    heard = clean.like(quantise16(clean.audio + tone), span=clean.span)
     return PreparedSource(clean, heard, tone_seed, rms, tone)
 
 
@@ -502,6 +509,9 @@ class Engine:
 
     def confounds(self, clip: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
         return measure_confounds(clip, self.source.heard, clip_mid_s)
+
+    def analysis(self, audio: np.ndarray, span: SpeechSpan) -> Analysis:
+        return self.source.clean.like(audio, span=span)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
 from vocalgrad.progress import tracked
 from vocalgrad.records import VerifyReport
-from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.analysis import Analysis, pitch_ceiling
+from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import prepare_source
 
@@ -76,8 +77,10 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
         bucket = results[category]
         # our rows carry the source's speech span; a clip's own detection is unreliable
         # by design (a -18 dB start or a noisy end hides speech)
-        clip = Analysis(audio, sr, span=row_span(row))
         ref_row = refs.get(row.get("source_id"))
+        clip = Analysis(
+            audio, sr, span=row_span(row), pitch_ceiling_hz=row_pitch_ceiling(row, ref_row)
+        )
         if ref_row is not None:
             ref = ref_cache.get(ref_row["path"])
             if ref is None:
@@ -130,6 +133,14 @@ def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
     return formats.of_row(row).measure(row, clip, ref, measure_confounds)
 
 
+def row_pitch_ceiling(row: dict, ref_row: dict | None) -> float:
+    """The F0 ceiling (Hz) a clip and its source were measured with at build time: the one
+    its reference records, else its kind's (speech's for rows without one)."""
+    if ref_row is not None and ref_row.get("pitch_ceiling_hz") is not None:
+        return float(ref_row["pitch_ceiling_hz"])
+    return pitch_ceiling(row.get("source_kind", SPEECH))
+
+
 def row_span(row: dict) -> SpeechSpan | None:
     """The speech span a row records (the source's, moved by any time warp), if any."""
     if row.get("speech_onset_s") is None or row.get("speech_offset_s") is None:
@@ -140,7 +151,12 @@ def row_span(row: dict) -> SpeechSpan | None:
 def heard_reference(ref_row: dict, sr: int) -> Analysis:
     """The source as every clip of it sounds before processing: the stored clean source
     plus its room-tone floor (seed and level recorded in the reference row)."""
-    clean = Analysis(load_audio(ref_row["path"])[0], sr, span=row_span(ref_row))
+    clean = Analysis(
+        load_audio(ref_row["path"])[0],
+        sr,
+        span=row_span(ref_row),
+        pitch_ceiling_hz=row_pitch_ceiling(ref_row, ref_row),
+    )
     if ref_row.get("room_tone_seed") is None:  # built before room tone existed
         return clean
     return prepare_source(
