@@ -42,7 +42,7 @@ from threadpoolctl import threadpool_limits
 
 from vocalgrad.dataset import REFERENCES, SPLITS
 from vocalgrad.dimensions import CATEGORIES, PUBLISHED_CATEGORIES
-from vocalgrad.sources import SpeechSource
+from vocalgrad.sources import Source
 from vocalgrad.stimuli.build import SourceTask, build, prepare_sources, render_source
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import plan_conditions
@@ -69,7 +69,7 @@ class Job:
 
     impl: str  # "ours" or "published"
     category: str  # a category name or ALL
-    source: SpeechSource
+    source: Source
     split: str
     config: BuildConfig
 
@@ -128,16 +128,14 @@ def measure(job: Job, repeat: int = 1, scratch: str | None = None) -> Timing:
     return Timing(job.impl, job.category, cpu, clips, audio_s, verified)
 
 
-def _warm_up(
-    source: SpeechSource, split: str, config: BuildConfig, scratch: str | None = None
-) -> None:
+def _warm_up(source: Source, split: str, config: BuildConfig, scratch: str | None = None) -> None:
     """Pay one-off costs (imports, numba JIT of DTW, FFT plans) before anything is timed."""
     small = config.replace(tiers=("mid",), curves=("linear",), constants=0)
     for impl in ("ours", "published"):
         measure(Job(impl, ALL, source, split, small), scratch=scratch)
 
 
-def _jobs(selected: list[tuple[SpeechSource, str]], config: BuildConfig) -> list[Job]:
+def _jobs(selected: list[tuple[Source, str]], config: BuildConfig) -> list[Job]:
     """All-nine and the slow categories first, so the pool's last jobs are short."""
     order = (
         ALL,
@@ -160,7 +158,7 @@ def _jobs(selected: list[tuple[SpeechSource, str]], config: BuildConfig) -> list
 
 
 def throughput(
-    selected: list[tuple[SpeechSource, str]],
+    selected: list[tuple[Source, str]],
     config: BuildConfig,
     workers: int,
     repeat: int = 1,
@@ -304,7 +302,7 @@ def print_memory(n_sources: int, workers: int, first: dict, scratch: str | None 
 
 
 def print_profile(
-    source: SpeechSource, split: str, config: BuildConfig, scratch: str | None, top: int = 15
+    source: Source, split: str, config: BuildConfig, scratch: str | None, top: int = 15
 ) -> None:
     """cProfile of our worker on one source, all categories, after a warm-up run. The
     profiler's clock is process CPU time, the same clock as the throughput table, so waits

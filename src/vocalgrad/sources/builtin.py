@@ -9,7 +9,7 @@ so selection can make splits both speaker- and text-disjoint.
 Contract (rendering is lazy):
 
 * ``builtin_sources(cache_dir)`` / ``resolve_sources("builtin")`` are cheap: they return
-  SpeechSource objects whose ``path`` is the cache location, which may not exist yet.
+  Source objects whose ``path`` is the cache location, which may not exist yet.
 * ``ensure_rendered(sources)`` (`vocalgrad.sources.schemes`) synthesises whichever of those
   files are missing (about 0.1 s per sentence on a laptop-class CPU; all 8 x 150 clips take 2-3
   minutes) and returns the sources unchanged.
@@ -46,7 +46,7 @@ import soundfile as sf
 
 from vocalgrad.errors import SourceError
 from vocalgrad.files import atomic_path
-from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.base import Source
 
 BUILTIN_DOMAIN = "builtin-tts"
 BUILTIN_LICENCE = "CC0-1.0 voice (en_US-joe-medium, Piper); Harvard sentences public domain"
@@ -121,7 +121,7 @@ def builtin_sources(
     *,
     sentences_per_clip: int = 1,
     render: bool = False,
-) -> list[SpeechSource]:
+) -> list[Source]:
     """Builtin sources for the chosen speakers and the first max_sentences sentences.
 
     Cheap unless render=True: paths point into cache_dir/builtin and may not exist yet;
@@ -146,7 +146,7 @@ def builtin_sources(
             text_suffix = f"+{last.index}" if multi else ""
             text = " ".join(s.text for s in group)
             sources.append(
-                SpeechSource(
+                Source(
                     source_id=f"builtin/{spk.speaker_id}/h{first.list_number:02d}-{first.index:02d}{id_suffix}",
                     path=str(out_dir / f"{_clip_hash(fingerprint, spk, text)}.wav"),
                     speaker_id=spk.speaker_id,
@@ -179,7 +179,7 @@ def _groups(sentences: Sequence[HarvardSentence], size: int) -> list[list[Harvar
     return groups
 
 
-def render_missing(src: SpeechSource) -> None:
+def render_missing(src: Source) -> None:
     """Synthesise one builtin source into its cache path (atomically)."""
     spk = SPEAKERS_BY_ID.get(src.speaker_id)
     if spk is None:

@@ -27,7 +27,7 @@ from vocalgrad.audio import load_audio, resample
 from vocalgrad.errors import AudioError
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.kinds import SPEECH
-from vocalgrad.sources.base import Source, SpeechSource
+from vocalgrad.sources.base import Source
 from vocalgrad.sources.folder import FOLDER_EXTENSIONS, HEADERLESS_EXTENSIONS
 from vocalgrad.sources.speakers import SPEAKER_TABLES
 
@@ -251,10 +251,6 @@ class SourceCheck:
         return problem
 
 
-SpeechCheck = SourceCheck
-"""The name the check had while every source was speech; the same class."""
-
-
 def conversions(formats: list[SourceFormat], sample_rate: int) -> list[str]:
     """What the build did to the sources to render at `sample_rate` in mono, one note each."""
     notes = []
@@ -278,32 +274,32 @@ def conversions(formats: list[SourceFormat], sample_rate: int) -> list[str]:
 
 
 @dataclass
-class SourceCheck:
+class Checked:
     """What a build would make of a list of sources, before it picks any."""
 
     refused: dict[str, str]  # source_id -> why a build would not use it
     unchecked: int  # sources not on disk yet (builtin speech, synthesised when picked)
 
 
-def check_sources(sources: Sequence[SpeechSource], min_duration_s: float) -> SourceCheck:
+def check_sources(sources: Sequence[Source], min_duration_s: float) -> Checked:
     """Apply the build's own checks to every source on disk: long enough for the build
-    (`min_duration_s`), readable, and speech (`SpeechCheck`). Why: a count of sources that
-    includes a 0-byte file or a 1 s clip promises a build more than it can take.
+    (`min_duration_s`), readable, and of its kind of sound (`SourceCheck`). Why: a count of
+    sources that includes a 0-byte file or a 1 s clip promises a build more than it can take.
 
     Parameters
     ----------
-    sources : sequence of SpeechSource
+    sources : sequence of Source
         What a source spec resolved to.
     min_duration_s : float
         The build's shortest usable source, in seconds.
 
     Returns
     -------
-    SourceCheck
+    Checked
         The refused sources with their reasons, and how many could not be checked because
         their files do not exist yet.
     """
-    speech = SpeechCheck()
+    check = SourceCheck()
     refused: dict[str, str] = {}
     unchecked = 0
     for source in sources:
@@ -323,10 +319,10 @@ def check_sources(sources: Sequence[SpeechSource], min_duration_s: float) -> Sou
                 "(min_duration_s)"
             )
             continue
-        problem = speech(source)
+        problem = check(source)
         if problem:
             refused[source.source_id] = problem
-    return SourceCheck(refused, unchecked)
+    return Checked(refused, unchecked)
 
 
 def skipped_files(spec: str) -> dict[str, list[str]]:

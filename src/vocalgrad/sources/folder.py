@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 
 from vocalgrad.errors import SourceError
-from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.base import Source
 from vocalgrad.sources.speakers import speaker_genders
 
 # containers whose header gives the rate and encoding, all read by the libsndfile that
@@ -68,8 +68,8 @@ def scan_audio_files(root: Path, extensions: tuple[str, ...] = FOLDER_EXTENSIONS
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
-def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list[SpeechSource]:
-    """Resolve every audio file under root (`FOLDER_EXTENSIONS`) into a SpeechSource.
+def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list[Source]:
+    """Resolve every audio file under root (`FOLDER_EXTENSIONS`) into a Source.
 
     speaker_pattern is a regex searched in the path relative to root (POSIX separators); it
     must define a named group ``speaker`` and may define ``text``.
@@ -104,7 +104,7 @@ def folder_sources(root: str | Path, speaker_pattern: str | None = None) -> list
         rel = path.relative_to(root).as_posix()
         speaker, text = _speaker_and_text(rel, pattern, root)
         sources.append(
-            SpeechSource(
+            Source(
                 source_id=f"folder/{rel}",
                 path=str(path.resolve()),
                 speaker_id=speaker,

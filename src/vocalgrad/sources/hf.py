@@ -22,7 +22,7 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad.errors import SourceError
-from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.base import Source
 from vocalgrad.sources.builtin import write_wav_atomic
 from vocalgrad.sources.folder import normalise_text, text_key
 
@@ -39,7 +39,7 @@ def hf_sources(
     split: str = "train",
     audio_column: str = "audio",
     max_rows: int | None = None,
-) -> list[SpeechSource]:
+) -> list[Source]:
     """Load a dataset split and materialise its audio rows as cached WAV files."""
     from datasets import Audio
 
@@ -69,7 +69,7 @@ def hf_sources(
             write_wav_atomic(path, audio, sr)
         text = " ".join(str(row[text_col]).split()) if text_col and row[text_col] else ""
         sources.append(
-            SpeechSource(
+            Source(
                 source_id=f"hf/{label}/{split}/{index:06d}",
                 path=str(path),
                 speaker_id=str(row[speaker_col])

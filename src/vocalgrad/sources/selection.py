@@ -30,12 +30,12 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad.errors import SourceError
-from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.base import Source
 from vocalgrad.sources.schemes import ensure_rendered
 
 
 def select_sources(
-    sources: Iterable[SpeechSource],
+    sources: Iterable[Source],
     *,
     n_test: int,
     n_train: int,
@@ -43,7 +43,7 @@ def select_sources(
     per_speaker_test: int = 2,
     seed: int = 0,
     durations: dict[str, float] | None = None,
-) -> list[tuple[SpeechSource, str]]:
+) -> list[tuple[Source, str]]:
     """Return (source, split) pairs, test first, each split sorted by source_id."""
     if n_test < 1 or per_speaker_test < 1 or n_train < 0:
         raise SourceError(
@@ -58,7 +58,7 @@ def select_sources(
             f"source id {dup!r} occurs more than once; resolve each source spec only once"
         )
     rng = np.random.default_rng(seed)
-    by_speaker: dict[str, list[SpeechSource]] = {}
+    by_speaker: dict[str, list[Source]] = {}
     for src in pool:
         by_speaker.setdefault(src.speaker_id, []).append(src)
     speakers = [sorted(by_speaker)[i] for i in rng.permutation(len(by_speaker))]
@@ -89,8 +89,8 @@ def select_sources(
 
 
 def drop_duplicates(
-    sources: Iterable[SpeechSource],
-) -> tuple[list[SpeechSource], dict[str, str]]:
+    sources: Iterable[Source],
+) -> tuple[list[Source], dict[str, str]]:
     """The sources with byte-identical audio files kept once: the same recording under two
     names would otherwise land in the test and the train split, or count as two speakers.
 
@@ -101,18 +101,18 @@ def drop_duplicates(
 
     Parameters
     ----------
-    sources : iterable of SpeechSource
+    sources : iterable of Source
         What a source spec resolved to.
 
     Returns
     -------
-    kept : list of SpeechSource
+    kept : list of Source
         The sources in their given order, duplicates left out.
     dropped : dict of str to str
         Source id of each left-out duplicate -> the id of the source kept in its place.
     """
     pool = list(sources)
-    by_size: dict[int, list[SpeechSource]] = {}
+    by_size: dict[int, list[Source]] = {}
     for src in sorted(pool, key=lambda s: s.source_id):
         try:
             size = os.stat(src.path).st_size
@@ -154,12 +154,12 @@ class _DurationCheck:
         self.min_duration_s = min_duration_s
         self.unreadable: list[str] = []
 
-    def __call__(self, src: SpeechSource) -> bool:
+    def __call__(self, src: Source) -> bool:
         if src.source_id not in self.durations:
             self.durations[src.source_id] = self._measure(src)
         return self.durations[src.source_id] >= self.min_duration_s
 
-    def _measure(self, src: SpeechSource) -> float:
+    def _measure(self, src: Source) -> float:
         ensure_rendered([src])  # no-op for existing files; SourceError for missing, unrenderable
         try:
             return float(sf.info(src.path).duration)
@@ -175,13 +175,13 @@ class _DurationCheck:
 
 def _pick_test(
     speakers: list[str],
-    order: dict[str, list[SpeechSource]],
+    order: dict[str, list[Source]],
     n_test: int,
     per_speaker: int,
     n_speakers: int,
     long_enough: _DurationCheck,
     rng: np.random.Generator,
-) -> list[SpeechSource]:
+) -> list[Source]:
     gender = {spk: order[spk][0].gender for spk in speakers}
     known = {g for g in gender.values() if g in ("F", "M")}
     if known == {"F", "M"}:
@@ -189,7 +189,7 @@ def _pick_test(
         quotas = [("F", n_f), ("M", n_speakers - n_f)]
     else:
         quotas = [(None, n_speakers)]
-    chosen: list[SpeechSource] = []
+    chosen: list[Source] = []
     for want_gender, quota in quotas:
         pool = [s for s in speakers if want_gender is None or gender[s] == want_gender]
         picked = 0
@@ -214,13 +214,13 @@ def _pick_test(
 
 def _pick_train(
     speakers: list[str],
-    order: dict[str, list[SpeechSource]],
+    order: dict[str, list[Source]],
     test_texts: set[str],
     n_train: int,
     long_enough: _DurationCheck,
-) -> list[SpeechSource]:
+) -> list[Source]:
     queues = {spk: [s for s in order[spk] if s.text_id not in test_texts] for spk in speakers}
-    chosen: list[SpeechSource] = []
+    chosen: list[Source] = []
     active = list(speakers)
     while len(chosen) < n_train and active:
         still = []
@@ -246,9 +246,7 @@ def _pick_train(
     return chosen
 
 
-def _first_n(
-    candidates: list[SpeechSource], n: int, long_enough: _DurationCheck
-) -> list[SpeechSource]:
+def _first_n(candidates: list[Source], n: int, long_enough: _DurationCheck) -> list[Source]:
     out = []
     for src in candidates:
         if len(out) == n:

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from vocalgrad.errors import SourceError
-from vocalgrad.sources.base import SpeechSource
+from vocalgrad.sources.base import Source
 from vocalgrad.sources.folder import normalise_text, text_key
 
 VCTK_LICENCE = "CC-BY-4.0"
@@ -31,7 +31,7 @@ _LAYOUTS = (
 )
 
 
-def vctk_sources(root: str | Path) -> list[SpeechSource]:
+def vctk_sources(root: str | Path) -> list[Source]:
     """Every mic1 (0.92) or wav48 (0.80) utterance under a VCTK root, sorted by id."""
     root = _find_root(Path(root).expanduser())
     genders = parse_speaker_info(root / "speaker-info.txt")
@@ -60,7 +60,7 @@ def vctk_sources(root: str | Path) -> list[SpeechSource]:
         else:
             text_id = f"vctk-{speaker}-{num:03d}"
         sources.append(
-            SpeechSource(
+            Source(
                 source_id=f"vctk/{speaker}_{num:03d}",
                 path=str(path.resolve()),
                 speaker_id=speaker,
