@@ -27,7 +27,78 @@ Track = Callable[[np.ndarray], np.ndarray]
 
 @dataclass(frozen=True)
 class DimensionSpec:
-    """Everything about a dimension that metadata, the card and the builder need to know."""
+    """Everything about a dimension that metadata, the card and the builder need to know.
+
+    Why one declaration: the builder, verification, the audit, the dataset card and the docs'
+    dimension page all read the same numbers, so none of them can disagree about a floor or a
+    unit.
+
+    Attributes
+    ----------
+    name : str
+        The dimension's name: its module's name and the ``category`` of its rows.
+    parameter : str
+        The physical quantity rendered ("gain", "F0 shift", ...).
+    unit : str
+        The unit of `parameter`, of `tiers` and of `endpoints`' values ("dB", "semitones").
+    increase_means : str
+        What the label "increase" means, in words ("the voice gets louder").
+    tiers : dict of str to float
+        The published magnitudes by tier ("low", "mid", "high"), in `unit`.
+    scale : str
+        "linear" or "log": the scale the trajectory is interpolated on.
+    measured : str
+        What verification measures, in words.
+    measured_unit : str
+        The unit of the measured values and changes (`Measured`), and of `audibility_floor`,
+        `constant_tolerance` and `order_free_limit`'s figures.
+    audibility_floor : float
+        The smallest realised change, in `measured_unit`, a listener can hear (from a
+        published JND, cited in `floor_basis`); a changing clip that moves less is refused as
+        inaudible, never labelled.
+    floor_basis : str
+        The published source of `audibility_floor`.
+    psychometric_range : tuple of (float, float)
+        The magnitudes, in `unit`, a threshold sweep should span.
+    centre : str
+        How the trajectory is centred so that its time-average does not depend on curve and
+        direction: "none", "mean" (the mean over the speech span is the midpoint; geometric
+        on a log scale), "energy" (the same, weighted by the source's momentary loudness) or
+        "harmonic" (the mean of 1/value is 1: a speed, so every clip keeps the source's
+        duration).
+    neutral_value : float or None
+        The parameter's value outside the speech span, in `unit`, where it is held neutral
+        there; None otherwise.
+    loudness_neutral : bool
+        Compensate the loudness the processing changes as a side effect (False where loudness
+        is the target).
+    source_edges : bool
+        Outside the speech span (+- `vocalgrad.audio.EDGE_GUARD_S`) every clip carries the
+        source's own samples, so no processing residue in the silences can differ between an
+        increase clip and its decrease twin.
+    target_cues : tuple of str
+        Audit cue families that measure the target itself on this dimension (allowed to
+        differ between directions).
+    constant_tolerance : float or None
+        Largest |change|, in `measured_unit`, a constant clip may show, where the measure
+        varies with the speech content even when the parameter is held; None: the
+        audibility floor.
+    rove : float
+        Half-width, in `unit` (linear scale), of the uniform shift drawn per clip for where
+        its path sits, so a clip's average value tells nothing; 0 for no rove.
+    channels : int
+        Channels of the clip: 2 for a dimension that lives between the ears (a listener that
+        hears fewer cannot be tested on it), else 1.
+    warps_time : bool
+        The dimension warps time (declares ``output_time`` and ``source_time``): the clip's
+        speech span, loudness compensation and the audit's padding cues follow the warp.
+    order_free_limit : str
+        An order-free cue the dimension's physics keeps, in words with its measured size;
+        the audit still fails on it and names it. Empty for none.
+    kinds : tuple of str
+        The kinds of sound (`vocalgrad.signal.kinds`) it is defined for; a build from a
+        source of another kind is refused before any work.
+    """
 
     name: str
     parameter: str  # the physical quantity rendered
@@ -93,7 +164,14 @@ class DimensionSpec:
         )
 
     def to_dict(self) -> dict:
-        """The spec as plain data (JSON-ready)."""
+        """The spec as plain data (JSON-ready), for the dataset card and `vocalgrad list`.
+
+        Returns
+        -------
+        dict
+            Every field by name (`tiers` a dict, tuples as tuples), values in the units
+            above.
+        """
         return asdict(self)
 
 
@@ -128,7 +206,19 @@ class Question:
 
 @dataclass(frozen=True)
 class Measured:
-    """The realised trajectory of the target quantity over the speech span."""
+    """The realised trajectory of the target quantity over the speech span.
+
+    What verification reads instead of the rendering parameter: a label holds only when the
+    clip's own measure moves its way.
+
+    Attributes
+    ----------
+    start : float
+        The measure over the head of the speech span (its first 20%), in the dimension's
+        ``measured_unit``, relative to the source; NaN where it cannot be measured.
+    end : float
+        The same over the tail (its last 20%).
+    """
 
     start: float
     end: float
@@ -144,7 +234,17 @@ class Corroborated(Measured):
     """A measured change that counts only where a second cue of the same physical event
     moves the same way by at least its own floor (a source moving away loses direct level
     *and* gains reverberation; a source moving right gains level *and* leads in time at the
-    right ear). One cue alone is another dimension, or a broken renderer."""
+    right ear). One cue alone is another dimension, or a broken renderer.
+
+    Attributes
+    ----------
+    start, end : float
+        As in `Measured`: the primary cue over the head and tail, in ``measured_unit``.
+    corroboration : float
+        The second cue's change, tail minus head, in its own unit.
+    corroboration_floor : float
+        The smallest |corroboration|, in the same unit, that counts as agreeing.
+    """
 
     corroboration: float = 0.0  # the second cue's change (its own unit)
     corroboration_floor: float = 0.0
@@ -164,7 +264,22 @@ class Corroborated(Measured):
 
 
 def held_value(measured: Measured) -> float:
-    """One value for a held clip: the mean of its head and tail measures (either if one is NaN)."""
+    """One value for a held clip: the mean of its head and tail measures (either if one is NaN).
+
+    Why: a held clip has no course over time, so its head and tail are two readings of one
+    value, and averaging them halves the measure's noise.
+
+    Parameters
+    ----------
+    measured : Measured
+        The clip's head and tail measures, in the dimension's ``measured_unit``.
+
+    Returns
+    -------
+    float
+        Their mean in ``measured_unit``; the finite one where the other is NaN; NaN where
+        both are.
+    """
     values = [v for v in (measured.start, measured.end) if np.isfinite(v)]
     return float(np.mean(values)) if values else float("nan")
 
@@ -182,16 +297,80 @@ class Dimension(Protocol):
     SPEC: DimensionSpec
 
     def endpoints(self, magnitude: float, sr: int) -> tuple[float, float]:
-        """(start, end) of the parameter for an *increase* of the given magnitude."""
+        """(start, end) of the parameter for an *increase* of the given magnitude.
+
+        Parameters
+        ----------
+        magnitude : float
+            The size of the change, in ``SPEC.unit`` (one of ``SPEC.tiers``' values, or any
+            value of a threshold sweep).
+        sr : int
+            The rate the clip is rendered at, Hz (a dimension bounded by Nyquist reads it).
+
+        Returns
+        -------
+        tuple of (float, float)
+            The parameter at the start and at the end of an increase, in ``SPEC.unit``; a
+            decrease runs from end to start.
+        """
 
     def inaudible_reason(self, magnitude: float, sr: int) -> str | None:
-        """Why this magnitude would change nothing at sample rate sr, or None if it is fine."""
+        """Why this magnitude would change nothing at sample rate sr, or None if it is fine.
+
+        Parameters
+        ----------
+        magnitude : float
+            The size of the change, in ``SPEC.unit``.
+        sr : int
+            The rate the clip would be rendered at, Hz.
+
+        Returns
+        -------
+        str or None
+            One line saying why no listener could hear the change (the build refuses the
+            condition and records it), or None when it can be rendered.
+        """
 
     def render(self, ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-        """Apply the time-varying change; ``track`` maps source times (s) to parameter values."""
+        """Apply the time-varying change; ``track`` maps source times (s) to parameter values.
+
+        Parameters
+        ----------
+        ref : Analysis
+            The loudness-normalised source, mono, at ``ref.sr`` Hz, with its speech span.
+        track : Track
+            Maps source times (ndarray of seconds from the first sample) to the parameter's
+            values there, in ``SPEC.unit`` (centred and roved already).
+        rng : numpy.random.Generator
+            The clip's own random stream (derived from the seed and the item id): every
+            random draw of the render comes from it, so a clip is reproducible.
+
+        Returns
+        -------
+        ndarray, float32 at ``ref.sr`` Hz
+            The processed source, shape ``(n,)``, or ``(n, 2)`` for a two-channel dimension
+            (``SPEC.channels``); ``n`` is the source's length unless the dimension warps time
+            (``SPEC.warps_time``). Not yet levelled, floored or limited: the engine does that.
+        """
 
     def measure(self, clip: Analysis, ref: Analysis) -> Measured:
-        """Recover start and end of the measured quantity, relative to the reference."""
+        """Recover start and end of the measured quantity, relative to the reference.
+
+        Parameters
+        ----------
+        clip : Analysis
+            The clip as written (16-bit samples as float32), at ``ref.sr`` Hz, with its
+            speech span.
+        ref : Analysis
+            The source as heard (loudness-normalised, with its room-tone floor), same rate.
+
+        Returns
+        -------
+        Measured
+            The quantity over the head and the tail of the speech span, in
+            ``SPEC.measured_unit``, relative to `ref`: ``change`` > 0 for an increase clip.
+            Independent of the rendering parameter: read from the audio alone.
+        """
 
 
 def _identity_time(track: Track, times_s: np.ndarray) -> np.ndarray:
@@ -254,6 +433,29 @@ class Bound:
       the energy added to the source, late vs early (dB).
     - ``held_evidence(clip, ref, sr) -> float``: where a held clip lies on the dimension re
       its source; default: `Bound.held`'s construction from ``evidence``.
+
+    Attributes
+    ----------
+    module : object
+        The module (or namespace) bound.
+    SPEC : DimensionSpec
+        Its declaration.
+    endpoints, inaudible_reason, render, measure : callable
+        The required members, as `Dimension` describes them.
+    QUESTION : Question
+        How it is asked.
+    output_time, source_time : callable (Track, ndarray) -> ndarray
+        Source times (s) to clip times (s) and back; the identity unless it warps time.
+    source_inaudible_reason : callable (float, Analysis) -> str or None
+        Why a magnitude (in ``SPEC.unit``) is inaudible on one source, or None.
+    domain : callable (int) -> tuple of (float, float)
+        The parameter's renderable range at a rate (Hz), in ``SPEC.unit``.
+    blind_change : callable (Analysis) -> float or None
+        The change read from the clip alone, in ``SPEC.measured_unit``, or None.
+    evidence : callable (ndarray, ndarray, int) -> float
+        The ideal observer's statistic on a gradual clip; > 0 for an increase.
+    held_evidence : callable (ndarray, ndarray, int) -> float, or None
+        Where a held clip lies re its source; None: `held` builds it from `evidence`.
     """
 
     module: object

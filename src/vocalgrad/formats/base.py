@@ -45,7 +45,40 @@ class ClipResult:
     """One rendered clip, measured: what a format's `render` returns to the build.
 
     Samples are the 16-bit values written (float32 in [-1, 1)), times in seconds, levels in
-    dB; ``measured`` is in the dimension's ``measured_unit``."""
+    dB; ``measured`` is in the dimension's ``measured_unit``.
+
+    Attributes
+    ----------
+    audio : ndarray, shape (n,) or (n, channels), float32 at the engine's rate
+        The 16-bit samples written, as float32 in [-1, 1).
+    clip : Analysis
+        The clip (for comparison: the whole file) analysed as its source is, with its speech
+        span.
+    measured : Measured
+        The measured start and end values (comparison: first and second part; recognition:
+        the clip's head and tail), in the dimension's ``measured_unit``.
+    change : float
+        The measured change the verdict reads, in ``measured_unit``; NaN while the verdict
+        is "pending" (recognition, until `QuestionFormat.settle`).
+    verdict : str
+        "verified", "inaudible", "disagrees", or "pending" until `settle` gives it.
+    confounds : dict of str to float
+        What differs from the heard source besides the target (comparison: second part minus
+        first), by confound name (``loudness_change_db``, ``f0_change_st``, ...), each in the
+        unit its name ends in (dB, semitones, ratio).
+    param_start, param_end : float
+        The rendering parameter realised at speech onset and offset, in the dimension's
+        ``unit`` (a held clip: the held value twice).
+    rove_db : float
+        The overall level rove applied, dB.
+    value : float
+        Held formats: the measured held value of a recognition clip, in ``measured_unit``;
+        NaN otherwise.
+    parts : tuple of (int, int)
+        Comparison: (start, end) sample of each part's slot in the file; empty otherwise.
+    part_spans : tuple of (float, float)
+        Comparison: each part's speech span in the file, seconds; empty otherwise.
+    """
 
     audio: np.ndarray
     clip: Analysis
@@ -64,13 +97,26 @@ class ClipResult:
 
     @property
     def verified(self) -> bool:
+        """The verdict is "verified": the clip may be labelled."""
         return self.verdict == "verified"
 
 
 class Wording(NamedTuple):
     """One question as a listener reads it: the question line, the instruction line, the
     answer words in the order offered, and the label (increase / decrease / ...) each word
-    means."""
+    means.
+
+    Attributes
+    ----------
+    question : str
+        The question line ("Does the voice pitch increase or decrease over time?").
+    instruction : str
+        The instruction line (which words to answer with).
+    options : tuple of str
+        The answer words, in the order offered.
+    labels : tuple of str
+        The label each of `options` means ("increase", "decrease", ...), same order.
+    """
 
     question: str
     instruction: str
@@ -80,7 +126,22 @@ class Wording(NamedTuple):
 
 @dataclass(frozen=True)
 class Asked:
-    """One item as the ideal observer hears it (`QuestionFormat.evidence`)."""
+    """One item as the ideal observer hears it (`QuestionFormat.evidence`).
+
+    Attributes
+    ----------
+    category : str
+        The dimension asked about.
+    clip : ndarray, shape (n,) or (n, channels), float
+        The item's audio at the observer's ``sample_rate``, played backwards where
+        `reversed_`.
+    ref : ndarray, shape (m,), float
+        Its source at the same rate, mono, played backwards where `reversed_`.
+    row : Mapping
+        The item's dataset row (its layout fields, ``sample_rate``, ...).
+    reversed_ : bool
+        The clip is the item played backwards (a reversed control).
+    """
 
     category: str  # the dimension asked about
     clip: np.ndarray  # at the observer's rate, (n,) or (n, channels)
@@ -113,50 +174,206 @@ class Engine(Protocol):
         ...
 
     def rove_key(self, condition: Condition, item: str) -> str:
-        """What a clip's roves are drawn from (a twin pair shares it)."""
+        """What a clip's roves are drawn from (a twin pair shares it).
+
+        Parameters
+        ----------
+        condition : Condition
+            The clip's condition.
+        item : str
+            The clip's item id.
+
+        Returns
+        -------
+        str
+            A hex key: the pair's for a changing clip (an increase clip and its decrease twin
+            get the same roves, so no rove follows the direction), the item's own for a
+            constant one.
+        """
         ...
 
     def roved(self, condition: Condition, key: str) -> Condition:
-        """The condition with its endpoint or parameter rove applied."""
+        """The condition with its endpoint or parameter rove applied.
+
+        Parameters
+        ----------
+        condition : Condition
+            The planned condition.
+        key : str
+            Its `rove_key`.
+
+        Returns
+        -------
+        Condition
+            The same condition with ``start`` and ``end`` (in the dimension's ``unit``)
+            shifted by the rove drawn from the seed and `key`; unchanged where the dimension
+            and the config rove nothing.
+        """
         ...
 
     def unlimited(self, condition: Condition, item: str) -> Any:
         """A changing clip rendered along its track, levelled, floored and roved, before its
-        peak limit (the input of `finish`)."""
+        peak limit (the input of `finish`).
+
+        Parameters
+        ----------
+        condition : Condition
+            What to render; a constant's held value and any rove are applied here.
+        item : str
+            The clip's item id (its random draws derive from it).
+
+        Returns
+        -------
+        object
+            An opaque float clip with its ``audio`` (float32 at `sr` Hz, not yet limited or
+            quantised), to pass to `finish`; a format may read its ``audio`` to choose a gain.
+        """
         ...
 
     def finish(self, unlimited: Any, gain: float) -> ClipResult:
-        """An `unlimited` clip at `gain`, quantised and measured against the source."""
+        """An `unlimited` clip at `gain`, quantised and measured against the source.
+
+        Parameters
+        ----------
+        unlimited : object
+            What `unlimited` returned.
+        gain : float
+            Linear factor the samples are scaled by before quantising (a peak limit, e.g.
+            `vocalgrad.audio.peak_gain` of the clip and its twin).
+
+        Returns
+        -------
+        ClipResult
+            The 16-bit clip, measured by the dimension's own measure, with its verdict and
+            confounds.
+        """
         ...
 
     def held(self, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
         """The source with the parameter held at `value` over the whole clip, levelled,
-        without floor or rove, and its speech span."""
+        without floor or rove, and its speech span.
+
+        Parameters
+        ----------
+        condition : Condition
+            The condition whose dimension is held (its direction is ignored).
+        value : float
+            The parameter's value, in the dimension's ``unit`` (usually the condition's
+            ``start`` or ``end``).
+
+        Returns
+        -------
+        audio : ndarray, shape (n,) or (n, channels), float32 at `sr` Hz
+            The held render, levelled to the source's speech loudness (unless loudness is the
+            target); ``n`` differs from the source's where the dimension warps time.
+        span : SpeechSpan
+            Its speech span, seconds from its first sample.
+        """
         ...
 
     def assemble(
         self, parts: list[np.ndarray], rove_key: str, gap_s: float = 0.0, source_edges: bool = False
     ) -> Assembled:
         """One file from levelled parts, `gap_s` s of room tone between them: (audio, rove
-        dB, [(start, end) sample of each part's slot], [samples padded before each part])."""
+        dB, [(start, end) sample of each part's slot], [samples padded before each part]).
+
+        Parameters
+        ----------
+        parts : list of ndarray, each shape (n_i,) or (n_i, channels), float32 at `sr` Hz
+            Levelled parts (from `held`, say), in the order they play.
+        rove_key : str
+            What the file's overall level rove is drawn from (`rove_key`).
+        gap_s : float
+            Room tone between consecutive parts, seconds.
+        source_edges : bool
+            The parts' edges are the source's own samples (``SPEC.source_edges``): lay
+            under them the tone that lay under the source's edges.
+
+        Returns
+        -------
+        Assembled
+            (audio float32 at `sr` Hz, each part padded to the longest with the room-tone
+            floor under all of it, roved but neither limited nor quantised; the rove in dB;
+            each part's slot as (start, end) samples; the samples padded before each part
+            within its slot).
+        """
         ...
 
     def to_file(self, audio: np.ndarray, gain: float | None = None) -> np.ndarray:
-        """The 16-bit samples written: scaled by `gain`, or by the clip's own peak limit."""
+        """The 16-bit samples written: scaled by `gain`, or by the clip's own peak limit.
+
+        Parameters
+        ----------
+        audio : ndarray, shape (n,) or (n, channels), float32
+            An assembled file.
+        gain : float or None
+            Linear scale factor; None: the clip's own peak limit
+            (`vocalgrad.audio.peak_gain`).
+
+        Returns
+        -------
+        ndarray, same shape, float32
+            The samples a 16-bit file holds, as the float32 values soundfile reads back.
+        """
         ...
 
     def measure(
         self, category: str, audio: np.ndarray, span: SpeechSpan
     ) -> tuple[Analysis, Measured]:
-        """A clip or a part against the heard source, by the dimension's own measure."""
+        """A clip or a part against the heard source, by the dimension's own measure.
+
+        Parameters
+        ----------
+        category : str
+            The dimension.
+        audio : ndarray, shape (n,) or (n, channels), float32 at `sr` Hz
+            The samples (a file from `to_file`, or one part's slot of it).
+        span : SpeechSpan
+            Their speech span, seconds from their first sample.
+
+        Returns
+        -------
+        clip : Analysis
+            The samples analysed as the source is.
+        measured : Measured
+            Their start and end values re the heard source, in ``measured_unit``.
+        """
         ...
 
     def confounds(self, clip: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
-        """What differs between the clip and the heard source besides the target."""
+        """What differs between the clip and the heard source besides the target.
+
+        Parameters
+        ----------
+        clip : Analysis
+            The clip or part (from `measure`).
+        clip_mid_s : float or None
+            Where the source's speech midpoint lies in the clip, seconds; None: the source's
+            own (a clip that does not warp time).
+
+        Returns
+        -------
+        dict of str to float
+            Each confound by name (``loudness_change_db``, ``f0_change_st``, ...), clip
+            against source, in the unit its name ends in (dB, semitones, ratio).
+        """
         ...
 
     def analysis(self, audio: np.ndarray, span: SpeechSpan) -> Analysis:
-        """Samples analysed as the source is (in its kind's pitch range), with `span`."""
+        """Samples analysed as the source is (in its kind's pitch range), with `span`.
+
+        Parameters
+        ----------
+        audio : ndarray, shape (n,) or (n, channels), float32 at `sr` Hz
+            The samples.
+        span : SpeechSpan
+            Their speech span, seconds from their first sample.
+
+        Returns
+        -------
+        Analysis
+            The samples at `sr` Hz, with the source's pitch ceiling and `span`.
+        """
         ...
 
 
@@ -166,18 +383,55 @@ Confounds = Callable[[Analysis, Analysis, "float | None"], dict[str, float]]
 
 class Observer(Protocol):
     """The ideal observer as a format's `evidence` sees it
-    (`vocalgrad.listeners.baselines.IdealObserver`)."""
+    (`vocalgrad.listeners.baselines.IdealObserver`).
+
+    Attributes
+    ----------
+    sample_rate : int
+        The rate the observer hears at, Hz (clips and references are resampled to it).
+    rows : Mapping of str to Mapping
+        Item id -> dataset row, over every split.
+    memo : dict
+        What a format computed from the dataset once (a recognition boundary, say), by
+        format name.
+    """
 
     sample_rate: int
     rows: Mapping[str, Mapping[str, Any]]  # item id -> dataset row, every split
     memo: dict  # what a format computed from the dataset once, by format name
 
     def held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
-        """Where a held clip lies on the dimension, relative to its source."""
+        """Where a held clip lies on the dimension, relative to its source.
+
+        Parameters
+        ----------
+        category : str
+            The dimension.
+        clip : ndarray, shape (n,) or (n, channels), float at `sample_rate` Hz
+            The held clip, or one part of a comparison file.
+        ref : ndarray, shape (m,), float at `sample_rate` Hz
+            Its source, mono.
+
+        Returns
+        -------
+        float
+            Evidence, larger for a clip further towards "increase" (`Bound.held`).
+        """
         ...
 
     def reference(self, source_id: str) -> np.ndarray:
-        """A source's reference audio at `sample_rate`."""
+        """A source's reference audio at `sample_rate`.
+
+        Parameters
+        ----------
+        source_id : str
+            A row's ``source_id``.
+
+        Returns
+        -------
+        ndarray, shape (m,), float32 at `sample_rate` Hz
+            The source as the dataset's ``references/`` stores it, mono.
+        """
         ...
 
 
@@ -189,11 +443,11 @@ def verdict(direction: str, change: float, spec: DimensionSpec) -> str:
 
     Parameters
     ----------
-    direction
+    direction : str
         The label: "increase", "decrease" or "constant".
-    change
+    change : float
         The measured change, in the dimension's ``measured_unit``.
-    spec
+    spec : DimensionSpec
         The dimension's declaration (floor and constant limit).
 
     Returns
@@ -238,7 +492,28 @@ def attribute_name(category: str, kind: str = SPEECH) -> str:
 
 def two_words(question: str, up: str, down: str, variant: str) -> Wording:
     """A question answered by one of two words, `up` meaning increase and `down` decrease; the
-    "swapped" variant offers them in the other order, in the question and the instruction."""
+    "swapped" variant offers them in the other order, in the question and the instruction.
+
+    Why shared: the held formats word their questions this way, so a swap cannot be done one
+    way in one format and another way in the other.
+
+    Parameters
+    ----------
+    question : str
+        The question line, naming the words as ``"<up> or <down>"``.
+    up : str
+        The word that means "increase" ("higher").
+    down : str
+        The word that means "decrease" ("lower").
+    variant : str
+        The prompt variant's name; "swapped" reverses the words' order.
+
+    Returns
+    -------
+    Wording
+        The question, an instruction to answer with one of the two words, the words in the
+        order offered and their labels.
+    """
     words, labels = (up, down), LABELS
     if variant == "swapped":
         question = question.replace(f"{up} or {down}", f"{down} or {up}")
@@ -256,19 +531,21 @@ def measure_against(
 
     Parameters
     ----------
-    ref
+    ref : Analysis
         The heard source.
-    category
+    category : str
         The dimension.
-    audio
-        The samples, ``(n,)`` or ``(n, channels)``, at ``ref.sr`` Hz.
-    span
+    audio : ndarray, shape (n,) or (n, channels), float32 at ``ref.sr`` Hz
+        The samples.
+    span : SpeechSpan
         Their speech span, seconds from the first sample.
 
     Returns
     -------
-    tuple
-        (the samples as an `Analysis`, the measured start and end values).
+    clip : Analysis
+        The samples, analysed as the source is (its kind's pitch range).
+    measured : Measured
+        Their start and end values, in the dimension's ``measured_unit``.
     """
     clip = ref.like(audio, span=span)  # analysed as the source is (its kind's pitch range)
     return clip, dimensions.get(category).measure(clip, ref)
@@ -343,7 +620,19 @@ class QuestionFormat:
 
     def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
         """The curves its conditions are planned with, given the config's. A held format has
-        one: the parameter does not move."""
+        one: the parameter does not move.
+
+        Parameters
+        ----------
+        curves : sequence of str
+            The curves the build config asks for (`BuildConfig.curves`).
+
+        Returns
+        -------
+        tuple of str
+            The curves to plan; by default ``(HELD,)``. A format whose clip changes over time
+            returns `curves` itself.
+        """
         return (HELD,)
 
     # -- building
@@ -355,30 +644,60 @@ class QuestionFormat:
 
         Parameters
         ----------
-        engine
+        engine : Engine
             The prepared source and the engine's steps.
-        condition
-            What to render (category, direction, start and end values, ...).
-        item
+        condition : Condition
+            What to render (category, direction, start and end values in the dimension's
+            ``unit``, ...).
+        item : str
             The clip's item id (its random draws derive from it).
-        twin_item
+        twin_item : str or None
             The item id of the same pair's other direction, where it is planned.
 
         Returns
         -------
         ClipResult
             The 16-bit samples, measured, with its verdict ("pending" if `settle` gives it).
+
+        Raises
+        ------
+        NotImplementedError
+            The format declares no render (every format must).
         """
         raise NotImplementedError(f"format {self.name!r} declares no render")
 
     def row_fields(self, condition: Condition, clip: ClipResult, pair_id: str) -> dict[str, Any]:
         """The fields it adds to a dataset row (after ``format``); `pair_id` is an opaque id
-        the two directions of a pair share."""
+        the two directions of a pair share.
+
+        Parameters
+        ----------
+        condition : Condition
+            The clip's condition.
+        clip : ClipResult
+            What `render` returned for it.
+        pair_id : str
+            An opaque id the two directions of a pair share.
+
+        Returns
+        -------
+        dict of str to object
+            JSON-ready fields, times in seconds and positions in samples as the other row
+            fields are; by default none.
+        """
         return {}
 
     def settle(self, rows: list[dict]) -> None:
         """Give the rows of one source the verdicts that need more than one clip (in place).
-        Rows without ``file_name`` are refusals or failures."""
+        Rows without ``file_name`` are refusals or failures.
+
+        Parameters
+        ----------
+        rows : list of dict
+            Every row of one source's task, in the order rendered; an implementation updates
+            ``measured_change``, ``verdict`` and ``verified`` of its "pending" rows. The
+            default does nothing.
+        """
 
     # -- verification
 
@@ -386,14 +705,48 @@ class QuestionFormat:
         self, row: Mapping[str, Any], clip: Analysis, ref: Analysis, confounds: Confounds
     ) -> tuple[float, dict[str, float]]:
         """What `vocalgrad verify` measures of one row's audio against its heard source: the
-        value its verdict reads (in ``measured_unit``) and the confounds."""
+        value its verdict reads (in ``measured_unit``) and the confounds.
+
+        Parameters
+        ----------
+        row : Mapping
+            The dataset row (its layout fields included).
+        clip : Analysis
+            The row's audio as written, with the row's speech span.
+        ref : Analysis
+            The heard source at the clip's rate.
+        confounds : Confounds
+            ``confounds(clip, ref, clip_mid_s)`` -> confounds by name.
+
+        Returns
+        -------
+        value : float
+            What `verdicts` reads, in the dimension's ``measured_unit``: by default the
+            measured change within the clip.
+        confounds : dict of str to float
+            What differs from the source besides the target, by name, as `Engine.confounds`
+            gives them.
+        """
         return dimensions.get(row["category"]).measure(clip, ref).change, confounds(clip, ref, None)
 
     def verdicts(
         self, measured: Sequence[tuple[Mapping[str, Any], float]]
     ) -> list[tuple[int, float, str]]:
         """Verdicts of measured rows (row, `measure`'s value) of this format: (index into
-        `measured`, change, verdict), in the order to report them."""
+        `measured`, change, verdict), in the order to report them.
+
+        Parameters
+        ----------
+        measured : sequence of (Mapping, float)
+            Each row of this format with the value `measure` gave it.
+
+        Returns
+        -------
+        list of (int, float, str)
+            One per row: its index into `measured`, the change the verdict reads (in
+            ``measured_unit``) and the verdict ("verified", "inaudible" or "disagrees"). By
+            default each row on its own, by `verdict`.
+        """
         return [
             (i, value, verdict(row["direction"], value, dimensions.get(row["category"]).SPEC))
             for i, (row, value) in enumerate(measured)
@@ -402,12 +755,46 @@ class QuestionFormat:
     # -- asking
 
     def asks(self, variant: str) -> bool:
-        """Whether its items can be asked with this prompt variant."""
+        """Whether its items can be asked with this prompt variant.
+
+        Parameters
+        ----------
+        variant : str
+            A prompt variant's name.
+
+        Returns
+        -------
+        bool
+            True where `variants` is None or lists it.
+        """
         return self.variants is None or variant in self.variants
 
     def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         """The question about `category` in this format and `variant` (one it `asks`), of a
-        sound of `kind` (`vocalgrad.signal.kinds`)."""
+        sound of `kind` (`vocalgrad.signal.kinds`).
+
+        Parameters
+        ----------
+        category : str
+            The dimension asked about.
+        variant : Variant
+            The prompt variant (its name, question template, instruction and options).
+        kind : str
+            The kind of sound (a row's ``source_kind``).
+
+        Returns
+        -------
+        Wording
+            The question, the instruction, the answer words in the order offered and the
+            label each means.
+
+        Raises
+        ------
+        NotImplementedError
+            The format declares no wording (every format must).
+        ConfigError
+            An implementation's refusal: the variant cannot word this dimension or kind.
+        """
         raise NotImplementedError(f"format {self.name!r} declares no wording")
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
@@ -415,15 +802,20 @@ class QuestionFormat:
 
         Parameters
         ----------
-        observer
+        observer : Observer
             The observer (rate, rows, the held-value measure, references).
-        asked
+        asked : Asked
             The item as the observer hears it: dimension, audio, source, row.
 
         Returns
         -------
         float
             The evidence, in the dimension's evidence units.
+
+        Raises
+        ------
+        NotImplementedError
+            The format declares no evidence (every format must).
         """
         raise NotImplementedError(f"format {self.name!r} declares no ideal-observer evidence")
 
@@ -431,6 +823,19 @@ class QuestionFormat:
 def checked(declared: object) -> QuestionFormat:
     """A declared format (an instance, or a module holding one as ``FORMAT``), checked against
     the contract.
+
+    Why: the registry calls it on every built-in and plug-in format, so a broken plug-in is
+    refused by name at load time, not halfway through a build.
+
+    Parameters
+    ----------
+    declared : object
+        A `QuestionFormat` instance, or a module with one as ``FORMAT``.
+
+    Returns
+    -------
+    QuestionFormat
+        The format.
 
     Raises
     ------
