@@ -52,6 +52,21 @@ class Request:
     few-shot examples) to float32 audio at the listener's sample rate: mono (samples,), or
     (samples, 2) for a two-channel clip given to a listener with `channels` = 2. A value of None
     means "ask without audio" (the text-only control that measures the textual prior).
+
+    Attributes
+    ----------
+    item_id : str
+        The dataset row's id of the clip under test.
+    prompt : Prompt
+        The question, its answer options and its turns (built by
+        `vocalgrad.questions.prompts`), the same words for every listener.
+    audio : Mapping of str to (ndarray or None)
+        Item id -> float32 audio in [-1, 1] at the listener's `sample_rate`: shape
+        (samples,), or (samples, 2) for a two-channel clip to a two-channel listener; None
+        for the text-only control.
+    source_id : str or None
+        The unprocessed source's id, for listeners that compare the clip with it (the ideal
+        observer); None where not given.
     """
 
     item_id: str
@@ -68,6 +83,16 @@ class Request:
 def option_count(requests: Sequence[Request]) -> int:
     """How many answer options every request has (0 for no requests).
 
+    Parameters
+    ----------
+    requests : sequence of Request
+        The requests of one batch.
+
+    Returns
+    -------
+    int
+        The number of answer options each prompt offers; 0 when `requests` is empty.
+
     Raises
     ------
     ConfigError
@@ -82,7 +107,40 @@ def option_count(requests: Sequence[Request]) -> int:
 
 class Listener(ABC):
     """Base class. Subclasses set `listener_id`, `revision` and `sample_rate`, and the
-    capability flags of what they implement (see the module docstring)."""
+    capability flags of what they implement (see the module docstring).
+
+    Attributes
+    ----------
+    listener_id : str
+        The listener's id, as runs and results name it (``baseline:random``, a model id).
+    revision : str
+        What version of it answered (a model's weights revision); part of every answer-cache
+        key.
+    sample_rate : int
+        The rate, Hz, the listener takes its audio at: requests carry audio resampled to it.
+    channels : int
+        Channels it hears: 1 gets (and its model takes) a mono downmix, so a dimension that
+        lives between the ears cannot be tested on it; 2 gets two-channel clips as
+        (samples, 2).
+    can_generate : bool
+        `generate` answers in free text.
+    can_score : bool
+        `score_choices` gives real log-likelihoods.
+    can_probe : bool
+        `hidden_states` gives named stages.
+    can_lens : bool
+        `answer_lens` reads the answer off every layer.
+    can_tune : bool
+        It has torch parameters and a differentiable `option_logprobs`.
+    wants_gpu : bool
+        It runs far faster on an accelerator.
+    lens_stages : list of str or None
+        The stage name of each lens layer, in depth order; None: its ``@answer`` stages.
+    fitted_on : str or None
+        A hash of the data it learnt from or reads while answering (a baseline fitted on a
+        dataset's train split: `vocalgrad.dataset.content_sha256`); part of `manifest` and of
+        every answer-cache key. None for a listener that reads no data.
+    """
 
     listener_id: str = "listener"
     revision: str = "unversioned"
@@ -127,6 +185,11 @@ class Listener(ABC):
     def score_choices(self, requests: Sequence[Request]) -> list[dict[str, float]]:
         """Total log-likelihood of each answer option given the request.
 
+        Parameters
+        ----------
+        requests : sequence of Request
+            The questions, each with its clip(s) at `sample_rate`.
+
         Returns
         -------
         list of dict
@@ -143,6 +206,11 @@ class Listener(ABC):
 
     def hidden_states(self, requests: Sequence[Request]) -> list[dict[str, np.ndarray]]:
         """Internal states by named stage, for probing.
+
+        Parameters
+        ----------
+        requests : sequence of Request
+            The questions, each with its clip(s) at `sample_rate`.
 
         Returns
         -------
@@ -192,6 +260,11 @@ class Listener(ABC):
         """The same architecture with every parameter re-drawn by its layer's initialiser:
         the control that shows what a probe finds without training.
 
+        Parameters
+        ----------
+        seed : int
+            Seeds the re-drawn weights: the same seed gives the same listener.
+
         Returns
         -------
         Listener
@@ -209,6 +282,11 @@ class Listener(ABC):
     def tunable_module(self) -> nn.Module:
         """The torch module whose parameters tuning changes.
 
+        Returns
+        -------
+        torch.nn.Module
+            The model itself (not a copy): tuning changes its parameters in place.
+
         Raises
         ------
         CapabilityError
@@ -219,6 +297,11 @@ class Listener(ABC):
     def output_head(self) -> nn.Module:
         """The output head inside `tunable_module` (the projection to the vocabulary or to
         the answer logits): what ``--method head`` trains and LoRA leaves alone.
+
+        Returns
+        -------
+        torch.nn.Module
+            A module of `tunable_module` (the same object, not a copy).
 
         Raises
         ------
@@ -254,6 +337,12 @@ class Listener(ABC):
     def head_names(self) -> list[str]:
         """Qualified names, inside `tunable_module`, of the modules that are the output head.
 
+        Returns
+        -------
+        list of str
+            Every name under which `output_head` appears in ``tunable_module().named_modules()``
+            (more than one where it is shared).
+
         Raises
         ------
         ConfigError
@@ -282,6 +371,11 @@ class Listener(ABC):
         """What the frozen trunk hands the head when it scores the requests' options, read
         in one pass, so head-only tuning can train on them without running the model.
 
+        Parameters
+        ----------
+        requests : sequence of Request
+            Requests with equally many answer options (see `option_count`).
+
         Returns
         -------
         HeadInputs or None
@@ -309,7 +403,14 @@ class Listener(ABC):
     # ---- identity ---------------------------------------------------------------------
 
     def capabilities(self) -> dict[str, Any]:
-        """The capability flags and channel count, e.g. for a stand-in of a remote listener."""
+        """The capability flags and channel count, e.g. for a stand-in of a remote listener.
+
+        Returns
+        -------
+        dict
+            ``channels``, ``can_generate``, ``can_score``, ``can_probe``, ``can_lens``,
+            ``can_tune``, ``wants_gpu`` and ``lens_stages``, as the attributes hold them.
+        """
         return {
             "channels": self.channels,
             "can_generate": self.can_generate,

@@ -86,14 +86,38 @@ def keyword_options(cls: type) -> tuple[str, ...]:
 
 
 def register(scheme: str, factory: Factory) -> None:
-    """Make `scheme:...` specs resolve through `factory` in this process (overrides a plug-in)."""
+    """Make `scheme:...` specs resolve through `factory` in this process (overrides a plug-in).
+
+    Why: a notebook or a test can add a family without packaging it as an entry point.
+
+    Parameters
+    ----------
+    scheme : str
+        The spec prefix before ``:`` (``mymodel`` for ``mymodel:whatever``).
+    factory : callable or ListenerFamily
+        ``factory(rest, *, dataset=None, **options) -> Listener``; a `ListenerFamily` to
+        declare `wants_gpu` or the options it takes.
+
+    Raises
+    ------
+    ConfigError
+        `scheme` is empty or holds a ``:``.
+    """
     if not scheme or ":" in scheme:
         raise ConfigError(f"listener scheme {scheme!r}: a non-empty name without ':'")
     _registered[scheme] = factory
 
 
 def families() -> dict[str, str]:
-    """Scheme -> where its factory lives, for every family this process can load."""
+    """Scheme -> where its factory lives, for every family this process can load.
+
+    Returns
+    -------
+    dict of str to str
+        Scheme -> ``module:attribute`` of its factory, sorted by scheme: every entry point of
+        the group, and what `register` added in this process (which wins over an entry
+        point of the same scheme).
+    """
     found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
     makers = {name: family_of(f).make for name, f in _registered.items()}
     found.update({name: f"{f.__module__}:{f.__qualname__}" for name, f in makers.items()})
@@ -121,7 +145,14 @@ def _spec_hint(spec: str) -> str:
 
 def known_specs() -> list[str]:
     """Spec strings a user may have meant: every family's ``scheme:``, each baseline and each
-    packaged Whisper model (for the hint of a mistyped spec; imports no model code)."""
+    packaged Whisper model (for the hint of a mistyped spec; imports no model code).
+
+    Returns
+    -------
+    list of str
+        ``baseline:<name>`` per baseline, ``whisper:<name>`` per packaged model, then
+        ``<scheme>:`` per family.
+    """
     from vocalgrad.listeners.baselines import BASELINES
     from vocalgrad.listeners.ct2_whisper import PACKAGED_WHEELS
 
@@ -133,12 +164,37 @@ def known_specs() -> list[str]:
 
 
 def family_of(factory: Factory) -> ListenerFamily:
-    """A registered factory as a `ListenerFamily` (a plain function gets the defaults)."""
+    """A registered factory as a `ListenerFamily` (a plain function gets the defaults).
+
+    Parameters
+    ----------
+    factory : callable or ListenerFamily
+        What an entry point or `register` holds.
+
+    Returns
+    -------
+    ListenerFamily
+        `factory` itself where it is one, else a family wrapping it (no GPU wanted, options
+        not checked).
+    """
     return factory if isinstance(factory, ListenerFamily) else ListenerFamily(factory)
 
 
 def family(scheme: str) -> ListenerFamily:
     """The family registered under `scheme` (imports its module; loads no model).
+
+    Why: an executor must know whether a listener wants a GPU and which options it takes
+    before it loads the model.
+
+    Parameters
+    ----------
+    scheme : str
+        The spec prefix before ``:``.
+
+    Returns
+    -------
+    ListenerFamily
+        Its factory with what is known before loading.
 
     Raises
     ------
@@ -149,7 +205,31 @@ def family(scheme: str) -> ListenerFamily:
 
 
 def load_listener(spec: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:
-    """The listener a spec string names, e.g. ``baseline:ideal`` or ``whisper:tiny.en``."""
+    """The listener a spec string names, e.g. ``baseline:ideal`` or ``whisper:tiny.en``.
+
+    Parameters
+    ----------
+    spec : str
+        ``SCHEME:NAME``: a family's scheme and what its factory reads (a model id, a
+        baseline's name).
+    dataset : str or Path or None
+        The dataset folder the listener will answer about, for families that read it (the
+        baselines fitted on its train split, the ideal observer's references); None where
+        none is needed.
+    **options
+        The family's ``-O KEY=VALUE`` options, passed to its factory.
+
+    Returns
+    -------
+    Listener
+        The listener, ready to answer.
+
+    Raises
+    ------
+    ConfigError
+        The spec has no ``:``, its scheme is unknown (the message suggests the nearest known
+        spec), or its family takes no such option.
+    """
     scheme, sep, rest = spec.partition(":")
     if not sep:
         raise ConfigError(
