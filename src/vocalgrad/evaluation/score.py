@@ -183,7 +183,42 @@ def score_run(
     """Everything `vocalgrad score` prints, as one record (also written as summary.json).
 
     `by` and `cluster` are checked by `grouping` (a string `by` is one field), `n_boot`
-    against `defaults.MAX_N_BOOT` before any resample is drawn."""
+    against `defaults.MAX_N_BOOT` before any resample is drawn.
+
+    Why one record: the printed table, ``summary.json``, the report and the API read the same
+    numbers, scored once per group by `score_rows`.
+
+    Parameters
+    ----------
+    run : str or Path
+        A run folder (or its ``results.jsonl``).
+    by : str or sequence of str
+        Result fields each table is split by, besides "overall".
+    cluster : str or None
+        ``source_id`` (default), ``speaker_id``, or ``item`` / None: what a CI resamples
+        whole.
+    n_boot : int
+        Bootstrap resamples per interval, 0 to `defaults.MAX_N_BOOT` (0: no intervals).
+    seed : int
+        Seed of the resampling.
+
+    Returns
+    -------
+    RunSummary
+        ``run``, ``config`` (the run's manifest), ``groups`` (per ``<variant>/<mode>``, or
+        ``<listener>|<variant>/<mode>`` in a run of several listeners: ``table``,
+        ``constant``, ``errors``), ``controls`` (same keys), ``alarms``, ``untestable``,
+        ``answered_from_cache``, the lm-evaluation-harness ``results`` and ``n-samples``.
+        Accuracies and rates are fractions (0-1), d′ and c in z units.
+
+    Raises
+    ------
+    ConfigError
+        `n_boot` is out of range, a `by` field or the cluster is on no row, or the folder
+        holds no ``results.jsonl``.
+    DatasetError
+        The run is incomplete or damaged (`load_results`).
+    """
     if not 0 <= n_boot <= MAX_N_BOOT:
         raise ConfigError(f"n_boot = {n_boot:,}: expected 0 to {MAX_N_BOOT:,} resamples")
     manifest, rows = load_results(run)
@@ -276,7 +311,20 @@ def _with_ci(g: dict, metric: str, digits: int = 3) -> str:
 
 
 def ci_note(cluster: str, n_boot: int) -> str:
-    """How the intervals of a table were made (the rule of `metrics.ci_method_for`)."""
+    """How the intervals of a table were made (the rule of `vocalgrad.stats.ci_method_for`).
+
+    Parameters
+    ----------
+    cluster : str
+        What the CIs resample whole (``source_id``, ``speaker_id``, ``item``).
+    n_boot : int
+        Bootstrap resamples per interval; 0 or less: no intervals.
+
+    Returns
+    -------
+    str
+        One sentence for under the table: which interval a group of how many clusters gets.
+    """
     if n_boot <= 0:
         return "No CIs (n_boot = 0)."
     m = BOOTSTRAP_MIN_CLUSTERS
@@ -317,6 +365,20 @@ def group_listener(summary: dict, key: str) -> tuple[str, str]:
 
 
 def markdown(summary: dict) -> str:
+    """The summary as `vocalgrad score` prints it: one Markdown table per listener and
+    prompt/mode group, with the CI rule, constant clips, controls, errors and alarms.
+
+    Parameters
+    ----------
+    summary : dict
+        A `score_run` summary.
+
+    Returns
+    -------
+    str
+        Markdown: accuracy and d′ with their 95% CIs (or why there is none), balanced
+        accuracy, rates and AUC per group, three decimals (two for d′ and c).
+    """
     lines = []
     for key, group in summary["groups"].items():
         listener, prompt = group_listener(summary, key)
@@ -378,6 +440,21 @@ def markdown(summary: dict) -> str:
 
 
 def to_csv(summary: dict) -> str:
+    """The summary's tables as CSV (`vocalgrad score --output-format csv`), for a spreadsheet
+    or another tool.
+
+    Parameters
+    ----------
+    summary : dict
+        A `score_run` summary.
+
+    Returns
+    -------
+    str
+        A header row, then one row per (listener, prompt/mode, group): ``n``, each metric
+        with its ``_lo`` and ``_hi`` bounds (fractions; d′ and c in z units; empty without an
+        interval), ``increase_rate``, ``unparsed_rate``, ``n_clusters`` and ``ci_method``.
+    """
     buf = io.StringIO()
     writer = csv.writer(buf)
     header = [
@@ -402,7 +479,36 @@ def to_csv(summary: dict) -> str:
 def compare_runs(
     run_a: str | Path, run_b: str | Path, cluster: str = "source_id", seed: int = 0
 ) -> dict:
-    """Paired comparison on the items both runs answered (main condition, first prompt/mode)."""
+    """Paired comparison on the items both runs answered (main condition, every answered
+    increase or decrease item).
+
+    Items are paired by ``item_id`` alone, so compare runs of one prompt variant and mode
+    each: in a run of several, every answer of the first is paired with the second's last
+    answer to the item.
+
+    Parameters
+    ----------
+    run_a, run_b : str or Path
+        The two run folders, on the same dataset.
+    cluster : str
+        The result field resampled and permuted whole (``source_id`` by default).
+    seed : int
+        Seeds the bootstrap and the permutation test.
+
+    Returns
+    -------
+    dict
+        `vocalgrad.stats.paired_comparison`'s record: ``difference`` = accuracy of `run_a`
+        minus `run_b` (fraction), its CI, the McNemar and cluster-permutation p values, the
+        counts.
+
+    Raises
+    ------
+    ConfigError, DatasetError
+        A folder is not a complete run (`load_results`).
+    ValueError
+        An item has another direction in the other run: they are not on one dataset.
+    """
     _, a = load_results(run_a)
     _, b = load_results(run_b)
 
@@ -417,7 +523,20 @@ def compare_runs(
 
 
 def comparison_text(result: dict) -> str:
-    """One line for `score --compare`: the difference, its CI (or why there is none), both tests."""
+    """One line for `score --compare`: the difference, its CI (or why there is none), both tests.
+
+    Parameters
+    ----------
+    result : dict
+        A `compare_runs` record.
+
+    Returns
+    -------
+    str
+        The signed difference (first minus second, fraction, three decimals) with its CI,
+        the pairs and clusters it rests on, and both p values; "no items in common" when
+        no item pairs.
+    """
     if not result["n"]:
         return "paired difference: no items in common"
     lo, hi = result["difference_lo"], result["difference_hi"]
@@ -433,6 +552,21 @@ def comparison_text(result: dict) -> str:
 
 
 def write_summary(run: str | Path, summary: dict) -> Path:
+    """Write a summary as the run's ``summary.json``, atomically (a reader never sees half a
+    file).
+
+    Parameters
+    ----------
+    run : str or Path
+        The run folder.
+    summary : dict
+        A `score_run` summary (NaN written as ``NaN``).
+
+    Returns
+    -------
+    Path
+        The file written, ``<run>/summary.json``.
+    """
     return atomic_write_text(
         Path(run) / "summary.json", json.dumps(summary, indent=2, default=float) + "\n"
     )

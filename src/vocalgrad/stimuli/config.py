@@ -41,7 +41,61 @@ class BuildConfig(BaseModel):
 
     Validated strictly: a TOML file is user input, so a string where a number or a boolean
     belongs, a fraction where a count belongs or an empty list is refused with a line naming
-    the key, the value and what is allowed, never coerced into a different benchmark."""
+    the key, the value and what is allowed, never coerced into a different benchmark.
+
+    Attributes
+    ----------
+    source : str
+        Where the sources come from: ``builtin``, ``folder:PATH``, ``vctk:PATH``,
+        ``hf:NAME[@split]``, or another scheme's spec (`vocalgrad.sources`).
+    categories : tuple of str
+        The dimensions to build (default: the published ones).
+    tiers : tuple of str
+        Magnitude tiers: ``low``, ``mid``, ``high``.
+    curves : tuple of str
+        Progress curves of a changing clip (`vocalgrad.signal.trajectories`).
+    constants : int
+        Constant control clips per source and category (formats that plan them), spread over
+        the planned tiers; 0 for none, as in the published protocol.
+    n_test, n_train : int
+        Test sources (at least 1) and train sources (0: no train split).
+    per_speaker_test : int
+        Test sources per speaker.
+    min_duration_s : float
+        Shortest source accepted, seconds.
+    sample_rate : int
+        Rendering rate, Hz (8000 to 96000).
+    target_lufs : float
+        Loudness every source is normalised to, LUFS (-70 to -5).
+    seed : int
+        Global seed; every random choice derives from (seed, item id).
+    speaker_pattern : str or None
+        A regex with a ``(?P<speaker>...)`` group (optional ``text`` group) on a folder
+        source's relative paths; None: a file's speaker is its top-level sub-folder.
+    magnitudes : dict of str to dict of str to float
+        Overrides of a category's tier magnitudes, ``{category: {tier: value}}``, in the
+        dimension's ``unit``.
+    design : str
+        ``tiers`` (the published grid) or ``psychometric`` (a magnitude sweep).
+    levels : int
+        Magnitudes per dimension in the psychometric design (at least 2).
+    drop_unverified : bool
+        Drop clips (and their pair) whose measurement disagrees with the label.
+    format : str
+        The question format (`vocalgrad list formats`).
+    rove_endpoints : bool
+        Place each changing path at random within a window around its tier's endpoints, so
+        that one end of a clip does not say the direction.
+    allow_large : bool
+        Plan more than `MAX_BUILD_CLIPS` clips or `MAX_BUILD_BYTES` of audio; not part of
+        what the bytes depend on, so not saved with the config.
+
+    Raises
+    ------
+    ConfigError
+        On construction, for any invalid value: one line naming each bad key, its value and
+        what is allowed (`describe`).
+    """
 
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -180,9 +234,33 @@ class BuildConfig(BaseModel):
         return per_category * len(self.categories), least_bytes
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as plain data: what ``build.json`` records and a resume rebuilds from.
+
+        Returns
+        -------
+        dict
+            Every field but `allow_large`, by name, in the units above (lists as tuples).
+        """
         return self.model_dump()
 
     def replace(self, **changes: Any) -> BuildConfig:
+        """A copy with some fields changed, validated again (the model is frozen).
+
+        Parameters
+        ----------
+        **changes
+            Fields to change; a None value leaves its field as it is (an unset CLI flag).
+
+        Returns
+        -------
+        BuildConfig
+            The new config; `allow_large` is carried over unless changed.
+
+        Raises
+        ------
+        ConfigError
+            A changed value is invalid.
+        """
         given = {k: v for k, v in changes.items() if v is not None}
         return BuildConfig(**{**self.model_dump(), "allow_large": self.allow_large, **given})
 
@@ -227,7 +305,21 @@ def _renamed(key: str) -> str:
 
 
 def describe(err: ValidationError) -> str:
-    """A validation error as one line: each bad key, its value and what is allowed."""
+    """A validation error as one line: each bad key, its value and what is allowed.
+
+    Why: a config is user input, so pydantic's multi-line report is turned into the one line
+    the CLI prints.
+
+    Parameters
+    ----------
+    err : pydantic.ValidationError
+        The error `BuildConfig` raised.
+
+    Returns
+    -------
+    str
+        ``config key <key> = <value>: <what is allowed>``, one per error, joined by "; ".
+    """
     parts = []
     for e in err.errors(include_url=False):
         key = ".".join(str(x) for x in e["loc"])
@@ -265,6 +357,23 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 
 
 def protocol(name: str) -> dict[str, Any]:
+    """The fields a named protocol preset sets (``--protocol``).
+
+    Parameters
+    ----------
+    name : str
+        A key of `PROTOCOLS` (``vocalgrad``: the published grid).
+
+    Returns
+    -------
+    dict
+        Field name -> value, a copy the caller may change.
+
+    Raises
+    ------
+    ConfigError
+        No protocol has that name; the message suggests the nearest.
+    """
     try:
         return dict(PROTOCOLS[name])
     except KeyError:
@@ -277,7 +386,21 @@ def protocol(name: str) -> dict[str, Any]:
 def source_protocol(source: str, name: str) -> dict[str, Any]:
     """What a source's scheme sets to reproduce a protocol on it (the published beep ablation's
     layout for ``beeps``); empty for most, and for a spec that does not parse (resolving it
-    says why)."""
+    says why).
+
+    Parameters
+    ----------
+    source : str
+        A source spec (``builtin``, ``beeps``, ``folder:PATH``, ...).
+    name : str
+        The protocol's name.
+
+    Returns
+    -------
+    dict
+        Field name -> value the scheme declares for that protocol, a named category set
+        expanded to its names; empty when it declares none.
+    """
     scheme = SCHEMES.get(source.strip().partition(":")[0].partition("?")[0])
     values = dict(scheme.protocols.get(name, {})) if scheme else {}
     if isinstance(values.get("categories"), str):  # a named set
@@ -287,7 +410,29 @@ def source_protocol(source: str, name: str) -> dict[str, Any]:
 
 def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     """Defaults <- protocol preset (and the source's own for that protocol) <- design preset
-    <- TOML [build] table <- CLI overrides."""
+    <- TOML [build] table <- CLI overrides.
+
+    Parameters
+    ----------
+    path : str or Path or None
+        A TOML file holding a ``[build]`` table (and perhaps ``[study]``), or the table's
+        keys at the top level; None for none.
+    **overrides
+        Fields from the command line, plus ``protocol`` (a preset's name) and ``design``;
+        a None value is not set.
+
+    Returns
+    -------
+    BuildConfig
+        The validated config.
+
+    Raises
+    ------
+    ConfigError
+        The file is missing or not valid TOML, holds an unknown table, a key is unknown or
+        renamed (the message says what to write instead), a preset is unknown, or a value is
+        invalid.
+    """
     values: dict[str, Any] = {}
     table = _read_toml(Path(path)) if path is not None else {}
     if overrides.get("protocol"):
