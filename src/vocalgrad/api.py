@@ -92,7 +92,25 @@ class Dataset:
         return str(self.path)
 
     def rows(self, split: str | None = None) -> list[dict]:
-        """Metadata rows (one per clip), of one split or of all."""
+        """Metadata rows (one per clip), of one split or of all.
+
+        Parameters
+        ----------
+        split : str or None
+            ``test`` or ``train``; None for both.
+
+        Returns
+        -------
+        list of dict
+            `vocalgrad.records.DatasetRow`s in file order, validated, each with its clip's
+            absolute ``path`` added (times in seconds, rates in Hz, measures in the row's
+            ``measured_unit``).
+
+        Raises
+        ------
+        DatasetError
+            The folder holds no dataset, or a row breaks the schema.
+        """
         return load_rows(self.path) if split is None else load_rows(self.path, splits=(split,))
 
     def __len__(self) -> int:
@@ -109,7 +127,13 @@ class Dataset:
         return content_sha256(self.path)
 
     def to_pandas(self) -> pd.DataFrame:
-        """The metadata rows as a DataFrame."""
+        """The metadata rows as a DataFrame.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per clip of every split, one column per row field (`rows`).
+        """
         import pandas as pd
 
         return pd.DataFrame(self.rows())
@@ -134,7 +158,20 @@ class Run:
         return str(self.path)
 
     def rows(self) -> list[dict]:
-        """Result rows, the last answer per question (a resumed run never counts one twice)."""
+        """Result rows, the last answer per question (a resumed run never counts one twice).
+
+        Returns
+        -------
+        list of dict
+            `vocalgrad.records.ResultRow`s, one per (item, listener, variant, mode,
+            control): the answer, the parsed label, ``llr`` (nats) in choice mode, whether it
+            is ``correct``.
+
+        Raises
+        ------
+        ConfigError, DatasetError
+            The folder is not a run, or is incomplete or damaged.
+        """
         from vocalgrad.evaluation.evaluate import load_results
 
         return load_results(self.path)[1]
@@ -186,6 +223,20 @@ class Run:
             What a CI resamples: ``source_id`` (default), ``speaker_id``, or None for items.
         n_boot : int
             Bootstrap resamples (0: no intervals).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``run`` (``<variant>/<mode>``), ``group`` ("overall" first), ``n``,
+            ``sources`` (clusters), ``accuracy`` with ``accuracy_lo`` / ``accuracy_hi``
+            (fractions, 95% CI), ``dprime`` and ``criterion`` with theirs (z units),
+            ``unparsed_rate`` and ``ci_method``; a bound is NaN or None where no interval
+            was made.
+
+        Raises
+        ------
+        ConfigError
+            A `by` field or a `cluster` that no result row has.
         """
         import pandas as pd
 
@@ -207,6 +258,17 @@ class Run:
 
 def load_dataset(path: PathLike) -> Dataset:
     """Open a dataset folder, or fetch ``hf:NAME[@SPLIT]`` into the local cache first.
+
+    Parameters
+    ----------
+    path : str or os.PathLike or Dataset
+        A dataset folder (ours, or the official release layout), ``hf:NAME[@SPLIT]`` (split
+        ``test`` by default), or a `Dataset`, returned as it is.
+
+    Returns
+    -------
+    Dataset
+        The folder, absolute, its rows validated once; ``report`` None.
 
     Raises
     ------
@@ -231,7 +293,25 @@ def _run_dataset(run: Path) -> str | None:
 
 
 def open_run(path: PathLike) -> Run:
-    """Open a run folder written earlier (by `evaluate`, `finetune` or a listening study)."""
+    """Open a run folder written earlier (by `evaluate`, `finetune` or a listening study).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The run folder (``results.jsonl``, ``manifest.json``).
+
+    Returns
+    -------
+    Run
+        The folder, absolute, its results read once; ``counts`` None.
+
+    Raises
+    ------
+    ConfigError
+        The folder holds no ``results.jsonl``.
+    DatasetError
+        The run is incomplete (no manifest, a listed file missing) or damaged.
+    """
     run = Run(Path(path).absolute())
     run.rows()  # fails with a clear message on a folder that is not a run
     return run
@@ -314,7 +394,19 @@ def _listener(listener: Listener | str, dataset: Path, options: dict) -> Listene
 
 
 def default_run_folder(listener: Listener | str) -> Path:
-    """Where a run goes when no folder is named: ``runs/<listener>``."""
+    """Where a run goes when no folder is named: ``runs/<listener>``.
+
+    Parameters
+    ----------
+    listener : Listener or str
+        A listener, or its spec string.
+
+    Returns
+    -------
+    Path
+        ``runs/<slug>``, relative to the working directory: the spec (or the listener's
+        id) with every character but letters, digits, ``-``, ``.`` and ``_`` as ``_``.
+    """
     from vocalgrad.evaluation.evaluate import listener_slug
 
     return Path("runs") / listener_slug(
@@ -551,7 +643,65 @@ def probe(
 ) -> dict:
     """Layer-wise linear (and MLP) probes with controls, the lens readout and a diagnosis of
     where the direction is lost. Returns the summary also written to ``OUT/summary.json``;
-    `overwrite` writes into a folder that holds something other than a probe's output."""
+    `overwrite` writes into a folder that holds something other than a probe's output.
+
+    Parameters
+    ----------
+    dataset : Dataset or path
+        The dataset folder.
+    listener : Listener or str
+        A listener that declares ``can_probe``, or its spec (``whisper:tiny.en``).
+    out : path, optional
+        The probe folder (default ``runs/probe/<listener>``).
+    categories : sequence of str
+        Dimensions to probe; empty: every one with increase or decrease items.
+    pooling : str
+        How a sequence stage becomes one vector per item: ``segments16``, ``halves`` or
+        ``mean``.
+    seeds : int
+        Seeds per stage: of the shuffled-label control probes and of the MLP's fits.
+    n_boot : int
+        Bootstrap resamples per CI.
+    mlp : bool
+        Also fit a nonlinear (MLP) probe.
+    random_control : bool
+        Also probe the same architecture with random weights.
+    dsp_control : bool
+        Also probe a plain log-mel reference.
+    batch_size : int
+        Items per model pass.
+    threads : int
+        Torch threads for the probe solvers; 1 (the CLI's default) gives identical results
+        on every machine, more is faster.
+    results : Run or path, optional
+        An eval run of the same listener: its answers are the behaviour the probes are read
+        against (default: the last-layer lens).
+    train_from : path, optional
+        Another dataset whose train split trains the probes, for a dataset without one.
+    cache : path, optional
+        The feature cache (default: the vocalgrad cache's ``features`` folder).
+    executor : Executor, optional
+        Where the model passes run.
+    listener_options : dict, optional
+        Keyword options for a spec's listener.
+    overwrite : bool
+        Write into a folder that holds something other than a probe's output.
+
+    Returns
+    -------
+    ProbeResult
+        Per category the layer-wise probe curves (balanced accuracy with 95% CIs clustered
+        by source), the lens, the behaviour and the diagnosis; the settings, warnings and
+        ``seconds`` (wall time).
+
+    Raises
+    ------
+    CapabilityError
+        The listener exposes no hidden states.
+    ConfigError
+        No selected category can be probed, an unknown pooling, or an output folder that
+        may not be written.
+    """
     from vocalgrad.executors import Executor
     from vocalgrad.probing.pipeline import ProbeConfig, probe_dataset
     from vocalgrad.probing.probes import ProbeSettings
@@ -599,7 +749,42 @@ def finetune(
 ) -> Run:
     """Tune a listener on the train split of `categories` (``head``, ``lora`` or ``full``), then
     evaluate it on every category's test split. The adapter is in ``OUT/adapter`` (the listener
-    spec ``tuned:OUT/adapter``); `settings` are `TuneConfig` fields (lr, epochs, ...)."""
+    spec ``tuned:OUT/adapter``); `settings` are `TuneConfig` fields (lr, epochs, ...).
+
+    Parameters
+    ----------
+    dataset : Dataset or path
+        A dataset folder with a train split.
+    listener : str
+        The base listener's spec; it must declare ``can_tune``.
+    out : path, optional
+        The run folder (default ``runs/finetune/<listener>-<method>-<categories>``).
+    categories : sequence of str
+        The dimensions whose train split it is tuned on.
+    method : str
+        ``head`` (the output head alone), ``lora`` (low-rank adapters) or ``full``.
+    batch_size : int
+        Requests per model pass in the evaluation.
+    on_step : callable (int, float) -> None, optional
+        Called after every optimizer step with the step and its loss (nats per prompt).
+    **settings
+        `vocalgrad.remedies.config.TuneConfig` fields: ``lr``, ``epochs``,
+        ``batch_items``, ``lora_r``, ``seed``, ...
+
+    Returns
+    -------
+    Run
+        The evaluation of the tuned listener, with this call's counts; ``Run.tuning`` holds
+        the tuning record.
+
+    Raises
+    ------
+    CapabilityError
+        The listener is not tunable.
+    ConfigError
+        A setting is invalid, a category is missing from the dataset or cannot be heard by
+        the listener, or the output folder may not be written.
+    """
     from vocalgrad.remedies.config import TuneConfig
     from vocalgrad.remedies.finetune import finetune as tune
 
@@ -631,7 +816,40 @@ def report(
     labels edited since) is refused with a `ConfigError`, unless `allow_dataset_mismatch`:
     then the dataset section says the card is not the runs' dataset. The report is never
     written inside a dataset it reads (the card's, or a run's) nor over a file that is not a
-    report, unless `overwrite`."""
+    report, unless `overwrite`.
+
+    Parameters
+    ----------
+    runs : iterable of Run or path
+        The run folders to report.
+    out : path
+        The report file.
+    dataset : Dataset or path, optional
+        The dataset the runs answered, for its card.
+    probes : iterable of path
+        Probe folders (`probe`) to include.
+    output_format : str
+        ``html`` (one self-contained file) or ``md`` (markdown, figures beside it).
+    n_boot : int
+        Bootstrap resamples per CI.
+    command : str
+        The command line that made the report, shown in it.
+    allow_dataset_mismatch : bool
+        Report a `dataset` whose content hash differs from the runs' (the report says so).
+    overwrite : bool
+        Write over a file that is not a report.
+
+    Returns
+    -------
+    Path
+        The report written (each figure is also written beside it as SVG, PDF and CSV).
+
+    Raises
+    ------
+    ConfigError
+        An unknown output format, a dataset that is not the runs', or an output that may not
+        be written there.
+    """
     from vocalgrad.report import write_report
 
     runs = [Path(r) for r in runs]

@@ -82,7 +82,45 @@ ORDER_PAIRS = {"default": "swapped", "swapped": "default"}
 @dataclass(frozen=True)
 class EvalConfig:
     """What a run asks; every field goes into the manifest (the run's identity), and what
-    shapes a question (prompt, few-shot examples, decoding) into its `answer_key`."""
+    shapes a question (prompt, few-shot examples, decoding) into its `answer_key`.
+
+    Attributes
+    ----------
+    mode : str
+        ``choice`` (log-likelihoods of the answer options), ``generate`` (free text),
+        ``both``, or ``auto``: choice when the listener can score, else generate.
+    variants : tuple of str
+        The prompt variants asked (`vocalgrad list variants`).
+    controls : tuple of str
+        Controls asked besides the main condition: ``reversed``, ``silence``, ``text_only``.
+    split : str
+        The dataset split asked (``test`` or ``train``).
+    categories : tuple of str
+        The dimensions asked; empty: every one in the split.
+    limit : int or None
+        Ask at most this many items, balanced over what the score depends on
+        (`vocalgrad.evaluation.subset.balanced_subset`); None: every item.
+    batch_size : int
+        Requests per listener call.
+    max_new_tokens : int
+        Most tokens per free-text answer (generate mode).
+    few_shot : int
+        Examples per label from the train split, shown before each question; 0 for none.
+    audio_first : bool
+        Put the clip before the question text rather than after it.
+    both_orders : bool
+        Choice mode, ``default`` and ``swapped`` variants: average each option's
+        log-likelihood over both option orders (a listener's preference for the first
+        option then cancels).
+    seed : int
+        Seeds the few-shot examples' draw.
+
+    Raises
+    ------
+    ConfigError
+        On construction: an unknown mode or control, or a count that is not a whole number
+        in range (`batch_size` and `max_new_tokens` >= 1, `few_shot` >= 0, `limit` >= 1).
+    """
 
     mode: str = "auto"  # "choice", "generate", "both" or "auto" (choice when the listener can)
     variants: tuple[str, ...] = ("default",)
