@@ -28,7 +28,22 @@ DIRECTIONS: tuple[str, str, str] = (*LABELS, CONSTANT)
 
 def doc(meaning: str, unit: str = "") -> FieldInfo:
     """A record field's meaning and unit, read by the validation, the Hugging Face `Features`
-    and the file reference (`schema_table`)."""
+    and the file reference (`schema_table`).
+
+    Parameters
+    ----------
+    meaning : str
+        What the field holds, in words (Markdown; the file reference prints it).
+    unit : str
+        Its unit (``s``, ``Hz``, ``dB``), or where the unit varies by row the name of the
+        field that holds it, in backquotes (`` `measured_unit` ``); empty for none.
+
+    Returns
+    -------
+    pydantic.fields.FieldInfo
+        For ``Annotated[type, doc(...)]``: the meaning as its description, the unit under
+        ``json_schema_extra["unit"]``.
+    """
     return Field(description=meaning, json_schema_extra={"unit": unit} if unit else None)
 
 
@@ -280,7 +295,19 @@ class TuneResult(TypedDict):
 
 @functools.cache
 def validator(record: type) -> TypeAdapter:
-    """A pydantic validator for a record type (fields it does not declare are let through)."""
+    """A pydantic validator for a record type (fields it does not declare are let through).
+
+    Parameters
+    ----------
+    record : type
+        A `TypedDict` of this module (`DatasetRow`, `ResultRow`, ...).
+
+    Returns
+    -------
+    pydantic.TypeAdapter
+        Its validator, built once per type and cached: ``validate_python(row)`` raises
+        `pydantic.ValidationError` on a row that breaks the schema.
+    """
     return TypeAdapter(record)
 
 
@@ -323,7 +350,20 @@ def schema_fields(record: type) -> list[dict[str, Any]]:
 
 
 def type_text(tp: Any) -> str:
-    """A field type as the file reference prints it: ``str``, ``float or null``, ..."""
+    """A field type as the file reference prints it: ``str``, ``float or null``, ...
+
+    Parameters
+    ----------
+    tp : type or typing form
+        A field's type, `Annotated` and `Required` removed (`schema_fields`' ``type``).
+
+    Returns
+    -------
+    str
+        Markdown: a class's name, ``A or B`` (``or null`` for None), ``list of A``,
+        ``map of A`` (a dict's values), or a `Literal`'s values in backquotes joined by
+        " / ".
+    """
     origin = get_origin(tp)
     if origin is Literal:
         return " / ".join(f"`{a}`" for a in get_args(tp))
@@ -342,7 +382,19 @@ def type_text(tp: Any) -> str:
 
 def schema_table(record: type) -> str:
     """The Markdown table of a record's fields the file reference shows (generated, and
-    checked against the page by the tests)."""
+    checked against the page by the tests).
+
+    Parameters
+    ----------
+    record : type
+        A `TypedDict` of this module whose fields are ``Annotated`` with `doc`.
+
+    Returns
+    -------
+    str
+        A table with the columns field (``(required)`` marked), type (`type_text`), unit and
+        meaning, one line per field in declaration order.
+    """
     lines = ["| field | type | unit | meaning |", "|---|---|---|---|"]
     for f in schema_fields(record):
         name = f"`{f['name']}`" + (" (required)" if f["required"] else "")

@@ -16,6 +16,31 @@ class Source:
     ``speaker_id`` is the source's *group*: the cluster whose members must all land in one
     split and which the statistics resample together (a speaker for speech, a frequency band
     for tones, an instrument family for music, a recording's origin for everyday sound).
+
+    Attributes
+    ----------
+    source_id : str
+        Stable and unique within a source spec, e.g. ``vctk/p225_001``: the rows'
+        ``source_id``, which every CI resamples by default.
+    path : str
+        The audio file on disk.
+    speaker_id : str
+        The source's group (see above); the split is group-disjoint.
+    text_id : str
+        Equal for equal texts (or equal content): the key of text-disjoint splits.
+    gender : str or None
+        ``F``, ``M``, or None when unknown (or not a voice).
+    domain : str
+        Where it came from: ``builtin-tts``, ``vctk``, ``folder``, ``hf``, ``tones``,
+        ``music``, ...
+    licence : str
+        The licence the audio is under, as the dataset card lists it.
+    attribution : str
+        Whom the card credits for it.
+    text : str
+        What is said, where known; empty otherwise.
+    kind : str
+        The kind of sound (`vocalgrad.signal.kinds.KINDS`): ``speech`` unless declared.
     """
 
     source_id: str  # stable and unique within a source spec, e.g. "vctk/p225_001"
@@ -35,4 +60,11 @@ class Source:
         return self.speaker_id
 
     def to_dict(self) -> dict:
+        """The source as plain data (JSON-ready).
+
+        Returns
+        -------
+        dict
+            Every field above by name.
+        """
         return asdict(self)
