@@ -50,8 +50,8 @@ class DimensionSpec:
     measured : str
         What verification measures, in words.
     measured_unit : str
-        The unit of the measured values and changes (`Measured`), and of `audibility_floor`,
-        `constant_tolerance` and `order_free_limit`'s figures.
+        The unit of the measured values and changes (`Measured`), of `audibility_floor` and
+        of `constant_tolerance`.
     audibility_floor : float
         The smallest realised change, in `measured_unit`, a listener can hear (from a
         published JND, cited in `floor_basis`); a changing clip that moves less is refused as
@@ -359,8 +359,8 @@ class Dimension(Protocol):
         Parameters
         ----------
         clip : Analysis
-            The clip as written (16-bit samples as float32), at ``ref.sr`` Hz, with its
-            speech span.
+            The clip as written (16-bit samples as float32), or one held part of it, at
+            ``ref.sr`` Hz, with its speech span.
         ref : Analysis
             The source as heard (loudness-normalised, with its room-tone floor), same rate.
 
