@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "vocalgrad"
 ALLOWED = {
     ("api.py", 'categories=["volume"]'),
     ("stimuli/config.py", 'e.g. ["volume", "echo"]'),
+    ("human/study.py", 'e.g. ["volume", "echo"]'),
     ("human/app.py", 'phase = "volume"'),
 }
 
