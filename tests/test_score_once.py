@@ -167,3 +167,29 @@ def test_score_and_report_show_the_same_figures(tmp_path):
     flip = summary["controls"]["default/choice"]["reversed"]["flip_rate"]
     assert row[7] == f"{flip:.2f}" and 0 < flip < 1
     assert row[8] == f"{group['constant'][0]['increase_rate']:.2f}"
+
+
+def test_a_paired_comparison_refuses_runs_of_several_answers_per_item(tmp_path):
+    """Items pair by id: a run answering each item under two variants would pair every answer
+    with one of the other run's, so the comparison is refused, not silently mispaired."""
+    import pytest
+
+    from vocalgrad.errors import ConfigError
+    from vocalgrad.evaluation.score import compare_runs
+
+    runs = []
+    for name, variants in (("one", ("default",)), ("two", ("default", "swapped"))):
+        run = tmp_path / name
+        run.mkdir()
+        rows = [
+            {**r, "variant": v, "key": f"{r['key']}|{v}"}
+            for r in _rows(1)
+            if r["control"] == "none"
+            for v in variants
+        ]
+        (run / "manifest.json").write_text(json.dumps({"listener": {"listener": "model-a"}}))
+        (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        runs.append(run)
+    assert compare_runs(runs[0], runs[0])["n"] > 0
+    with pytest.raises(ConfigError, match="answers each item in 2 ways"):
+        compare_runs(runs[0], runs[1])

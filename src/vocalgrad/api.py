@@ -633,7 +633,7 @@ def probe(
     random_control: bool = True,
     dsp_control: bool = True,
     batch_size: int = 8,
-    threads: int | None = None,
+    threads: int = 1,
     results: Run | PathLike | None = None,
     train_from: PathLike | None = None,
     cache: PathLike | None = None,

@@ -480,11 +480,10 @@ def compare_runs(
     run_a: str | Path, run_b: str | Path, cluster: str = "source_id", seed: int = 0
 ) -> dict:
     """Paired comparison on the items both runs answered (main condition, every answered
-    increase or decrease item).
+    increase or decrease item), paired by ``item_id``.
 
-    Items are paired by ``item_id`` alone, so compare runs of one prompt variant and mode
-    each: in a run of several, every answer of the first is paired with the second's last
-    answer to the item.
+    Each run must hold one prompt variant and mode among those answers: with several, an
+    item has several answers and the pairing would be ambiguous, so it is refused.
 
     Parameters
     ----------
@@ -519,6 +518,13 @@ def compare_runs(
             if r["control"] == "none" and r["error"] is None and r["direction"] in LABELS
         ]
 
+    for run, rows in ((run_a, a), (run_b, b)):
+        asked = sorted({f"{r['variant']}/{r['mode']}" for r in pick(rows)})
+        if len(asked) > 1:
+            raise ConfigError(
+                f"{run} answers each item in {len(asked)} ways ({', '.join(asked)}): a paired "
+                "comparison needs one answer per item; compare runs of one variant and mode"
+            )
     return paired_comparison(pick(a), pick(b), cluster=cluster, seed=seed)
 
 
