@@ -447,6 +447,47 @@ def order_free_report(
     }
 
 
+def category_gates(
+    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict]:
+    """The gates of one category before the build's family-wise correction (`judge`): gate
+    name -> `gates.gate_record` (observed value and permutation null) for the direction
+    classifier on the audited families, the order-free family (gradual and comparison
+    items) and the constant test, each where the category has the clips for it.
+
+    Parameters
+    ----------
+    category : the dimension's name.
+    rows : the category's dataset rows, both splits.
+    cues : item id -> cues (`dataset_cues`).
+
+    Returns
+    -------
+    dict of gate records, empty when the category has too few clips or sources to fit.
+    """
+    fmt = rows_format(rows)
+    names = feature_names(allowed_families(category, fmt), category, fmt)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
+    if len({_is_increase(r) for r in test}) != 2:
+        return {}
+    gated = {"direction": names}
+    if fmt in ORDER_FREE_GATED:
+        gated["order_free"] = list(ORDER_FREE_NAMES)
+    gates = _direction_gates(category, train, test, cues, gated)
+    constant_test = _sort_rows(
+        r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
+    )
+    constant_train = _sort_rows(
+        r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS
+    )
+    if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
+        constant = _constant_gate(category, constant_train, constant_test, cues, names)
+        if constant is not None:
+            gates["constant"] = constant
+    return gates
+
+
 def audit_category(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
@@ -562,14 +603,7 @@ def audit_category(
         out["constant_ci"] = [aucs[c_best]["lo"], aucs[c_best]["hi"]]
 
     started = time.process_time()
-    gated = {"direction": names}
-    if out["order_free"] and out["order_free_gated"]:
-        gated["order_free"] = list(ORDER_FREE_NAMES)
-    out["gates"] = _direction_gates(category, train, test, cues, gated)
-    if c_predicted is not None:
-        constant = _constant_gate(category, constant_train, constant_test, cues, names)
-        if constant is not None:
-            out["gates"]["constant"] = constant
+    out["gates"] = category_gates(category, rows, cues)
     out["_seconds_gates"] = time.process_time() - started  # popped by `audit_dataset`
     lo, hi = out["shortcut_ci"]
     if not (np.isfinite(lo) and np.isfinite(hi)):
@@ -624,9 +658,9 @@ def _gate_reasons(c: Mapping) -> list[str]:
     if (g := gates.get("direction")) and g["fails"]:
         reasons.append(f"direction predicted from cues with LR accuracy {against(g)}")
     if (g := gates.get("order_free")) and g["fails"]:
-        of = c["order_free"]
-        top = next(iter(of["per_cue_auc"]), None)
-        lead = f"; strongest cue {top} (AUC {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
+        per_cue = (c.get("order_free") or {}).get("per_cue_auc") or {}
+        top = next(iter(per_cue), None)
+        lead = f"; strongest cue {top} (AUC {per_cue[top]['auc']:.2f})" if top else ""
         reasons.append(
             f"direction predicted from order-free cues with LR accuracy {against(g)}{lead}"
         )

@@ -75,39 +75,44 @@ def fit_logistic(
     n_fits = y.shape[1]
     z = np.hstack([x, np.ones((n, 1))])
     q = p + 1
-    outer = (z[:, :, None] * z[:, None, :]).reshape(n, q * q)
+    upper = np.triu_indices(q)
+    outer = z[:, upper[0]] * z[:, upper[1]]  # the Hessian is symmetric: its upper triangle
     penalty = np.r_[np.ones(p), 0.0]
     theta = np.zeros((n_fits, q))
+    eta = np.zeros((n, n_fits))
     rate = y.mean(axis=0)
     one_class = (rate <= 0.0) | (rate >= 1.0)
-
     active = ~one_class
-    current = _partial_objective(z, y, theta, penalty, c)
+    current = _objective(eta, y, theta, penalty, c)
     for _ in range(max_iter):
-        if not active.any():
+        idx = np.flatnonzero(active)
+        if not idx.size:
             break
-        t, ya = theta[active], y[:, active]
-        eta = z @ t.T
-        mu = 0.5 * (1.0 + np.tanh(0.5 * eta))
+        t, e, ya = theta[idx], eta[:, idx], y[:, idx]
+        mu = 0.5 * (1.0 + np.tanh(0.5 * e))
         grad = c * (mu - ya).T @ z + t * penalty
-        hess = (c * (mu * (1.0 - mu)).T @ outer).reshape(-1, q, q) + np.diag(penalty)
+        flat = c * (mu * (1.0 - mu)).T @ outer
+        hess = np.empty((idx.size, q, q))
+        hess[:, upper[0], upper[1]] = flat
+        hess[:, upper[1], upper[0]] = flat
+        hess += np.diag(penalty)
         hess[:, p, p] += 1e-12
         step = np.linalg.solve(hess, grad[:, :, None])[:, :, 0]
-        size = np.ones(len(t))
-        old = current[active]
+        size = np.ones(idx.size)
         new_t = t - step
-        new = _partial_objective(z, ya, new_t, penalty, c)
+        new_e = z @ new_t.T
+        new = _objective(new_e, ya, new_t, penalty, c)
+        old = current[idx]
         for _halving in range(30):
             worse = new > old + 1e-12 * np.maximum(1.0, np.abs(old))
             if not worse.any():
                 break
             size[worse] *= 0.5
             new_t[worse] = t[worse] - size[worse, None] * step[worse]
-            new[worse] = _partial_objective(z, ya[:, worse], new_t[worse], penalty, c)
-        theta[active] = new_t
-        current[active] = new
+            new_e[:, worse] = z @ new_t[worse].T
+            new[worse] = _objective(new_e[:, worse], ya[:, worse], new_t[worse], penalty, c)
+        theta[idx], eta[:, idx], current[idx] = new_t, new_e, new
         done = np.max(np.abs(size[:, None] * step), axis=1) < tol * (1.0 + np.abs(new_t).max(1))
-        idx = np.flatnonzero(active)
         active[idx[done]] = False
     logit = np.log(np.clip(rate, 1e-13, 1 - 1e-13) / np.clip(1 - rate, 1e-13, 1))
     theta[one_class] = 0.0
@@ -115,10 +120,10 @@ def fit_logistic(
     return theta[:, :p], theta[:, p]
 
 
-def _partial_objective(
-    z: np.ndarray, y: np.ndarray, t: np.ndarray, penalty: np.ndarray, c: float
+def _objective(
+    eta: np.ndarray, y: np.ndarray, t: np.ndarray, penalty: np.ndarray, c: float
 ) -> np.ndarray:
-    eta = z @ t.T
+    """The penalised log loss of each fit (columns of `eta` and `y`, rows of `t`)."""
     return 0.5 * np.sum(t * t * penalty, axis=1) + c * np.sum(
         np.logaddexp(0.0, eta) - y * eta, axis=0
     )
