@@ -149,20 +149,24 @@ def pair_units(rows: Sequence[Mapping]) -> np.ndarray:
 
 
 def flipped_labels(
-    y: np.ndarray, units: np.ndarray, rng: np.random.Generator, draws: int = DRAWS
+    y: np.ndarray, units: np.ndarray, rng: np.random.Generator, draws: int | None = None
 ) -> np.ndarray:
     """(n, draws + 1) 0/1 labels: column 0 is `y`, each other column `y` with every unit's
-    labels flipped (1 - y) or kept, at random (a twin pair's clips swap labels)."""
+    labels flipped (1 - y) or kept, at random (a twin pair's clips swap labels); `draws`
+    defaults to DRAWS."""
+    draws = DRAWS if draws is None else draws
     flip = rng.integers(0, 2, size=(int(units.max()) + 1 if units.size else 0, draws)).astype(bool)
     flipped = np.where(flip[units], 1 - y[:, None], y[:, None])
     return np.hstack([y[:, None], flipped]).astype(float)
 
 
 def shuffled_within(
-    y: np.ndarray, groups: np.ndarray, rng: np.random.Generator, draws: int = DRAWS
+    y: np.ndarray, groups: np.ndarray, rng: np.random.Generator, draws: int | None = None
 ) -> np.ndarray:
     """(n, draws + 1) labels: column 0 is `y`, each other column `y` shuffled within each
-    group (which clips of a source are its constants, the source's count kept)."""
+    group (which clips of a source are its constants, the source's count kept); `draws`
+    defaults to DRAWS."""
+    draws = DRAWS if draws is None else draws
     out = np.empty((len(y), draws + 1))
     out[:, 0] = y
     for g in np.unique(groups):
@@ -223,21 +227,24 @@ def _z(values: np.ndarray, floor: float) -> np.ndarray:
 
 
 def _needed(null: np.ndarray, floor: float, critical: float, ceiling: float = 1.0) -> float | None:
-    """The smallest statistic whose standardised value (its null's moments taken with it, as
-    the test takes them) exceeds `critical`; None when not even `ceiling` does."""
+    """The smallest statistic whose standardised value exceeds `critical`, its null's moments
+    taken with it as the test takes them; None when not even `ceiling` does.
 
-    def z_of(s: float) -> float:
-        values = np.append(null, s)
-        mean, sd = _moments(values, floor)
-        return (s - mean) / sd
-
-    lo, hi = float(null.mean()), ceiling
-    if z_of(hi) <= critical:
+    With B draws of mean m and variance v, a statistic m + d stands (d B / (B + 1)) / sd
+    above the B + 1 values' mean, sd = max(sqrt((B v + B d^2 / (B + 1)) / (B + 1)), floor):
+    over `critical` = c exactly when d exceeds both c sqrt((B + 1) v / (B - c^2)) and
+    c floor (B + 1) / B (never where c^2 >= B)."""
+    b = null.size
+    mean, variance = float(null.mean()), float(null.var())
+    if critical <= 0:
+        return max(mean, CHANCE)
+    if critical * critical >= b:
         return None
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (mid, hi) if z_of(mid) <= critical else (lo, mid)
-    return max(hi, CHANCE)
+    d = max(
+        critical * math.sqrt((b + 1) * variance / (b - critical * critical)),
+        critical * floor * (b + 1) / b,
+    )
+    return None if mean + d > ceiling else max(mean + d, CHANCE)
 
 
 def correct_family(gates: Sequence[dict], alpha: float = ALPHA) -> dict:
