@@ -31,7 +31,7 @@ from collections.abc import Hashable, Mapping, Sequence
 import numpy as np
 
 ALPHA = 0.05  # the build's family-wise error rate
-DRAWS = 500  # relabellings a gate; a p-value's resolution is 1 / (DRAWS + 1)
+DRAWS = 200  # relabellings a gate; a p-value's resolution is 1 / (DRAWS + 1)
 CHANCE = 0.5
 # The leak a build should be able to detect: past these, the audit recommends a size.
 TARGET_ACCURACY = 0.60  # direction and order-free gates (LR accuracy)
