@@ -653,7 +653,7 @@ def _gate_reasons(c: Mapping) -> list[str]:
 
     def against(g: Mapping) -> str:
         p = g["p_fwer"]
-        return f"{g['value']:.2f} > {g['needed']:.2f} needed at this size (family-wise p {p:.3f})"
+        return f"{g['value']:.3f} > {g['needed']:.3f} needed at this size (family-wise p {p:.3f})"
 
     if (g := gates.get("direction")) and g["fails"]:
         reasons.append(f"direction predicted from cues with LR accuracy {against(g)}")
