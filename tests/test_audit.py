@@ -444,6 +444,12 @@ def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 1
     printed = capsys.readouterr().out
     assert "| category | items | sources | shortcut acc [CI]" in printed
+    # per gate: its statistic, its null at this size, what fails it, its family-wise p-value
+    assert "| category | gate | statistic | null 95th pct | needed to fail | p (family-wise) |" in (
+        printed
+    )
+    assert "| voice_pitch | direction | LR accuracy 1.000 |" in printed
+    assert "Power: to fail a gate at this size a cue classifier must reach" in printed
     assert "FAIL voice_pitch" in printed
     assert json.loads(out.read_text())["per_category"]["voice_pitch"]["passes"] is False
     assert cli.main(["audit", str(clean)]) == 0
