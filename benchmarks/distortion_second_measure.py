@@ -11,6 +11,9 @@ distorted exactly where its label says "increase":
 * error: the energy of the clip minus the source (gain-matched every 50 ms, so the build's
   slow gains cancel) over the source's energy, in dB. What the hold adds, weighted by what the
   speech holds at the frequencies it folds: fricatives make far more of it than vowels.
+* relative: `error` less the error a constant hold at half the sample rate makes on the same
+  stretch of the source (a plain index hold, not the renderer's phase accumulator): the
+  error with the speech's own share taken out.
 
     python benchmarks/distortion_second_measure.py DATASET [--show 10]
 
@@ -57,8 +60,14 @@ def error_db(clip: np.ndarray, source: np.ndarray, sr: int) -> float:
     return 10 * np.log10(error / signal) if error > 0 and signal > 0 else float("nan")
 
 
-def readings(root: Path, row: Mapping) -> tuple[float, float, float, float]:
-    """(held early, held late, error early, error late) of one clip's speech thirds."""
+def probe_hold(x: np.ndarray, sr: int, rate: float) -> np.ndarray:
+    """`x` held at a constant `rate` (Hz): each sample repeats the last one taken."""
+    taken = np.floor(np.floor(np.arange(len(x)) * rate / sr) * sr / rate).astype(int)
+    return x[np.minimum(taken, len(x) - 1)]
+
+
+def readings(root: Path, row: Mapping) -> dict[str, tuple[float, float]]:
+    """Measure -> (early third, late third) of one clip's speech."""
     ints, sr = sf.read(row["path"], dtype="int16", always_2d=True)
     clip, _ = sf.read(row["path"], dtype="float64", always_2d=True)
     source, _ = sf.read(root / row["reference_file"], dtype="float64", always_2d=True)
@@ -67,12 +76,14 @@ def readings(root: Path, row: Mapping) -> tuple[float, float, float, float]:
     on, off = int(row["speech_onset_s"] * sr), min(int(row["speech_offset_s"] * sr), n)
     third = (off - on) // 3
     early, late = slice(on, on + third), slice(off - third, off)
-    return (
-        held_share(ints[early]),
-        held_share(ints[late]),
-        error_db(clip[early], source[early], sr),
-        error_db(clip[late], source[late], sr),
-    )
+    probe = probe_hold(source, sr, sr / 2)
+    error = [error_db(clip[part], source[part], sr) for part in (early, late)]
+    probed = [error_db(probe[part], source[part], sr) for part in (early, late)]
+    return {
+        "held": (held_share(ints[early]), held_share(ints[late])),
+        "error": (error[0], error[1]),
+        "relative": (error[0] - probed[0], error[1] - probed[1]),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,13 +96,11 @@ def main(argv: list[str] | None = None) -> None:
         for r in load_rows(args.dataset)
         if r["category"] == CATEGORY and r["direction"] in ("increase", "decrease")
     ]
-    agree: dict[str, dict[tuple[str, str], list[bool]]] = {"held": defaultdict(list),
-                                                          "error": defaultdict(list)}  # fmt: skip
+    agree: dict[str, dict[tuple[str, str], list[bool]]] = defaultdict(lambda: defaultdict(list))
     disagreements = []
     for r in rows:
-        held_a, held_b, err_a, err_b = readings(args.dataset, r)
         increase = r["direction"] == "increase"
-        for name, (a, b) in (("held", (held_a, held_b)), ("error", (err_a, err_b))):
+        for name, (a, b) in readings(args.dataset, r).items():
             ok = bool((b > a) == increase)
             for key in (("tier", r["tier"]), ("curve", r["curve"]), ("all", "all")):
                 agree[name][key].append(ok)
