@@ -45,7 +45,8 @@ def held_share(samples: np.ndarray) -> float:
 
 
 def error_db(clip: np.ndarray, source: np.ndarray, sr: int) -> float:
-    """Energy of clip - g * source over that of g * source, g fitted per 50 ms frame (dB)."""
+    """Energy of clip - g * source over that of g * source, g fitted per 50 ms frame (dB;
+    -inf where the clip is the source up to those gains, NaN where the source is silent)."""
     n = int(FRAME_S * sr)
     error = signal = 0.0
     for i in range(0, len(clip) - n + 1, n):
@@ -57,7 +58,9 @@ def error_db(clip: np.ndarray, source: np.ndarray, sr: int) -> float:
         e = a - g * b
         error += float(e @ e)
         signal += g * g * bb
-    return 10 * np.log10(error / signal) if error > 0 and signal > 0 else float("nan")
+    if signal <= 0:
+        return float("nan")
+    return 10 * np.log10(error / signal) if error > 0 else float("-inf")
 
 
 def probe_hold(x: np.ndarray, sr: int, rate: float) -> np.ndarray:
