@@ -444,6 +444,13 @@ def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     printed = capsys.readouterr()
     assert "| category | items | sources | shortcut acc [CI]" in printed.out
     assert "shortcut audit failed for 1 of 1 categories: voice_pitch (" in printed.err
+    # per gate: its statistic, its null at this size, what fails it, its family-wise p-value
+    assert "| category | gate | statistic | null 95th pct | needed to fail | p (family-wise) |" in (
+        printed.out
+    )
+    assert "| voice_pitch | direction | LR accuracy 1.000 |" in printed.out
+    assert "Power: to fail a gate at this size a cue classifier must reach" in printed.out
+    assert "FAIL voice_pitch" in printed.out
     assert json.loads(out.read_text())["per_category"]["voice_pitch"]["passes"] is False
     assert cli.main(["audit", str(clean)]) == 0
     assert "shortcut audit passed" in capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from conftest import load_benchmark
 
 
@@ -63,3 +64,43 @@ def test_the_constant_statistic_sees_a_planted_difference_and_not_its_absence():
     }
     auc, lo, _ = null.constant_statistic(rows, planted, ["cue"], "planted")
     assert auc > 0.95 and lo > 0.65
+
+
+def test_shuffled_constants_keep_each_sources_count_and_move_them():
+    null = load_benchmark("audit_null")
+    rows = [
+        {**r, "direction": "constant"} if r["tier"] == "low" and r["curve"] == "linear"
+        and r["direction"] == "increase" else r
+        for r in _rows()
+    ]  # fmt: skip
+    moved = []
+    for seed in range(20):
+        shuffled = null.shuffled_constants(rows, np.random.default_rng(seed))
+        per_source = Counter(r["source_id"] for r in shuffled if r["direction"] == "constant")
+        assert set(per_source.values()) == {1} and len(per_source) == 12
+        moved.append(
+            sum(
+                a["direction"] == "constant" and b["direction"] != "constant"
+                for a, b in zip(rows, shuffled, strict=True)
+            )  # fmt: skip
+        )
+    assert 0 < np.mean(moved) < 12  # a source's constant lands on any of its eight clips
+
+
+def test_plants_keep_the_file_and_change_what_they_name():
+    null = load_benchmark("audit_null")
+    sr = 16000
+    rng = np.random.default_rng(3)
+    speech = (0.1 * rng.standard_normal(sr)).astype(np.float32)
+    audio = np.concatenate([np.zeros(sr // 2, np.float32), speech, np.zeros(sr // 2, np.float32)])
+    row = {"speech_onset_s": 0.5, "speech_offset_s": 1.5}
+    for name, (_, plant) in null.PLANTS.items():
+        out, span = plant(audio, sr, row)
+        assert out.shape == audio.shape, name
+    louder, _ = null.PLANTS["loud_1db"][1](audio, sr, row)
+    assert 20 * np.log10(np.abs(louder).max() / np.abs(audio).max()) == pytest.approx(1.0)
+    tail, _ = null.PLANTS["tail_50ms"][1](audio, sr, row)
+    assert np.abs(tail[int(1.5 * sr) : int(1.54 * sr)]).max() > 0.01  # sounds after the offset
+    assert not tail[int(1.56 * sr) :].any()
+    later, span = null.PLANTS["lead_100ms"][1](audio, sr, row)
+    assert span == pytest.approx((0.6, 1.6)) and not later[: int(0.6 * sr)].any()

@@ -169,8 +169,25 @@ def _dataset(folder: Path) -> Path:
 
     volume = audited(0.7, False, ["order-free accuracy 0.70 > 0.60"])
     volume["order_free"]["redrawn"] = {"draws": 30, "mean": 0.66, "sd": 0.03}
+    volume["gates"] = {
+        "order_free": {
+            "gate": "order_free", "statistic": "LR accuracy", "value": 0.7, "null_p95": 0.531,
+            "needed": 0.556, "p_fwer": 0.002, "fails": True,
+        },
+    }  # fmt: skip
+    family = {
+        "method": "max-T permutation (Westfall-Young, single step), one-sided",
+        "gates": 5, "draws": 200, "alpha": 0.05, "critical_z": 3.1, "p_resolution": 1 / 201,
+        "needed": {"accuracy": 0.556, "auc": 0.64}, "cannot_fail": [],
+        "recommended_test_sources": None,
+    }  # fmt: skip
     (folder / "audit.json").write_text(
-        json.dumps({"per_category": {"voice_pitch": audited(0.52, True, []), "volume": volume}})
+        json.dumps(
+            {
+                "per_category": {"voice_pitch": audited(0.52, True, []), "volume": volume},
+                "family": family,
+            }
+        )
     )
     return folder
 
@@ -398,6 +415,11 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     assert "0.70 [0.64, 0.76]" in audit and "fails: order-free accuracy 0.70 &gt; 0.60" in audit
     assert "0.70 [0.64, 0.76]; redrawn 0.66 ± 0.03" in audit and audit.count("redrawn 0.") == 1
     assert "0.97 [0.93, 1.00] (start)" in audit
+    # each gate: its statistic, its null at this size, what fails it, its family-wise p
+    gates = _section(text, "dataset").split("The shortcut audit of this build")[1]
+    assert "<td>volume</td><td>order-free</td><td>LR accuracy 0.700</td><td>0.531</td>" in gates
+    assert "<td>0.556</td><td>0.002</td><td>FAIL</td>" in gates
+    assert "must reach at least LR accuracy 0.556" in gates
     assert "vocalgrad eval dataset --listener model-a" in text  # commands in provenance
 
 

@@ -211,14 +211,18 @@ class AuditReport(TypedDict):
 
     dataset: str
     protocol: str | None
-    thresholds: dict[str, float]
+    thresholds: dict[str, float]  # alpha, draws, target_accuracy, target_auc
+    # the build's gates as one test: method, gates, draws, alpha, critical_z, p_resolution,
+    # needed (accuracy, auc), cannot_fail, recommended_test_sources
+    family: dict[str, Any]
     n_boot: int
     seed: int
     cues_version: int
     n_clips: int
     seconds_cues: float
+    seconds_gates: float  # CPU seconds of the gates' permutation nulls
     seconds: float
-    per_category: dict[str, dict[str, Any]]
+    per_category: dict[str, dict[str, Any]]  # each with `gates`: gate name -> its figures
     passes: bool
 
 

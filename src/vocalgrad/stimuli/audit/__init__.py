@@ -36,15 +36,15 @@ from vocalgrad.parallel import TaskPool
 from vocalgrad.records import AuditReport
 from vocalgrad.stimuli.audit.cache import cached_cues, dataset_cues
 from vocalgrad.stimuli.audit.classifiers import (
-    MAX_CONSTANT_AUC,
-    MAX_SHORTCUT_ACCURACY,
     N_BOOT,
     SEED,
     DirectionModel,
     audit_category,
     fit_direction_model,
+    judge,
     one_end_report,
     order_free_report,
+    redraw_failing,
 )
 from vocalgrad.stimuli.audit.cues import (
     CUE_NAMES,
@@ -58,6 +58,7 @@ from vocalgrad.stimuli.audit.cues import (
     row_span,
     target_cue_names,
 )
+from vocalgrad.stimuli.audit.gates import ALPHA, DRAWS, TARGET_ACCURACY, TARGET_AUC
 from vocalgrad.stimuli.audit.report import format_audit
 
 REPORT_FILE = "audit.json"
@@ -83,10 +84,24 @@ def audit_dataset(
     trained on the train split's cues (all families but the dimension's target cues) and
     predict the test split's labels: direction on changing clips, and constant vs changing
     where constant clips exist. Without a usable train split they are scored by grouped
-    cross-validation over test sources. CIs resample sources. A category passes when the
-    best direction accuracy is at most MAX_SHORTCUT_ACCURACY with a CI that includes chance,
-    and the constant AUC (if any) is at most MAX_CONSTANT_AUC; a category too small to
-    audit gets passes = None and does not fail the dataset.
+    cross-validation over test sources. CIs resample sources (reported). The gates are the
+    logistic regression's direction accuracy on the audited families and on the order-free
+    family (gradual and comparison items) and its constant AUC, each against its permutation
+    null, all of the build's gates one family (`classifiers.judge`): a build with no leak
+    fails with probability at most ALPHA. A category too small to audit gets passes = None
+    and does not fail the dataset.
+
+    Parameters
+    ----------
+    root : the dataset folder.
+    cache : keep measured cues in ``root/.audit`` and reuse them.
+    workers : processes for measuring cues and fitting categories.
+    progress : called with (done, total) clips while cues are measured.
+
+    Returns
+    -------
+    The report written to ``audit.json`` (`AuditReport`); ``seconds_gates`` is the CPU time
+    (s, summed over processes' fits) that the permutation nulls took.
     """
     started = time.time()
     root = Path(root)
@@ -108,19 +123,26 @@ def audit_dataset(
     tasks.sort(key=lambda task: len(task[1]), reverse=True)
     done = dict(TaskPool(workers).map_tasks(_audit_task, tasks))
     per_category = {category: done[category] for category in sorted(done)}
+    seconds_gates = sum(c.pop("_seconds_gates", 0.0) for c in per_category.values())
+    family = judge(per_category)
+    redraw_failing(per_category, {task[0]: task[1] for task in tasks}, cues)
     protocols = {c["protocol"] for c in per_category.values() if c["protocol"]}
     report = {
         "dataset": str(root),
         "protocol": protocols.pop() if len(protocols) == 1 else ("mixed" if protocols else None),
         "thresholds": {
-            "max_shortcut_accuracy": MAX_SHORTCUT_ACCURACY,
-            "max_constant_auc": MAX_CONSTANT_AUC,
+            "alpha": ALPHA,
+            "draws": DRAWS,
+            "target_accuracy": TARGET_ACCURACY,
+            "target_auc": TARGET_AUC,
         },
+        "family": family,
         "n_boot": N_BOOT,
         "seed": SEED,
         "cues_version": CUES_VERSION,
         "n_clips": len(rows),
         "seconds_cues": round(measured, 2),
+        "seconds_gates": round(seconds_gates, 2),
         "seconds": round(time.time() - started, 2),
         "per_category": per_category,
         "passes": all(c["passes"] is not False for c in per_category.values()),
@@ -134,11 +156,13 @@ __all__ = [
     "CUES_VERSION",
     "CUE_NAMES",
     "FAMILIES",
-    "MAX_CONSTANT_AUC",
-    "MAX_SHORTCUT_ACCURACY",
+    "ALPHA",
+    "DRAWS",
     "N_BOOT",
     "REPORT_FILE",
     "SEED",
+    "TARGET_ACCURACY",
+    "TARGET_AUC",
     "DirectionModel",
     "allowed_families",
     "audit_category",
@@ -150,6 +174,7 @@ __all__ = [
     "fit_direction_model",
     "format_audit",
     "format_families",
+    "judge",
     "one_end_report",
     "order_free_report",
     "row_parts",

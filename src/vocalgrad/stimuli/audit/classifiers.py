@@ -1,9 +1,11 @@
 """The audit's classifiers: from cues to a label (direction, constant vs changing), trained on
 the train split and scored on the test split, per category; the order-free family and the
-one-end observer beside them."""
+one-end observer beside them. Each gated statistic comes with its permutation null
+(`vocalgrad.stimuli.audit.gates`); the build's gates are judged together by `judge`."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,11 +29,21 @@ from vocalgrad.stimuli.audit.cues import (
     rows_format,
     target_cue_names,
 )
+from vocalgrad.stimuli.audit.gates import (
+    TARGET_ACCURACY,
+    accuracies,
+    aucs,
+    correct_family,
+    flipped_labels,
+    gate_record,
+    logistic_scores,
+    pair_units,
+    recommended_sources,
+    shuffled_within,
+)
 from vocalgrad.stimuli.audit.redraw import redrawn_accuracies, summarise
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 
-MAX_SHORTCUT_ACCURACY = 0.60  # direction accuracy a cue classifier may reach on test
-MAX_CONSTANT_AUC = 0.65  # constant-vs-changing AUC it may reach
 # Whether a format's order-free accuracy is gated is the format's
 # (`QuestionFormat.order_free_gated`): the same for every dimension.
 N_BOOT = 2000
@@ -83,6 +95,11 @@ def _fit_predict(
             continue
         if len(np.unique(y_train)) < 2:
             out[name] = np.full(len(x_test), float(np.mean(y_train)) if len(y_train) else 0.5)
+            continue
+        if name == "lr":  # the solver the gates refit per draw, so the gated figure is this one
+            out[name] = 1.0 / (
+                1.0 + np.exp(-logistic_scores(x_train, y_train[:, None], x_test)[:, 0])
+            )
             continue
         clf.fit(x_train, y_train)
         out[name] = clf.predict_proba(x_test)[:, 1]
@@ -192,6 +209,110 @@ def _cross_fit(
         )
     predicted = _predictions(train, test, label, cues, names)
     return None if predicted is None else (predicted[0], list(test), predicted[1])
+
+
+def _draw_scores(
+    train: Sequence[Mapping],
+    test: Sequence[Mapping],
+    y_train: np.ndarray,
+    y_test: np.ndarray,
+    cues: Mapping[str, Mapping[str, float]],
+    names: Sequence[str],
+) -> tuple[str, np.ndarray] | None:
+    """(protocol, decision values (test rows, columns)) of the audit's logistic regression
+    refitted to every column of the label matrices `y_train` and `y_test` (column 0 the
+    observed labels, the others a gate's relabellings): `_predictions`' protocol and folds,
+    which depend on the sources and not on the labels. None where `_predictions` is."""
+    if _n_groups(train) >= 2 and len(np.unique(y_train[:, 0])) == 2:
+        x_train, x_test = _matrix(train, cues, names), _matrix(test, cues, names)
+        fill = fill_values(x_train)
+        return "train->test", logistic_scores(impute(x_train, fill), y_train, impute(x_test, fill))
+    if _n_groups(test) < 2:
+        return None
+    from sklearn.model_selection import GroupKFold
+
+    x = _matrix(test, cues, names)
+    groups = np.array([str(r["source_id"]) for r in test])
+    scores = np.full(y_test.shape, np.nan)
+    folds = GroupKFold(n_splits=min(5, _n_groups(test)))
+    for fit_idx, held_idx in folds.split(x, y_test[:, 0], groups):
+        fill = fill_values(x[fit_idx])
+        scores[held_idx] = logistic_scores(
+            impute(x[fit_idx], fill), y_test[fit_idx], impute(x[held_idx], fill)
+        )
+    return "grouped-cv", scores
+
+
+def _direction_gates(
+    category: str,
+    train: Sequence[Mapping],
+    test: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    families: Mapping[str, Sequence[str]],
+) -> dict[str, dict]:
+    """Gate records (`gates.gate_record`) of the direction classifier on each named cue set
+    in `families`: its LR accuracy on test under the observed labels and under DRAWS
+    relabellings that swap twin pairs' labels at random, one set of draws for all of them."""
+    changing = [*train, *test]
+    units = pair_units(changing)
+    labels = flipped_labels(
+        np.array([_is_increase(r) for r in changing]), units, group_rng(SEED, f"{category}|pairs")
+    )
+    y_train, y_test = labels[: len(train)], labels[len(train) :]
+    out = {}
+    for gate, names in families.items():
+        drawn = _draw_scores(train, test, y_train, y_test, cues, names)
+        if drawn is not None:
+            out[gate] = gate_record(
+                gate,
+                "LR accuracy",
+                accuracies(drawn[1], y_test),
+                int(units.max()) + 1,
+                1.0 / len(test),
+            )
+    return out
+
+
+def _constant_gate(
+    category: str,
+    train: Sequence[Mapping],
+    test: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    names: Sequence[str],
+) -> dict | None:
+    """The gate record of the constant test (`_cross_fit`'s protocol): the LR's AUC for
+    "constant" under the observed labels and under DRAWS relabellings that move which of a
+    source's clips are its constants among them."""
+    rows = [*train, *test]
+    groups = np.array([str(r["source_id"]) for r in rows])
+    labels = shuffled_within(
+        np.array([_is_constant(r) for r in rows], dtype=float),
+        groups,
+        group_rng(SEED, f"{category}|constants"),
+    )
+    y_train, y_test = labels[: len(train)], labels[len(train) :]
+    both = all(
+        _n_groups(split) >= 2 and len(np.unique(y[:, 0])) == 2
+        for split, y in ((train, y_train), (test, y_test))
+    )
+    if both:
+        forward = _draw_scores(train, test, y_train, y_test, cues, names)
+        backward = _draw_scores(test, train, y_test, y_train, cues, names)
+        assert forward is not None and backward is not None
+        scores, scored = np.vstack([forward[1], backward[1]]), np.vstack([y_test, y_train])
+    else:
+        drawn = _draw_scores(train, test, y_train, y_test, cues, names)
+        if drawn is None:
+            return None
+        scores, scored = drawn[1], y_test
+    n_constant = int(scored[:, 0].sum())
+    return gate_record(
+        "constant",
+        "LR AUC",
+        aucs(scores, scored),
+        len(np.unique(groups)),
+        1.0 / max(1, n_constant),
+    )
 
 
 def _accuracy(correct: np.ndarray, rows: Sequence[Mapping], key: str) -> dict[str, float]:
@@ -325,10 +446,53 @@ def order_free_report(
     }
 
 
+def category_gates(
+    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+) -> dict[str, dict]:
+    """The gates of one category before the build's family-wise correction (`judge`): gate
+    name -> `gates.gate_record` (observed value and permutation null) for the direction
+    classifier on the audited families, the order-free family (gradual and comparison
+    items) and the constant test, each where the category has the clips for it.
+
+    Parameters
+    ----------
+    category : the dimension's name.
+    rows : the category's dataset rows, both splits.
+    cues : item id -> cues (`dataset_cues`).
+
+    Returns
+    -------
+    dict of gate records, empty when the category has too few clips or sources to fit.
+    """
+    fmt = rows_format(rows)
+    names = feature_names(allowed_families(category, fmt), category, fmt)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
+    if len({_is_increase(r) for r in test}) != 2:
+        return {}
+    gated = {"direction": names}
+    if formats.get(fmt).order_free_gated:
+        gated["order_free"] = list(ORDER_FREE_NAMES)
+    gates = _direction_gates(category, train, test, cues, gated)
+    constant_test = _sort_rows(
+        r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
+    )
+    constant_train = _sort_rows(
+        r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS
+    )
+    if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
+        constant = _constant_gate(category, constant_train, constant_test, cues, names)
+        if constant is not None:
+            gates["constant"] = constant
+    return gates
+
+
 def audit_category(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
-    """The audit of one category: see `audit_dataset`."""
+    """The audit of one category (see `audit_dataset`), with its gates' observed values and
+    permutation nulls (`gates`); `passes` stays None until `judge` decides the build's gates
+    together, unless a reason (too few clips or sources) already leaves it undecided."""
     fmt = rows_format(rows)
     families = allowed_families(category, fmt)
     cue_names = target_cue_names(category, fmt)
@@ -360,6 +524,7 @@ def audit_category(
         "constant_ci": None,
         "passes": None,
         "reasons": [],
+        "gates": {},
         "order_free": order_free_report(category, rows, cues) or None,
         "order_free_gated": formats.get(fmt).order_free_gated,
         "order_free_limit": order_free_limit(category),
@@ -436,33 +601,13 @@ def audit_category(
         out["constant_auc"] = aucs[c_best]["auc"]
         out["constant_ci"] = [aucs[c_best]["lo"], aucs[c_best]["hi"]]
 
+    started = time.process_time()
+    out["gates"] = category_gates(category, rows, cues)
+    out["_seconds_gates"] = time.process_time() - started  # popped by `audit_dataset`
     lo, hi = out["shortcut_ci"]
-    if out["shortcut_accuracy"] > MAX_SHORTCUT_ACCURACY:
-        out["reasons"].append(
-            f"direction predicted from {best.upper()} cues with accuracy "
-            f"{out['shortcut_accuracy']:.2f} "
-            f"> {MAX_SHORTCUT_ACCURACY:.2f}"
-        )
     if not (np.isfinite(lo) and np.isfinite(hi)):
         out["reasons"].append(f"{NO_CI_TEXT}: cannot tell chance from a shortcut")
-        out["passes"] = None
-        return out
-    if not (lo <= 0.5 <= hi):
-        out["reasons"].append(f"direction accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
-    order_free_reasons = _order_free_reasons(
-        out["order_free"], out["order_free_gated"], out["order_free_limit"]
-    )
-    out["reasons"].extend(order_free_reasons)
-    if order_free_reasons:  # beside a failure, how far the figure moves with the draw
-        out["order_free"]["redrawn"] = summarise(
-            redrawn_accuracies(category, rows, cues, order_free_accuracy), MAX_SHORTCUT_ACCURACY
-        )
-    if out["constant_auc"] is not None and out["constant_auc"] > MAX_CONSTANT_AUC:
-        out["reasons"].append(
-            f"constant clips told apart with AUC {out['constant_auc']:.2f} > {MAX_CONSTANT_AUC:.2f}"
-        )
-    out["passes"] = not out["reasons"]
-    return out
+    return out  # `judge` decides `passes` over all of the build's gates at once
 
 
 def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
@@ -497,23 +642,84 @@ def order_free_limit(category: str) -> str | None:
     return get(category).SPEC.order_free_limit or None
 
 
-def _order_free_reasons(report: Mapping | None, gated: bool, limit: str | None = None) -> list[str]:
-    """Why the order-free family fails a category: accuracy over the threshold or a CI that
-    excludes chance (nothing where the format is not gated or the family had too few clips).
-    A documented limit is named after the reasons; it never turns a failure into a pass."""
-    if not report or not gated:
-        return []
+def _gate_reasons(c: Mapping) -> list[str]:
+    """Why a judged category fails: each failing gate, its statistic against the figure a
+    build of this size reads by chance at most (`needed`), and its family-wise p-value; a
+    documented order-free limit is named after the order-free reason (it never turns a
+    failure into a pass)."""
+    gates = c.get("gates") or {}
     reasons = []
-    acc, (lo, hi) = report["accuracy"], report["ci"]
-    if acc > MAX_SHORTCUT_ACCURACY:
-        top = next(iter(report["per_cue_auc"]), None)
-        lead = f"; strongest cue {top} (AUC {report['per_cue_auc'][top]['auc']:.2f})" if top else ""
+
+    def against(g: Mapping) -> str:
+        p = g["p_fwer"]
+        return f"{g['value']:.3f} > {g['needed']:.3f} needed at this size (family-wise p {p:.3f})"
+
+    if (g := gates.get("direction")) and g["fails"]:
+        reasons.append(f"direction predicted from cues with LR accuracy {against(g)}")
+    if (g := gates.get("order_free")) and g["fails"]:
+        per_cue = (c.get("order_free") or {}).get("per_cue_auc") or {}
+        top = next(iter(per_cue), None)
+        lead = f"; strongest cue {top} (AUC {per_cue[top]['auc']:.2f})" if top else ""
         reasons.append(
-            f"direction predicted from order-free cues with accuracy {acc:.2f} > "
-            f"{MAX_SHORTCUT_ACCURACY:.2f}{lead}"
+            f"direction predicted from order-free cues with LR accuracy {against(g)}{lead}"
         )
-    if np.isfinite(lo) and np.isfinite(hi) and not lo <= 0.5 <= hi:
-        reasons.append(f"order-free accuracy CI [{lo:.2f}, {hi:.2f}] excludes chance")
-    if reasons and limit:
-        reasons.append(f"a documented limit of the dimension: {limit}")
+        if c.get("order_free_limit"):
+            reasons.append(f"a documented limit of the dimension: {c['order_free_limit']}")
+    if (g := gates.get("constant")) and g["fails"]:
+        reasons.append(f"constant clips told apart with LR AUC {against(g)}")
     return reasons
+
+
+def judge(per_category: Mapping[str, dict]) -> dict:
+    """Decide every category of a build at once (`gates.correct_family` over all of its gates):
+    sets each category's `passes` and `reasons` and each gate's family-wise figures, and
+    returns the family's summary with the power figures: the largest `needed` of the
+    accuracy and the AUC gates (the smallest leak this build detects everywhere) and the test
+    sources a build would need to detect TARGET_ACCURACY (`gates.recommended_sources`).
+
+    A category whose audit already has a reason (too few clips or sources) stays undecided
+    (`passes` None) and its gates are reported outside the family."""
+    judged = {cat: c for cat, c in per_category.items() if c.get("gates") and not c["reasons"]}
+    family = [g for c in judged.values() for g in c["gates"].values()]
+    summary = correct_family(family)
+    for c in per_category.values():
+        for g in (c.get("gates") or {}).values():
+            if "_values" in g:  # outside the family
+                del g["_values"]
+                g.update(z=None, p_fwer=None, needed=None, fails=None)
+    for c in judged.values():
+        c["reasons"] = _gate_reasons(c)
+        c["passes"] = not c["reasons"]
+
+    def largest(kind: str) -> float | None:
+        values = [g["needed"] for g in family if g["statistic"] == kind]
+        return None if not values or None in values else max(values)
+
+    summary["needed"] = {"accuracy": largest("LR accuracy"), "auc": largest("LR AUC")}
+    summary["cannot_fail"] = [
+        f"{cat}/{name}"
+        for cat, c in judged.items()
+        for name, g in c["gates"].items()
+        if g["needed"] is None
+    ]
+    summary["recommended_test_sources"] = recommended_sources(
+        [(g, c["n_sources_test"]) for c in judged.values() for g in c["gates"].values()]
+    )
+    return summary
+
+
+def redraw_failing(
+    per_category: Mapping[str, dict],
+    rows: Mapping[str, Sequence[Mapping]],
+    cues: Mapping[str, Mapping[str, float]],
+) -> None:
+    """Beside each failing order-free gate, how far its figure moves with the draw of sources
+    (`redraw.redrawn_accuracies`, the order-free accuracy over the build's speakers dealt
+    again): sets `order_free.redrawn`."""
+    for category, c in per_category.items():
+        gate = (c.get("gates") or {}).get("order_free")
+        if gate and gate.get("fails"):
+            c["order_free"]["redrawn"] = summarise(
+                redrawn_accuracies(category, rows[category], cues, order_free_accuracy),
+                TARGET_ACCURACY,
+            )

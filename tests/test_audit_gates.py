@@ -1,0 +1,213 @@
+"""The audit's calibrated gates (`vocalgrad.stimuli.audit.gates`, `classifiers.judge`): one-sided,
+one family-wise test over a build's gates, and the statistic each gate needs to fail.
+
+On synthetic cue matrices: the null is exact by construction only if the code keeps twins,
+draws and the max-T correction straight, which is what these tests check; tests/test_audit.py
+and tests/test_audit_planted.py check the gates on rendered audio."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from vocalgrad.stimuli.audit import gates as G
+from vocalgrad.stimuli.audit.classifiers import audit_category, category_gates, judge
+from vocalgrad.stimuli.audit.cues import CUE_NAMES
+from vocalgrad.stimuli.audit.report import format_audit
+
+ALL_CUES = sorted({n for names in CUE_NAMES.values() for n in names})
+
+
+def test_fit_logistic_is_sklearns_logistic_regression():
+    """The batched solve reaches the optimum sklearn's LogisticRegression(C=1) converges to,
+    for every label vector at once, separable ones and one-label ones included."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 6)) * rng.uniform(0.1, 50, size=6) + rng.normal(size=6) * 20
+    x_test = rng.normal(size=(40, 6)) * 10
+    y = (rng.random((120, 5)) < 0.5).astype(float)
+    y[:, 1] = (x[:, 0] > np.median(x[:, 0])).astype(float)  # separable
+    y[:, 2] = 1.0  # one label only: the base rate
+    scores = G.logistic_scores(x, y, x_test)
+    for k in (0, 1, 3, 4):
+        model = make_pipeline(
+            StandardScaler(), LogisticRegression(C=1.0, tol=1e-12, max_iter=50000)
+        )
+        model.fit(x, y[:, k])
+        assert scores[:, k] == pytest.approx(model.decision_function(x_test), abs=1e-5), k
+    assert (scores[:, 2] > 0).all()
+
+
+def _rows_and_cues(
+    rng: np.random.Generator,
+    category: str,
+    n_sources: int = 8,
+    pairs: int = 3,
+    leak: float = 0.0,
+    sign_by_split: dict[str, float] | None = None,
+    constants: int = 1,
+) -> tuple[list[dict], dict[str, dict[str, float]]]:
+    """Twin pairs whose clips share their source's and their pair's cue values plus clip
+    noise; an increase clip's `global_duration_s` and `of_duration_s` sit `leak` x the
+    split's sign above its twin's (no leak: twins exchangeable, which clip is "increase" is a
+    coin)."""
+    rows, cues = [], {}
+    for split in ("train", "test"):
+        sign = (sign_by_split or {}).get(split, 1.0)
+        for s in range(n_sources):
+            source = f"{category}-{split}-{s}"
+            base = rng.normal(size=len(ALL_CUES)) * 3
+            clips = []
+            for p in range(pairs):
+                pair = base + rng.normal(size=len(ALL_CUES))
+                for direction in rng.permutation(["increase", "decrease"]):
+                    clips.append((f"t{p}", direction, pair + 0.5 * rng.normal(size=len(ALL_CUES))))
+            for _ in range(constants):
+                clips.append(("none", "constant", base + rng.normal(size=len(ALL_CUES))))
+            for i, (tier, direction, values) in enumerate(clips):
+                item = f"{source}-{i}"
+                cue = dict(zip(ALL_CUES, values.tolist(), strict=True))
+                if direction != "constant":
+                    side = 0.5 if direction == "increase" else -0.5
+                    for name in ("global_duration_s", "of_duration_s"):
+                        cue[name] += side * leak * sign
+                cues[item] = cue
+                rows.append(
+                    {
+                        "item_id": item,
+                        "category": category,
+                        "source_id": source,
+                        "split": split,
+                        "direction": direction,
+                        "tier": tier,
+                        "curve": "linear",
+                    }
+                )
+    return rows, cues
+
+
+def test_below_chance_accuracy_is_reported_and_never_fails():
+    """Cues that say "increase" on the train sources and "decrease" on the test sources
+    make a classifier anti-generalise: accuracy near 0 with a CI far below 0.5, which the
+    two-sided gate failed. It is no shortcut, and no gate fails on it."""
+    rows, cues = _rows_and_cues(
+        np.random.default_rng(1), "voice_pitch", leak=6.0, sign_by_split={"test": -1.0}
+    )
+    c = audit_category("voice_pitch", rows, cues)
+    family = judge({"voice_pitch": c})
+    assert c["direction"]["lr"]["accuracy"] < 0.35 and c["direction"]["lr"]["hi"] < 0.5
+    assert c["order_free"]["accuracy"] < 0.5 and c["order_free"]["ci"][1] < 0.5
+    for name in ("direction", "order_free"):
+        gate = c["gates"][name]
+        assert gate["value"] < 0.35 and gate["fails"] is False and gate["p_fwer"] == 1.0, gate
+    assert c["passes"] is True and c["reasons"] == [] and family["gates"] == 3
+    # the same leak with one sign in both splits is caught
+    rows, cues = _rows_and_cues(np.random.default_rng(1), "voice_pitch", leak=6.0)
+    c = audit_category("voice_pitch", rows, cues)
+    judge({"voice_pitch": c})
+    assert c["passes"] is False and c["gates"]["direction"]["fails"] is True
+    assert any("order-free" in r for r in c["reasons"]), c["reasons"]
+
+
+def test_a_gate_below_chance_never_fails_whatever_its_null():
+    """The one-sided rule holds in the correction itself: a statistic below chance fails no
+    gate even where its null sits lower still."""
+    rng = np.random.default_rng(2)
+    low = np.r_[0.45, 0.30 + 0.01 * rng.standard_normal(200)]
+    gate = G.gate_record("direction", "LR accuracy", low, 10, 0.01)
+    G.correct_family([gate])
+    assert gate["z"] > 10 and gate["fails"] is False
+
+
+def test_max_t_family_fails_a_null_build_at_most_alpha():
+    """Gates whose observed value is one more draw of their null (what a build with no leak
+    is): the share of builds with a failing gate stays at alpha, for one gate or forty."""
+    rng = np.random.default_rng(3)
+    for n_gates in (1, 40):
+        failed = []
+        for _ in range(1000):
+            shift = rng.normal(size=(n_gates, 1))
+            values = 0.5 + 0.02 * (rng.standard_normal((n_gates, 201)) + shift)
+            values[:, :] += 0.01 * rng.standard_exponential((n_gates, 201))  # skewed nulls
+            gates = [G.gate_record("direction", "LR accuracy", v, 20, 0.001) for v in values]
+            G.correct_family(gates)
+            failed.append(any(g["fails"] for g in gates))
+        rate = np.mean(failed)
+        assert rate <= G.ALPHA + 2.6 * np.sqrt(G.ALPHA * (1 - G.ALPHA) / 1000), (n_gates, rate)
+        assert rate >= 0.02, (n_gates, rate)  # and not far below: the family is not Bonferroni
+
+
+def test_needed_is_the_smallest_statistic_that_fails():
+    """A gate fails exactly when its statistic is over the `needed` its family reports, and
+    `needed` is the figure a build of that size detects (over its null's spread)."""
+    rng = np.random.default_rng(4)
+    null = 0.5 + 0.02 * rng.standard_normal(500)
+    other = np.r_[0.5, 0.5 + 0.02 * rng.standard_normal(500)]
+    verdicts = []
+    for value in np.linspace(0.52, 0.60, 81):
+        gates = [
+            G.gate_record("direction", "LR accuracy", np.r_[value, null], 20, 0.004),
+            G.gate_record("order_free", "LR accuracy", other, 20, 0.004),
+        ]
+        summary = G.correct_family(gates)
+        gate = gates[0]
+        assert gate["fails"] is bool(value > gate["needed"]), (value, gate)
+        assert 0.5 + 0.02 * summary["critical_z"] == pytest.approx(gate["needed"], abs=0.003)
+        verdicts.append(gate["fails"])
+    assert not verdicts[0] and verdicts[-1]
+
+
+def test_a_build_with_no_leak_fails_at_most_alpha_of_the_time(monkeypatch):
+    """Synthetic builds of three categories, twin labels a coin toss within each pair (the
+    null the audit's permutations draw from), each decided by the audit's own gates and
+    family: the share failing stays at alpha within its Monte Carlo error."""
+    monkeypatch.setattr(G, "DRAWS", 100)
+    rng = np.random.default_rng(5)
+    sims, failed, n_gates = 150, [], set()
+    for _ in range(sims):
+        per_category = {}
+        for category in ("voice_pitch", "volume", "echo"):
+            rows, cues = _rows_and_cues(rng, category, n_sources=5, pairs=2)
+            gates = category_gates(category, rows, cues)
+            per_category[category] = {"gates": gates, "reasons": [], "n_sources_test": 5}
+        n_gates.add(judge(per_category)["gates"])
+        failed.append(any(c["passes"] is False for c in per_category.values()))
+    assert n_gates == {9}
+    rate = float(np.mean(failed))
+    assert rate <= G.ALPHA + 2.6 * np.sqrt(G.ALPHA * (1 - G.ALPHA) / sims), rate
+
+
+def test_the_report_states_each_gates_null_p_value_and_power():
+    """`vocalgrad audit` and the card: per gate the statistic, its null's 95th percentile,
+    the statistic needed to fail, the family-wise p-value; below the table the smallest leak
+    this build detects and the size to build where that is over 0.60."""
+    rows, cues = _rows_and_cues(np.random.default_rng(6), "voice_pitch", n_sources=3, pairs=2)
+    c = audit_category("voice_pitch", rows, cues)
+    family = judge({"voice_pitch": c})
+    report = {"dataset": "toy", "protocol": c["protocol"], "per_category": {"voice_pitch": c},
+              "family": family}  # fmt: skip
+    text = format_audit(report)
+    assert (
+        "| category | gate | statistic | null 95th pct | needed to fail | p (family-wise) |" in text
+    )
+    gate = c["gates"]["direction"]
+    assert (
+        f"| voice_pitch | direction | LR accuracy {gate['value']:.3f} | {gate['null_p95']:.3f} |"
+        in text
+    )
+    needed = family["needed"]["accuracy"]
+    assert f"must reach at least LR accuracy {needed:.3f}" in text
+    small = {**report, "family": {**family, "recommended_test_sources": 23}}
+    assert "build about 23 test sources (and as many train)" in format_audit(small)
+    assert "Every gate detects a leak of accuracy 0.60 (AUC 0.65)" in format_audit(
+        {**report, "family": {**family, "recommended_test_sources": None}}
+    )
+
+
+def test_recommended_sources_scale_with_the_margin_squared():
+    gate = {"gate": "direction", "needed": 0.70}
+    assert G.recommended_sources([(gate, 10)]) == 40  # (0.20 / 0.10)^2 x 10
+    assert G.recommended_sources([({"gate": "constant", "needed": 0.60}, 10)]) is None
+    assert G.recommended_sources([({"gate": "direction", "needed": None}, 6)]) == 24
