@@ -17,7 +17,7 @@ of) to `render`, a confounds function to `measure`, an `Observer` to `evidence`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
@@ -37,6 +37,10 @@ part]): what `Engine.assemble` returns."""
 
 HELD = "held"
 """The curve of a held format's conditions: the parameter has no course over time."""
+
+Course = Callable[[np.ndarray], np.ndarray]
+"""A format's own course of a changing clip: the progress from the condition's start value (0)
+to its end value (1) at each fraction of the speech span (0 at onset, 1 at offset)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class ClipResult:
     part_spans: tuple[
         tuple[float, float], ...
     ] = ()  # comparison: each part's speech span in the file (s)
+    # what a format drew or measured for its own row fields (`QuestionFormat.row_fields`)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -152,6 +158,27 @@ class Engine(Protocol):
 
     def confounds(self, clip: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
         """What differs between the clip and the heard source besides the target."""
+        ...
+
+    def changing(
+        self, members: Sequence[tuple[Condition, str, Course | None]], centred: bool = True
+    ) -> list[tuple[np.ndarray, SpeechSpan]]:
+        """Clips of one dimension, each (condition, item id, course or None) rendered along
+        its track (or course) and levelled together, without floor or rove: the parts
+        `assemble` joins, or the clips of a pair. Where level is the dimension's target, one
+        gain for all, so they keep their level differences; `centred=False` keeps the
+        courses' values (no shift of the time-average)."""
+        ...
+
+    def measure_windows(
+        self,
+        category: str,
+        audio: np.ndarray,
+        span: SpeechSpan,
+        windows: Sequence[tuple[float, float]],
+    ) -> tuple[Analysis, Measured, list[Measured]]:
+        """A clip against the heard source, by the dimension's own measure, over the whole
+        speech and over each window of it (`measure_windows`)."""
         ...
 
 
@@ -252,6 +279,195 @@ def measure_against(
     return clip, dimensions.get(category).measure(clip, ref)
 
 
+def measure_windows(
+    ref: Analysis, category: str, clip: Analysis, windows: Sequence[tuple[float, float]]
+) -> tuple[Measured, list[Measured]]:
+    """The dimension's own measure of a clip over its whole speech span and over windows of
+    it: each window read as the speech of a clip of its own (the head and tail of the window).
+
+    Why: where in a clip a change lies, and how it turns, is read with the same measure that
+    checks the change of a whole clip, never with the rendering parameter.
+
+    Parameters
+    ----------
+    ref
+        The heard source, with its speech span.
+    category
+        The dimension.
+    clip
+        The clip, with its speech span.
+    windows
+        (start, end) of each window as fractions of the source's speech span (0: onset, 1:
+        offset), in source time: a time-warping dimension's measure aligns the clip itself.
+
+    Returns
+    -------
+    tuple
+        (the whole span's `Measured`, one `Measured` per window), in ``measured_unit``.
+    """
+    dim = dimensions.get(category)
+    # first: what a measure memoises of the source (in `ref.cache`) is made for its own span
+    whole = dim.measure(clip, ref)
+    onset, offset = ref.span.onset_s, ref.span.offset_s
+    parts = []
+    for a, b in windows:
+        span = SpeechSpan(onset + a * (offset - onset), onset + b * (offset - onset), True)
+        parts.append(dim.measure(clip, ref.with_span(span)))
+    return whole, parts
+
+
+RISE, FALL = "rise", "fall"
+"""The curves of a format whose two answers share the way a change goes (a change placed
+early or late, two changes of different size): towards the dimension's increase endpoint, or
+away from it. Both are planned, so every answer holds as many of each."""
+
+HALVES = ((0.0, 0.5), (0.5, 1.0))
+"""The two halves of the speech span (`measure_windows`)."""
+
+
+def path_of(condition: Condition) -> tuple[float, float]:
+    """(start, end) parameter values of a `RISE` or `FALL` condition's change, whichever
+    answer its label slot holds: the plan gives an "increase" condition the increase
+    endpoints and its twin the other way round; the curve says which way the change goes.
+
+    Parameters
+    ----------
+    condition
+        A planned condition of a format with `RISE` / `FALL` curves.
+
+    Returns
+    -------
+    tuple
+        (start, end), in the dimension's unit.
+    """
+    up = (condition.start, condition.end)
+    if condition.direction != "increase":
+        up = up[::-1]
+    return up if condition.curve == RISE else (up[1], up[0])
+
+
+def change_sign(row: Mapping[str, Any]) -> float:
+    """+1 where a row's change rises (``change_direction`` "increase"), -1 where it falls:
+    what turns a measured change into a change along the row's own way."""
+    return 1.0 if row["change_direction"] == "increase" else -1.0
+
+
+def windows_of(
+    asked: Asked, sample_rate: int, windows: Sequence[tuple[float, float]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(clip, source) of windows of an item's speech as the ideal observer hears it, each
+    window given as fractions of the speech span (0: onset, 1: offset) and cut from each
+    signal within its own span: a time warp keeps the silences' lengths, so the source's
+    span ends as far before its end as the clip's does. Played backwards, the spans are
+    mirrored: a window is still read in playing order (0.25 is a quarter into the playing).
+
+    Parameters
+    ----------
+    asked
+        The item (its row gives the clip's speech span, seconds).
+    sample_rate
+        The observer's rate, Hz.
+    windows
+        (start, end) of each window, fractions of the speech span.
+
+    Returns
+    -------
+    list
+        (the clip's samples, the source's samples) of each window.
+    """
+    clip, ref, row = asked.clip, asked.ref, asked.row
+    onset, offset = float(row["speech_onset_s"]), float(row["speech_offset_s"])
+    clip_s, ref_s = len(clip) / sample_rate, len(ref) / sample_rate
+    spans = [(onset, offset), (onset, ref_s - (clip_s - offset))]  # the same trailing silence
+    if asked.reversed_:
+        spans = [
+            (clip_s - spans[0][1], clip_s - spans[0][0]),
+            (ref_s - spans[1][1], ref_s - spans[1][0]),
+        ]
+    out = []
+    for a, b in windows:
+        cut = []
+        for x, (on, off) in zip((clip, ref), spans, strict=True):
+            lo, hi = (round((on + f * (off - on)) * sample_rate) for f in (a, b))
+            cut.append(x[max(lo, 0) : hi])
+        out.append((cut[0], cut[1]))
+    return out
+
+
+def source_median(
+    observer: Observer, asked: Asked, name: str, reading: Callable[[Asked], np.ndarray]
+) -> np.ndarray:
+    """The median of `reading` over every clip of the item's source and dimension in its
+    split, played the same way (forwards, or backwards for a reversed control), computed once
+    per format `name` (`Observer.memo`). Reads no label.
+
+    Why: what a source's preparation does alike to each of its clips (its two ends' level
+    courses matched, so a window at the onset reads a rise in every clip) is the source's,
+    not the change's; a reading of one clip less this median keeps only what the clip's own
+    course adds, where the clips of a source hold each answer and each way of change alike.
+
+    Parameters
+    ----------
+    observer
+        The ideal observer (rows, references, rate, memo).
+    asked
+        The item whose source is read.
+    name
+        The format's name (its memo).
+    reading
+        What is read of one clip: an array of readings (one per window, say).
+
+    Returns
+    -------
+    np.ndarray
+        The per-element median of the readings.
+    """
+    from vocalgrad.audio import load_audio, resample
+
+    row = asked.row
+    key = (row["source_id"], asked.category, row["split"], asked.reversed_)
+    memo = observer.memo.setdefault(name, {})
+    if key not in memo:
+        readings = []
+        for member in observer.rows.values():
+            if (member["source_id"], member["category"], member["split"]) != key[:3]:
+                continue
+            audio, sr = load_audio(member["path"], mono=False)
+            clip = resample(audio, sr, observer.sample_rate)
+            if asked.reversed_:
+                clip = np.ascontiguousarray(clip[::-1])
+            readings.append(
+                reading(Asked(asked.category, clip, asked.ref, member, asked.reversed_))
+            )
+        memo[key] = np.nanmedian(np.array(readings, dtype=float), axis=0)
+    return memo[key]
+
+
+SLIDING = tuple((k / 6, (k + 2) / 6) for k in range(5))
+"""Windows a third of the speech span wide, a sixth apart: where a change lies, read from
+the dimension's evidence in each (`windows_of`)."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of the ladder (`QuestionFormat.rungs`): a name, its place, and the prompt
+    variants its items are asked with.
+
+    Attributes
+    ----------
+    name
+        The rung's name (a run folder of a ladder evaluation is named after it).
+    order
+        Its place on the ladder, ascending from hearing a change to reasoning about it.
+    variants
+        The prompt variants asked (`vocalgrad eval --variants`).
+    """
+
+    name: str
+    order: float
+    variants: tuple[str, ...] = ("default",)
+
+
 class QuestionFormat:
     """One question format: subclass it in one module of `vocalgrad.formats` (or of a plug-in
     package, entry-point group ``vocalgrad.formats``) and declare what differs.
@@ -291,6 +507,20 @@ class QuestionFormat:
         rate sets what pads its speech).
     order_free_gated
         The audit's order-free family is gated, not only reported.
+    rungs
+        Its rungs of the ladder (`Rung`), in order; none: it is not on the ladder.
+    answers_by_direction
+        Where an answer names none of the answer words, the direction lexicon reads it ("it
+        got louder" answers "higher or lower?"). False where the words are not directions
+        (early or late): "it rises" would be read as the first word.
+    blind_change_answers
+        A clip's source-free change (`Dimension.blind_change`, where it `changes_over_time`)
+        says its label; False where the label is not the way the clip changes (where a
+        change lies), so verification does not read it as one.
+    level_target_families
+        The cue families that measure the target where the dimension's level course is its
+        target (its ``SPEC.target_cues`` hold ``edge_level``): where in a clip the energy
+        lies follows a change of level placed early or late.
     """
 
     name: ClassVar[str]
@@ -308,6 +538,10 @@ class QuestionFormat:
     audit_families: ClassVar[tuple[str, ...]]
     warp_target_families: ClassVar[tuple[str, ...]] = ()
     order_free_gated: ClassVar[bool] = True
+    rungs: ClassVar[tuple[Rung, ...]] = ()
+    answers_by_direction: ClassVar[bool] = True
+    level_target_families: ClassVar[tuple[str, ...]] = ()
+    blind_change_answers: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"<question format {self.name!r}>"
