@@ -202,9 +202,7 @@ class Analysis:
             median F0, the level slope) are computed afresh over `span`.
         """
         out = Analysis.__new__(Analysis)
-        out.__dict__.update(
-            {k: v for k, v in self.__dict__.items() if k not in _SPAN_DEPENDENT}
-        )
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _SPAN_DEPENDENT})
         out.__dict__["span"] = span
         return out
 
