@@ -16,6 +16,7 @@ from vocalgrad.cli.options import (
     positive_seconds,
     whole,
 )
+from vocalgrad.errors import ConfigError
 from vocalgrad.files import atomic_write_text
 
 
@@ -24,7 +25,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", required=True, help="dataset folder to create or resume")
     b.add_argument("--source", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split]")
     b.add_argument("--config", help="TOML file with a [build] table")
-    b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
+    b.add_argument(
+        "--protocol",
+        help="preset: 'vocalgrad' (published grid and sizes), or 'ladder' (one dataset per "
+        "rung of the ladder into OUT/<format>/, indexed in OUT/ladder.json; small by default)",
+    )
     b.add_argument(
         "--categories",
         type=csv_list,
@@ -159,6 +164,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         "format": args.question_format,
         "rove_endpoints": True if args.rove_endpoints else None,
     }
+    from vocalgrad.stimuli.config import LADDER
+
+    if args.protocol == LADDER:
+        return _build_ladder(args, options)
     with executor_from_args(args) as executor:
         report = build(
             args.out,
@@ -225,6 +234,41 @@ def cmd_build(args: argparse.Namespace) -> int:
         from vocalgrad.stimuli.audit import format_audit
 
         print(format_audit(report["shortcut_audit"]))
+    return 0
+
+
+def _build_ladder(args: argparse.Namespace, options: dict) -> int:
+    """`vocalgrad build --protocol ladder`: every rung's dataset, then one line per rung."""
+    from vocalgrad.api import build_ladder
+    from vocalgrad.evaluation.ladder import INDEX
+
+    if options.get("format"):
+        raise ConfigError(
+            "--protocol ladder builds every rung's question format; leave out --question-format"
+        )
+    with executor_from_args(args) as executor:
+        index = build_ladder(
+            args.out,
+            args.source,
+            config=args.config,
+            overwrite=args.overwrite,
+            audit=not args.no_audit,
+            executor=executor,
+            **{k: v for k, v in options.items() if v is not None},
+        )
+    print(f"ladder of {len(index['rungs'])} rungs in {args.out} ({INDEX}):")
+    for entry in index["rungs"]:
+        built = index["datasets"].get(entry["dataset"], {})
+        audit = {True: "audit passes", False: "audit FAILS", None: "not audited"}[
+            built.get("audit_passes")
+        ]
+        print(
+            f"  {entry['rung']}: {entry['dataset']}/ asked with {','.join(entry['variants'])}; "
+            f"{built.get('clips_kept', 0)} clips, {audit}"
+        )
+    for name, built in index["datasets"].items():
+        for note in built.get("notes", []):
+            print(f"  {name}: {note}")
     return 0
 
 

@@ -123,8 +123,8 @@ class Contour(QuestionFormat):
     def render(
         self, engine: Engine, condition: Condition, item: str, twin_item: str | None
     ) -> ClipResult:
-        """The clip and its twin (the other shape between the same values), rendered and
-        levelled together, one peak limit for both; the twin's result waits in
+        """The clip and its twin (the other shape between the same values), each levelled to
+        the source's loudness, one peak limit for both; the twin's result waits in
         `engine.twins`."""
         if (item, twin_item) in engine.twins:
             return engine.twins.pop((item, twin_item))
@@ -133,9 +133,13 @@ class Contour(QuestionFormat):
         if twin_item is not None:
             members.append((twin_item, engine.roved(condition.twin(), key)))
         turns = [turn_at(it) for it, _ in members]
-        rendered = engine.changing(
-            [(c, it, turn_course(t)) for (it, c), t in zip(members, turns, strict=True)]
-        )
+        # each levelled alone: a peak of level and its dip hold it at different moments of the
+        # speech, and levelled together the one whose loud stretch meets louder speech would be
+        # louder as a whole
+        rendered = [
+            engine.changing([(c, it, turn_course(t))])[0]
+            for (it, c), t in zip(members, turns, strict=True)
+        ]
         edges = dimensions.get(condition.category).SPEC.source_edges
         assembled = [engine.assemble([audio], key, source_edges=edges)[:2] for audio, _ in rendered]
         gain = peak_gain(*(a for a, _ in assembled))

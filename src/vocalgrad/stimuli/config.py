@@ -194,6 +194,19 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
 }
 
 
+LADDER = "ladder"
+"""The protocol that builds one dataset per rung of the ladder (`vocalgrad build --protocol
+ladder`), from the shared settings in `PROTOCOLS`."""
+PROTOCOLS[LADDER] = {
+    # Every rung on the same sources and dimensions, small by default (each setting can be
+    # given): 4 + 4 sources, volume and voice pitch, the linear curve of the gradual rungs.
+    "n_test": 4,
+    "n_train": 4,
+    "categories": ("volume", "voice_pitch"),
+    "curves": ("linear",),
+}
+
+
 def protocol(name: str) -> dict[str, Any]:
     try:
         return dict(PROTOCOLS[name])
