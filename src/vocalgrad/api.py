@@ -485,7 +485,7 @@ def evaluate_ladder(
     retry_errors, executor, listener_options, use_cache
         As for `evaluate`.
     progress : callable, optional
-        Called with (rung, "done" or why it was skipped) after each rung.
+        Called with (rung, what happened) after each rung.
     **fields
         `EvalConfig` fields over `config`.
 

@@ -187,7 +187,8 @@ def evaluate_ladder(
         ``run(dataset, listener, folder, config, **options) -> counts``; default
         `vocalgrad.evaluation.evaluate.evaluate`.
     progress
-        Called with (rung, what happened) after each rung.
+        Called with (rung, what happened: the items answered, or why it was skipped) after
+        each rung.
     **options
         Passed to `run` (executor, retry_errors, use_cache).
 
@@ -228,7 +229,14 @@ def evaluate_ladder(
         written["rungs"].append(record)
         _write_index(out, written)
         if progress:
-            progress(entry["rung"], record.get("skipped") or "done")
+            counts = record.get("counts", {})
+            progress(
+                entry["rung"],
+                f"skipped: {record['skipped']}"
+                if "skipped" in record
+                else f"{counts.get('total', 0) - counts.get('failed', 0)} of "
+                f"{counts.get('total', 0)} items answered -> {out / entry['rung']}",
+            )
     return written
 
 
@@ -382,7 +390,7 @@ def rung_drop(
 def ladder_scores(
     rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int = 0
 ) -> list[dict]:
-    """One listener's ladder: per rung it answered, in order, the `score_rows` overall row
+    """One listener's ladder: per rung it was asked, in order, the `score_rows` overall row
     (accuracy, d′ with clustered CIs, ...) and the drop from the rung below it that the
     listener also answered (`rung_drop`; None on the lowest).
 
@@ -398,23 +406,30 @@ def ladder_scores(
     Returns
     -------
     list of dict
-        ``{"rung", "order", "score": overall row, "drop": rung_drop's dict or None}``.
+        ``{"rung", "order", "answered", "score": overall row, "drop": rung_drop's dict or
+        None}``; ``answered`` is False where no answer was one of the rung's words (a
+        reference that answers which way, asked whether): its drop is None, and the next
+        rung's drop is from the rung below that was answered.
     """
     order = rung_order()
     by_rung = scorable(rows)
     out: list[dict] = []
     below: list[dict] | None = None
     for rung, members in by_rung.items():
+        answered = any(r.get("predicted") in LABELS for r in members)
         score: ListenerScore = score_rows(members, by=(), n_boot=n_boot, seed=seed)
+        drop = None
+        if answered and below is not None:
+            drop = rung_drop(members, below, n_boot=n_boot, seed=seed)
         out.append(
             {
                 "rung": rung,
                 "order": order.get(rung),
+                "answered": answered,
                 "score": score.overall,
-                "drop": None
-                if below is None
-                else rung_drop(members, below, n_boot=n_boot, seed=seed),
+                "drop": drop,
             }
         )
-        below = members
+        if answered:
+            below = members
     return out

@@ -96,7 +96,14 @@ def build_sections(
     info = load_dataset_info(dataset) if dataset is not None else None
     if dataset is not None and info is None:
         dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
-    if info is not None:
+    recorded_all = list(dict.fromkeys(r.manifest.get("dataset") for r in runs))
+    if info is not None and not chosen and len(recorded_all) > 1:  # a ladder's runs, say
+        dataset_note = (
+            f"The runs were evaluated on {len(recorded_all)} datasets (a ladder's rungs, or "
+            f"several builds); the card below describes the first run's, {dataset} (--dataset "
+            "chooses another)."
+        )
+    elif info is not None:
         dataset_note = _dataset_mismatch(runs, dataset, chosen, allow_dataset_mismatch)
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [

@@ -442,7 +442,7 @@ def ladder(series: Sequence[Mapping], rungs: Sequence[str]) -> Figure:
                 )
         ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance" if ax is top else None)
         ax.set_ylabel(label)
-    top.set_ylim(0.3, 1.03)
+    top.set_ylim(-0.02, 1.04)
     bottom.set_xticks(xs, [r.replace("_", " ") for r in rungs], rotation=20, ha="right")
     bottom.set_xlabel("rung (from hearing a change to reasoning about it)")
     title = "Accuracy and d′ by rung of the ladder"

@@ -62,7 +62,8 @@ def ladder(by_listener: Mapping[str, list[dict]], n_boot: int, seed: int) -> Sec
         "scored as yes (something changes) against no on changing and constant clips; the "
         "other rungs as their two answers. Drop: the rung below's accuracy minus this "
         "rung's, on the sources both hold (paired by source; > 0: this rung is harder). "
-        f"{CI_RULE}. References below the line.",
+        f"{CI_RULE}. References below the line; a reference that answers which way "
+        "is not asked whether (no answer in the rung's words).",
     )
     colours = palette(scored)
     series, few = [], {}
@@ -70,6 +71,19 @@ def ladder(by_listener: Mapping[str, list[dict]], n_boot: int, seed: int) -> Sec
         rows = []
         for entry in rungs:
             o, drop = entry["score"], entry["drop"]
+            if not entry["answered"]:
+                rows.append(
+                    [
+                        name,
+                        entry["rung"].replace("_", " "),
+                        str(o["n"]),
+                        str(o.get("n_clusters", "–")),
+                        "– (no answer in the rung's words)",
+                        "–",
+                        "–",
+                    ]
+                )
+                continue
             few[f"{name}, {entry['rung']}"] = o.get("n_clusters")
             rows.append(
                 [
@@ -96,7 +110,7 @@ def ladder(by_listener: Mapping[str, list[dict]], n_boot: int, seed: int) -> Sec
                 "listener": name,
                 "colour": colours.get(name),
                 "reference": is_reference(name),
-                "values": {e["rung"]: e["score"] for e in rungs},
+                "values": {e["rung"]: e["score"] for e in rungs if e["answered"]},
             }
         )
     blocks: list = [
@@ -144,6 +158,8 @@ def _ladder_data(scored: Mapping[str, Sequence[Mapping]]) -> list[dict]:
     out = []
     for name, rungs in scored.items():
         for e in rungs:
+            if not e["answered"]:
+                continue
             o, drop = e["score"], e["drop"] or {}
             out.append(
                 {
