@@ -443,9 +443,10 @@ def source_median(
     return memo[key]
 
 
-SLIDING = tuple((k / 6, (k + 2) / 6) for k in range(5))
-"""Windows a third of the speech span wide, a sixth apart: where a change lies, read from
-the dimension's evidence in each (`windows_of`)."""
+SLIDING = ((0.0, 0.5), (0.25, 0.75), (0.5, 1.0))
+"""Windows half the speech span wide, a quarter apart: where a change lies, read from the
+dimension's evidence in each (`windows_of`). Half the span, so that an evidence reading its
+window's first and last thirds has as many voiced frames there as a gradual clip's sixths."""
 
 
 @dataclass(frozen=True)

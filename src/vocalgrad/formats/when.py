@@ -216,7 +216,7 @@ class When(QuestionFormat):
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """Where the change lies: the centroid of the size of the dimension's own evidence
-        in windows a third of the speech wide (`SLIDING`), each less the median of that
+        in windows half the speech wide, a quarter apart (`SLIDING`), each less the median of that
         window over the source's clips (`source_median`: a source's matched ends read alike
         in every clip of it), 0.5 minus the centroid (> 0: early). It reads no label and no
         way of change."""
