@@ -25,12 +25,13 @@ CATEGORIES = ("volume", "voice_pitch")
 
 
 def tiny_build(root: Path, fmt: str, categories=CATEGORIES, **settings) -> Path:
-    """2 + 2 builtin sources, the high tier, no audit: what a rung's tests read."""
+    """2 + 2 builtin sources (unless said), the high tier, no audit: what a rung's tests
+    read."""
     config = BuildConfig(
         format=fmt,
         categories=categories,
-        n_test=2,
-        n_train=2,
+        n_test=settings.pop("n_test", 2),
+        n_train=settings.pop("n_train", 2),
         tiers=settings.pop("tiers", ("high",)),
         **settings,
     )
