@@ -33,14 +33,19 @@ def slug(source: str) -> str:
     return re.sub(r"\W+", "-", source.removeprefix("folder:")).strip("-")[-40:]
 
 
-def accuracy(run_dir: Path) -> dict[str, float]:
-    """Category -> accuracy of a run's summary (default variant, first mode)."""
+def accuracy(run_dir: Path) -> dict[str, str]:
+    """Category -> accuracy of a run's summary (default variant, first mode), "no answer"
+    where every answer was a tie (a cue classifier whose cues are the same for both
+    answers), "failed" where the run left no summary (see the log)."""
     summary = run_dir / "summary.json"
     if not summary.is_file():
         return {}
     groups = json.loads(summary.read_text())["groups"]
     first = groups[sorted(groups)[0]]["table"]
-    return {g["group"]: g["accuracy"] for g in first}
+    return {
+        g["group"]: "no answer" if g["unparsed_rate"] == 1 else f"{g['accuracy']:.2f}"
+        for g in first
+    }
 
 
 def ci(point, lo, hi) -> str:
@@ -66,9 +71,7 @@ def rows(dataset: Path, runs: dict[str, Path]) -> list[str]:
             f"| {ci(free.get('accuracy'), *(free.get('ci') or (None, None)))}"
             f"{'' if a.get('order_free_gated', True) else ' (reported)'} "
             f"| {ci(one.get('accuracy'), one.get('lo'), one.get('hi'))} | {verdict} | "
-            + " | ".join(
-                f"{scores[b].get(category, float('nan')):.2f}" for b in BASELINES if b in scores
-            )
+            + " | ".join(scores[b].get(category, "failed") for b in BASELINES)
             + " |"
         )
     return out

@@ -443,6 +443,39 @@ def source_median(
     return memo[key]
 
 
+def window_evidence(
+    evidence: Callable[[np.ndarray, np.ndarray, int], float],
+    windows: Sequence[tuple[np.ndarray, np.ndarray]],
+    sample_rate: int,
+) -> np.ndarray:
+    """A dimension's evidence in each (clip, source) window (`windows_of`); NaN where a
+    window's evidence cannot be read (an alignment of too few frames that a fit cannot
+    solve): the caller weighs such a window as no evidence.
+
+    Parameters
+    ----------
+    evidence
+        ``evidence(clip, ref, sr)``: the dimension's ideal-observer statistic.
+    windows
+        (clip, source) samples of each window.
+    sample_rate
+        Their rate, Hz.
+
+    Returns
+    -------
+    np.ndarray
+        One reading per window, in the dimension's evidence units.
+    """
+    out = []
+    for clip, ref in windows:
+        try:
+            with np.errstate(all="ignore"):
+                out.append(float(evidence(clip, ref, sample_rate)))
+        except (np.linalg.LinAlgError, ValueError):
+            out.append(float("nan"))
+    return np.array(out, dtype=float)
+
+
 SLIDING = ((0.0, 0.5), (0.25, 0.75), (0.5, 1.0))
 """Windows half the speech span wide, a quarter apart: where a change lies, read from the
 dimension's evidence in each (`windows_of`). Half the span, so that an evidence reading its

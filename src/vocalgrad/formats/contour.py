@@ -23,6 +23,7 @@ from vocalgrad.formats.base import (
     measure_windows,
     source_median,
     verdict,
+    window_evidence,
     windows_of,
 )
 
@@ -214,10 +215,11 @@ class Contour(QuestionFormat):
         dim = dimensions.get(asked.category)
 
         def reading(item: Asked) -> np.ndarray:
-            first, second = (float(dim.evidence(c, r, sr)) for c, r in windows_of(item, sr, INNER))
+            first, second = window_evidence(dim.evidence, windows_of(item, sr, INNER), sr)
             return np.array([first - second])
 
-        return float((reading(asked) - source_median(observer, asked, self.name, reading))[0])
+        value = float((reading(asked) - source_median(observer, asked, self.name, reading))[0])
+        return value if np.isfinite(value) else 0.0  # no reading: no evidence either way
 
 
 FORMAT = Contour()

@@ -28,6 +28,7 @@ from vocalgrad.formats.base import (
     source_median,
     two_words,
     verdict,
+    window_evidence,
     windows_of,
 )
 
@@ -224,9 +225,7 @@ class When(QuestionFormat):
         dim = dimensions.get(asked.category)
 
         def reading(item: Asked) -> np.ndarray:
-            return np.array(
-                [float(dim.evidence(c, r, sr)) for c, r in windows_of(item, sr, SLIDING)]
-            )
+            return window_evidence(dim.evidence, windows_of(item, sr, SLIDING), sr)
 
         sizes = np.abs(reading(asked) - source_median(observer, asked, self.name, reading))
         sizes = np.where(np.isfinite(sizes), sizes, 0.0)
