@@ -29,6 +29,9 @@ PUBLISHED_CATEGORIES = (
     "audio_roughness",
     "voice_vibration",
 )
+LADDER_CATEGORIES = ("volume", "voice_pitch")
+"""The dimensions a ladder is built on unless told (`vocalgrad build --protocol ladder`): two
+whose every rung the ideal observer answers on any speech."""
 # the order of listings and the card: the published nine, then the rest as they were added;
 # a dimension missing here (a new file) follows in name order
 _ORDER = (

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from vocalgrad import formats, registry
-from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
+from vocalgrad.dimensions import DIMENSIONS, LADDER_CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError
 from vocalgrad.signal.trajectories import CURVE_NAMES
 
@@ -202,7 +202,7 @@ PROTOCOLS[LADDER] = {
     # given): 4 + 4 sources, volume and voice pitch, the linear curve of the gradual rungs.
     "n_test": 4,
     "n_train": 4,
-    "categories": ("volume", "voice_pitch"),
+    "categories": LADDER_CATEGORIES,
     "curves": ("linear",),
 }
 
