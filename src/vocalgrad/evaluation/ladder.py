@@ -406,10 +406,11 @@ def ladder_scores(
     Returns
     -------
     list of dict
-        ``{"rung", "order", "answered", "score": overall row, "drop": rung_drop's dict or
-        None}``; ``answered`` is False where no answer was one of the rung's words (a
-        reference that answers which way, asked whether): its drop is None, and the next
-        rung's drop is from the rung below that was answered.
+        ``{"rung", "order", "answered", "score": overall row, "fewest_sources": the fewest
+        sources of any category, "drop": rung_drop's dict or None}``; ``answered`` is False
+        where no answer was one of the rung's words (a reference that answers which way,
+        asked whether): its drop is None, and the next rung's drop is from the rung below
+        that was answered.
     """
     order = rung_order()
     by_rung = scorable(rows)
@@ -417,7 +418,8 @@ def ladder_scores(
     below: list[dict] | None = None
     for rung, members in by_rung.items():
         answered = any(r.get("predicted") in LABELS for r in members)
-        score: ListenerScore = score_rows(members, by=(), n_boot=n_boot, seed=seed)
+        score: ListenerScore = score_rows(members, by=("category",), n_boot=n_boot, seed=seed)
+        groups = [g.get("n_clusters") for g in score.table[1:] if g.get("n_clusters")]
         drop = None
         if answered and below is not None:
             drop = rung_drop(members, below, n_boot=n_boot, seed=seed)
@@ -427,6 +429,7 @@ def ladder_scores(
                 "order": order.get(rung),
                 "answered": answered,
                 "score": score.overall,
+                "fewest_sources": min(groups) if groups else score.overall.get("n_clusters"),
                 "drop": drop,
             }
         )

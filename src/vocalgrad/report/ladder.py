@@ -66,7 +66,7 @@ def ladder(by_listener: Mapping[str, list[dict]], n_boot: int, seed: int) -> Sec
         "is not asked whether (no answer in the rung's words).",
     )
     colours = palette(scored)
-    series, few = [], {}
+    series, few = [], {}  # listener -> the fewest sources of a category on any rung
     for name, rungs in scored.items():
         rows = []
         for entry in rungs:
@@ -84,7 +84,7 @@ def ladder(by_listener: Mapping[str, list[dict]], n_boot: int, seed: int) -> Sec
                     ]
                 )
                 continue
-            few[f"{name}, {entry['rung']}"] = o.get("n_clusters")
+            few[name] = min(few.get(name) or entry["fewest_sources"], entry["fewest_sources"])
             rows.append(
                 [
                     name,
@@ -145,7 +145,8 @@ def ladder(by_listener: Mapping[str, list[dict]], n_boot: int, seed: int) -> Sec
     if drops:
         drop, name, rung = max(drops)
         glance += f"; the largest drop: {name} at {rung.replace('_', ' ')} ({drop:+.2f})"
-    warned = few_sources(few, "listener and rung", per="")
+    # the headline's words for the same sources: the report shows one warning for both
+    warned = few_sources(few)
     return Section("ladder", TITLE, blocks, glance + ".", warned)
 
 
