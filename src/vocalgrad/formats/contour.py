@@ -80,7 +80,7 @@ def contour_change(halves: Sequence[float], floor: float) -> float:
 
 class Contour(QuestionFormat):
     name = "contour"
-    summary = "one clip whose dimension rises then falls, or falls then rises"
+    summary = "one clip that rises then falls, or falls then rises (peak = increase)"
     card_note = (
         "one clip whose parameter goes from one endpoint of the tier's change to the other "
         "and back (raised-cosine limbs), turning at a point drawn per clip within 40-60% of "

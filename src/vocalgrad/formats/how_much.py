@@ -81,7 +81,7 @@ def magnitude_difference(row: Mapping[str, Any], changes: Sequence[float], floor
 
 class HowMuch(QuestionFormat):
     name = "how_much"
-    summary = "two parts that change the same way, the first or the second by more"
+    summary = "two parts changing the same way, the first or the second by more (first = increase)"
     card_note = (
         "two parts of the same source in one file, 0.5 s of room tone between them (the "
         "comparison format's layout: `part_bounds`, `part_spans_s`, `gap_s`), each changing "

@@ -89,7 +89,7 @@ def position_change(row: Mapping[str, Any], halves: Sequence[float]) -> float:
 
 class When(QuestionFormat):
     name = "when"
-    summary = "one clip whose change lies early or late in the speech"
+    summary = "one clip whose change lies early or late in the speech (early = increase)"
     card_note = (
         "one clip whose parameter holds its start value, changes within a window of 15% of "
         "the speech span (a raised cosine) and holds its end value after it; the window lies "
