@@ -216,3 +216,32 @@ def test_the_ladder_section_in_a_real_browser(runs, browser, tmp_path):
     assert box and box["width"] <= 1280
     assert not errors, errors
     page.close()
+
+
+@pytest.mark.parametrize("fmt", ["when", "how_much", "contour"])
+def test_the_rungs_with_a_magnitude_plan_a_threshold_sweep(fmt):
+    from vocalgrad.stimuli.config import BuildConfig
+    from vocalgrad.stimuli.plan import plan_conditions
+
+    config = load_config(None, design="psychometric", levels=3, format=fmt)
+    planned, _ = plan_conditions(
+        BuildConfig(**{**config.to_dict(), "categories": ("voice_pitch",)})
+    )
+    assert {c.tier for c in planned} == {"p1", "p2", "p3"}
+    assert len({c.magnitude for c in planned}) == 3
+    for tier in ("p1", "p2", "p3"):  # both answers at every magnitude
+        assert {c.direction for c in planned if c.tier == tier} == {"increase", "decrease"}
+
+
+def test_a_window_of_the_speech_shares_the_analyses_that_do_not_read_the_span(arctic):
+    from vocalgrad.audio import SpeechSpan
+    from vocalgrad.signal.analysis import Analysis
+
+    audio, sr = arctic
+    whole = Analysis(audio, sr)
+    power, _ = whole.k_power, whole.f0
+    half = whole.with_span(SpeechSpan(whole.span.onset_s, whole.span.offset_s / 2, True))
+    assert half.k_power is power and half.cache is whole.cache
+    assert half.span.offset_s == whole.span.offset_s / 2 and whole.span.offset_s > 1
+    times, _ = half.f0  # F0 is tracked over the window's own span
+    assert times.max() < whole.f0[0].max()
