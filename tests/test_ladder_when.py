@@ -172,6 +172,10 @@ def test_position_cues_are_audited_unless_the_level_course_is_the_target():
 
     assert "position" in allowed_families("voice_pitch", "when")
     assert "position" not in allowed_families("volume", "when")  # where it is loud is the change
+    from vocalgrad.stimuli.audit.cues import target_cue_names
+
+    assert "global_loudness_lufs" in target_cue_names("volume", "when")  # how long it is loud
+    assert "global_loudness_lufs" not in target_cue_names("voice_pitch", "when")
     assert "position" not in allowed_families("speaking_speed", "when")  # a warp moves speech
     assert "position" not in allowed_families("voice_pitch", "gradual")
 

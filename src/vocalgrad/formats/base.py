@@ -552,9 +552,9 @@ class QuestionFormat:
         says its label; False where the label is not the way the clip changes (where a
         change lies), so verification does not read it as one.
     level_target_families
-        The cue families that measure the target where the dimension's level course is its
-        target (its ``SPEC.target_cues`` hold ``edge_level``): where in a clip the energy
-        lies follows a change of level placed early or late.
+        The cue families (or single cues) that measure the target where the dimension's level
+        course is its target (its ``SPEC.target_cues`` hold ``edge_level``): where in a clip
+        the energy lies follows a change of level placed early or late.
     """
 
     name: ClassVar[str]

@@ -125,7 +125,10 @@ class When(QuestionFormat):
     order_free_gated = True
     rungs = (Rung("when", 4),)
     answers_by_direction = False
-    level_target_families = ("position",)
+    # where the level is the target, where in the speech the energy lies, and how loud the
+    # clip is as a whole (its twins levelled together, the one that holds its louder value
+    # longer is louder), follow where the change lies
+    level_target_families = ("position", "global_loudness_lufs")
     blind_change_answers = False  # the clip's course says the way of change, not where
 
     def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
