@@ -110,7 +110,8 @@ def main() -> None:
             if rc != 0:
                 print(f"{name}: build failed (rc {rc}); see {log}", flush=True)
                 continue
-            run([*cli, "verify", str(dataset), "--json", str(dataset / "verify.json")], log)
+            if not (dataset / "verify.json").is_file():  # a rerun reprints, resuming the rest
+                run([*cli, "verify", str(dataset), "--json", str(dataset / "verify.json")], log)
             runs = {}
             for baseline in BASELINES:
                 folder = args.out / f"{name}-runs" / baseline
