@@ -188,3 +188,41 @@ def test_the_listening_test_app_asks_it(built, browser, tmp_path, capsys):
     assert [w.split()[0] for w in shown["words"]] == ["early", "late"]
     assert shown["labels"] == ["increase", "decrease"]
     assert shown["stored"] == shown["truth"]
+
+
+def test_the_pitch_evidence_leaves_a_trackers_octave_jump_out():
+    """A clip held 2 semitones above its source, whose last third a tracker reads an octave
+    down (creaky voice in one signal only), holds no change: the ideal observer's F0
+    evidence must not read one (it read about -12 semitones before octave jumps were left
+    out, and a change placed early then looked late)."""
+    from vocalgrad.signal.evidence import f0_change
+
+    sr = 16000
+    t = np.arange(3 * sr) / sr
+    ref = 0.3 * np.sin(2 * np.pi * 150 * t) + 0.1 * np.sin(2 * np.pi * 300 * t)
+    f = np.where(t < 2.0, 150 * 2 ** (2 / 12), 150 * 2 ** (2 / 12) / 2)
+    phase = 2 * np.pi * np.cumsum(f) / sr
+    clip = 0.3 * np.sin(phase) + 0.1 * np.sin(2 * phase)
+    assert abs(f0_change(clip.astype(np.float32), ref.astype(np.float32), sr)) < 1.0
+
+
+def test_a_warped_clips_windows_are_cut_where_its_content_came_from():
+    """Where a dimension warps time, a window of the clip is matched with the part of the
+    source its content came from (an MFCC alignment), not the same fraction of the source's
+    span: the first half of the clip spoken slowly holds less of the source."""
+    from vocalgrad.formats.base import aligned
+
+    sr = 16000
+    notes = [220 * 2 ** (k / 4) for k in range(12)]  # a 12-step sequence, 0.25 s a step
+
+    def tones(durations):
+        out = []
+        for f, d in zip(notes, durations, strict=True):
+            t = np.arange(int(d * sr)) / sr
+            out.append(0.3 * np.sin(2 * np.pi * f * t) * np.hanning(len(t)))
+        return np.concatenate(out).astype(np.float32)
+
+    ref = tones([0.25] * 12)
+    clip = tones([0.5] * 6 + [0.25] * 6)  # its first six steps at half the rate
+    (at,) = aligned(clip, ref, sr, [3.0])  # the end of the slow part: step 6 of the source
+    assert at == pytest.approx(1.5, abs=0.08)

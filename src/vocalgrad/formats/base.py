@@ -384,14 +384,63 @@ def windows_of(
             (clip_s - spans[0][1], clip_s - spans[0][0]),
             (ref_s - spans[1][1], ref_s - spans[1][0]),
         ]
+    (c_on, c_off), (r_on, r_off) = spans
+    at = sorted({f for window in windows for f in window})
+    clip_at = {f: c_on + f * (c_off - c_on) for f in at}
+    if dimensions.get(asked.category).SPEC.warps_time:  # where the clip's moment came from
+        source_at = dict(
+            zip(at, aligned(clip, ref, sample_rate, list(clip_at.values())), strict=True)
+        )
+    else:
+        source_at = {f: r_on + f * (r_off - r_on) for f in at}
     out = []
     for a, b in windows:
-        cut = []
-        for x, (on, off) in zip((clip, ref), spans, strict=True):
-            lo, hi = (round((on + f * (off - on)) * sample_rate) for f in (a, b))
-            cut.append(x[max(lo, 0) : hi])
-        out.append((cut[0], cut[1]))
+        c = clip[max(round(clip_at[a] * sample_rate), 0) : round(clip_at[b] * sample_rate)]
+        r = ref[max(round(source_at[a] * sample_rate), 0) : round(source_at[b] * sample_rate)]
+        out.append((c, r))
     return out
+
+
+ALIGN_HOP_S = 0.01
+
+
+def aligned(
+    clip: np.ndarray, ref: np.ndarray, sample_rate: int, times: Sequence[float]
+) -> list[float]:
+    """Where moments of a time-warped clip came from in its source: an MFCC alignment (DTW,
+    cosine distance, 10 ms frames) of the whole clip with the whole source, read at `times`
+    (seconds in the clip). Content, not the warp's parameter: the observer hears both.
+
+    Parameters
+    ----------
+    clip, ref
+        The clip (mono or (n, channels), downmixed) and its source, at `sample_rate` Hz.
+    sample_rate
+        Their rate, Hz.
+    times
+        Moments of the clip, seconds.
+
+    Returns
+    -------
+    list of float
+        The matching moments of the source, seconds.
+    """
+    import librosa
+
+    hop = max(1, round(ALIGN_HOP_S * sample_rate))
+    mono = clip.mean(axis=1) if clip.ndim == 2 else clip
+    x = librosa.feature.mfcc(
+        y=np.asarray(ref, np.float32), sr=sample_rate, n_mfcc=13, hop_length=hop
+    )
+    y = librosa.feature.mfcc(
+        y=np.asarray(mono, np.float32), sr=sample_rate, n_mfcc=13, hop_length=hop
+    )
+    _, path = librosa.sequence.dtw(X=x, Y=y, metric="cosine", backtrack=True)
+    path = path[::-1]
+    clip_frames, order = np.unique(path[:, 1], return_index=True)
+    source_frames = path[order, 0]
+    frames = np.interp(np.asarray(times) / ALIGN_HOP_S, clip_frames, source_frames)
+    return [float(f * ALIGN_HOP_S) for f in frames]
 
 
 def source_median(
@@ -401,10 +450,13 @@ def source_median(
     split, played the same way (forwards, or backwards for a reversed control), computed once
     per format `name` (`Observer.memo`). Reads no label.
 
-    Why: what a source's preparation does alike to each of its clips (its two ends' level
-    courses matched, so a window at the onset reads a rise in every clip) is the source's,
-    not the change's; a reading of one clip less this median keeps only what the clip's own
-    course adds, where the clips of a source hold each answer and each way of change alike.
+    Why: what a source's preparation does alike to each of its clips is the source's, not the
+    change's: a dimension whose level is the target renders from its source with the ends'
+    level courses matched once more, so a window at the onset reads a rise in every clip of
+    it. A reading of one clip less this median keeps only what the clip's own course adds,
+    where the clips of a source hold each answer and each way of change alike (and the
+    readings of the clips whose change lies elsewhere agree: where they spread with the
+    parameter's value, as F0 readings of creaky speech do, the median is no bias to remove).
 
     Parameters
     ----------

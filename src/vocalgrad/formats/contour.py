@@ -207,9 +207,10 @@ class Contour(QuestionFormat):
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """The dimension's own evidence over the first inner third of the speech (a sixth to
-        a half) minus that over the second (a half to five sixths), less its median over the
-        source's clips (`source_median`: a source's matched ends read alike in every clip of
-        it, peak or dip): rising then falling gives > 0. Played backwards, a peak's windows
+        a half) minus that over the second (a half to five sixths): rising then falling gives
+        > 0. Where level is the target, less its median over the source's clips
+        (`source_median`: the source's ends, whose level courses such a dimension matches once
+        more, read alike in every clip of it, peak or dip). Played backwards, a peak's windows
         swap and each turns the other way: it stays a peak."""
         sr = observer.sample_rate
         dim = dimensions.get(asked.category)
@@ -218,7 +219,9 @@ class Contour(QuestionFormat):
             first, second = window_evidence(dim.evidence, windows_of(item, sr, INNER), sr)
             return np.array([first - second])
 
-        value = float((reading(asked) - source_median(observer, asked, self.name, reading))[0])
+        value = float(reading(asked)[0])
+        if not dim.SPEC.loudness_neutral:  # see `source_median`
+            value -= float(source_median(observer, asked, self.name, reading)[0])
         return value if np.isfinite(value) else 0.0  # no reading: no evidence either way
 
 

@@ -220,17 +220,21 @@ class When(QuestionFormat):
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """Where the change lies: the centroid of the size of the dimension's own evidence
-        in windows half the speech wide, a quarter apart (`SLIDING`), each less the median of that
-        window over the source's clips (`source_median`: a source's matched ends read alike
-        in every clip of it), 0.5 minus the centroid (> 0: early). It reads no label and no
-        way of change."""
+        in windows half the speech wide, a quarter apart (`SLIDING`), 0.5 minus the centroid
+        (> 0: early). Where level is the target, each window's reading less its median over
+        the source's clips (`source_median`: the source's ends, whose level courses such a
+        dimension matches once more, read alike in every clip of it). It reads no label and
+        no way of change."""
         sr = observer.sample_rate
         dim = dimensions.get(asked.category)
 
         def reading(item: Asked) -> np.ndarray:
             return window_evidence(dim.evidence, windows_of(item, sr, SLIDING), sr)
 
-        sizes = np.abs(reading(asked) - source_median(observer, asked, self.name, reading))
+        readings = reading(asked)
+        if not dim.SPEC.loudness_neutral:  # see `source_median`
+            readings = readings - source_median(observer, asked, self.name, reading)
+        sizes = np.abs(readings)
         sizes = np.where(np.isfinite(sizes), sizes, 0.0)
         if sizes.sum() <= 0:
             return 0.0
