@@ -153,7 +153,13 @@ def test_clip_cues_names_and_values():
         ]
     )
     cues = clip_cues(audio, SR)
-    assert list(cues) == [*(n for f in FAMILIES for n in CUE_NAMES[f]), *CUE_NAMES["order_free"]]
+    assert list(cues) == [
+        *(n for f in FAMILIES for n in CUE_NAMES[f]),
+        *CUE_NAMES["position"],
+        *CUE_NAMES["order_free"],
+    ]
+    # without a span, positions are fractions of the whole clip: its speech lies in 0.18-0.91
+    assert 0.18 < cues["position_energy"] < 0.91 and 0.18 < cues["position_peak"] < 0.91
     assert all(name.startswith(family) for family in FAMILIES for name in CUE_NAMES[family])
     assert cues["global_duration_s"] == pytest.approx(2.75)
     assert cues["global_loudness_lufs"] == pytest.approx(-26.0, abs=1.0)  # gating sees the silences
@@ -596,7 +602,8 @@ def test_palindromic_twins_pass_the_order_free_family(clean):
 
 def test_order_free_family_has_no_exclusions():
     """No dimension and no format may leave out an order-free cue: none reads a direction.
-    Recognition reports it without gating it (a held clip's value is what it asks)."""
+    Formats whose label survives time reversal (recognition, contour) report it without
+    gating it."""
     from vocalgrad import formats
     from vocalgrad.dimensions import CATEGORIES
     from vocalgrad.stimuli.audit import format_families, target_cue_names
@@ -607,8 +614,11 @@ def test_order_free_family_has_no_exclusions():
         for fmt in formats.names():
             assert "order_free" not in format_families(fmt)  # audited apart, always
             assert not target_cue_names(category, fmt) & order_free, (category, fmt)
+    # gated exactly where playing the clip backwards flips its label: there no statistic that
+    # ignores the order of time can tell the answers apart (a held value, a contour, keep it)
     gated = {f.name for f in formats.listed() if f.order_free_gated}
-    assert gated == {"gradual", "comparison"}
+    assert gated == {f.name for f in formats.listed() if f.reversible}
+    assert {"gradual", "comparison"} <= gated and "recognition" not in gated
 
 
 def _one_end_rows(rng: np.random.Generator, spread: float) -> list[dict]:

@@ -14,8 +14,9 @@ from typing import Any
 from vocalgrad._version import __version__
 
 _API = (
-    "Dataset", "EvalConfig", "Run", "audit", "build", "evaluate", "finetune", "load_dataset",
-    "open_run", "probe", "report", "score", "verify",
+    "Dataset", "EvalConfig", "Run", "audit", "build", "build_ladder", "evaluate",
+    "evaluate_ladder", "finetune", "load_dataset", "open_run", "probe", "report", "score",
+    "verify",
 )  # fmt: skip
 __all__ = ["__version__", *_API]
 

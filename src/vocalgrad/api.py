@@ -44,7 +44,9 @@ __all__ = [
     "Run",
     "audit",
     "build",
+    "build_ladder",
     "evaluate",
+    "evaluate_ladder",
     "finetune",
     "load_dataset",
     "open_run",
@@ -362,12 +364,14 @@ def build(
     """
     from vocalgrad.parallel import TaskPool
     from vocalgrad.stimuli.build import build as build_dataset
-    from vocalgrad.stimuli.config import load_config
+    from vocalgrad.stimuli.config import LADDER
 
-    for key in ("categories", "tiers", "curves"):
-        if isinstance(options.get(key), str):
-            options[key] = tuple(v.strip() for v in options[key].split(",") if v.strip())
-    settings = load_config(config, protocol=protocol, source=source, **options)
+    if protocol == LADDER:
+        raise ConfigError(
+            "protocol 'ladder' builds one dataset per rung: call vocalgrad.build_ladder "
+            "(on the command line: vocalgrad build --protocol ladder --out FOLDER)"
+        )
+    settings = _build_config(config, protocol, source, options)
     pool = executor or TaskPool(workers or os.cpu_count() or 1)
     report = build_dataset(
         settings,
@@ -378,6 +382,82 @@ def build(
         executor=pool,
     )
     return Dataset(Path(out).absolute(), report=report)
+
+
+def _build_config(config: PathLike | None, protocol: str | None, source: str | None, options):
+    """The `BuildConfig` of a build call: the preset, the TOML file, then the options (a
+    comma-separated string where a list belongs is split)."""
+    from vocalgrad.stimuli.config import load_config
+
+    for key in ("categories", "tiers", "curves"):
+        if isinstance(options.get(key), str):
+            options[key] = tuple(v.strip() for v in options[key].split(",") if v.strip())
+    return load_config(config, protocol=protocol, source=source, **options)
+
+
+def build_ladder(
+    out: PathLike,
+    source: str | None = None,
+    *,
+    config: PathLike | None = None,
+    overwrite: bool = False,
+    audit: bool = True,
+    workers: int | None = None,
+    executor: TaskPool | None = None,
+    **options: Any,
+) -> dict:
+    """Build the ladder: one verified, audited dataset per rung's format, on the same
+    sources and dimensions, into ``out/<format>/``, with the index ``out/ladder.json`` naming
+    the rungs in order (resuming an unfinished ladder).
+
+    Parameters
+    ----------
+    out : path
+        The ladder folder.
+    source : str, optional
+        As for `build`.
+    config : path, optional
+        A TOML file with a ``[build]`` table; keyword options override it.
+    overwrite : bool
+        Replace finished or different builds in `out`.
+    audit : bool
+        Audit each rung's dataset (its verdict is in the index).
+    workers : int, optional
+        Local processes (default: all cores); ignored when `executor` is given.
+    executor : TaskPool, optional
+        Where sources render.
+    **options
+        `BuildConfig` fields over the ladder's preset (4 + 4 sources, volume and voice
+        pitch, the linear curve); ``format`` is each rung's own.
+
+    Returns
+    -------
+    dict
+        The index (`vocalgrad.evaluation.ladder.build_ladder`).
+    """
+    from vocalgrad.evaluation.ladder import build_ladder as build_rungs
+    from vocalgrad.parallel import TaskPool
+    from vocalgrad.stimuli.build import build as build_dataset
+    from vocalgrad.stimuli.config import LADDER
+
+    if options.get("format"):
+        raise ConfigError(
+            "a ladder builds every rung's question format; leave out --question-format"
+        )
+    settings = _build_config(config, LADDER, source, options)
+    pool = executor or TaskPool(workers or os.cpu_count() or 1)
+
+    def one(rung_config, folder: Path) -> dict:
+        return build_dataset(
+            rung_config,
+            folder,
+            workers=min(pool.workers, os.cpu_count() or 1),
+            overwrite=overwrite,
+            audit=audit,
+            executor=pool,
+        )
+
+    return build_rungs(settings, out, one)
 
 
 def _listener(listener: Listener | str, dataset: Path, options: dict) -> Listener:
@@ -489,6 +569,75 @@ def evaluate(
     if counts["failed"] < counts["total"]:  # a run with no answer has nothing to score
         write_summary(folder, run.summary)
     return run
+
+
+def evaluate_ladder(
+    ladder: PathLike,
+    listener: str,
+    out: PathLike,
+    config: EvalConfig | None = None,
+    *,
+    retry_errors: bool = True,
+    executor: Any = None,
+    listener_options: dict | None = None,
+    use_cache: bool = True,
+    progress: Callable[[str, str], None] | None = None,
+    **fields: Any,
+) -> dict:
+    """Ask a listener every rung of a ladder folder (`build_ladder`): rung ``r`` into
+    ``out/r/`` with the rung's prompt variants, resumable; ``out/ladder.json`` indexes the
+    runs. A rung the listener cannot answer is skipped, and the index says why.
+
+    Parameters
+    ----------
+    ladder : path
+        The ladder folder.
+    listener : str
+        A listener spec (each rung's dataset is given to it: baselines learn from it).
+    out : path
+        The ladder run folder.
+    config : EvalConfig, optional
+        What to ask; its ``variants`` are each rung's own.
+    retry_errors, executor, listener_options, use_cache
+        As for `evaluate`.
+    progress : callable, optional
+        Called with (rung, what happened) after each rung.
+    **fields
+        `EvalConfig` fields over `config`.
+
+    Returns
+    -------
+    dict
+        The run index: per rung its run folder, variants and counts, or why it was skipped.
+    """
+    from vocalgrad.evaluation.evaluate import evaluate as run_questions
+    from vocalgrad.evaluation.ladder import evaluate_ladder as ask_rungs
+    from vocalgrad.evaluation.score import score_run, write_summary
+    from vocalgrad.executors import Executor, ListenerSpec
+
+    config = eval_config(config, **fields)
+    pool = executor or Executor()
+
+    def make(dataset: Path) -> Listener:
+        return pool.listener(ListenerSpec(listener, str(dataset), dict(listener_options or {})))
+
+    def run(dataset, who, folder, rung_config, **options):
+        counts = run_questions(dataset, who, folder, rung_config, **options)
+        if counts["failed"] < counts["total"]:
+            write_summary(folder, score_run(folder))
+        return counts
+
+    return ask_rungs(
+        ladder,
+        make,
+        out,
+        config,
+        run=run,
+        progress=progress,
+        executor=pool,
+        retry_errors=retry_errors,
+        use_cache=use_cache,
+    )
 
 
 def eval_config(config: EvalConfig | None = None, **fields: Any) -> EvalConfig:

@@ -147,6 +147,35 @@ class DatasetRow(TypedDict, total=False):
     measured_value: Annotated[
         float, doc("recognition: the held value measured against the source", "`measured_unit`")
     ]
+    answer: Annotated[
+        str,
+        doc(
+            "the answer word the label means where the format's words are not the labels "
+            "(when: `early`/`late`; how_much: `first`/`second`; contour: `peak`/`dip`)"
+        ),
+    ]
+    change_direction: Annotated[
+        str,
+        doc(
+            "when, how_much: the way the parameter changes in both answers of a pair "
+            "(`increase` or `decrease`), apart from the label"
+        ),
+    ]
+    change_window: Annotated[
+        list[float], doc("when: where the change lies, [start, end] of the speech span", "0-1")
+    ]
+    measured_halves: Annotated[
+        list[float],
+        doc("when, contour: each half of the speech's measured change", "`measured_unit`"),
+    ]
+    part_paths: Annotated[
+        list[list[float]], doc("how_much: each part's [start, end] parameter value", "`unit`")
+    ]
+    part_changes: Annotated[
+        list[float], doc("how_much: each part's measured change", "`measured_unit`")
+    ]
+    turn_at: Annotated[float, doc("contour: where the contour turns, in the speech span", "0-1")]
+    param_turn: Annotated[float, doc("contour: the parameter where the contour turns", "`unit`")]
     path: Annotated[str, doc("added on load, never written: the clip's absolute path")]
 
 

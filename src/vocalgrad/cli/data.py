@@ -43,7 +43,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "ending its spec in ?kind=KIND",
     )
     b.add_argument("--config", help="TOML file with a [build] table")
-    b.add_argument("--protocol", help="preset, e.g. 'vocalgrad' (published grid and sizes)")
+    b.add_argument(
+        "--protocol",
+        help="preset: 'vocalgrad' (published grid and sizes), or 'ladder' (one dataset per "
+        "rung of the ladder into OUT/<format>/, indexed in OUT/ladder.json; small by default)",
+    )
     b.add_argument(
         "--categories",
         type=csv_list,
@@ -199,6 +203,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         if source is None:
             raise ConfigError("--kind names the kind of a --source folder: or hf: spec; give one")
         source = with_kind(source, args.kind)
+    from vocalgrad.stimuli.config import LADDER
+
+    if args.protocol == LADDER:
+        return _build_ladder(args, source, options)
     with executor_from_args(args) as executor:
         report = build(
             args.out,
@@ -266,6 +274,41 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         print(format_audit(report["shortcut_audit"]), flush=True)
         return audit_status(report["shortcut_audit"], args.allow_audit_failure)
+    return 0
+
+
+def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -> int:
+    """`vocalgrad build --protocol ladder`: every rung's dataset, then one line per rung."""
+    from vocalgrad.api import build_ladder
+    from vocalgrad.evaluation.ladder import INDEX
+
+    if options.get("format"):
+        raise ConfigError(
+            "--protocol ladder builds every rung's question format; leave out --question-format"
+        )
+    with executor_from_args(args) as executor:
+        index = build_ladder(
+            args.out,
+            source,
+            config=args.config,
+            overwrite=args.overwrite,
+            audit=not args.no_audit,
+            executor=executor,
+            **{k: v for k, v in options.items() if v is not None},
+        )
+    print(f"ladder of {len(index['rungs'])} rungs in {args.out} ({INDEX}):")
+    for entry in index["rungs"]:
+        built = index["datasets"].get(entry["dataset"], {})
+        audit = {True: "audit passes", False: "audit FAILS", None: "not audited"}[
+            built.get("audit_passes")
+        ]
+        print(
+            f"  {entry['rung']}: {entry['dataset']}/ asked with {','.join(entry['variants'])}; "
+            f"{built.get('clips_kept', 0)} clips, {audit}"
+        )
+    for name, built in index["datasets"].items():
+        for note in built.get("notes", []):
+            print(f"  {name}: {note}")
     return 0
 
 

@@ -163,12 +163,62 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise ConfigError(
             "--adaptive asks one trial at a time and runs locally; drop --executor/--ray-address"
         )
+    from vocalgrad.evaluation.ladder import is_ladder
+
+    if is_ladder(args.dataset):
+        return _eval_ladder(args, options)
     with executor_from_args(args) as executor:
         listener = executor.listener(ListenerSpec(args.listener, args.dataset, options))
         note = in_flight_note(listener, args.batch_size, args.mode)
         if note:
             print(f"vocalgrad: note: {note}", file=sys.stderr)
         return _eval(args, listener, executor)
+
+
+def _eval_ladder(args: argparse.Namespace, options: dict) -> int:
+    """`vocalgrad eval LADDER`: every rung into OUT/<rung>/, one line per rung."""
+    from vocalgrad.api import evaluate_ladder
+    from vocalgrad.evaluation.ladder import INDEX
+
+    if args.adaptive:
+        raise ConfigError("--adaptive asks one dataset; give a rung's folder, not a ladder")
+    if args.out is None:
+        raise ConfigError("a ladder is asked into a folder of runs, one per rung: give --out")
+    if tuple(args.variants) != ("default",):
+        print(
+            f"note: each rung is asked with its own prompt variants; --variants "
+            f"{','.join(args.variants)} is not used",
+            file=sys.stderr,
+        )
+    fields = {k: v for k, v in vars(eval_config_from(args)).items() if k != "variants"}
+
+    def progress(rung: str, what: str) -> None:
+        print(f"  {rung}: {what}", flush=True)
+
+    print(f"{args.listener}: asking the ladder {args.dataset} -> {args.out}", flush=True)
+    with executor_from_args(args) as executor:
+        index = evaluate_ladder(
+            args.dataset,
+            args.listener,
+            args.out,
+            retry_errors=args.retry_errors,
+            executor=executor,
+            listener_options=options,
+            use_cache=not args.no_cache,
+            progress=progress,
+            **fields,
+        )
+    asked = [e for e in index["rungs"] if "counts" in e]
+    failed = sum(e["counts"]["failed"] for e in asked)
+    total = sum(e["counts"]["total"] for e in asked)
+    skipped = len(index["rungs"]) - len(asked)
+    print(
+        f"{len(asked)} of {len(index['rungs'])} rungs asked ({skipped} skipped, "
+        f"{failed} of {total} items without an answer); index: {Path(args.out) / INDEX}"
+    )
+    if not asked:
+        return 1
+    return run_status({"failed": failed, "total": total})
 
 
 def eval_config_from(args: argparse.Namespace):

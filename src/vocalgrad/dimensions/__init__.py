@@ -33,6 +33,9 @@ PUBLISHED_CATEGORIES = (
 BEEP_ABLATION_CATEGORIES = ("voice_pitch", "volume", "background_noise", "voice_vibration")
 # named sets of categories that a source's protocol preset may ask for by name
 CATEGORY_SETS = {"published": PUBLISHED_CATEGORIES, "beep-ablation": BEEP_ABLATION_CATEGORIES}
+LADDER_CATEGORIES = ("volume", "voice_pitch")
+"""The dimensions a ladder is built on unless told (`vocalgrad build --protocol ladder`): two
+whose every rung the ideal observer answers on any speech."""
 # the order of listings and the card: the published nine, then the rest as they were added;
 # a dimension missing here (a new file) follows in name order
 _ORDER = (

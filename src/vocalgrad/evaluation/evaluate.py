@@ -717,7 +717,7 @@ def _result_row(
     )
     if task.mode == "generate":
         text = answers[0].get("response", "")
-        parsed = parse_labelled(text, prompt.label_of)
+        parsed = parse_labelled(text, prompt.label_of, of_row(row).answers_by_direction)
         result.update(response=text, parse_status=parsed.status, predicted=parsed.label)
     else:
         # option words -> labels (the same map in both option orders): "loud" scores increase

@@ -17,7 +17,7 @@ of) to `render`, a confounds function to `measure`, an `Observer` to `evidence`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
@@ -38,6 +38,10 @@ part]): what `Engine.assemble` returns."""
 
 HELD = "held"
 """The curve of a held format's conditions: the parameter has no course over time."""
+
+Course = Callable[[np.ndarray], np.ndarray]
+"""A format's own course of a changing clip: the progress from the condition's start value (0)
+to its end value (1) at each fraction of the speech span (0 at onset, 1 at offset)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class ClipResult:
     part_spans: tuple[
         tuple[float, float], ...
     ] = ()  # comparison: each part's speech span in the file (s)
+    # what a format drew or measured for its own row fields (`QuestionFormat.row_fields`)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -376,6 +382,27 @@ class Engine(Protocol):
         """
         ...
 
+    def changing(
+        self, members: Sequence[tuple[Condition, str, Course | None]], centred: bool = True
+    ) -> list[tuple[np.ndarray, SpeechSpan]]:
+        """Clips of one dimension, each (condition, item id, course or None) rendered along
+        its track (or course) and levelled together, without floor or rove: the parts
+        `assemble` joins, or the clips of a pair. Where level is the dimension's target, one
+        gain for all, so they keep their level differences; `centred=False` keeps the
+        courses' values (no shift of the time-average)."""
+        ...
+
+    def measure_windows(
+        self,
+        category: str,
+        audio: np.ndarray,
+        span: SpeechSpan,
+        windows: Sequence[tuple[float, float]],
+    ) -> tuple[Analysis, Measured, list[Measured]]:
+        """A clip against the heard source, by the dimension's own measure, over the whole
+        speech and over each window of it (`measure_windows`)."""
+        ...
+
 
 Confounds = Callable[[Analysis, Analysis, "float | None"], dict[str, float]]
 """``confounds(clip, ref, clip_mid_s)``: `vocalgrad.stimuli.confounds.measure_confounds`."""
@@ -551,6 +578,281 @@ def measure_against(
     return clip, dimensions.get(category).measure(clip, ref)
 
 
+def measure_windows(
+    ref: Analysis, category: str, clip: Analysis, windows: Sequence[tuple[float, float]]
+) -> tuple[Measured, list[Measured]]:
+    """The dimension's own measure of a clip over its whole speech span and over windows of
+    it: each window read as the speech of a clip of its own (the head and tail of the window).
+
+    Why: where in a clip a change lies, and how it turns, is read with the same measure that
+    checks the change of a whole clip, never with the rendering parameter.
+
+    Parameters
+    ----------
+    ref
+        The heard source, with its speech span.
+    category
+        The dimension.
+    clip
+        The clip, with its speech span.
+    windows
+        (start, end) of each window as fractions of the source's speech span (0: onset, 1:
+        offset), in source time: a time-warping dimension's measure aligns the clip itself.
+
+    Returns
+    -------
+    tuple
+        (the whole span's `Measured`, one `Measured` per window), in ``measured_unit``.
+    """
+    dim = dimensions.get(category)
+    # first: what a measure memoises of the source (in `ref.cache`) is made for its own span
+    whole = dim.measure(clip, ref)
+    onset, offset = ref.span.onset_s, ref.span.offset_s
+    parts = []
+    for a, b in windows:
+        span = SpeechSpan(onset + a * (offset - onset), onset + b * (offset - onset), True)
+        parts.append(dim.measure(clip, ref.with_span(span)))
+    return whole, parts
+
+
+RISE, FALL = "rise", "fall"
+"""The curves of a format whose two answers share the way a change goes (a change placed
+early or late, two changes of different size): towards the dimension's increase endpoint, or
+away from it. Both are planned, so every answer holds as many of each."""
+
+HALVES = ((0.0, 0.5), (0.5, 1.0))
+"""The two halves of the speech span (`measure_windows`)."""
+
+
+def path_of(condition: Condition) -> tuple[float, float]:
+    """(start, end) parameter values of a `RISE` or `FALL` condition's change, whichever
+    answer its label slot holds: the plan gives an "increase" condition the increase
+    endpoints and its twin the other way round; the curve says which way the change goes.
+
+    Parameters
+    ----------
+    condition
+        A planned condition of a format with `RISE` / `FALL` curves.
+
+    Returns
+    -------
+    tuple
+        (start, end), in the dimension's unit.
+    """
+    up = (condition.start, condition.end)
+    if condition.direction != "increase":
+        up = up[::-1]
+    return up if condition.curve == RISE else (up[1], up[0])
+
+
+def change_sign(row: Mapping[str, Any]) -> float:
+    """+1 where a row's change rises (``change_direction`` "increase"), -1 where it falls:
+    what turns a measured change into a change along the row's own way."""
+    return 1.0 if row["change_direction"] == "increase" else -1.0
+
+
+def windows_of(
+    asked: Asked, sample_rate: int, windows: Sequence[tuple[float, float]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(clip, source) of windows of an item's speech as the ideal observer hears it, each
+    window given as fractions of the speech span (0: onset, 1: offset) and cut from each
+    signal within its own span: a time warp keeps the silences' lengths, so the source's
+    span ends as far before its end as the clip's does. Played backwards, the spans are
+    mirrored: a window is still read in playing order (0.25 is a quarter into the playing).
+
+    Parameters
+    ----------
+    asked
+        The item (its row gives the clip's speech span, seconds).
+    sample_rate
+        The observer's rate, Hz.
+    windows
+        (start, end) of each window, fractions of the speech span.
+
+    Returns
+    -------
+    list
+        (the clip's samples, the source's samples) of each window.
+    """
+    clip, ref, row = asked.clip, asked.ref, asked.row
+    onset, offset = float(row["speech_onset_s"]), float(row["speech_offset_s"])
+    clip_s, ref_s = len(clip) / sample_rate, len(ref) / sample_rate
+    spans = [(onset, offset), (onset, ref_s - (clip_s - offset))]  # the same trailing silence
+    if asked.reversed_:
+        spans = [
+            (clip_s - spans[0][1], clip_s - spans[0][0]),
+            (ref_s - spans[1][1], ref_s - spans[1][0]),
+        ]
+    (c_on, c_off), (r_on, r_off) = spans
+    at = sorted({f for window in windows for f in window})
+    clip_at = {f: c_on + f * (c_off - c_on) for f in at}
+    if dimensions.get(asked.category).SPEC.warps_time:  # where the clip's moment came from
+        source_at = dict(
+            zip(at, aligned(clip, ref, sample_rate, list(clip_at.values())), strict=True)
+        )
+    else:
+        source_at = {f: r_on + f * (r_off - r_on) for f in at}
+    out = []
+    for a, b in windows:
+        c = clip[max(round(clip_at[a] * sample_rate), 0) : round(clip_at[b] * sample_rate)]
+        r = ref[max(round(source_at[a] * sample_rate), 0) : round(source_at[b] * sample_rate)]
+        out.append((c, r))
+    return out
+
+
+ALIGN_HOP_S = 0.01
+
+
+def aligned(
+    clip: np.ndarray, ref: np.ndarray, sample_rate: int, times: Sequence[float]
+) -> list[float]:
+    """Where moments of a time-warped clip came from in its source: an MFCC alignment (DTW,
+    cosine distance, 10 ms frames) of the whole clip with the whole source, read at `times`
+    (seconds in the clip). Content, not the warp's parameter: the observer hears both.
+
+    Parameters
+    ----------
+    clip, ref
+        The clip (mono or (n, channels), downmixed) and its source, at `sample_rate` Hz.
+    sample_rate
+        Their rate, Hz.
+    times
+        Moments of the clip, seconds.
+
+    Returns
+    -------
+    list of float
+        The matching moments of the source, seconds.
+    """
+    import librosa
+
+    hop = max(1, round(ALIGN_HOP_S * sample_rate))
+    mono = clip.mean(axis=1) if clip.ndim == 2 else clip
+    x = librosa.feature.mfcc(
+        y=np.asarray(ref, np.float32), sr=sample_rate, n_mfcc=13, hop_length=hop
+    )
+    y = librosa.feature.mfcc(
+        y=np.asarray(mono, np.float32), sr=sample_rate, n_mfcc=13, hop_length=hop
+    )
+    _, path = librosa.sequence.dtw(X=x, Y=y, metric="cosine", backtrack=True)
+    path = path[::-1]
+    clip_frames, order = np.unique(path[:, 1], return_index=True)
+    source_frames = path[order, 0]
+    frames = np.interp(np.asarray(times) / ALIGN_HOP_S, clip_frames, source_frames)
+    return [float(f * ALIGN_HOP_S) for f in frames]
+
+
+def source_median(
+    observer: Observer, asked: Asked, name: str, reading: Callable[[Asked], np.ndarray]
+) -> np.ndarray:
+    """The median of `reading` over every clip of the item's source and dimension in its
+    split, played the same way (forwards, or backwards for a reversed control), computed once
+    per format `name` (`Observer.memo`). Reads no label.
+
+    Why: what a source's preparation does alike to each of its clips is the source's, not the
+    change's: a dimension whose level is the target renders from its source with the ends'
+    level courses matched once more, so a window at the onset reads a rise in every clip of
+    it. A reading of one clip less this median keeps only what the clip's own course adds,
+    where the clips of a source hold each answer and each way of change alike (and the
+    readings of the clips whose change lies elsewhere agree: where they spread with the
+    parameter's value, as F0 readings of creaky speech do, the median is no bias to remove).
+
+    Parameters
+    ----------
+    observer
+        The ideal observer (rows, references, rate, memo).
+    asked
+        The item whose source is read.
+    name
+        The format's name (its memo).
+    reading
+        What is read of one clip: an array of readings (one per window, say).
+
+    Returns
+    -------
+    np.ndarray
+        The per-element median of the readings.
+    """
+    from vocalgrad.audio import load_audio, resample
+
+    row = asked.row
+    key = (row["source_id"], asked.category, row["split"], asked.reversed_)
+    memo = observer.memo.setdefault(name, {})
+    if key not in memo:
+        readings = []
+        for member in observer.rows.values():
+            if (member["source_id"], member["category"], member["split"]) != key[:3]:
+                continue
+            audio, sr = load_audio(member["path"], mono=False)
+            clip = resample(audio, sr, observer.sample_rate)
+            if asked.reversed_:
+                clip = np.ascontiguousarray(clip[::-1])
+            readings.append(
+                reading(Asked(asked.category, clip, asked.ref, member, asked.reversed_))
+            )
+        memo[key] = np.nanmedian(np.array(readings, dtype=float), axis=0)
+    return memo[key]
+
+
+def window_evidence(
+    evidence: Callable[[np.ndarray, np.ndarray, int], float],
+    windows: Sequence[tuple[np.ndarray, np.ndarray]],
+    sample_rate: int,
+) -> np.ndarray:
+    """A dimension's evidence in each (clip, source) window (`windows_of`); NaN where a
+    window's evidence cannot be read (an alignment of too few frames that a fit cannot
+    solve): the caller weighs such a window as no evidence.
+
+    Parameters
+    ----------
+    evidence
+        ``evidence(clip, ref, sr)``: the dimension's ideal-observer statistic.
+    windows
+        (clip, source) samples of each window.
+    sample_rate
+        Their rate, Hz.
+
+    Returns
+    -------
+    np.ndarray
+        One reading per window, in the dimension's evidence units.
+    """
+    out = []
+    for clip, ref in windows:
+        try:
+            with np.errstate(all="ignore"):
+                out.append(float(evidence(clip, ref, sample_rate)))
+        except (np.linalg.LinAlgError, ValueError):
+            out.append(float("nan"))
+    return np.array(out, dtype=float)
+
+
+SLIDING = ((0.0, 0.5), (0.25, 0.75), (0.5, 1.0))
+"""Windows half the speech span wide, a quarter apart: where a change lies, read from the
+dimension's evidence in each (`windows_of`). Half the span, so that an evidence reading its
+window's first and last thirds has as many voiced frames there as a gradual clip's sixths."""
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One rung of the ladder (`QuestionFormat.rungs`): a name, its place, and the prompt
+    variants its items are asked with.
+
+    Attributes
+    ----------
+    name
+        The rung's name (a run folder of a ladder evaluation is named after it).
+    order
+        Its place on the ladder, ascending from hearing a change to reasoning about it.
+    variants
+        The prompt variants asked (`vocalgrad eval --variants`).
+    """
+
+    name: str
+    order: float
+    variants: tuple[str, ...] = ("default",)
+
+
 class QuestionFormat:
     """One question format: subclass it in one module of `vocalgrad.formats` (or of a plug-in
     package, entry-point group ``vocalgrad.formats``) and declare what differs.
@@ -590,6 +892,20 @@ class QuestionFormat:
         rate sets what pads its speech).
     order_free_gated
         The audit's order-free family is gated, not only reported.
+    rungs
+        Its rungs of the ladder (`Rung`), in order; none: it is not on the ladder.
+    answers_by_direction
+        Where an answer names none of the answer words, the direction lexicon reads it ("it
+        got louder" answers "higher or lower?"). False where the words are not directions
+        (early or late): "it rises" would be read as the first word.
+    blind_change_answers
+        A clip's source-free change (`Dimension.blind_change`, where it `changes_over_time`)
+        says its label; False where the label is not the way the clip changes (where a
+        change lies), so verification does not read it as one.
+    level_target_families
+        The cue families (or single cues) that measure the target where the dimension's level
+        course is its target (its ``SPEC.target_cues`` hold ``edge_level``): where in a clip
+        the energy lies follows a change of level placed early or late.
     """
 
     name: ClassVar[str]
@@ -607,6 +923,10 @@ class QuestionFormat:
     audit_families: ClassVar[tuple[str, ...]]
     warp_target_families: ClassVar[tuple[str, ...]] = ()
     order_free_gated: ClassVar[bool] = True
+    rungs: ClassVar[tuple[Rung, ...]] = ()
+    answers_by_direction: ClassVar[bool] = True
+    level_target_families: ClassVar[tuple[str, ...]] = ()
+    blind_change_answers: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"<question format {self.name!r}>"

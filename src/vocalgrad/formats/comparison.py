@@ -12,7 +12,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import SpeechSpan
 from vocalgrad.dimensions.base import Measured, held_value
 from vocalgrad.formats import base
-from vocalgrad.formats.base import ClipResult, QuestionFormat, two_words, verdict
+from vocalgrad.formats.base import ClipResult, QuestionFormat, Rung, two_words, verdict
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.kinds import SPEECH
 
@@ -77,6 +77,7 @@ class Comparison(QuestionFormat):
     # speech (the file's trailing edge) measures it
     warp_target_families = ("edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
     order_free_gated = True
+    rungs = (Rung("comparison", 2),)
 
     def render(
         self, engine: Engine, condition: Condition, item: str, twin_item: str | None

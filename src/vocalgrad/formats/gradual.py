@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from vocalgrad import dimensions
 from vocalgrad.audio import peak_gain
 from vocalgrad.errors import ConfigError
-from vocalgrad.formats.base import QuestionFormat, Wording, attribute_name
+from vocalgrad.formats.base import QuestionFormat, Rung, Wording, attribute_name
 from vocalgrad.records import CONSTANT
 from vocalgrad.signal.kinds import SPEECH
 
@@ -37,6 +37,9 @@ class Gradual(QuestionFormat):
     audit_families = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
     warp_target_families = ()
     order_free_gated = True
+    # asked whether anything changes (the "vary" variant, against the constant clips), then
+    # which way
+    rungs = (Rung("detection", 0, ("vary",)), Rung("direction", 1))
 
     def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
         return tuple(curves)

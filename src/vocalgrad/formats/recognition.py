@@ -12,7 +12,14 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, peak_gain, resample
 from vocalgrad.dimensions.base import held_value
-from vocalgrad.formats.base import ClipResult, QuestionFormat, attribute_name, two_words, verdict
+from vocalgrad.formats.base import (
+    ClipResult,
+    QuestionFormat,
+    Rung,
+    attribute_name,
+    two_words,
+    verdict,
+)
 from vocalgrad.signal.kinds import SPEECH, get_kind
 
 if TYPE_CHECKING:
@@ -99,6 +106,7 @@ class Recognition(QuestionFormat):
     # measures it, so the order-free family is reported, not gated (the same for every
     # dimension)
     order_free_gated = False
+    rungs = (Rung("recognition", 3),)
 
     def render(
         self, engine: Engine, condition: Condition, item: str, twin_item: str | None

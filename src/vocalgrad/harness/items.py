@@ -130,7 +130,9 @@ def answer_row(
     }
     if error is None:
         prompt = build_prompt(item["category"], variant, fmt=item["format"])
-        parsed = parse_labelled(response, prompt.label_of)
+        parsed = parse_labelled(
+            response, prompt.label_of, formats.get(item["format"]).answers_by_direction
+        )
         row |= {
             "parse_status": parsed.status,
             "predicted": parsed.label,

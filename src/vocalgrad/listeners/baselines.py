@@ -107,8 +107,8 @@ class IdealObserver(Listener):
     can_score = True
     listener_id = "baseline:ideal"
     # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
-    # 3: clarity band by band
-    revision = "3"
+    # 3: clarity band by band; 4: F0 evidence leaves octave jumps out
+    revision = "4"
     channels = 2
 
     def __init__(self, dataset: str | Path) -> None:

@@ -281,14 +281,18 @@ def parse_answer(text: str | None, options: tuple[str, ...] = LABELS) -> ParsedA
     return _direction(mentions, tuple(options))
 
 
-def parse_labelled(text: str | None, label_of: Mapping[str, str]) -> ParsedAnswer:
+def parse_labelled(
+    text: str | None, label_of: Mapping[str, str], lexicon: bool = True
+) -> ParsedAnswer:
     """Read an answer given in a format's own words (recognition: "loud" / "quiet";
     comparison: "higher" / "lower") as the label the word means (`Prompt.label_of`).
 
     One answer word asserted (or the other one negated) decides; a restatement of the
     options ("loud or quiet? quiet") is not an answer; two words asserted are ambiguous.
     Without an answer word the direction lexicon reads it within the labels ("it sounds
-    louder" -> increase). Where the words are the labels this is `parse_answer`."""
+    louder" -> increase), unless `lexicon` is false: where the words are not directions
+    (early / late, `QuestionFormat.answers_by_direction`), "it rises" says nothing about the
+    answer and is unparsed. Where the words are the labels this is `parse_answer`."""
     labels = tuple(dict.fromkeys(label_of.values()))
     if all(word == label for word, label in label_of.items()):
         return parse_answer(text, labels)
@@ -317,6 +321,8 @@ def parse_labelled(text: str | None, label_of: Mapping[str, str]) -> ParsedAnswe
         return ParsedAnswer(said.pop(), "ok")
     if len(denied) == 1 and len(labels) == 2:
         return ParsedAnswer(next(label for label in labels if label not in denied), "ok")
+    if not lexicon:
+        return ParsedAnswer(None, "unparsed")
     return parse_answer(text, labels)
 
 

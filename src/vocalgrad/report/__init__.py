@@ -2,7 +2,8 @@
 every figure also written beside it as SVG, PDF and the CSV of the numbers it draws.
 
 Sections, with stable ids: `headline` (the leaderboard, the models compared, a headline per
-model), `formats` (question formats on the same cells), `bias` (response bias vs
+model), `formats` (question formats on the same cells), `ladder` (each listener up the rungs,
+the drop at each), `bias` (response bias vs
 sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and the
 diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds) and
 `provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
@@ -23,6 +24,7 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.files import atomic_write_text
 from vocalgrad.report import sections
 from vocalgrad.report.collect import (
+    expand_runs,
     load_dataset_info,
     load_probe,
     load_runs,
@@ -31,6 +33,7 @@ from vocalgrad.report.collect import (
     untestable,
 )
 from vocalgrad.report.headline import headline
+from vocalgrad.report.ladder import ladder
 from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
 from vocalgrad.report.render import to_html, to_markdown, write_figures
@@ -38,6 +41,7 @@ from vocalgrad.report.render import to_html, to_markdown, write_figures
 SECTION_IDS = (
     "headline",
     "formats",
+    "ladder",
     "bias",
     "psychometric",
     "probing",
@@ -65,7 +69,7 @@ def build_sections(
     `allow_dataset_mismatch`, and then the dataset section says so."""
     if not results_dirs:
         raise ConfigError("report: give at least one results folder (a `vocalgrad eval` output)")
-    runs = load_runs(results_dirs)
+    runs = load_runs(expand_runs(results_dirs))
     by_listener = rows_by_listener(runs)
     colours = palette([*by_listener, *(e["listener"] for r in runs for e in r.adaptive)])
     scored, note = sections.headline_rows(by_listener)
@@ -92,12 +96,20 @@ def build_sections(
     info = load_dataset_info(dataset) if dataset is not None else None
     if dataset is not None and info is None:
         dataset_note = f"{dataset} holds no metadata.jsonl and no README.md: section skipped."
-    if info is not None:
+    recorded_all = list(dict.fromkeys(r.manifest.get("dataset") for r in runs))
+    if info is not None and not chosen and len(recorded_all) > 1:  # a ladder's runs, say
+        dataset_note = (
+            f"The runs were evaluated on {len(recorded_all)} datasets (a ladder's rungs, or "
+            f"several builds); the card below describes the first run's, {dataset} (--dataset "
+            "chooses another)."
+        )
+    elif info is not None:
         dataset_note = _dataset_mismatch(runs, dataset, chosen, allow_dataset_mismatch)
     generated = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return [
         headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
+        ladder(by_listener, n_boot, seed),
         sections.bias(scores, colours),
         psych,
         sections.probing(probes),

@@ -14,6 +14,8 @@ from vocalgrad import formats
 from vocalgrad.dataset import is_official, official_rows, read_json, read_jsonl
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import load_results
+from vocalgrad.evaluation.ladder import INDEX as LADDER_INDEX
+from vocalgrad.evaluation.ladder import run_folders
 from vocalgrad.probing.figures import long_rows
 
 HUMAN_PREFIX = "human"
@@ -51,6 +53,19 @@ class Run:
     @property
     def name(self) -> str:
         return self.path.name
+
+
+def expand_runs(dirs: Iterable[str | Path]) -> list[Path]:
+    """Run folders from the report's arguments: a ladder run folder (``vocalgrad eval LADDER``)
+    stands for its rungs' run folders, and its index given as a file (``R/*``) for nothing,
+    since its runs are given beside it; each folder once."""
+    out: list[Path] = []
+    for d in dirs:
+        path = Path(d)
+        if path.name == LADDER_INDEX and path.is_file():
+            continue
+        out.extend(run_folders(path))
+    return list(dict.fromkeys(out))
 
 
 def load_runs(dirs: Iterable[str | Path]) -> list[Run]:

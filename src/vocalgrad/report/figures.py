@@ -393,3 +393,61 @@ def dimensions_data(
                     }
                 )
     return rows
+
+
+def ladder(series: Sequence[Mapping], rungs: Sequence[str]) -> Figure:
+    """Accuracy (top) and d′ (bottom) per rung of the ladder, in ladder order: one line per
+    listener with its 95% CIs; references grey (their own line styles), models in their
+    colours; chance dashed. Each item of `series`: {"listener", "colour", "reference": bool,
+    "values": {rung: a `summarise` overall row}}; a rung the listener was not asked is a gap."""
+    fig = Figure(figsize=(max(6.0, 1.1 * len(rungs) + 3.0), 6.4))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    xs = np.arange(len(rungs))
+    clipped = False
+    for ax, (key, label, chance) in zip((top, bottom), METRICS, strict=True):
+        for k, s in enumerate(series):
+            values = [_metric(s["values"].get(rung), key) for rung in rungs]
+            v = np.array([m[0] for m in values])
+            lo = np.array([m[1] for m in values])
+            hi = np.array([m[2] for m in values])
+            if key == "dprime":
+                clipped |= bool(np.any((v < DPRIME_SPAN[0]) | (v > DPRIME_SPAN[1])))
+                v, lo, hi = (np.clip(a, *DPRIME_SPAN) for a in (v, lo, hi))
+            if s["reference"]:
+                colour, style, lw, _ = _reference_style(s["listener"])
+                marker = None
+            else:
+                colour, style, lw, marker = s["colour"], "-", 2.0, "o"
+            offset = (k - (len(series) - 1) / 2) * 0.04  # overlapping CIs side by side
+            ax.plot(
+                xs + offset,
+                v,
+                color=colour,
+                ls=style,
+                lw=lw,
+                marker=marker,
+                label=s["listener"] if ax is top else None,
+            )
+            ok = np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
+            if ok.any():
+                ax.errorbar(
+                    (xs + offset)[ok],
+                    v[ok],
+                    yerr=[v[ok] - lo[ok], hi[ok] - v[ok]],
+                    fmt="none",
+                    ecolor=colour,
+                    elinewidth=1,
+                    capsize=2,
+                    alpha=0.7,
+                )
+        ax.axhline(chance, color="black", ls="--", lw=0.8, label="chance" if ax is top else None)
+        ax.set_ylabel(label)
+    top.set_ylim(-0.02, 1.04)
+    bottom.set_xticks(xs, [r.replace("_", " ") for r in rungs], rotation=20, ha="right")
+    bottom.set_xlabel("rung (from hearing a change to reasoning about it)")
+    title = "Accuracy and d′ by rung of the ladder"
+    if clipped:
+        title += f" (d′ clipped to {DPRIME_SPAN[0]}..{DPRIME_SPAN[1]})"
+    top.set_title(title)
+    top.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return fig

@@ -40,6 +40,9 @@ N_MELS = 40
 QUIET_PERCENTILE = 1  # a signal's floor: its quietest 1% of frames (room tone, mic noise)
 
 
+# what `Analysis.with_span` computes again: the analyses that read the speech span
+_SPAN_DEPENDENT = frozenset({"span", "f0", "median_f0", "level_slope_db"})
+
 _TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
@@ -192,6 +195,30 @@ class Analysis:
     def log_mel(self) -> np.ndarray:
         """40-band log-mel spectrogram at 10 ms hop, for time alignment."""
         return np.log(self.mel_power + 1e-8)
+
+    def with_span(self, span: SpeechSpan) -> Analysis:
+        """The same signal with another speech span (a window of the speech, say), sharing
+        every analysis computed so far that does not depend on the span, and `cache`.
+
+        Why: a measure over a part of the speech (where in the clip a change lies) reads the
+        dimension's own head and tail windows of that part, without analysing the signal
+        again. The render-side memos in `cache` are this signal's, made for its own span.
+
+        Parameters
+        ----------
+        span
+            The speech span to measure over, seconds from the first sample.
+
+        Returns
+        -------
+        Analysis
+            A view of the same samples; its span-dependent analyses (F0 over the span, the
+            median F0, the level slope) are computed afresh over `span`.
+        """
+        out = Analysis.__new__(Analysis)
+        out.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _SPAN_DEPENDENT})
+        out.__dict__["span"] = span
+        return out
 
     def head_tail_frames(
         self, n_frames: int, frame_s: float = FRAME_S

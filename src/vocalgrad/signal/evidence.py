@@ -57,9 +57,15 @@ def level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     return float(np.median(last) - np.median(first))
 
 
+OCTAVE_JUMP_ST = 8.0  # a clip/source F0 ratio this far from 1 is a tracker's octave jump
+
+
 def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     """YIN F0 of the clip re the source (semitones) over the source's voiced frames, median
-    of the last third minus the first: a rising pitch shift raises it."""
+    of the last third minus the first: a rising pitch shift raises it. Frames more than
+    OCTAVE_JUMP_ST apart are left out: YIN halves or doubles F0 in creaky stretches, in one
+    signal and not the other, and where a clip holds a shifted value for long (a change
+    placed early) such frames filled a third of a window."""
     n = min(len(clip), len(ref))
     f_clip = librosa.yin(clip[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
     f_ref = librosa.yin(ref[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
@@ -67,7 +73,8 @@ def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     m = min(len(f_clip), len(f_ref), len(level))
     voiced = level[:m] > level.max() * 10 ** (-25 / 20)
     diff = 12 * np.log2(f_clip[:m] / f_ref[:m])
-    first, last = _thirds(diff[voiced])
+    kept = diff[voiced & (np.abs(diff) <= OCTAVE_JUMP_ST)]
+    first, last = _thirds(kept if kept.size >= 6 else diff[voiced])
     return float(np.median(last) - np.median(first))
 
 

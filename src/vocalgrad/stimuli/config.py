@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from vocalgrad import dimensions, formats, registry
-from vocalgrad.dimensions import CATEGORY_SETS, DIMENSIONS, PUBLISHED_CATEGORIES
+from vocalgrad.dimensions import CATEGORY_SETS, DIMENSIONS, LADDER_CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError, SourceError, did_you_mean
 from vocalgrad.signal.trajectories import CURVE_NAMES
 from vocalgrad.sources import SCHEMES, spec_kind
@@ -353,6 +353,19 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "sample_rate": 48000,
         "constants": 0,
     },
+}
+
+
+LADDER = "ladder"
+"""The protocol that builds one dataset per rung of the ladder (`vocalgrad build --protocol
+ladder`), from the shared settings in `PROTOCOLS`."""
+PROTOCOLS[LADDER] = {
+    # Every rung on the same sources and dimensions, small by default (each setting can be
+    # given): 4 + 4 sources, volume and voice pitch, the linear curve of the gradual rungs.
+    "n_test": 4,
+    "n_train": 4,
+    "categories": LADDER_CATEGORIES,
+    "curves": ("linear",),
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -29,7 +30,14 @@ from vocalgrad.audio import (
 )
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Track
 from vocalgrad.errors import AudioError
-from vocalgrad.formats.base import Assembled, ClipResult, measure_against, verdict
+from vocalgrad.formats.base import (
+    Assembled,
+    ClipResult,
+    Course,
+    measure_against,
+    measure_windows,
+    verdict,
+)
 from vocalgrad.signal.analysis import Analysis, source_pitch_ceiling
 from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.signal.levelling import (
@@ -210,10 +218,15 @@ def track_for(
     offset_s: float,
     source: Analysis | None = None,
     centred: bool = True,
+    course: Course | None = None,
 ) -> Track:
     """The parameter as a function of source time: interpolated on the dimension's scale,
     centred so its time-average over the speech span does not depend on curve x direction,
     and held at the neutral value outside the span where the dimension asks for it.
+
+    A `course` (a question format's own shape: a change placed early or late, a peak) gives
+    the progress from start to end value against the fraction of the speech span in place
+    of the condition's curve.
 
     Centre "energy" weighs that average by the source's momentary loudness (`source` is
     needed): speech is louder early (declination), so a plain time-average leaves the
@@ -228,7 +241,11 @@ def track_for(
     lo, hi = (np.log(start), np.log(end)) if log else (start, end)
 
     def base(t: np.ndarray) -> np.ndarray:
-        values = parameter_track(curve, lo, hi, t, onset_s, offset_s)
+        if course is None:
+            values = parameter_track(curve, lo, hi, t, onset_s, offset_s)
+        else:
+            u = np.clip((np.asarray(t, dtype=np.float64) - onset_s) / (offset_s - onset_s), 0, 1)
+            values = lo + (hi - lo) * course(u)
         return np.exp(values) if log else values
 
     times = np.linspace(onset_s, offset_s, 4001)
@@ -340,10 +357,13 @@ def level(
     track: Track,
     span: SpeechSpan,
     held: bool = False,
+    gain_db: float | None = None,
 ) -> np.ndarray:
     """Loudness compensation where the dimension asks for it, then the source's speech
     loudness over the clip's speech span. A held part of a dimension whose target is
-    loudness keeps its gain: setting it to the source's loudness would undo the target."""
+    loudness keeps its gain: setting it to the source's loudness would undo the target.
+    `gain_db`, where given for such a dimension, is the gain applied in place of the one
+    that levels this clip alone (clips levelled together: `render_changing`)."""
     dim = dimensions.get(category)
     sr = source.sr
     power = None
@@ -352,8 +372,9 @@ def level(
         processed, power = compensate_loudness(processed, source.clean.k_power, sr, to_source)
     elif held:
         return processed
-    loudness = span_loudness(processed, sr, span)
-    if np.isfinite(loudness):
+    if gain_db is not None and not dim.SPEC.loudness_neutral:
+        processed = processed * np.float32(10 ** (gain_db / 20))
+    elif np.isfinite(loudness := span_loudness(processed, sr, span)):
         processed = processed * np.float32(10 ** ((source.speech_loudness - loudness) / 20))
     if dim.SPEC.loudness_neutral:
         processed = cancel_drift(
@@ -507,6 +528,22 @@ class Engine:
     ) -> tuple[Analysis, Measured]:
         return measure_against_source(self.source.heard, category, audio, span)
 
+    def changing(
+        self, members: Sequence[tuple[Condition, str, Course | None]], centred: bool = True
+    ) -> list[tuple[np.ndarray, SpeechSpan]]:
+        return render_changing(self.source, self.seed, members, centred)
+
+    def measure_windows(
+        self,
+        category: str,
+        audio: np.ndarray,
+        span: SpeechSpan,
+        windows: Sequence[tuple[float, float]],
+    ) -> tuple[Analysis, Measured, list[Measured]]:
+        clip = self.source.clean.like(audio, span=span)
+        whole, parts = measure_windows(self.source.heard, category, clip, windows)
+        return clip, whole, parts
+
     def confounds(self, clip: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
         return measure_confounds(clip, self.source.heard, clip_mid_s)
 
@@ -563,6 +600,66 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
         param_end=float(ends[1]),
         rove_db=clip.rove_db,
     )
+
+
+def render_changing(
+    source: PreparedSource,
+    seed: int,
+    members: Sequence[tuple[Condition, str, Course | None]],
+    centred: bool = True,
+) -> list[tuple[np.ndarray, SpeechSpan]]:
+    """Clips of one dimension rendered along their conditions' tracks, or along a format's
+    `course`, and levelled together, without floor or rove (the parts of a file `assemble`
+    makes, or clips before them): each as a gradual clip is rendered, with its random draws
+    from its item id. The conditions are taken as given (a format applies its roves).
+    `centred=False` keeps the values a course gives (a change placed early or late ends where
+    its twin does).
+
+    Levelled together: where the dimension's level is its target (not
+    ``SPEC.loudness_neutral``), every member gets one gain, the mean in dB of the gains that
+    would set each one's speech to the source's loudness, so the members keep the level
+    differences their courses make (a clip that stays loud longer is louder, as its twin's
+    gain course says) and their held ends stay equal; elsewhere each member is levelled alone.
+
+    Parameters
+    ----------
+    source
+        The prepared source.
+    seed
+        The build seed.
+    members
+        (condition, item id, course or None) of each clip, all of one dimension.
+    centred
+        Shift each track so its time-average does not depend on its course (`track_for`).
+
+    Returns
+    -------
+    list
+        (float32 samples at the source's rate, the speech span in them) per member.
+    """
+    rendered = []
+    for condition, item, course in members:
+        dim = dimensions.get(condition.category)
+        span = source.clean.span
+        track = track_for(
+            condition, dim.SPEC, span.onset_s, span.offset_s, source.clean, centred, course
+        )
+        processed = dim.render(source.clean, track, item_rng(seed, item))
+        rendered.append(
+            (condition, processed, track, clip_span(dim, track, source.clean, len(processed)))
+        )
+    gain_db = None
+    spec = dimensions.get(members[0][0].category).SPEC
+    if not spec.loudness_neutral and len(rendered) > 1:
+        gains = [
+            source.speech_loudness - span_loudness(p, source.sr, span) for _, p, _, span in rendered
+        ]
+        finite = [g for g in gains if np.isfinite(g)]
+        gain_db = float(np.mean(finite)) if finite else None
+    return [
+        (level(source, c.category, p, track, span, gain_db=gain_db), span)
+        for c, p, track, span in rendered
+    ]
 
 
 # ---------------------------------------------------------------------------------------

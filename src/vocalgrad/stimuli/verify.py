@@ -88,7 +88,10 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
                 ref = ref_cache[ref_row["path"]] = heard_reference(ref_row, sr)
             value, conf = measure_row(row, clip, ref)
             measured[formats.row_format(row)].append((row, value, conf))
-        asked = row["direction"] != "constant" and formats.of_row(row).changes_over_time
+        fmt = formats.of_row(row)
+        asked = (
+            row["direction"] != "constant" and fmt.changes_over_time and fmt.blind_change_answers
+        )
         blind = dim.blind_change(clip) if asked else None
         if blind is not None:
             bucket["blind"].append((blind, 1 if row["direction"] == "increase" else -1))

@@ -34,6 +34,13 @@ CUE_NAMES: dict[str, tuple[str, ...]] = {
     "parts": ("parts_first_s", "parts_gap_s", "parts_second_s", "parts_gap_db"),
     # recognition items: the clip's length alone
     "duration": ("global_duration_s",),
+    # items asked where or how a change runs (a change early or late, a peak or a dip): where
+    # in the speech span the energy lies (its centroid and spread, the loudest 100 ms) and
+    # where the onsets are (the strongest, and their centroid), as fractions of the span
+    "position": (
+        "position_energy", "position_spread", "position_peak", "position_onset",
+        "position_onsets",
+    ),
     # statistics of the whole file that playing it backwards leaves as they are: audited apart,
     # on every dimension and format, never a target cue (`vocalgrad.stimuli.order_free`)
     ORDER_FREE: ORDER_FREE_NAMES,
@@ -42,7 +49,7 @@ EDGE_FAMILIES = tuple(f for f in FAMILIES if f.startswith("edge_"))
 # Which families a question format audits, and which of them measure the target where a
 # dimension warps time, are the format's (`QuestionFormat.audit_families`,
 # `QuestionFormat.warp_target_families`).
-CUES_VERSION = 8  # bump when clip_cues changes: cached cues of another version are recomputed
+CUES_VERSION = 9  # bump when clip_cues changes: cached cues of another version are recomputed
 EDGE_S = 0.3
 FLOOR_DB = -120.0
 
@@ -131,7 +138,56 @@ def clip_cues(
         "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
         "edge_zeros_first": _edge(first, sr, lambda x: zero_share(x, sr)),
         "edge_zeros_last": _edge(last, sr, lambda x: zero_share(x, sr)),
+        **position_cues(audio, sr, span),
         **order_free_cues(ears if ears is not None else audio, sr),
+    }
+
+
+POSITION_FRAME_S = 0.01
+POSITION_PEAK_S = 0.1  # the loudest stretch: 100 ms
+
+
+def position_cues(
+    audio: np.ndarray, sr: int, span: tuple[float, float] | None = None
+) -> dict[str, float]:
+    """Where in the speech span (the whole clip without one) the energy and the onsets lie,
+    as fractions of the span (0: onset, 1: offset): the power-weighted centroid and spread
+    of its 10 ms frames, the middle of its loudest 100 ms, the strongest onset (librosa's
+    onset strength) and the onset-strength-weighted centroid.
+
+    Why: a question about where a change lies is answered by any process that leaves energy
+    or a transient where the change is; these cues read that without following the target.
+    Where a dimension's level course is its target they measure it
+    (`QuestionFormat.level_target_families`)."""
+    import librosa
+
+    onset, offset = (0.0, len(audio) / sr) if span is None else span
+    a, b = int(round(onset * sr)), int(round(offset * sr))
+    body = audio[a:b] if b - a > sr // 10 else audio
+    hop = max(1, int(round(POSITION_FRAME_S * sr)))
+    n = len(body) // hop
+    nan = float("nan")
+    if n < 4:
+        return dict.fromkeys(CUE_NAMES["position"], nan)
+    power = np.square(body[: n * hop].astype(np.float64)).reshape(n, hop).mean(axis=1)
+    where = (np.arange(n) + 0.5) / n
+    total = power.sum()
+    if total <= 0:
+        return dict.fromkeys(CUE_NAMES["position"], nan)
+    centroid = float(where @ power / total)
+    spread = float(np.sqrt(((where - centroid) ** 2) @ power / total))
+    width = max(1, int(round(POSITION_PEAK_S / POSITION_FRAME_S)))
+    smooth = np.convolve(power, np.ones(width) / width, mode="same")
+    strength = librosa.onset.onset_strength(y=body.astype(np.float32), sr=sr, hop_length=hop)
+    strength = strength[:n]
+    at = (np.arange(len(strength)) + 0.5) / max(len(strength), 1)
+    onsets = float(at @ strength / strength.sum()) if strength.sum() > 0 else nan
+    return {
+        "position_energy": centroid,
+        "position_spread": spread,
+        "position_peak": float(where[int(np.argmax(smooth))]),
+        "position_onset": float(at[int(np.argmax(strength))]) if len(strength) else nan,
+        "position_onsets": onsets,
     }
 
 
@@ -209,6 +265,8 @@ def target_cue_names(category: str, fmt: str = formats.DEFAULT) -> set[str]:
     declared = set(dim.SPEC.target_cues)
     if dim.SPEC.warps_time:
         declared.update(formats.get(fmt).warp_target_families)
+    if "edge_level" in declared:  # its level course is the target
+        declared.update(formats.get(fmt).level_target_families)
     names = {n for f in CUE_NAMES if f in declared for n in CUE_NAMES[f]} | (
         declared - set(CUE_NAMES)
     )

@@ -26,7 +26,9 @@ def _order_free_cell(c: Mapping) -> str:
     lo, hi = of["ci"]
     top = next(iter(of["per_cue_auc"]), None)
     cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
-    gated = "" if c.get("order_free_gated", True) else " (held value: not gated)"
+    gated = (
+        "" if c.get("order_free_gated", True) else " (not gated: played backwards, the label stays)"
+    )
     redrawn = f"; {describe(of['redrawn'])}" if of.get("redrawn") else ""
     return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}{redrawn}"
 

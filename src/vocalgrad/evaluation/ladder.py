@@ -1,0 +1,438 @@
+"""The ladder: from hearing a change to reasoning about it, one rung per question format (and
+prompt variant) on the same sources, built, asked and scored as one.
+
+A ladder folder holds one dataset per format that declares rungs (`QuestionFormat.rungs`),
+``<format>/``, and an index ``ladder.json`` naming the rungs in order: each rung's dataset
+and the prompt variants it is asked with (detection is the gradual dataset asked "does it
+change?", direction the same dataset asked which way). A ladder run folder holds one run
+folder per rung, ``<rung>/``, and its own ``ladder.json``. Scores come from
+`vocalgrad.evaluation.score.score_rows`; each rung's drop from the rung below is a paired
+difference over the sources both rungs hold (`rung_drop`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vocalgrad import formats
+from vocalgrad.dataset import content_sha256
+from vocalgrad.errors import ConfigError
+from vocalgrad.evaluation.evaluate import EvalConfig, evaluate
+from vocalgrad.evaluation.score import ListenerScore, score_rows
+from vocalgrad.files import atomic_write_text
+from vocalgrad.formats.base import QuestionFormat, Rung
+from vocalgrad.listeners.base import Listener
+from vocalgrad.records import CONSTANT, LABELS
+from vocalgrad.stats import cluster_ids, group_rng, weighted_ci
+from vocalgrad.stimuli.config import BuildConfig
+
+INDEX = "ladder.json"
+INDEX_VERSION = 1
+DETECTION_WORDS = ("yes", "no")  # a detection question's answers: something changed, or not
+
+
+def ladder_rungs() -> list[tuple[Rung, QuestionFormat]]:
+    """Every rung of every registered format, in ladder order (`Rung.order`)."""
+    found = [(rung, fmt) for fmt in formats.listed() for rung in fmt.rungs]
+    return sorted(found, key=lambda pair: (pair[0].order, pair[0].name))
+
+
+def rung_of(row: Mapping[str, Any]) -> str | None:
+    """The rung a result row answers: its format's rung asked with the row's prompt variant,
+    or None (a variant no rung asks, a format off the ladder or unknown here)."""
+    fmt = formats.find(formats.row_format(row))
+    if fmt is None:
+        return None
+    variant = row.get("variant", "default")
+    return next((rung.name for rung in fmt.rungs if variant in rung.variants), None)
+
+
+def rung_order() -> dict[str, float]:
+    """Rung name -> its place on the ladder."""
+    return {rung.name: rung.order for rung, _ in ladder_rungs()}
+
+
+def is_ladder(path: str | Path) -> bool:
+    """Whether `path` is a ladder folder (built or evaluated): it holds ``ladder.json``."""
+    return (Path(path) / INDEX).is_file()
+
+
+def read_index(path: str | Path) -> dict:
+    """A ladder folder's index.
+
+    Raises
+    ------
+    ConfigError
+        It holds no index, or one that cannot be read.
+    """
+    index = Path(path) / INDEX
+    if not index.is_file():
+        raise ConfigError(
+            f"{path}: no {INDEX}; build a ladder with `vocalgrad build --protocol ladder`"
+        )
+    try:
+        data = json.loads(index.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{index}: not a readable ladder index ({err}); build it again") from err
+    if not isinstance(data, dict) or not isinstance(data.get("rungs"), list):
+        raise ConfigError(f"{index}: not a ladder index (no list of rungs); build it again")
+    return data
+
+
+def _write_index(path: Path, data: Mapping[str, Any]) -> None:
+    atomic_write_text(path / INDEX, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def build_ladder(
+    config: BuildConfig,
+    out: str | Path,
+    build: Callable[[BuildConfig, Path], Mapping[str, Any]],
+) -> dict:
+    """Build every rung's dataset into ``out/<format>/`` and index them in ``out/ladder.json``.
+
+    One dataset per format that declares rungs, all from `config` with its format set; a
+    format that refuses the config's endpoint rove (`QuestionFormat.rove_refusal`) is built
+    without it, and the index says so. Each build resumes as a single build does, so a rerun
+    of the same command resumes the ladder.
+
+    Parameters
+    ----------
+    config
+        The shared build settings (sources, sizes, dimensions, seed, ...).
+    out
+        The ladder folder.
+    build
+        ``build(config, folder) -> build report``: how one dataset is built (the API's
+        `vocalgrad.stimuli.build.build` with the caller's executor, audit and overwrite).
+
+    Returns
+    -------
+    dict
+        The index as written: ``rungs`` in order (rung, order, format, dataset folder,
+        variants) and per dataset its content hash, clips kept, audit verdict and notes.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rungs = ladder_rungs()
+    names = list(dict.fromkeys(fmt.name for _, fmt in rungs))
+    index: dict[str, Any] = {
+        "protocol": "ladder",
+        "version": INDEX_VERSION,
+        "config": config.to_dict() | {"format": None},
+        "rungs": [
+            {
+                "rung": rung.name,
+                "order": rung.order,
+                "format": fmt.name,
+                "dataset": fmt.name,
+                "variants": list(rung.variants),
+            }
+            for rung, fmt in rungs
+        ],
+        "datasets": {},
+    }
+    _write_index(out, index)  # first: an interrupted ladder is still recognised and resumed
+    for name in names:
+        fmt = formats.get(name)
+        notes = []
+        settings = config.replace(format=name)
+        if config.rove_endpoints and fmt.rove_refusal:
+            settings = BuildConfig(**{**settings.to_dict(), "rove_endpoints": False})
+            notes.append(f"built without the endpoint rove: {fmt.rove_refusal}")
+        report = build(settings, out / name)
+        audit = report.get("shortcut_audit") or {}
+        index["datasets"][name] = {
+            "content_sha256": content_sha256(out / name),
+            "clips_kept": report.get("clips_kept"),
+            "audit_passes": audit.get("passes"),
+            "notes": notes,
+        }
+        _write_index(out, index)
+    return index
+
+
+def evaluate_ladder(
+    ladder: str | Path,
+    listener: Callable[[Path], Listener],
+    out: str | Path,
+    config: EvalConfig,
+    *,
+    run: Callable[..., Mapping[str, Any]] | None = None,
+    progress: Callable[[str, str], None] | None = None,
+    **options: Any,
+) -> dict:
+    """Ask one listener every rung of a ladder folder: rung ``r`` into ``out/r/``, with the
+    rung's prompt variants (the config's other settings as given). Resumable: each rung is a
+    run folder that resumes. A rung the listener cannot answer (a baseline that reads one end
+    of a changing clip, asked about held clips) is skipped, and the index says why.
+
+    Parameters
+    ----------
+    ladder
+        A ladder folder (`build_ladder`).
+    listener
+        ``listener(dataset folder) -> Listener``: baselines learn from the dataset they
+        answer about, so each rung gets its own.
+    out
+        The ladder run folder.
+    config
+        What to ask (its ``variants`` are each rung's).
+    run
+        ``run(dataset, listener, folder, config, **options) -> counts``; default
+        `vocalgrad.evaluation.evaluate.evaluate`.
+    progress
+        Called with (rung, what happened: the items answered, or why it was skipped) after
+        each rung.
+    **options
+        Passed to `run` (executor, retry_errors, use_cache).
+
+    Returns
+    -------
+    dict
+        The run index as written to ``out/ladder.json``: per rung its run folder, variants and
+        counts, or why it was skipped.
+    """
+    ladder, out = Path(ladder), Path(out)
+    index = read_index(ladder)
+    run = run or evaluate
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Any] = {
+        "protocol": "ladder",
+        "version": INDEX_VERSION,
+        "ladder": str(ladder.absolute()),
+        "rungs": [],
+    }
+    for entry in index["rungs"]:
+        dataset = ladder / entry["dataset"]
+        record = {**entry, "run": entry["rung"]}
+        if not (dataset / "test" / "metadata.jsonl").is_file():
+            record["skipped"] = f"{dataset} holds no built dataset (rerun the ladder's build)"
+        else:
+            try:
+                asked = listener(dataset)
+                counts = run(
+                    dataset,
+                    asked,
+                    out / entry["rung"],
+                    dataclasses.replace(config, variants=tuple(entry["variants"])),
+                    **options,
+                )
+                record["counts"] = dict(counts)
+            except ConfigError as err:
+                record["skipped"] = str(err)
+        written["rungs"].append(record)
+        _write_index(out, written)
+        if progress:
+            counts = record.get("counts", {})
+            progress(
+                entry["rung"],
+                f"skipped: {record['skipped']}"
+                if "skipped" in record
+                else f"{counts.get('total', 0) - counts.get('failed', 0)} of "
+                f"{counts.get('total', 0)} items answered -> {out / entry['rung']}",
+            )
+    return written
+
+
+def run_folders(path: str | Path) -> list[Path]:
+    """The run folders of a ladder run folder (its rungs that were asked), in ladder order;
+    any other folder as itself."""
+    path = Path(path)
+    if not is_ladder(path):
+        return [path]
+    index = read_index(path)
+    return [
+        path / entry["run"]
+        for entry in index["rungs"]
+        if "run" in entry and (path / entry["run"] / "results.jsonl").is_file()
+    ]
+
+
+def detection_rows(rows: Iterable[Mapping[str, Any]]) -> list[dict]:
+    """Detection answers ("does it change?", yes / no) as two-label rows that `score_rows`
+    scores: a changing clip is the signal (``increase``), a constant clip the noise
+    (``decrease``), "yes" says ``increase`` and "no" ``decrease``; anything else is
+    unparsed. So accuracy, d′ and c of detection come from the one scoring code.
+
+    Parameters
+    ----------
+    rows
+        Result rows asked with a yes / no variant.
+
+    Returns
+    -------
+    list of dict
+        The rows with ``direction`` and ``predicted`` mapped (``correct`` as before).
+    """
+    said = {"yes": LABELS[0], "no": LABELS[1]}
+    out = []
+    for row in rows:
+        truth = row.get("direction")
+        if truth not in (*LABELS, CONSTANT):
+            continue
+        out.append(
+            {
+                **row,
+                "direction": LABELS[1] if truth == CONSTANT else LABELS[0],
+                "predicted": said.get(row.get("predicted") or ""),
+                "llr": None,
+            }
+        )
+    return out
+
+
+def scorable(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
+    """A listener's main-condition answers (no control, no error) by rung, detection rows
+    mapped (`detection_rows`)."""
+    by_rung: dict[str, list[dict]] = {}
+    for row in rows:
+        if row.get("control", "none") != "none" or row.get("error") is not None:
+            continue
+        rung = rung_of(row)
+        if rung is not None:
+            by_rung.setdefault(rung, []).append(dict(row))
+    for rung, members in by_rung.items():
+        if _asks_detection(members):
+            by_rung[rung] = detection_rows(members)
+    order = rung_order()
+    return dict(sorted(by_rung.items(), key=lambda kv: order.get(kv[0], np.inf)))
+
+
+def _asks_detection(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether rows were asked a yes / no (change detection) question."""
+    from vocalgrad.questions.prompts import get_variant
+
+    variants = {r.get("variant", "default") for r in rows}
+    return all(get_variant(v).options == DETECTION_WORDS for v in variants)
+
+
+def rung_drop(
+    upper: Sequence[Mapping[str, Any]],
+    lower: Sequence[Mapping[str, Any]],
+    cluster: str = "source_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """The drop in accuracy from one rung to the next, paired by source: over the sources both
+    rungs hold, the lower rung's accuracy minus the upper's (> 0: the upper rung is harder),
+    each rung's accuracy pooled over its items of those sources, with a 95% CI resampling the
+    sources whole (`vocalgrad.stats.weighted_ci`: bootstrap, or a jackknife with few).
+
+    Paired by source, not by item: the rungs ask different clips of the same recordings, so
+    what a recording makes easy or hard is held fixed and only the question differs.
+
+    Parameters
+    ----------
+    upper, lower
+        Scored rows (``direction`` increase / decrease, ``predicted``) of the upper and the
+        lower rung.
+    cluster
+        The field that pairs and clusters: ``source_id`` (or ``speaker_id``).
+    n_boot
+        Bootstrap resamples (0: no interval).
+    seed
+        Seed of the resampling.
+
+    Returns
+    -------
+    dict
+        ``drop``, ``drop_lo``, ``drop_hi`` (accuracy points, 0-1), ``accuracy_upper``,
+        ``accuracy_lower`` on the shared sources, ``n_upper``, ``n_lower`` (items),
+        ``n_clusters`` and ``ci_method``.
+    """
+    nan = float("nan")
+    up = [r for r in upper if r.get("direction") in LABELS]
+    low = [r for r in lower if r.get("direction") in LABELS]
+    shared = {r.get(cluster) for r in up} & {r.get(cluster) for r in low}
+    up = [r for r in up if r.get(cluster) in shared]
+    low = [r for r in low if r.get(cluster) in shared]
+    out: dict[str, Any] = {"n_upper": len(up), "n_lower": len(low), "n_clusters": len(shared)}
+    if not shared:
+        return (
+            out
+            | dict.fromkeys(("drop", "drop_lo", "drop_hi", "accuracy_upper", "accuracy_lower"), nan)
+            | {"ci_method": "none"}
+        )
+    ids = cluster_ids([*up, *low], cluster)
+    n = int(ids.max()) + 1
+    sums = np.zeros((n, 4))  # correct and items, upper then lower, per source
+    for i, row in zip(ids[: len(up)], up, strict=True):
+        sums[i] += (row.get("predicted") == row["direction"], 1, 0, 0)
+    for i, row in zip(ids[len(up) :], low, strict=True):
+        sums[i] += (0, 0, row.get("predicted") == row["direction"], 1)
+
+    def statistic(w: np.ndarray) -> np.ndarray:
+        t = w @ sums
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return t[..., 2] / t[..., 3] - t[..., 0] / t[..., 1]
+
+    total = sums.sum(axis=0)
+    point = float(total[2] / total[3] - total[0] / total[1])
+    lo, hi, method = weighted_ci(
+        statistic, point, n, group_rng(seed, "rung_drop"), n_boot, proportion=False
+    )
+    return out | {
+        "drop": point,
+        "drop_lo": lo,
+        "drop_hi": hi,
+        "accuracy_upper": float(total[0] / total[1]),
+        "accuracy_lower": float(total[2] / total[3]),
+        "ci_method": method,
+    }
+
+
+def ladder_scores(
+    rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int = 0
+) -> list[dict]:
+    """One listener's ladder: per rung it was asked, in order, the `score_rows` overall row
+    (accuracy, d′ with clustered CIs, ...) and the drop from the rung below it that the
+    listener also answered (`rung_drop`; None on the lowest).
+
+    Parameters
+    ----------
+    rows
+        The listener's result rows, every rung together.
+    n_boot
+        Bootstrap resamples per interval.
+    seed
+        Seed of the resampling.
+
+    Returns
+    -------
+    list of dict
+        ``{"rung", "order", "answered", "score": overall row, "fewest_sources": the fewest
+        sources of any category, "drop": rung_drop's dict or None}``; ``answered`` is False
+        where no answer was one of the rung's words (a reference that answers which way,
+        asked whether): its drop is None, and the next rung's drop is from the rung below
+        that was answered.
+    """
+    order = rung_order()
+    by_rung = scorable(rows)
+    out: list[dict] = []
+    below: list[dict] | None = None
+    for rung, members in by_rung.items():
+        answered = any(r.get("predicted") in LABELS for r in members)
+        score: ListenerScore = score_rows(members, by=("category",), n_boot=n_boot, seed=seed)
+        groups = [g.get("n_clusters") for g in score.table[1:] if g.get("n_clusters")]
+        drop = None
+        if answered and below is not None:
+            drop = rung_drop(members, below, n_boot=n_boot, seed=seed)
+        out.append(
+            {
+                "rung": rung,
+                "order": order.get(rung),
+                "answered": answered,
+                "score": score.overall,
+                "fewest_sources": min(groups) if groups else score.overall.get("n_clusters"),
+                "drop": drop,
+            }
+        )
+        if answered:
+            below = members
+    return out
