@@ -122,7 +122,7 @@ def built(hum, tmp_path_factory) -> Path:
 
 
 def test_the_protocol_fills_in_what_the_module_leaves_out(hum):
-    assert hum.name == "mains_hum" and SPEC.name in dimensions.CATEGORIES
+    assert hum.name == "mains_hum" and SPEC.name in dimensions.names()
     times = np.array([0.0, 0.5, 1.0])
     assert np.array_equal(hum.output_time(lambda t: t, times), times)  # no time warp
     assert hum.blind_change(None) is None  # no source-free measure declared
@@ -146,7 +146,7 @@ def test_a_broken_module_is_refused_when_bound():
 def test_a_name_is_registered_once(hum):
     with pytest.raises(ConfigError, match="exists"):
         dimensions.register(HUM)
-    with pytest.raises(ConfigError, match="unknown category 'no_such_dimension'"):
+    with pytest.raises(ConfigError, match="unknown dimension 'no_such_dimension'"):
         dimensions.get("no_such_dimension")
 
 

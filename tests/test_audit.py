@@ -565,19 +565,18 @@ def _buried_onset(
 LIMIT = "reverberation rings after speech, never before it (planted by this test)"
 
 
-def test_a_documented_order_free_limit_is_named_and_the_audit_still_fails(
-    clean, tmp_path, monkeypatch
-):
+def test_a_documented_order_free_limit_is_named_and_the_audit_still_fails(clean, tmp_path, request):
     """A dimension may declare an order-free cue that its physics keeps
     (`SPEC.order_free_limit`). Planted, the audit fails it as any leak and names the limit
     after its reasons; where the family passes, no reason names it, and the report lists it
     apart. No shipped dimension declares one since renderer revision 12."""
-    assert not any(dimensions.get(c).SPEC.order_free_limit for c in dimensions.CATEGORIES)
+    assert not any(d.SPEC.order_free_limit for d in dimensions.bound())
     bound = dimensions.get("distance")
     limited = dataclasses.replace(
         bound, SPEC=dataclasses.replace(bound.SPEC, order_free_limit=LIMIT)
     )
-    monkeypatch.setitem(dimensions.DIMENSIONS, "distance", limited)
+    dimensions.register(limited, replace=True)
+    request.addfinalizer(lambda: dimensions.register(bound, replace=True))
     report = audit_dataset(make_dataset(tmp_path / "far-start", "distance", plant=_buried_onset))
     _order_free_fails(report, "distance")
     c = report["per_category"]["distance"]
@@ -605,11 +604,11 @@ def test_order_free_family_has_no_exclusions():
     Formats whose label survives time reversal (recognition, contour) report it without
     gating it."""
     from vocalgrad import formats
-    from vocalgrad.dimensions import CATEGORIES
+    from vocalgrad.dimensions import names
     from vocalgrad.stimuli.audit import format_families, target_cue_names
 
     order_free = set(CUE_NAMES["order_free"])
-    for category in CATEGORIES:
+    for category in names():
         assert "order_free" not in get(category).SPEC.target_cues
         for fmt in formats.names():
             assert "order_free" not in format_families(fmt)  # audited apart, always

@@ -268,7 +268,7 @@ def test_config_files_and_presets(tmp_path):
     unknown.write_text("[build]\nn_tset = 3\n")
     with pytest.raises(ConfigError, match="unknown config key"):
         load_config(unknown)
-    with pytest.raises(ConfigError, match="unknown category"):
+    with pytest.raises(ConfigError, match="unknown dimension"):
         load_config(None, categories=("loudness",))
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "missing.toml")
@@ -339,5 +339,5 @@ def test_card_lists_only_the_built_dimensions(tmp_path):
     card = (tmp_path / "README.md").read_text()
     table = card.split("## Dimensions")[1].split("## Verification")[0]
     assert "| `volume` |" in table
-    assert not [n for n in dimensions.DIMENSIONS if n != "volume" and f"| `{n}` |" in table]
-    assert dimension_table().count("\n| `") == len(dimensions.DIMENSIONS)  # `info`: all of them
+    assert not [n for n in dimensions.names() if n != "volume" and f"| `{n}` |" in table]
+    assert dimension_table().count("\n| `") == len(dimensions.names())  # `info`: all of them

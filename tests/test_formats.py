@@ -265,7 +265,7 @@ def test_choice_scoring_maps_answer_words_to_labels(built, tmp_path):
     assert np.mean([r["correct"] for r in rows]) == 0.5
 
 
-def test_prompts_per_format(monkeypatch):
+def test_prompts_per_format(request):
     assert question_text("volume") == (
         "Does the volume increase or decrease over time?\n\n"
         'Answer with only one word: "increase" or "decrease".'
@@ -289,7 +289,9 @@ def test_prompts_per_format(monkeypatch):
     assert recognition_words("brightness") == ("voice", "bright", "dark")
     # a dimension that declares no recognition words (a new one) is asked generically
     plain = dataclasses.replace(dimensions.get("breathiness"), QUESTION=Question())
-    monkeypatch.setitem(dimensions.DIMENSIONS, "breathiness", plain)
+    original = dimensions.get("breathiness")
+    dimensions.register(plain, replace=True)
+    request.addfinalizer(lambda: dimensions.register(original, replace=True))
     assert recognition_words("breathiness") == ("breathiness", "high", "low")
     with pytest.raises(ConfigError, match="variants default, swapped"):
         build_prompt("volume", "ternary", fmt="recognition")

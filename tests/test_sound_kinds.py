@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from vocalgrad import dimensions
 from vocalgrad.audio import normalise, write_flac_atomic
 from vocalgrad.dataset import write_jsonl
-from vocalgrad.dimensions import DIMENSIONS
 from vocalgrad.errors import ConfigError, SourceError
 from vocalgrad.questions.prompts import build_prompt, question_text
 from vocalgrad.signal.kinds import KINDS
@@ -205,14 +205,15 @@ def test_the_source_check_reads_each_source_by_its_kind(tmp_path):
 
 
 def test_every_dimension_declares_known_kinds_and_the_speech_only_ones_say_so():
-    for name, dim in DIMENSIONS.items():
+    for dim in dimensions.bound():
+        name = dim.name
         assert "speech" in dim.SPEC.kinds and set(dim.SPEC.kinds) <= set(KINDS), name
     for name in ("voice_clarity", "breathiness", "vocal_tract_length"):
-        assert DIMENSIONS[name].SPEC.kinds == ("speech",)
+        assert dimensions.get(name).SPEC.kinds == ("speech",)
     for name in ("voice_pitch", "volume", "background_noise", "echo", "audio_distortion"):
-        assert {"tone", "music"} <= set(DIMENSIONS[name].SPEC.kinds)
-    assert "music" in DIMENSIONS["speaking_speed"].SPEC.kinds
-    assert "tone" not in DIMENSIONS["speaking_speed"].SPEC.kinds
+        assert {"tone", "music"} <= set(dimensions.get(name).SPEC.kinds)
+    assert "music" in dimensions.get("speaking_speed").SPEC.kinds
+    assert "tone" not in dimensions.get("speaking_speed").SPEC.kinds
 
 
 def test_a_build_of_an_undefined_pair_is_refused_with_one_line():

@@ -107,7 +107,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path):
 
     result = run("build", "--out", str(tmp_path / "x"), "--categories", "loudness")
     assert result.returncode == 2
-    assert "unknown category 'loudness'" in result.stderr and "Traceback" not in result.stderr
+    assert "unknown dimension 'loudness'" in result.stderr and "Traceback" not in result.stderr
     result = run("verify", str(tmp_path / "nowhere"))
     assert result.returncode == 2 and "not found" in result.stderr
     result = run(

@@ -200,7 +200,8 @@ def dimensions_page() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     details = []
-    for name, module in dims.DIMENSIONS.items():
+    for module in dims.bound():
+        name = module.name
         s = module.SPEC
         tiers = []
         for tier in ("low", "mid", "high"):

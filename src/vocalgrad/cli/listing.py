@@ -38,12 +38,13 @@ def _listeners() -> list[str]:
 
 
 def _dimensions() -> list[str]:
-    from vocalgrad.dimensions import DIMENSIONS, PUBLISHED_CATEGORIES
+    from vocalgrad import dimensions
+    from vocalgrad.dimensions import PUBLISHED_CATEGORIES
 
     return [
-        f"{name}{'' if name in PUBLISHED_CATEGORIES else '  (opt-in)'}\t"
+        f"{dim.name}{'' if dim.name in PUBLISHED_CATEGORIES else '  (opt-in)'}\t"
         f"kinds: {', '.join(dim.SPEC.kinds)}"
-        for name, dim in DIMENSIONS.items()
+        for dim in dimensions.bound()
     ]
 
 

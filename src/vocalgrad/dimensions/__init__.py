@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from importlib.metadata import entry_points
 from types import ModuleType
 
 from vocalgrad.dimensions.base import Bound, Dimension, DimensionSpec, Measured, Question, bind
-from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.registry import Registry
 
 # the published benchmark's nine, in its order: what a build asks for by default (the
 # others are opt-in with --categories until their human data exist)
@@ -57,19 +56,64 @@ def _package_modules() -> list[ModuleType]:
     return [importlib.import_module(f"{__name__}.{name}") for name in names]
 
 
-def _plugin_modules() -> list[ModuleType]:
-    return [entry.load() for entry in entry_points(group="vocalgrad.dimensions")]
+def _bound(declared: object) -> Bound:
+    """A dimension module (or namespace) bound to the contract; a `Bound` as it is."""
+    return declared if isinstance(declared, Bound) else bind(declared)
 
 
-def _discover() -> dict[str, Bound]:
-    bound = [bind(m) for m in (*_package_modules(), *_plugin_modules())]
-    rank = {name: i for i, name in enumerate(_ORDER)}
-    bound.sort(key=lambda d: (rank.get(d.name, len(rank)), d.name))
-    return {d.name: d for d in bound}
+_RANK = {name: i for i, name in enumerate(_ORDER)}
+REGISTRY: Registry[Bound] = Registry(
+    "dimension",
+    _package_modules,
+    group="vocalgrad.dimensions",
+    check=_bound,
+    sort_key=lambda d: _RANK.get(d.name, len(_RANK)),
+)
+"""Every dimension: this package's modules, plug-ins' (entry-point group
+``vocalgrad.dimensions``, each entry a dimension module) and run-time ones (`register`)."""
 
 
-DIMENSIONS: dict[str, Bound] = _discover()
-CATEGORIES = tuple(DIMENSIONS)
+def names() -> tuple[str, ...]:
+    """Every dimension's name, in listing order (the published nine first).
+
+    Returns
+    -------
+    tuple of str
+        The names, e.g. ``("speaking_speed", "voice_pitch", ...)``.
+    """
+    return REGISTRY.names()
+
+
+def bound() -> tuple[Bound, ...]:
+    """Every dimension bound to the contract, in listing order.
+
+    Returns
+    -------
+    tuple of Bound
+        One per dimension, in the order of `names`.
+    """
+    return REGISTRY.values()
+
+
+def get(name: str) -> Bound:
+    """The bound dimension called `name`.
+
+    Parameters
+    ----------
+    name : str
+        A dimension's name, e.g. ``voice_pitch``.
+
+    Returns
+    -------
+    Bound
+        Its members, the protocol's defaults where it declares none.
+
+    Raises
+    ------
+    ConfigError
+        No dimension has that name; the message suggests the closest and lists them all.
+    """
+    return REGISTRY.get(name)
 
 
 def register(module: ModuleType | object, *, replace: bool = False) -> Bound:
@@ -77,15 +121,15 @@ def register(module: ModuleType | object, *, replace: bool = False) -> Bound:
 
     Parameters
     ----------
-    module
-        A module or namespace with the members of `Dimension` (see `bind`).
-    replace
+    module : module or object
+        A module or namespace with the members of `Dimension` (see `bind`), or a `Bound`.
+    replace : bool
         Allow a dimension of the same name to be replaced.
 
     Returns
     -------
     Bound
-        The bound dimension, now in `DIMENSIONS` and `CATEGORIES`.
+        The bound dimension, now among `names`.
 
     Raises
     ------
@@ -94,52 +138,35 @@ def register(module: ModuleType | object, *, replace: bool = False) -> Bound:
     TypeError
         The module does not meet the contract (`bind`).
     """
-    global CATEGORIES
-    dim = bind(module)
-    if dim.name in DIMENSIONS and not replace:
-        raise ConfigError(f"a dimension named {dim.name!r} exists; pass replace=True to replace it")
-    DIMENSIONS[dim.name] = dim
-    CATEGORIES = tuple(DIMENSIONS)
-    return dim
+    return REGISTRY.register(module, replace=replace)
 
 
 def unregister(name: str) -> None:
-    """Remove a dimension added with `register` (no error if it is not there)."""
-    global CATEGORIES
-    DIMENSIONS.pop(name, None)
-    CATEGORIES = tuple(DIMENSIONS)
+    """Remove a dimension added with `register` (no error if it is not there).
 
-
-def get(name: str) -> Bound:
-    """The bound dimension called ``name``.
-
-    Raises
-    ------
-    ConfigError
-        No dimension has that name; the message lists the known ones.
+    Parameters
+    ----------
+    name : str
+        The dimension's name.
     """
-    try:
-        return DIMENSIONS[name]
-    except KeyError:
-        known = ", ".join(DIMENSIONS)
-        raise ConfigError(
-            f"unknown category {name!r}{did_you_mean(name, DIMENSIONS)}; choose from {known}"
-        ) from None
+    REGISTRY.unregister(name)
 
 
 __all__ = [
     "BEEP_ABLATION_CATEGORIES",
-    "CATEGORIES",
     "CATEGORY_SETS",
-    "DIMENSIONS",
+    "LADDER_CATEGORIES",
     "PUBLISHED_CATEGORIES",
+    "REGISTRY",
     "Bound",
     "Dimension",
     "DimensionSpec",
     "Measured",
     "Question",
     "bind",
+    "bound",
     "get",
+    "names",
     "register",
     "unregister",
 ]

@@ -405,7 +405,7 @@ def trial_rows(rows: Iterable[Mapping]) -> list[Mapping]:
         and r.get("direction") in LABELS
         and r.get("magnitude") is not None
         and r.get("correct") is not None
-        and r.get("category") in dimensions.DIMENSIONS
+        and r.get("category") in dimensions.REGISTRY
     ]
 
 

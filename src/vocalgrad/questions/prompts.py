@@ -66,8 +66,8 @@ class Paraphrase:
     def table(self) -> dict[str, str]:
         """Category -> question, over the dimensions that declare this paraphrase."""
         return {
-            name: dim.QUESTION.paraphrases[self.index]
-            for name, dim in dimensions.DIMENSIONS.items()
+            dim.name: dim.QUESTION.paraphrases[self.index]
+            for dim in dimensions.bound()
             if len(dim.QUESTION.paraphrases) > self.index
         }
 

@@ -37,7 +37,8 @@ def dimension_table(sr: int | None = None, only: Collection[str] | None = None) 
         '| category | parameter | unit | "increase" means | low | mid | high | verified by |',
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, dim in dimensions.DIMENSIONS.items():
+    for dim in dimensions.bound():
+        name = dim.name
         if only is not None and name not in only:
             continue
         s = dim.SPEC
@@ -153,9 +154,9 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         )
     lines += ["", "Audibility floors (smallest realised change that counts):", ""]
     lines += [
-        f"- `{n}`: {d.SPEC.audibility_floor:g} {d.SPEC.measured_unit} — {d.SPEC.floor_basis}"
-        for n, d in dimensions.DIMENSIONS.items()
-        if n in by_cat
+        f"- `{d.name}`: {d.SPEC.audibility_floor:g} {d.SPEC.measured_unit} — {d.SPEC.floor_basis}"
+        for d in dimensions.bound()
+        if d.name in by_cat
     ]
     if report["refused_conditions"]:
         lines += ["", "Refused conditions (they would change nothing at this sample rate):", ""]

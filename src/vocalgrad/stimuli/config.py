@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from vocalgrad import dimensions, formats, registry
-from vocalgrad.dimensions import CATEGORY_SETS, DIMENSIONS, LADDER_CATEGORIES, PUBLISHED_CATEGORIES
+from vocalgrad.dimensions import CATEGORY_SETS, LADDER_CATEGORIES, PUBLISHED_CATEGORIES
 from vocalgrad.errors import ConfigError, SourceError, did_you_mean
 from vocalgrad.signal.trajectories import CURVE_NAMES
 from vocalgrad.sources import SCHEMES, spec_kind
@@ -142,7 +142,7 @@ class BuildConfig(BaseModel):
     @field_validator("categories")
     @classmethod
     def _known_categories(cls, names: tuple[str, ...]) -> tuple[str, ...]:
-        return _known(names, DIMENSIONS, "category")  # registered ones too
+        return _known(names, dimensions.names(), "dimension")  # registered ones too
 
     @field_validator("tiers")
     @classmethod
@@ -169,7 +169,7 @@ class BuildConfig(BaseModel):
     @field_validator("magnitudes")
     @classmethod
     def _known_magnitude_categories(cls, table: dict[str, dict[str, float]]) -> dict:
-        _known(tuple(table), DIMENSIONS, "category in magnitudes")
+        _known(tuple(table), dimensions.names(), "dimension in magnitudes")
         return table
 
     @model_validator(mode="after")
@@ -180,9 +180,9 @@ class BuildConfig(BaseModel):
             kind = spec_kind(self.source)
         except SourceError:  # a malformed spec: resolving it says why, in the same words
             return self
-        missing = [c for c in self.categories if kind not in DIMENSIONS[c].SPEC.kinds]
+        missing = [c for c in self.categories if kind not in dimensions.get(c).SPEC.kinds]
         if missing:
-            defined = [n for n, d in DIMENSIONS.items() if kind in d.SPEC.kinds]
+            defined = [d.name for d in dimensions.bound() if kind in d.SPEC.kinds]
             raise ValueError(
                 f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not defined for "
                 f"{kind} (source {self.source!r}); choose --categories from those defined for "
@@ -273,10 +273,7 @@ def _known(names: tuple[str, ...], allowed: Iterable[str], what: str) -> tuple[s
     allowed = tuple(allowed)
     for name in names:
         if name not in allowed:
-            raise ValueError(
-                f"unknown {what} {name!r}{did_you_mean(name, allowed)}; "
-                f"choose from {', '.join(allowed)}"
-            )
+            raise ValueError(registry.unknown(what, name, allowed))
     return names
 
 
