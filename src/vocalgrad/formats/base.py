@@ -17,7 +17,7 @@ of) to `render`, a confounds function to `measure`, an `Observer` to `evidence`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import numpy as np
@@ -60,6 +60,9 @@ class ClipResult:
     part_spans: tuple[
         tuple[float, float], ...
     ] = ()  # comparison: each part's speech span in the file (s)
+    fields: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # what a format measured at render beyond the named dimension, for its `row_fields`
 
     @property
     def verified(self) -> bool:
@@ -152,6 +155,22 @@ class Engine(Protocol):
 
     def confounds(self, clip: Analysis, clip_mid_s: float | None = None) -> dict[str, float]:
         """What differs between the clip and the heard source besides the target."""
+        ...
+
+    def layered(
+        self,
+        layers: Sequence[Condition],
+        item: str,
+        named: int = 0,
+        windows: Sequence[tuple[float, float] | None] | None = None,
+    ) -> Any:
+        """One clip along several dimensions' tracks at once (the input of `finish`, as
+        `unlimited`): each layer renders onto the previous one's levelled output, in the order
+        given, its track mapped into the clip's time through the time warps before it (each
+        layer's own loudness neutralisation applied as it would be alone), then the floor and
+        one rove. `named` is the layer whose measure `finish` reports; `windows` confines a
+        layer's change to a stretch of the speech span (fractions of it, start and end), held
+        before and after."""
         ...
 
 
@@ -403,6 +422,21 @@ class QuestionFormat:
             The evidence, in the dimension's evidence units.
         """
         raise NotImplementedError(f"format {self.name!r} declares no ideal-observer evidence")
+
+    # -- added for the ladder's two-dimension rungs (members with defaults, at the end)
+
+    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
+        """The conditions a build renders, from those planned per dimension (both directions
+        of every tier and curve, and constants where `constants`), and what it refused (rows
+        of the build report's ``refused_conditions``: category, tier, magnitude, reason): a
+        two-dimension format pairs them here (`Condition.also`). Default: as planned."""
+        return conditions, []
+
+    def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The other dimensions whose target cues are target cues of these rows too (the
+        audit leaves them out): those a question asks about beside its ``category``.
+        Default: none."""
+        return ()
 
 
 def checked(declared: object) -> QuestionFormat:

@@ -1,0 +1,394 @@
+"""What the two-dimension formats (`which`, `together`, `sequence`) share: which pairs of
+dimensions one clip may carry and in what order they are rendered, the conditions that pair
+them, and both dimensions' courses measured against their own labels.
+
+A clip carries two dimensions only where each one's measure still reads its own course with
+the other one applied, so both labels are verified by measurement (`PAIRS`). Every other pair
+is refused with the reason (`REFUSED`), and a build asked for it says so in its report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.ndimage import uniform_filter1d
+
+from vocalgrad import dimensions
+from vocalgrad.audio import FRAME_S, SpeechSpan, k_weighted_frame_power, peak_gain
+from vocalgrad.dimensions.base import Measured
+from vocalgrad.errors import ConfigError
+from vocalgrad.formats.base import ClipResult, measure_against, verdict
+from vocalgrad.records import LABELS
+from vocalgrad.signal.analysis import Analysis
+
+if TYPE_CHECKING:
+    from vocalgrad.formats.base import Engine
+    from vocalgrad.stimuli.plan import Condition
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Two dimensions one clip may carry: `first` is rendered first, `second` onto it."""
+
+    first: str
+    second: str
+    why: str
+
+
+PAIRS: dict[frozenset[str], Pairing] = {
+    frozenset(("voice_pitch", "volume")): Pairing(
+        "voice_pitch",
+        "volume",
+        "the pitch shift is rendered first, with its own loudness compensation, and the gain "
+        "onto it (a level change rendered before would be undone by that compensation); F0 "
+        "does not move with level, and the K-weighted level course does not move with the "
+        "shift",
+    ),
+    frozenset(("speaking_speed", "volume")): Pairing(
+        "speaking_speed",
+        "volume",
+        "the time warp is rendered first and the gain onto the warped clip along the same "
+        "source moments; the rate is measured (and heard by the ideal observer) after the "
+        "clip's slow level course is flattened (`flattened`), since alignment on log-mel frames "
+        "follows a 36 dB gain ramp (unflattened, 4 of 32 builtin clips were misread)",
+    ),
+}
+"""The pairs a two-dimension clip may carry, and why each dimension's measure still reads
+its own course there."""
+
+REFUSED: dict[frozenset[str], str] = {
+    frozenset(("voice_pitch", "speaking_speed")): (
+        "F0 is measured frame by frame against the source at the same moment, and a speed "
+        "change moves every moment (5 of 32 builtin clips misread)"
+    ),
+    frozenset(("background_noise", "volume")): (
+        "background noise is measured relative to the speech, whose level the volume changes: "
+        "the two labels are not independent (the room-tone floor alone lifts the quiet end)"
+    ),
+    frozenset(("background_noise", "voice_pitch")): (
+        "background noise is measured as what the clip adds to the source, and a pitch shift "
+        "changes the whole waveform: the residual is the shift, not the noise"
+    ),
+    frozenset(("background_noise", "speaking_speed")): (
+        "background noise is measured as what the clip adds to the source, and a time warp "
+        "moves every sample: the residual is the warp, not the noise"
+    ),
+}
+"""Pairs that cannot be combined cleanly, and why (measured on the builtin speech)."""
+
+
+def refusal(a: str, b: str) -> str:
+    """Why dimensions `a` and `b` cannot share a clip (a declared reason, or that no pairing
+    is declared for them)."""
+    return REFUSED.get(
+        frozenset((a, b)),
+        "no pairing is declared for them: neither dimension's measure is known to read its "
+        f"own course with the other applied (declared pairs: {allowed_text()})",
+    )
+
+
+def allowed_text() -> str:
+    """The declared pairs, as text."""
+    return ", ".join(" + ".join(sorted(pair)) for pair in PAIRS)
+
+
+# -- planning
+
+
+def paired_conditions(
+    conditions: Sequence[Condition],
+    fmt: str,
+    ordered: bool,
+    pairs: Iterable[frozenset[str]] | None = None,
+) -> tuple[list[Condition], list[dict]]:
+    """Every allowed pair of the planned dimensions, in every combination of both
+    directions, tier by tier and curve by curve (the named dimension's condition with the
+    other's as `Condition.also`), and the refused pairs (`refused_conditions` rows).
+
+    Parameters
+    ----------
+    conditions
+        The conditions planned per dimension (both directions of every tier and curve).
+    fmt
+        The format's name (for the error).
+    ordered
+        Both orders of a pair are planned (a question names one of the two): `which`. Else
+        each pair once, named by the dimension planned first.
+    pairs
+        The pairs this format allows (default: every declared pair).
+
+    Returns
+    -------
+    tuple
+        (the paired conditions, the refused pairs).
+
+    Raises
+    ------
+    ConfigError
+        No planned pair can be combined.
+    """
+    allowed = set(PAIRS) if pairs is None else set(pairs)
+    by_cell: dict[tuple[str, str, str, str], Condition] = {}
+    categories: list[str] = []
+    for c in conditions:
+        if c.direction in LABELS:
+            by_cell[(c.category, c.tier, c.curve, c.direction)] = c
+            if c.category not in categories:
+                categories.append(c.category)
+    out: list[Condition] = []
+    refused: list[dict] = []
+    combos = itertools.permutations if ordered else itertools.combinations
+    for a, b in combos(categories, 2):
+        if frozenset((a, b)) not in allowed:
+            if ordered and categories.index(a) > categories.index(b):
+                continue  # refused once per pair
+            reason = refusal(a, b) if frozenset((a, b)) not in PAIRS else "not asked in " + fmt
+            refused.append(
+                {"category": f"{a}+{b}", "tier": "every tier", "magnitude": 0.0, "reason": reason}
+            )
+            continue
+        for (category, tier, curve, _), named in by_cell.items():
+            if category != a:
+                continue
+            for other in LABELS:
+                partner = by_cell.get((b, tier, curve, other))
+                if partner is not None:
+                    out.append(dataclasses.replace(named, also=partner))
+    if not out:
+        reasons = "; ".join(f"{r['category']}: {r['reason']}" for r in refused) or (
+            "it needs two dimensions"
+        )
+        raise ConfigError(
+            f"the {fmt} format asks about two dimensions in one clip, and no pair of "
+            f"{', '.join(categories)} can be combined ({reasons}); declared pairs: "
+            f"{allowed_text()}"
+        )
+    return out, refused
+
+
+# -- rendering
+
+
+def layers(condition: Condition) -> tuple[list[Condition], int]:
+    """The clip's conditions in the order they are rendered (`Pairing`), and the index of
+    the named one."""
+    assert condition.also is not None
+    pairing = PAIRS[frozenset((condition.category, condition.also.category))]
+    both = {condition.category: condition, condition.also.category: condition.also}
+    order = [both[pairing.first], both[pairing.second]]
+    return order, [c.category for c in order].index(condition.category)
+
+
+Measure = Callable[[str, np.ndarray, SpeechSpan], Measured]
+"""``measure(category, audio, span)``: a dimension's own measure of the clip against the
+heard source."""
+
+
+def render_pair(
+    engine: Engine,
+    condition: Condition,
+    item: str,
+    twin_item: str | None,
+    judge: Callable[[Condition, ClipResult, Measure], ClipResult],
+    windows: Callable[[Condition, str], Mapping[str, tuple[float, float]]] | None = None,
+) -> ClipResult:
+    """A two-dimension clip, peak-limited by one gain with its twin (the same layers with the
+    named direction flipped, rendered at once and left in `engine.twins`, as a gradual pair
+    is), then judged by the format (`judge`: both courses measured, the verdict set).
+
+    Parameters
+    ----------
+    engine
+        The stimulus engine.
+    condition
+        The named dimension's condition, the other's as ``also``.
+    item, twin_item
+        The clip's and its twin's item ids.
+    judge
+        ``judge(condition, clip, measure)``: the clip with its verdict and fields.
+    windows
+        ``windows(condition, item)``: the stretch of the speech span each dimension's change
+        is confined to (fractions), by category; default: the whole span.
+
+    Returns
+    -------
+    ClipResult
+        The named dimension's clip result, judged.
+    """
+    if (item, twin_item) in engine.twins:
+        return engine.twins.pop((item, twin_item))
+
+    def unlimited(c: Condition, i: str) -> Any:
+        order, named = layers(c)
+        confined = windows(c, i) if windows is not None else {}
+        return engine.layered(order, i, named, [confined.get(x.category) for x in order])
+
+    def measure(category: str, audio: np.ndarray, span: SpeechSpan) -> Measured:
+        return engine.measure(category, audio, span)[1]
+
+    mine = unlimited(condition, item)
+    if twin_item is None:
+        return judge(condition, engine.finish(mine, peak_gain(mine.audio)), measure)
+    twin = condition.twin()
+    other = unlimited(twin, twin_item)
+    gain = peak_gain(mine.audio, other.audio)
+    engine.twins[(twin_item, item)] = judge(twin, engine.finish(other, gain), measure)
+    return judge(condition, engine.finish(mine, gain), measure)
+
+
+# -- measuring
+
+
+LEVEL_WINDOW_S = 0.4  # the momentary-loudness window the flattening follows
+LEVEL_SMOOTHING_S = 0.2
+LEVEL_ACTIVE_DB = 30.0
+
+
+def flattened(audio: np.ndarray, sr: int) -> np.ndarray:
+    """The clip with its slow level course flattened: a gain, smooth over 200 ms, that sets
+    its momentary loudness (400 ms) on the frames within 30 dB of the loudest to their
+    median, held across pauses. What a dimension whose target is not level is measured on
+    where the other dimension of the clip is a level change: the sources' own slow level
+    course is flattened when they are prepared, so this takes out the other dimension's gain,
+    not the speech's. Mono or (n, channels) float samples at `sr` Hz."""
+    mono = audio.mean(axis=1) if audio.ndim == 2 else audio
+    power = k_weighted_frame_power(mono, sr)
+    momentary = uniform_filter1d(
+        power, max(1, int(round(LEVEL_WINDOW_S / FRAME_S))), mode="nearest"
+    )
+    active = momentary > momentary.max() * 10 ** (-LEVEL_ACTIVE_DB / 10)
+    if not active.any():
+        return audio
+    gain_db = np.full(len(momentary), np.nan)
+    gain_db[active] = 10 * np.log10(np.median(momentary[active]) / momentary[active])
+    index = np.arange(len(momentary))
+    gain_db = np.interp(index, index[active], gain_db[active])
+    gain_db = uniform_filter1d(
+        gain_db, max(1, int(round(LEVEL_SMOOTHING_S / FRAME_S))), mode="nearest"
+    )
+    factor = np.interp(np.arange(len(mono)) / sr, (index + 0.5) * FRAME_S, 10 ** (gain_db / 20))
+    if audio.ndim == 2:
+        factor = factor[:, None]
+    return (audio * factor).astype(np.float32)
+
+
+def needs_flattening(category: str, others: Iterable[str]) -> bool:
+    """Whether `category` is measured on the flattened clip (`flattened`): its target is not
+    level, and another dimension of the clip changes level."""
+    return dimensions.get(category).SPEC.loudness_neutral and any(
+        not dimensions.get(o).SPEC.loudness_neutral for o in others
+    )
+
+
+@dataclass(frozen=True)
+class Course:
+    """One dimension's course in a two-dimension clip, measured against its own label."""
+
+    category: str
+    direction: str
+    measured: Measured
+    change: float
+    verdict: str
+
+
+def course(
+    measure: Measure,
+    category: str,
+    direction: str,
+    other: str,
+    audio: np.ndarray,
+    sr: int,
+    span: SpeechSpan,
+) -> Course:
+    """One dimension's course over the whole speech span, by its own measure (on the
+    flattened clip where the other dimension changes level), and its verdict."""
+    heard = flattened(audio, sr) if needs_flattening(category, (other,)) else audio
+    measured = measure(category, heard, span)
+    spec = dimensions.get(category).SPEC
+    return Course(
+        category, direction, measured, measured.change, verdict(direction, measured.change, spec)
+    )
+
+
+def combined(slot: str, named: Course, courses: Sequence[Course]) -> tuple[float, str]:
+    """The verdict of a two-dimension clip from its courses, and the value `verdict` reads
+    as that same verdict for the row's label (`slot`): verified only where every course is;
+    disagrees where any course disagrees (NaN), else inaudible where any is (0.0). So the
+    contract's one-value verification (`QuestionFormat.measure`, `verdicts`) checks both."""
+    results = [c.verdict for c in courses]
+    if "disagrees" in results:
+        return float("nan"), "disagrees"
+    if "inaudible" in results:
+        return 0.0, "inaudible"
+    floor = dimensions.get(named.category).SPEC.audibility_floor
+    size = max(abs(named.change), floor)
+    return (size if slot == "increase" else -size), "verified"
+
+
+def judged(
+    clip: ClipResult, value: float, result: str, fields: Mapping[str, Any], measured: Measured
+) -> ClipResult:
+    """A clip result with its combined verdict, the named dimension's measure as its course
+    read it, and the fields its format measured."""
+    return dataclasses.replace(
+        clip, measured=measured, change=value, verdict=result, fields=dict(fields)
+    )
+
+
+def second_fields(condition: Condition, second: Course, track_ends: tuple[float, float]) -> dict:
+    """The row fields of the other dimension: its name and direction, its realised parameter
+    at the speech's ends and its own measure."""
+    assert condition.also is not None
+    return {
+        "second_category": condition.also.category,
+        "second_direction": condition.also.direction,
+        "second_magnitude": condition.also.magnitude,
+        "second_param_start": round(track_ends[0], 6),
+        "second_param_end": round(track_ends[1], 6),
+        "second_measured_start": round(second.measured.start, 4),
+        "second_measured_end": round(second.measured.end, 4),
+        "second_measured_change": round(second.change, 4),
+        "second_verdict": second.verdict,
+    }
+
+
+def heard_pair(row: Mapping[str, Any], clip: Analysis, ref: Analysis) -> Measure:
+    """The measure a verifier reads a row's clip with: each dimension's own, against the
+    heard source (`measure_against`), on the clip's samples (stereo kept)."""
+
+    def measure(category: str, audio: np.ndarray, span: SpeechSpan) -> Measured:
+        return measure_against(ref, category, audio, span)[1]
+
+    return measure
+
+
+def samples(clip: Analysis) -> np.ndarray:
+    """A verifier's clip as samples (both channels where it has two)."""
+    return clip.channels if clip.channels.shape[1] > 1 else clip.audio
+
+
+def half_clip(
+    audio: np.ndarray, ref: np.ndarray, sr: int, span: SpeechSpan, half: str
+) -> tuple[np.ndarray, np.ndarray, SpeechSpan]:
+    """One half of a clip and of its source, cut at the speech's midpoint, and the half's
+    speech span (from the cut to the offset, or from the onset to the cut)."""
+    mid = (span.onset_s + span.offset_s) / 2
+    cut = int(round(mid * sr))
+    if half == "first":
+        return audio[:cut], ref[:cut], SpeechSpan(span.onset_s, mid, True)
+    return audio[cut:], ref[cut:], SpeechSpan(0.0, span.offset_s - mid, True)
+
+
+def half_measure(
+    ref: Analysis, category: str, audio: np.ndarray, span: SpeechSpan, half: str
+) -> Measured:
+    """A dimension's own measure of one half of a clip against the same half of the heard
+    source."""
+    part, ref_part, part_span = half_clip(audio, ref.audio, ref.sr, span, half)
+    heard = Analysis(ref_part, ref.sr, span=part_span)
+    return measure_against(heard, category, part, part_span)[1]
