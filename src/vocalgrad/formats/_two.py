@@ -194,7 +194,7 @@ def render_pair(
     condition: Condition,
     item: str,
     twin_item: str | None,
-    judge: Callable[[Condition, ClipResult, Measure], ClipResult],
+    judge: Callable[[Condition, ClipResult, Analysis, str], ClipResult],
     windows: Callable[[Condition, str], Mapping[str, tuple[float, float]]] | None = None,
 ) -> ClipResult:
     """A two-dimension clip, peak-limited by one gain with its twin (the same layers with the
@@ -210,7 +210,8 @@ def render_pair(
     item, twin_item
         The clip's and its twin's item ids.
     judge
-        ``judge(condition, clip, measure)``: the clip with its verdict and fields.
+        ``judge(condition, clip, heard, item)``: the clip with its verdict and fields, both
+        courses measured against the heard source.
     windows
         ``windows(condition, item)``: the stretch of the speech span each dimension's change
         is confined to (fractions), by category; default: the whole span.
@@ -228,17 +229,15 @@ def render_pair(
         confined = windows(c, i) if windows is not None else {}
         return engine.layered(order, i, named, [confined.get(x.category) for x in order])
 
-    def measure(category: str, audio: np.ndarray, span: SpeechSpan) -> Measured:
-        return engine.measure(category, audio, span)[1]
-
+    heard = engine.heard
     mine = unlimited(condition, item)
     if twin_item is None:
-        return judge(condition, engine.finish(mine, peak_gain(mine.audio)), measure)
+        return judge(condition, engine.finish(mine, peak_gain(mine.audio)), heard, item)
     twin = condition.twin()
     other = unlimited(twin, twin_item)
     gain = peak_gain(mine.audio, other.audio)
-    engine.twins[(twin_item, item)] = judge(twin, engine.finish(other, gain), measure)
-    return judge(condition, engine.finish(mine, gain), measure)
+    engine.twins[(twin_item, item)] = judge(twin, engine.finish(other, gain), heard, twin_item)
+    return judge(condition, engine.finish(mine, gain), heard, item)
 
 
 # -- measuring
@@ -336,7 +335,7 @@ def judged(
     """A clip result with its combined verdict, the named dimension's measure as its course
     read it, and the fields its format measured."""
     return dataclasses.replace(
-        clip, measured=measured, change=value, verdict=result, fields=dict(fields)
+        clip, measured=measured, change=value, verdict=result, extra=dict(fields)
     )
 
 
@@ -357,9 +356,9 @@ def second_fields(condition: Condition, second: Course, track_ends: tuple[float,
     }
 
 
-def heard_pair(row: Mapping[str, Any], clip: Analysis, ref: Analysis) -> Measure:
-    """The measure a verifier reads a row's clip with: each dimension's own, against the
-    heard source (`measure_against`), on the clip's samples (stereo kept)."""
+def measure_with(ref: Analysis) -> Measure:
+    """Each dimension's own measure against the heard source `ref` (`measure_against`): what
+    both the build and `vocalgrad verify` read a clip's courses with."""
 
     def measure(category: str, audio: np.ndarray, span: SpeechSpan) -> Measured:
         return measure_against(ref, category, audio, span)[1]
@@ -372,23 +371,39 @@ def samples(clip: Analysis) -> np.ndarray:
     return clip.channels if clip.channels.shape[1] > 1 else clip.audio
 
 
-def half_clip(
-    audio: np.ndarray, ref: np.ndarray, sr: int, span: SpeechSpan, half: str
-) -> tuple[np.ndarray, np.ndarray, SpeechSpan]:
-    """One half of a clip and of its source, cut at the speech's midpoint, and the half's
-    speech span (from the cut to the offset, or from the onset to the cut)."""
+# what `with_span` analyses again: the analyses that read the speech span
+SPAN_DEPENDENT = frozenset({"span", "f0", "median_f0", "level_slope_db"})
+
+
+def with_span(signal: Analysis, span: SpeechSpan) -> Analysis:
+    """The same analysed signal with another speech span (a half of the speech), sharing
+    every analysis computed so far that does not read the span, and `cache` (so the memos a
+    measure keeps of the source, e.g. a level dimension's edge-matched source, stay those of
+    its whole span: measure the whole span first)."""
+    out = Analysis.__new__(Analysis)
+    out.__dict__.update({k: v for k, v in signal.__dict__.items() if k not in SPAN_DEPENDENT})
+    out.__dict__["span"] = span
+    return out
+
+
+def halves(span: SpeechSpan) -> dict[str, SpeechSpan]:
+    """The two halves of a speech span, cut at its midpoint."""
     mid = (span.onset_s + span.offset_s) / 2
-    cut = int(round(mid * sr))
-    if half == "first":
-        return audio[:cut], ref[:cut], SpeechSpan(span.onset_s, mid, True)
-    return audio[cut:], ref[cut:], SpeechSpan(0.0, span.offset_s - mid, True)
+    return {
+        "first": SpeechSpan(span.onset_s, mid, True),
+        "second": SpeechSpan(mid, span.offset_s, True),
+    }
 
 
-def half_measure(
-    ref: Analysis, category: str, audio: np.ndarray, span: SpeechSpan, half: str
-) -> Measured:
-    """A dimension's own measure of one half of a clip against the same half of the heard
-    source."""
-    part, ref_part, part_span = half_clip(audio, ref.audio, ref.sr, span, half)
-    heard = Analysis(ref_part, ref.sr, span=part_span)
-    return measure_against(heard, category, part, part_span)[1]
+def half_measures(
+    ref: Analysis, category: str, audio: np.ndarray, span: SpeechSpan
+) -> tuple[Measured, dict[str, Measured]]:
+    """A dimension's own measure of a clip over its whole speech span, and over each half of
+    it (the clip and the source read over the same half)."""
+    dim = dimensions.get(category)
+    clip = Analysis(audio, ref.sr, span=span)
+    whole = dim.measure(clip, ref)  # first: the source's memos are made for its own span
+    return whole, {
+        half: dim.measure(with_span(clip, part), with_span(ref, part))
+        for half, part in halves(span).items()
+    }

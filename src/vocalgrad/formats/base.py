@@ -60,9 +60,8 @@ class ClipResult:
     part_spans: tuple[
         tuple[float, float], ...
     ] = ()  # comparison: each part's speech span in the file (s)
-    fields: Mapping[str, Any] = field(
-        default_factory=dict
-    )  # what a format measured at render beyond the named dimension, for its `row_fields`
+    # what a format drew or measured for its own row fields (`QuestionFormat.row_fields`)
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def verified(self) -> bool:
@@ -98,6 +97,7 @@ class Variant(Protocol):
     question: Any  # a template with {attribute}, or a paraphrase table (`.table()`)
     instruction: str
     options: tuple[str, ...]
+    labels: tuple[str, ...]  # the label each option means; empty: the options are the labels
 
 
 class Engine(Protocol):
@@ -112,6 +112,11 @@ class Engine(Protocol):
     @property
     def twins(self) -> dict:
         """A memo of clips rendered with their twin: (item, twin item) -> `ClipResult`."""
+        ...
+
+    @property
+    def heard(self) -> Analysis:
+        """The heard source: what every clip of it is measured against."""
         ...
 
     def rove_key(self, condition: Condition, item: str) -> str:
@@ -310,6 +315,11 @@ class QuestionFormat:
         rate sets what pads its speech).
     order_free_gated
         The audit's order-free family is gated, not only reported.
+    answers_by_direction
+        Where an answer names none of the answer words, the direction lexicon reads it ("it
+        got louder" answers "higher or lower?"). False where the words are not directions
+        (same or different, one dimension or the other): "it rises" would be read as the
+        first word.
     """
 
     name: ClassVar[str]
@@ -327,6 +337,7 @@ class QuestionFormat:
     audit_families: ClassVar[tuple[str, ...]]
     warp_target_families: ClassVar[tuple[str, ...]] = ()
     order_free_gated: ClassVar[bool] = True
+    answers_by_direction: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"<question format {self.name!r}>"
@@ -403,7 +414,9 @@ class QuestionFormat:
         return self.variants is None or variant in self.variants
 
     def wording(self, category: str, variant: Variant) -> Wording:
-        """The question about `category` in this format and `variant` (one it `asks`)."""
+        """The question about `category` in this format and `variant` (one it `asks`). A
+        format whose question names two dimensions takes the other as a keyword, ``second``
+        (the row's ``second_category``, `vocalgrad.questions.prompts.second_of`)."""
         raise NotImplementedError(f"format {self.name!r} declares no wording")
 
     def evidence(self, observer: Observer, asked: Asked) -> float:

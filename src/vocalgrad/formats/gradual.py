@@ -60,7 +60,8 @@ class Gradual(QuestionFormat):
 
     def wording(self, category: str, variant: Variant) -> Wording:
         """The variant's own question: its template with the dimension's words, or the
-        dimension's paraphrase."""
+        dimension's paraphrase; its answer words mean its labels (the reasoning variants' "A"
+        means increase), or are the labels."""
         if isinstance(variant.question, str):
             question = variant.question.format(attribute=attribute_name(category))
         elif category in variant.question.table():
@@ -71,7 +72,9 @@ class Gradual(QuestionFormat):
                 f"{', '.join(variant.question.table())}, not {category!r}; use 'default' or "
                 "'clip' for this category"
             )
-        return Wording(question, variant.instruction, variant.options, variant.options)
+        return Wording(
+            question, variant.instruction, variant.options, variant.labels or variant.options
+        )
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """The dimension's own evidence of a change along the clip (`Dimension.evidence`)."""

@@ -68,8 +68,11 @@ class Which(QuestionFormat):
         gives the order), peak-limited with its twin (the named direction flipped)."""
         return _two.render_pair(engine, condition, item, twin_item, self._judge)
 
-    def _judge(self, condition: Condition, clip: ClipResult, measure: _two.Measure) -> ClipResult:
+    def _judge(
+        self, condition: Condition, clip: ClipResult, heard: Analysis, item: str
+    ) -> ClipResult:
         assert condition.also is not None
+        measure = _two.measure_with(heard)
         other = condition.also.category
         audio, sr, span = clip.audio, clip.clip.sr, clip.clip.span
         named = _two.course(
@@ -79,7 +82,7 @@ class Which(QuestionFormat):
             measure, other, condition.also.direction, condition.category, audio, sr, span
         )
         value, result = _two.combined(condition.direction, named, (named, second))
-        ends = clip.fields["param_ends"][other]
+        ends = clip.extra["param_ends"][other]
         fields = _two.second_fields(condition, second, ends)
         return _two.judged(clip, value, result, fields, named.measured)
 
@@ -90,7 +93,7 @@ class Which(QuestionFormat):
         return {
             "pair_id": pair_id,
             "answer": condition.direction,
-            **{k: v for k, v in clip.fields.items() if k != "param_ends"},
+            **{k: v for k, v in clip.extra.items() if k != "param_ends"},
             "congruent": condition.direction == condition.also.direction,
         }
 
@@ -99,7 +102,7 @@ class Which(QuestionFormat):
     ) -> tuple[float, dict[str, float]]:
         """Both dimensions' courses against their labels, each by its own measure; the value
         is the named one's change where both agree (`vocalgrad.formats._two.combined`)."""
-        measure = _two.heard_pair(row, clip, ref)
+        measure = _two.measure_with(ref)
         audio, span = _two.samples(clip), clip.span
         category, other = row["category"], row["second_category"]
         named = _two.course(measure, category, row["direction"], other, audio, clip.sr, span)

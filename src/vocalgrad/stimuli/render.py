@@ -484,6 +484,10 @@ class Engine:
     def twins(self) -> dict:
         return self.source.twins
 
+    @property
+    def heard(self) -> Analysis:
+        return self.source.heard
+
     def rove_key(self, condition: Condition, item: str) -> str:
         return rove_key(self.source, condition, item)
 
@@ -677,7 +681,7 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
         param_start=float(ends[0]),
         param_end=float(ends[1]),
         rove_db=clip.rove_db,
-        fields=_layer_ends(clip, span),
+        extra=_layer_ends(clip, span),
     )
 
 
