@@ -10,7 +10,7 @@ never asks a module what it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Protocol
@@ -214,6 +214,8 @@ OPTIONAL = (
     "blind_change",
     "evidence",
     "held_evidence",
+    "pairs_with",
+    "not_paired_with",
 )
 
 
@@ -244,6 +246,11 @@ class Bound:
       the energy added to the source, late vs early (dB).
     - ``held_evidence(clip, ref, sr) -> float``: where a held clip lies on the dimension re
       its source; default: `Bound.held`'s construction from ``evidence``.
+    - ``pairs_with`` (other dimension -> why): the dimensions whose change may be rendered
+      onto this one's in one clip (the two-dimension formats: this process first, theirs
+      onto its output), and why each one's measure still reads its own course there;
+      ``not_paired_with`` (other dimension -> why not): pairs refused, with the measured
+      reason. Default: none (a pair declared by neither is refused).
     """
 
     module: object
@@ -260,6 +267,8 @@ class Bound:
     blind_change: Callable[[Analysis], float | None] = _no_blind_change
     evidence: Evidence = added_energy
     held_evidence: Evidence | None = field(default=None, repr=False)
+    pairs_with: Mapping[str, str] = field(default_factory=dict, repr=False)
+    not_paired_with: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:

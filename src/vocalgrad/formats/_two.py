@@ -3,8 +3,10 @@ dimensions one clip may carry and in what order they are rendered, the condition
 them, and both dimensions' courses measured against their own labels.
 
 A clip carries two dimensions only where each one's measure still reads its own course with
-the other one applied, so both labels are verified by measurement (`PAIRS`). Every other pair
-is refused with the reason (`REFUSED`), and a build asked for it says so in its report.
+the other one applied, so both labels are verified by measurement: a dimension's module
+declares the dimensions that may be rendered onto it and why (``pairs_with``), and the pairs it
+refuses with the measured reason (``not_paired_with``). Every other pair is refused too, and
+a build asked for one says so in its report.
 """
 
 from __future__ import annotations
@@ -40,61 +42,41 @@ class Pairing:
     why: str
 
 
-PAIRS: dict[frozenset[str], Pairing] = {
-    frozenset(("voice_pitch", "volume")): Pairing(
-        "voice_pitch",
-        "volume",
-        "the pitch shift is rendered first, with its own loudness compensation, and the gain "
-        "onto it (a level change rendered before would be undone by that compensation); F0 "
-        "does not move with level, and the K-weighted level course does not move with the "
-        "shift",
-    ),
-    frozenset(("speaking_speed", "volume")): Pairing(
-        "speaking_speed",
-        "volume",
-        "the time warp is rendered first and the gain onto the warped clip along the same "
-        "source moments; the rate is measured (and heard by the ideal observer) after the "
-        "clip's slow level course is flattened (`flattened`), since alignment on log-mel frames "
-        "follows a 36 dB gain ramp (unflattened, 4 of 32 builtin clips were misread)",
-    ),
-}
-"""The pairs a two-dimension clip may carry, and why each dimension's measure still reads
-its own course there."""
-
-REFUSED: dict[frozenset[str], str] = {
-    frozenset(("voice_pitch", "speaking_speed")): (
-        "F0 is measured frame by frame against the source at the same moment, and a speed "
-        "change moves every moment (5 of 32 builtin clips misread)"
-    ),
-    frozenset(("background_noise", "volume")): (
-        "background noise is measured relative to the speech, whose level the volume changes: "
-        "the two labels are not independent (the room-tone floor alone lifts the quiet end)"
-    ),
-    frozenset(("background_noise", "voice_pitch")): (
-        "background noise is measured as what the clip adds to the source, and a pitch shift "
-        "changes the whole waveform: the residual is the shift, not the noise"
-    ),
-    frozenset(("background_noise", "speaking_speed")): (
-        "background noise is measured as what the clip adds to the source, and a time warp "
-        "moves every sample: the residual is the warp, not the noise"
-    ),
-}
-"""Pairs that cannot be combined cleanly, and why (measured on the builtin speech)."""
+def pairing(a: str, b: str) -> Pairing | None:
+    """How dimensions `a` and `b` share a clip, where either declares it (``pairs_with`` in
+    its module: that dimension's process first, the other's onto it), else None."""
+    for first, second in ((a, b), (b, a)):
+        why = dimensions.get(first).pairs_with.get(second)
+        if why:
+            return Pairing(first, second, why)
+    return None
 
 
 def refusal(a: str, b: str) -> str:
-    """Why dimensions `a` and `b` cannot share a clip (a declared reason, or that no pairing
-    is declared for them)."""
-    return REFUSED.get(
-        frozenset((a, b)),
-        "no pairing is declared for them: neither dimension's measure is known to read its "
-        f"own course with the other applied (declared pairs: {allowed_text()})",
+    """Why dimensions `a` and `b` cannot share a clip: the reason either declares
+    (``not_paired_with``), else that neither declares a pairing."""
+    for x, y in ((a, b), (b, a)):
+        why = dimensions.get(x).not_paired_with.get(y)
+        if why:
+            return why
+    return (
+        "neither dimension declares that its measure reads its own course with the other "
+        f"applied (declared pairs: {allowed_text()})"
     )
 
 
+def declared_pairs() -> list[Pairing]:
+    """Every pairing the registered dimensions declare."""
+    return [
+        Pairing(name, other, why)
+        for name, dim in dimensions.DIMENSIONS.items()
+        for other, why in dim.pairs_with.items()
+    ]
+
+
 def allowed_text() -> str:
-    """The declared pairs, as text."""
-    return ", ".join(" + ".join(sorted(pair)) for pair in PAIRS)
+    """The declared pairs, as text ("first then second")."""
+    return ", ".join(f"{p.first} then {p.second}" for p in declared_pairs()) or "none"
 
 
 # -- planning
@@ -104,7 +86,7 @@ def paired_conditions(
     conditions: Sequence[Condition],
     fmt: str,
     ordered: bool,
-    pairs: Iterable[frozenset[str]] | None = None,
+    refuse: Callable[[Pairing], str | None] | None = None,
 ) -> tuple[list[Condition], list[dict]]:
     """Every allowed pair of the planned dimensions, in every combination of both
     directions, tier by tier and curve by curve (the named dimension's condition with the
@@ -119,8 +101,8 @@ def paired_conditions(
     ordered
         Both orders of a pair are planned (a question names one of the two): `which`. Else
         each pair once, named by the dimension planned first.
-    pairs
-        The pairs this format allows (default: every declared pair).
+    refuse
+        Why this format cannot ask a declared pair, or None (default: it asks every one).
 
     Returns
     -------
@@ -132,7 +114,6 @@ def paired_conditions(
     ConfigError
         No planned pair can be combined.
     """
-    allowed = set(PAIRS) if pairs is None else set(pairs)
     by_cell: dict[tuple[str, str, str, str], Condition] = {}
     categories: list[str] = []
     for c in conditions:
@@ -144,10 +125,11 @@ def paired_conditions(
     refused: list[dict] = []
     combos = itertools.permutations if ordered else itertools.combinations
     for a, b in combos(categories, 2):
-        if frozenset((a, b)) not in allowed:
+        both = pairing(a, b)
+        reason = refusal(a, b) if both is None else (refuse(both) if refuse else None)
+        if reason:
             if ordered and categories.index(a) > categories.index(b):
                 continue  # refused once per pair
-            reason = refusal(a, b) if frozenset((a, b)) not in PAIRS else "not asked in " + fmt
             refused.append(
                 {"category": f"{a}+{b}", "tier": "every tier", "magnitude": 0.0, "reason": reason}
             )
@@ -178,9 +160,10 @@ def layers(condition: Condition) -> tuple[list[Condition], int]:
     """The clip's conditions in the order they are rendered (`Pairing`), and the index of
     the named one."""
     assert condition.also is not None
-    pairing = PAIRS[frozenset((condition.category, condition.also.category))]
+    declared = pairing(condition.category, condition.also.category)
+    assert declared is not None, "planned only where a pairing is declared"
     both = {condition.category: condition, condition.also.category: condition.also}
-    order = [both[pairing.first], both[pairing.second]]
+    order = [both[declared.first], both[declared.second]]
     return order, [c.category for c in order].index(condition.category)
 
 

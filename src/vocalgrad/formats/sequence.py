@@ -34,9 +34,18 @@ HALVES = ("first", "second")
 # its half with MARGIN of the span kept free at both ends of the half.
 WIDTH = (0.25, 0.4)
 MARGIN = 0.03
-PAIRS = (frozenset(("voice_pitch", "volume")),)
-"""The pairs a sequence clip may carry: the measure of each half must read a change there and
-none in the other, which a time warp (speaking speed) would move between the halves."""
+
+
+def refused(pairing: _two.Pairing) -> str | None:
+    """Why a declared pair cannot be asked in order: a dimension that warps time moves the
+    other's change, and the speech, between the halves each half is measured over."""
+    warps = [d for d in (pairing.first, pairing.second) if dimensions.get(d).SPEC.warps_time]
+    if warps:
+        return (
+            f"{warps[0]} warps time, which moves the other change and the speech between the "
+            "halves that verification measures apart"
+        )
+    return None
 
 
 def other_half(half: str) -> str:
@@ -111,7 +120,7 @@ class SequenceFormat(QuestionFormat):
         "in both halves against the same half of the source (`half_changes`, "
         "`second_half_changes`: first, second): its change must lie in its own half, in its "
         "direction, clear of the floor and of the other half's change by the floor. Pairs: "
-        + "; ".join(" + ".join(sorted(p)) for p in PAIRS)
+        "those the dimensions declare, less any with a time warp"
     )
     marker = "*"
     symbol = "✱"
@@ -129,14 +138,14 @@ class SequenceFormat(QuestionFormat):
     def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
         """Each allowed pair once (named by the dimension planned first), the four
         combinations of both directions, each in both orders, per tier and curve."""
-        paired, refused = _two.paired_conditions(conditions, self.name, False, PAIRS)
+        paired, refusals = _two.paired_conditions(conditions, self.name, False, refused)
         out = []
         for c in paired:
             assert c.also is not None
             for half in HALVES:
                 also = dataclasses.replace(c.also, half=other_half(half))
                 out.append(dataclasses.replace(c, half=half, also=also))
-        return out, refused
+        return out, refusals
 
     def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """Both changes are asked about: the other dimension's target cues are targets."""

@@ -45,7 +45,8 @@ class Together(QuestionFormat):
         "measures both courses against their own directions (`measured_start`, "
         "`measured_end`: {a}; `second_measured_*`: {b}); `measured_change` is {a}'s change "
         "signed by the label where both agree. Pairs a clip may carry: "
-        + "; ".join(f"{p.first} then {p.second}" for p in _two.PAIRS.values())
+        "those a dimension's module declares (`pairs_with`; the ladder page lists them), the "
+        "first rendered first"
     )
     marker = "X"
     symbol = "✖"

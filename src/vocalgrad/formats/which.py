@@ -38,8 +38,9 @@ class Which(QuestionFormat):
         "each pair and named dimension, so the other dimension's course says nothing about "
         "the label. Verification measures both dimensions' courses against their labels "
         "(`measured_*` the named one, `second_measured_*` the other); a clip is kept only "
-        "where both agree. Pairs a clip may carry, and why: "
-        + "; ".join(f"{p.first} then {p.second}" for p in _two.PAIRS.values())
+        "where both agree. Pairs a clip may carry: "
+        "those a dimension's module declares (`pairs_with`; the ladder page lists them), the "
+        "first rendered first"
     )
     marker = "P"
     symbol = "✚"
@@ -64,7 +65,7 @@ class Which(QuestionFormat):
     def render(
         self, engine: Engine, condition: Condition, item: str, twin_item: str | None
     ) -> ClipResult:
-        """Both dimensions along their tracks in one clip (`vocalgrad.formats._two.PAIRS`
+        """Both dimensions along their tracks in one clip (`vocalgrad.formats._two.pairing`
         gives the order), peak-limited with its twin (the named direction flipped)."""
         return _two.render_pair(engine, condition, item, twin_item, self._judge)
 

@@ -111,7 +111,8 @@ def fit_direction_model(
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
     members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in LABELS)
     fmt = rows_format(members)
-    names = feature_names(allowed_families(category, fmt), category, fmt)
+    partners = formats.get(fmt).cue_partners(members)
+    names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
     x = _matrix(members, cues, names)
     y = np.array([_is_increase(r) for r in members])
     fill = fill_values(x)
@@ -330,12 +331,13 @@ def audit_category(
 ) -> dict:
     """The audit of one category: see `audit_dataset`."""
     fmt = rows_format(rows)
-    families = allowed_families(category, fmt)
-    cue_names = target_cue_names(category, fmt)
+    partners = formats.get(fmt).cue_partners(rows)
+    families = allowed_families(category, fmt, partners)
+    cue_names = target_cue_names(category, fmt, partners)
     excluded = [f for f in format_families(fmt) if f not in families] + [
         n for f in families for n in CUE_NAMES[f] if n in cue_names
     ]
-    names = feature_names(families, category, fmt)
+    names = feature_names(families, category, fmt, partners)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     out: dict = {
@@ -391,7 +393,12 @@ def audit_category(
             out["by_family_set"][label] = None
             continue
         _, sub = _predictions(
-            train, test, _is_increase, cues, feature_names(subset, category, fmt), which=("lr",)
+            train,
+            test,
+            _is_increase,
+            cues,
+            feature_names(subset, category, fmt, partners),
+            which=("lr",),
         )  # type: ignore[misc]
         acc = _accuracy((sub["lr"] > 0.5).astype(int) == y_test, test, f"{category}|family|{label}")
         out["by_family_set"][label] = {**acc, "families": subset}

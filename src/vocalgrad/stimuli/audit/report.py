@@ -26,7 +26,9 @@ def _order_free_cell(c: Mapping) -> str:
     lo, hi = of["ci"]
     top = next(iter(of["per_cue_auc"]), None)
     cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
-    gated = "" if c.get("order_free_gated", True) else " (held value: not gated)"
+    # a label that survives playing the clip backwards (a held value, whether two courses
+    # agree) may be read by an order-free cue that measures the target
+    gated = "" if c.get("order_free_gated", True) else " (label order-free: not gated)"
     redrawn = f"; {describe(of['redrawn'])}" if of.get("redrawn") else ""
     return f"{of['accuracy']:.2f} [{_pct(lo)}, {_pct(hi)}]{cue}{gated}{redrawn}"
 
