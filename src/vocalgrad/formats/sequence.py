@@ -235,16 +235,20 @@ class SequenceFormat(QuestionFormat):
         return Wording(question, f'Answer with only "{words[0]}" or "{words[1]}".', words, labels)
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
-        """How much more of each dimension's own evidence lies in the first half than in the
-        second (|first| / (|first| + |second|)), the named dimension's share minus the
-        other's: positive where the named one changes first. The halves are cut at the speech
-        midpoint (mirrored in a reversed control)."""
+        """How much of each dimension's own evidence of a change lies in the first half of
+        the speech rather than the second (|first| / (|first| + |second|), each half's
+        evidence capped at the whole clip's: a held half's outliers, an F0 tracker's octave
+        jumps at the utterance's end, cannot outweigh the change), the named dimension's
+        share minus the other's: positive where the named one changes first. The halves are
+        the speech span's (mirrored in a reversed control)."""
         sr = observer.sample_rate
         row = asked.row
-        mid = (row["speech_onset_s"] + row["speech_offset_s"]) / 2
+        onset, offset = float(row["speech_onset_s"]), float(row["speech_offset_s"])
         if asked.reversed_:
-            mid = len(asked.clip) / sr - mid
-        cut = int(round(mid * sr))
+            duration = len(asked.clip) / sr
+            onset, offset = duration - offset, duration - onset
+        on, off = round(onset * sr), round(offset * sr)
+        mid = (on + off) // 2
         other = row["second_category"]
         shares = []
         for category, partner in ((asked.category, other), (other, asked.category)):
@@ -252,8 +256,11 @@ class SequenceFormat(QuestionFormat):
             if _two.needs_flattening(category, (partner,)):
                 clip = _two.flattened(clip, sr)
             evidence = dimensions.get(category).evidence
-            first = abs(float(evidence(clip[:cut], asked.ref[:cut], sr)))
-            second = abs(float(evidence(clip[cut:], asked.ref[cut:], sr)))
+            whole = abs(float(evidence(clip, asked.ref, sr)))
+            first, second = (
+                min(abs(float(evidence(clip[a:b], asked.ref[a:b], sr))), whole)
+                for a, b in ((on, mid), (mid, off))
+            )
             shares.append(first / max(first + second, 1e-12))
         return shares[0] - shares[1]
 
