@@ -2,7 +2,8 @@
 every figure also written beside it as SVG, PDF and the CSV of the numbers it draws.
 
 Sections, with stable ids: `headline` (the leaderboard, the models compared, a headline per
-model), `formats` (question formats on the same cells), `bias` (response bias vs
+model), `formats` (question formats on the same cells), `ladder` (the interference matrix and
+the reasoning rung's drop), `bias` (response bias vs
 sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and the
 diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds) and
 `provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
@@ -21,7 +22,7 @@ from vocalgrad.dataset import content_sha256
 from vocalgrad.defaults import N_BOOT
 from vocalgrad.errors import ConfigError
 from vocalgrad.files import atomic_write_text
-from vocalgrad.report import sections
+from vocalgrad.report import ladder, sections
 from vocalgrad.report.collect import (
     load_dataset_info,
     load_probe,
@@ -38,6 +39,7 @@ from vocalgrad.report.render import to_html, to_markdown, write_figures
 SECTION_IDS = (
     "headline",
     "formats",
+    "ladder",
     "bias",
     "psychometric",
     "probing",
@@ -98,6 +100,7 @@ def build_sections(
     return [
         headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
+        ladder.section(by_listener, n_boot, seed),
         sections.bias(scores, colours),
         psych,
         sections.probing(probes),
