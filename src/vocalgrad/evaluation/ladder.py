@@ -237,8 +237,8 @@ def reasoning_drops(
     for variant, asked in by_variant.items():
         compared = paired_comparison(asked, bare, n_boot=n_boot, seed=seed)
         out[variant] = compared | {
-            "drop": 0.0 - compared["difference"] + 0.0,
-            "drop_lo": 0.0 - compared["difference_hi"] + 0.0,
-            "drop_hi": 0.0 - compared["difference_lo"] + 0.0,
+            "drop": 0.0 - compared["difference"],
+            "drop_lo": 0.0 - compared["difference_hi"],
+            "drop_hi": 0.0 - compared["difference_lo"],
         }
     return out
