@@ -366,6 +366,7 @@ def audit_category(
         "order_free_gated": formats.get(fmt).order_free_gated,
         "order_free_limit": order_free_limit(category),
         "one_end": one_end_report(category, rows) or None,
+        "second_direction": second_direction_report(rows),
     }
     y_test, predicted = _predict_direction(train, test, cues, names)
     if predicted is None:
@@ -444,6 +445,12 @@ def audit_category(
         out["constant_ci"] = [aucs[c_best]["lo"], aucs[c_best]["hi"]]
 
     lo, hi = out["shortcut_ci"]
+    second = out["second_direction"]
+    if second is not None and abs(second["agreement"] - 0.5) > MAX_SHORTCUT_ACCURACY - 0.5:
+        out["reasons"].append(
+            f"the other dimension's direction equals the label on {second['agreement']:.2f} "
+            "of the items: its course would answer the question"
+        )
     if out["shortcut_accuracy"] > MAX_SHORTCUT_ACCURACY:
         out["reasons"].append(
             f"direction predicted from {best.upper()} cues with accuracy "
@@ -470,6 +477,26 @@ def audit_category(
         )
     out["passes"] = not out["reasons"]
     return out
+
+
+def second_direction_report(rows: Sequence[Mapping]) -> dict | None:
+    """Where a clip carries a second dimension (``second_direction``, the two-dimension
+    formats): how often its direction equals the label, over every changing clip, and the
+    sources where it does not on exactly half. Every (source, pair) carries all combinations
+    of both directions, so exactly half: the other dimension's course, and every cue of it,
+    says nothing about the label. Gated like a shortcut, either way (always equal or always
+    opposite both answer). None for rows without a second dimension."""
+    members = [r for r in rows if r["direction"] in LABELS and r.get("second_direction") in LABELS]
+    if not members:
+        return None
+    agree: dict[str, list[bool]] = {}
+    for r in members:
+        agree.setdefault(str(r["source_id"]), []).append(r["direction"] == r["second_direction"])
+    return {
+        "agreement": float(np.mean([a for v in agree.values() for a in v])),
+        "n": len(members),
+        "unbalanced_sources": sorted(s for s, v in agree.items() if np.mean(v) != 0.5),
+    }
 
 
 def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
