@@ -45,8 +45,9 @@ class StudyConfig:
     link_expiry_days: float = 0.0  # an invite link stops working this long after issue; 0: never
 
     def __post_init__(self) -> None:
-        get_variant(self.variant)
-        if get_variant(self.variant).options not in (
+        variant = get_variant(self.variant)
+        # the answers may be other words (a reasoning variant's "A" / "B"), not other labels
+        if (variant.labels or variant.options) not in (
             LABELS,
             ("decrease", "increase"),
         ):
