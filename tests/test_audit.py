@@ -590,7 +590,9 @@ def test_palindromic_twins_pass_the_order_free_family(clean):
 
 def test_order_free_family_has_no_exclusions():
     """No dimension and no format may leave out an order-free cue: none reads a direction.
-    Recognition reports it without gating it (a held clip's value is what it asks)."""
+    It is gated exactly where the label flips when the clip is played backwards (a reversed
+    control exists); recognition reports it without gating it (a held clip's value is what
+    it asks), as does together (whether two courses agree survives reversal)."""
     from vocalgrad import formats
     from vocalgrad.dimensions import CATEGORIES
     from vocalgrad.stimuli.audit import format_families, target_cue_names
@@ -602,7 +604,8 @@ def test_order_free_family_has_no_exclusions():
             assert "order_free" not in format_families(fmt)  # audited apart, always
             assert not target_cue_names(category, fmt) & order_free, (category, fmt)
     gated = {f.name for f in formats.listed() if f.order_free_gated}
-    assert gated == {"gradual", "comparison"}
+    assert gated == {f.name for f in formats.listed() if f.reversible}
+    assert {"gradual", "comparison"} <= gated and not {"recognition", "together"} & gated
 
 
 def _one_end_rows(rng: np.random.Generator, spread: float) -> list[dict]:
