@@ -259,6 +259,18 @@ def flattened(audio: np.ndarray, sr: int) -> np.ndarray:
     return (audio * factor).astype(np.float32)
 
 
+def as_heard(
+    category: str, other: str, clip: np.ndarray, ref: np.ndarray, sr: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """A clip and its source as the ideal observer compares them on `category`: both with
+    their slow level course flattened where `other` changes level (`needs_flattening`), so
+    the two level courses are alike (the source's own is flattened when it is prepared, not
+    exactly flat); as they are otherwise. Float samples at `sr` Hz."""
+    if not needs_flattening(category, (other,)):
+        return clip, ref
+    return flattened(clip, sr), flattened(ref, sr)
+
+
 def needs_flattening(category: str, others: Iterable[str]) -> bool:
     """Whether `category` is measured on the flattened clip (`flattened`): its target is not
     level, and another dimension of the clip changes level."""

@@ -252,13 +252,11 @@ class SequenceFormat(QuestionFormat):
         other = row["second_category"]
         shares = []
         for category, partner in ((asked.category, other), (other, asked.category)):
-            clip = asked.clip
-            if _two.needs_flattening(category, (partner,)):
-                clip = _two.flattened(clip, sr)
+            clip, ref = _two.as_heard(category, partner, asked.clip, asked.ref, sr)
             evidence = dimensions.get(category).evidence
-            whole = abs(float(evidence(clip, asked.ref, sr)))
+            whole = abs(float(evidence(clip, ref, sr)))
             first, second = (
-                min(abs(float(evidence(clip[a:b], asked.ref[a:b], sr))), whole)
+                min(abs(float(evidence(clip[a:b], ref[a:b], sr))), whole)
                 for a, b in ((on, mid), (mid, off))
             )
             shares.append(first / max(first + second, 1e-12))

@@ -136,15 +136,14 @@ class Together(QuestionFormat):
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """The product of both dimensions' own evidence of a change along the clip (each read
-        on the flattened clip where the other changes level): positive where they agree."""
+        on the clip and source flattened where the other changes level, `_two.as_heard`):
+        positive where they agree."""
         other = asked.row["second_category"]
         sr = observer.sample_rate
         out = 1.0
         for category, partner in ((asked.category, other), (other, asked.category)):
-            clip = asked.clip
-            if _two.needs_flattening(category, (partner,)):
-                clip = _two.flattened(clip, sr)
-            out *= float(dimensions.get(category).evidence(clip, asked.ref, sr))
+            clip, ref = _two.as_heard(category, partner, asked.clip, asked.ref, sr)
+            out *= float(dimensions.get(category).evidence(clip, ref, sr))
         return out
 
 

@@ -120,13 +120,13 @@ class Which(QuestionFormat):
         )
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
-        """The named dimension's own evidence of a change along the clip, read on the
-        flattened clip where the other dimension changes level."""
-        clip = asked.clip
-        other = asked.row.get("second_category")
-        if other and _two.needs_flattening(asked.category, (other,)):
-            clip = _two.flattened(clip, observer.sample_rate)
-        return float(dimensions.get(asked.category).evidence(clip, asked.ref, observer.sample_rate))
+        """The named dimension's own evidence of a change along the clip, read on the clip
+        and source flattened where the other dimension changes level (`_two.as_heard`)."""
+        sr = observer.sample_rate
+        clip, ref = _two.as_heard(
+            asked.category, asked.row["second_category"], asked.clip, asked.ref, sr
+        )
+        return float(dimensions.get(asked.category).evidence(clip, ref, sr))
 
 
 FORMAT = Which()
