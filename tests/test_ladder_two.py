@@ -325,3 +325,39 @@ def test_reasoning_drops_are_paired_by_item():
     with pytest.raises(ValueError, match="several modes"):
         reasoning_drops([*rows, {**rows[0], "mode": "generate"}])
     assert reasoning_drops([r for r in rows if r["variant"] == "default"]) == {}
+
+
+def test_the_ladder_section_shows_the_interference_matrix_and_the_reasoning_drop():
+    from vocalgrad.report import ladder
+    from vocalgrad.report.model import Figure, Table
+    from vocalgrad.report.render import to_html
+
+    truth = {("voice_pitch", "volume"): (0.9, 0.6), ("volume", "voice_pitch"): (0.8, 0.8)}
+    answers = [{**r, "variant": "default", "mode": "choice"} for r in _answers(truth)]
+    bare = [
+        {"item_id": f"g{i}", "source_id": f"s{i % 12}", "direction": "increase", "mode": "choice"}
+        for i in range(24)
+    ]
+    reasoned = [{**r, "variant": "default", "predicted": "increase"} for r in bare] + [
+        {**r, "variant": "mapped", "predicted": "decrease" if i % 3 == 0 else "increase"}
+        for i, r in enumerate(bare)
+    ]
+    section = ladder.section(
+        {"some-model [which]": answers, "baseline:ideal": reasoned}, n_boot=200, seed=0
+    )
+    assert section.id == "ladder" and section.title == "Ladder"
+    figures = [b for b in section.blocks if isinstance(b, Figure)]
+    assert [f.name for f in figures] == ["interference-some-model"]
+    tables = [b for b in section.blocks if isinstance(b, Table)]
+    interference_rows, reasoning_rows = tables[0].rows, tables[1].references
+    assert [r[1:3] for r in interference_rows] == [
+        ["voice_pitch", "volume"],
+        ["volume", "voice_pitch"],
+    ]
+    assert interference_rows[0][5].startswith("0.3")
+    assert [r[2] for r in reasoning_rows] == ["mapped", "reasoning"]
+    assert reasoning_rows[0][5].startswith("0.33")  # a third wrong with the text step
+    html = to_html("t", "s", [section])
+    assert 'id="ladder"' in html and "Interference" in html and "interference-some-model" in html
+    empty = ladder.section({"m": bare}, n_boot=0, seed=0)
+    assert "No run asked" in empty.blocks[0].text
