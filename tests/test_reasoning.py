@@ -35,8 +35,7 @@ def test_the_variants_are_registered_with_their_words_and_labels():
         "green": "decrease",
     }
     assert question_text("voice_pitch", "negated") == (
-        "Does the voice pitch NOT increase over time?\n\n"
-        'Answer with only one word: "yes" or "no".'
+        'Does the voice pitch NOT increase over time?\n\nAnswer with only one word: "yes" or "no".'
     )
     assert question_text("volume", "conditional").startswith(
         'If the volume increases over time, answer "blue"; otherwise, answer "green".'
