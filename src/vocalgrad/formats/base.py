@@ -163,6 +163,7 @@ class Variant(Protocol):
     question: Any  # a template with {attribute}, or a paraphrase table (`.table()`)
     instruction: str
     options: tuple[str, ...]
+    labels: tuple[str, ...]  # the label each option means; empty: the options are the labels
 
 
 class Engine(Protocol):
@@ -177,6 +178,11 @@ class Engine(Protocol):
     @property
     def twins(self) -> dict:
         """A memo of clips rendered with their twin: (item, twin item) -> `ClipResult`."""
+        ...
+
+    @property
+    def heard(self) -> Analysis:
+        """The heard source: what every clip of it is measured against."""
         ...
 
     def rove_key(self, condition: Condition, item: str) -> str:
@@ -401,6 +407,22 @@ class Engine(Protocol):
     ) -> tuple[Analysis, Measured, list[Measured]]:
         """A clip against the heard source, by the dimension's own measure, over the whole
         speech and over each window of it (`measure_windows`)."""
+        ...
+
+    def layered(
+        self,
+        layers: Sequence[Condition],
+        item: str,
+        named: int = 0,
+        windows: Sequence[tuple[float, float] | None] | None = None,
+    ) -> Any:
+        """One clip along several dimensions' tracks at once (the input of `finish`, as
+        `unlimited`): each layer renders onto the previous one's levelled output, in the order
+        given, its track mapped into the clip's time through the time warps before it (each
+        layer's own loudness neutralisation applied as it would be alone), then the floor and
+        one rove. `named` is the layer whose measure `finish` reports; `windows` confines a
+        layer's change to a stretch of the speech span (fractions of it, start and end), held
+        before and after."""
         ...
 
 
@@ -846,11 +868,16 @@ class Rung:
         Its place on the ladder, ascending from hearing a change to reasoning about it.
     variants
         The prompt variants asked (`vocalgrad eval --variants`).
+    against
+        The rung its drop is measured from on the same items (paired by item): a rung that
+        adds a text step to another rung's question, on that rung's clips (reasoning on
+        direction). None: the rung below it that the listener answered, paired by source.
     """
 
     name: str
     order: float
     variants: tuple[str, ...] = ("default",)
+    against: str | None = None
 
 
 class QuestionFormat:
@@ -897,7 +924,8 @@ class QuestionFormat:
     answers_by_direction
         Where an answer names none of the answer words, the direction lexicon reads it ("it
         got louder" answers "higher or lower?"). False where the words are not directions
-        (early or late): "it rises" would be read as the first word.
+        (early or late, same or different, one dimension or the other): "it rises" would be
+        read as the first word.
     blind_change_answers
         A clip's source-free change (`Dimension.blind_change`, where it `changes_over_time`)
         says its label; False where the label is not the way the clip changes (where a
@@ -1091,7 +1119,9 @@ class QuestionFormat:
 
     def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         """The question about `category` in this format and `variant` (one it `asks`), of a
-        sound of `kind` (`vocalgrad.signal.kinds`).
+        sound of `kind` (`vocalgrad.signal.kinds`). A format whose question names two
+        dimensions takes the other as a keyword, ``second`` (the row's ``second_category``,
+        `vocalgrad.questions.prompts.second_of`).
 
         Parameters
         ----------
@@ -1138,6 +1168,21 @@ class QuestionFormat:
             The format declares no evidence (every format must).
         """
         raise NotImplementedError(f"format {self.name!r} declares no ideal-observer evidence")
+
+    # -- added for the ladder's two-dimension rungs (members with defaults, at the end)
+
+    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
+        """The conditions a build renders, from those planned per dimension (both directions
+        of every tier and curve, and constants where `constants`), and what it refused (rows
+        of the build report's ``refused_conditions``: category, tier, magnitude, reason): a
+        two-dimension format pairs them here (`Condition.also`). Default: as planned."""
+        return conditions, []
+
+    def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The other dimensions whose target cues are target cues of these rows too (the
+        audit leaves them out): those a question asks about beside its ``category``.
+        Default: none."""
+        return ()
 
 
 def checked(declared: object) -> QuestionFormat:
