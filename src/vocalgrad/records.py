@@ -301,7 +301,7 @@ class AuditReport(TypedDict):
     cues_version: int
     n_clips: int
     seconds_cues: float
-    seconds_gates: float  # CPU seconds of the gates' permutation nulls
+    seconds_gates: float  # processor time of the gates' permutation nulls, s
     seconds: float
     per_category: dict[str, dict[str, Any]]  # each with `gates`: gate name -> its figures
     passes: bool

@@ -395,7 +395,21 @@ class Engine(Protocol):
         its track (or course) and levelled together, without floor or rove: the parts
         `assemble` joins, or the clips of a pair. Where level is the dimension's target, one
         gain for all, so they keep their level differences; `centred=False` keeps the
-        courses' values (no shift of the time-average)."""
+        courses' values (no shift of the time-average).
+
+        Parameters
+        ----------
+        members : sequence of (Condition, str, Course or None)
+            Each clip's condition, item id (its random draws derive from it) and the
+            format's own course, or None for the condition's curve; all of one dimension.
+        centred : bool
+            Shift each track so its time-average does not depend on its course.
+
+        Returns
+        -------
+        list of (ndarray, SpeechSpan)
+            Per member, float32 samples at `sr` Hz and the speech span in them (seconds).
+        """
         ...
 
     def measure_windows(
@@ -406,7 +420,25 @@ class Engine(Protocol):
         windows: Sequence[tuple[float, float]],
     ) -> tuple[Analysis, Measured, list[Measured]]:
         """A clip against the heard source, by the dimension's own measure, over the whole
-        speech and over each window of it (`measure_windows`)."""
+        speech and over each window of it (`measure_windows`).
+
+        Parameters
+        ----------
+        category : str
+            The dimension.
+        audio : ndarray, shape (n,) or (n, channels), float32 at `sr` Hz
+            The clip's samples.
+        span : SpeechSpan
+            Its speech span, seconds from its first sample.
+        windows : sequence of (float, float)
+            (start, end) of each window as fractions of the source's speech span.
+
+        Returns
+        -------
+        tuple of (Analysis, Measured, list of Measured)
+            The clip analysed as the source is, the whole span's measure and one per window,
+            in the dimension's ``measured_unit``.
+        """
         ...
 
     def layered(
@@ -420,9 +452,28 @@ class Engine(Protocol):
         `unlimited`): each layer renders onto the previous one's levelled output, in the order
         given, its track mapped into the clip's time through the time warps before it (each
         layer's own loudness neutralisation applied as it would be alone), then the floor and
-        one rove. `named` is the layer whose measure `finish` reports; `windows` confines a
-        layer's change to a stretch of the speech span (fractions of it, start and end), held
-        before and after."""
+        one rove. Why one general step: a format that asks about two dimensions needs both
+        changes in one clip, each still measurable by its own dimension's measure.
+
+        Parameters
+        ----------
+        layers : sequence of Condition
+            The dimensions' conditions, in the order rendered (a time warp first, a level
+            change last); none constant.
+        item : str
+            The clip's item id: every random draw derives from it.
+        named : int
+            The index of the layer whose condition, track and measure `finish` reports.
+        windows : sequence of (float, float) or None, or None
+            Per layer, the stretch of the speech span its change is confined to (fractions
+            of the span, start and end; held before and after), or None for the whole span.
+
+        Returns
+        -------
+        object
+            The clip before its peak limit (what `unlimited` returns), with every layer's
+            condition and track: the input of `finish`.
+        """
         ...
 
 
@@ -669,7 +720,18 @@ def path_of(condition: Condition) -> tuple[float, float]:
 
 def change_sign(row: Mapping[str, Any]) -> float:
     """+1 where a row's change rises (``change_direction`` "increase"), -1 where it falls:
-    what turns a measured change into a change along the row's own way."""
+    what turns a measured change into a change along the row's own way.
+
+    Parameters
+    ----------
+    row : Mapping
+        A dataset row with ``change_direction``.
+
+    Returns
+    -------
+    float
+        +1.0 or -1.0.
+    """
     return 1.0 if row["change_direction"] == "increase" else -1.0
 
 
@@ -1172,16 +1234,38 @@ class QuestionFormat:
     # -- added for the ladder's two-dimension rungs (members with defaults, at the end)
 
     def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
-        """The conditions a build renders, from those planned per dimension (both directions
-        of every tier and curve, and constants where `constants`), and what it refused (rows
-        of the build report's ``refused_conditions``: category, tier, magnitude, reason): a
-        two-dimension format pairs them here (`Condition.also`). Default: as planned."""
+        """The conditions a build renders, from those planned per dimension: a two-dimension
+        format pairs them here (`Condition.also`). Default: as planned.
+
+        Parameters
+        ----------
+        conditions : list of Condition
+            Those planned per dimension (both directions of every tier and curve, and
+            constants where `constants`).
+
+        Returns
+        -------
+        tuple of (list of Condition, list of dict)
+            The conditions to render, and what was refused (rows of the build report's
+            ``refused_conditions``: category, tier, magnitude, reason).
+        """
         return conditions, []
 
     def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """The other dimensions whose target cues are target cues of these rows too (the
         audit leaves them out): those a question asks about beside its ``category``.
-        Default: none."""
+        Default: none.
+
+        Parameters
+        ----------
+        rows : sequence of Mapping
+            The dataset rows of one category audited together.
+
+        Returns
+        -------
+        tuple of str
+            The other dimensions' names.
+        """
         return ()
 
 
