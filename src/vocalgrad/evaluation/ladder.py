@@ -40,6 +40,7 @@ from vocalgrad.questions import reasoning
 from vocalgrad.records import CONSTANT, LABELS
 from vocalgrad.stats import cluster_ids, group_rng, paired_comparison, weighted_ci
 from vocalgrad.stimuli.config import BuildConfig
+from vocalgrad.stimuli.plan import plan_conditions
 
 INDEX = "ladder.json"
 INDEX_VERSION = 1
@@ -107,8 +108,11 @@ def build_ladder(
 
     One dataset per format that declares rungs, all from `config` with its format set; a
     format that refuses the config's endpoint rove (`QuestionFormat.rove_refusal`) is built
-    without it, and the index says so. Each build resumes as a single build does, so a rerun
-    of the same command resumes the ladder.
+    without it, and the index says so. A format that cannot plan a single item from the
+    config (a two-dimension format given one dimension) is skipped, its reason in the index
+    (``datasets[format]["skipped"]``) and said by the caller; where no format can, the first
+    reason is raised. Each build resumes as a single build does, so a rerun of the same
+    command resumes the ladder.
 
     Parameters
     ----------
@@ -124,7 +128,13 @@ def build_ladder(
     -------
     dict
         The index as written: ``rungs`` in order (rung, order, format, dataset folder,
-        variants) and per dataset its content hash, clips kept, audit verdict and notes.
+        variants) and per dataset its content hash, clips kept, audit verdict and notes, or
+        why it was skipped.
+
+    Raises
+    ------
+    ConfigError
+        No format can plan an item from `config` (the reason of the first).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -147,6 +157,7 @@ def build_ladder(
         "datasets": {},
     }
     _write_index(out, index)  # first: an interrupted ladder is still recognised and resumed
+    refused: dict[str, ConfigError] = {}
     for name in names:
         fmt = formats.get(name)
         notes = []
@@ -154,6 +165,13 @@ def build_ladder(
         if config.rove_endpoints and fmt.rove_refusal:
             settings = BuildConfig(**{**settings.to_dict(), "rove_endpoints": False})
             notes.append(f"built without the endpoint rove: {fmt.rove_refusal}")
+        try:
+            plan_conditions(settings)  # what this format can ask of the config's dimensions
+        except ConfigError as err:
+            refused[name] = err
+            index["datasets"][name] = {"skipped": str(err), "notes": notes}
+            _write_index(out, index)
+            continue
         report = build(settings, out / name)
         audit = report.get("shortcut_audit") or {}
         index["datasets"][name] = {
@@ -163,6 +181,8 @@ def build_ladder(
             "notes": notes,
         }
         _write_index(out, index)
+    if len(refused) == len(names) and names:
+        raise next(iter(refused.values()))
     return index
 
 
@@ -220,7 +240,10 @@ def evaluate_ladder(
     for entry in index["rungs"]:
         dataset = ladder / entry["dataset"]
         record = {**entry, "run": entry["rung"]}
-        if not (dataset / "test" / "metadata.jsonl").is_file():
+        skipped = index.get("datasets", {}).get(entry["dataset"], {}).get("skipped")
+        if skipped:
+            record["skipped"] = f"not built: {skipped}"
+        elif not (dataset / "test" / "metadata.jsonl").is_file():
             record["skipped"] = f"{dataset} holds no built dataset (rerun the ladder's build)"
         else:
             try:
