@@ -243,11 +243,13 @@ class SequenceFormat(QuestionFormat):
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """How much of each dimension's own evidence of a change lies in the first half of
-        the speech rather than the second (|first| / (|first| + |second|), each half's
-        evidence capped at the whole clip's: a held half's outliers, an F0 tracker's octave
-        jumps at the utterance's end, cannot outweigh the change), the named dimension's
-        share minus the other's: positive where the named one changes first. The halves are
-        the speech span's (mirrored in a reversed control)."""
+        the speech rather than the second (first / (first + second)), the named dimension's
+        share minus the other's: positive where the named one changes first. Each half's
+        evidence counts along the whole clip's way of change only (evidence the other way
+        is no part of the change: a held half reads a few dB of level, or a few tenths of a
+        semitone, either way) and is capped at the whole clip's (a held half's outliers, an
+        F0 tracker's octave jumps at the utterance's end, cannot outweigh the change). The
+        halves are the speech span's (mirrored in a reversed control)."""
         sr = observer.sample_rate
         row = asked.row
         onset, offset = float(row["speech_onset_s"]), float(row["speech_offset_s"])
@@ -261,9 +263,10 @@ class SequenceFormat(QuestionFormat):
         for category, partner in ((asked.category, other), (other, asked.category)):
             clip, ref = _two.as_heard(category, partner, asked.clip, asked.ref, sr)
             evidence = dimensions.get(category).evidence
-            whole = abs(float(evidence(clip, ref, sr)))
+            whole = float(evidence(clip, ref, sr))
+            way = -1.0 if whole < 0 else 1.0  # read from the clip, not from its label
             first, second = (
-                min(abs(float(evidence(clip[a:b], ref[a:b], sr))), whole)
+                min(max(way * float(evidence(clip[a:b], ref[a:b], sr)), 0.0), abs(whole))
                 for a, b in ((on, mid), (mid, off))
             )
             shares.append(first / max(first + second, 1e-12))
