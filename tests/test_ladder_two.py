@@ -234,9 +234,14 @@ def test_which_leak_the_distractor_giving_the_label_is_caught(built, tmp_path):
 
 
 def test_sequence_leak_the_first_change_ending_louder_is_caught(built, tmp_path):
-    """The named dimension changing first always ends louder (a trace after the speech)."""
+    """The named dimension changing first always ends louder (a trace after the speech).
+    20 dB: on 3 test sources the calibrated gates detect an accuracy of about 0.75 (the
+    audit's `needed`), which a 10 dB trace does not reach through the level rove."""
     leak = _planted(
-        built["sequence"], tmp_path / "leak", louder=lambda r: r["direction"] == "increase"
+        built["sequence"],
+        tmp_path / "leak",
+        louder=lambda r: r["direction"] == "increase",
+        db=20,
     )
     entry = audit_dataset(leak, cache=False)["per_category"]["volume"]
     assert entry["passes"] is False, entry["reasons"]
@@ -328,12 +333,14 @@ def test_reasoning_drops_are_paired_by_item():
 
 
 def test_the_ladder_section_shows_the_interference_matrix_and_the_reasoning_drop():
-    from vocalgrad.report import ladder
+    from vocalgrad.report.ladder import ladder
     from vocalgrad.report.model import Figure, Table
     from vocalgrad.report.render import to_html
 
     truth = {("voice_pitch", "volume"): (0.9, 0.6), ("volume", "voice_pitch"): (0.8, 0.8)}
-    answers = [{**r, "variant": "default", "mode": "choice"} for r in _answers(truth)]
+    answers = [
+        {**r, "variant": "default", "mode": "choice", "format": "which"} for r in _answers(truth)
+    ]
     bare = [
         {"item_id": f"g{i}", "source_id": f"s{i % 12}", "direction": "increase", "mode": "choice"}
         for i in range(24)
@@ -342,14 +349,21 @@ def test_the_ladder_section_shows_the_interference_matrix_and_the_reasoning_drop
         {**r, "variant": "mapped", "predicted": "decrease" if i % 3 == 0 else "increase"}
         for i, r in enumerate(bare)
     ]
-    section = ladder.section(
+    section = ladder(
         {"some-model [which]": answers, "baseline:ideal": reasoned}, n_boot=200, seed=0
     )
     assert section.id == "ladder" and section.title == "Ladder"
     figures = [b for b in section.blocks if isinstance(b, Figure)]
-    assert [f.name for f in figures] == ["interference-some-model"]
+    # the ideal observer climbed two rungs (direction, reasoning): the rung figure first
+    assert [f.name for f in figures] == ["ladder", "interference-some-model"]
     tables = [b for b in section.blocks if isinstance(b, Table)]
-    interference_rows, reasoning_rows = tables[0].rows, tables[1].references
+    rungs, interference_rows, reasoning_rows = tables[0], tables[1].rows, tables[2].references
+    reasoning_rung = next(r for r in rungs.references if r[1] == "reasoning")
+    # a rung measured from direction on the same items: a third wrong with the text step
+    assert (
+        reasoning_rung[-1].startswith("0.33")
+        and "from direction, same items" in (reasoning_rung[-1])
+    )
     assert [r[1:3] for r in interference_rows] == [
         ["voice_pitch", "volume"],
         ["volume", "voice_pitch"],
@@ -359,5 +373,5 @@ def test_the_ladder_section_shows_the_interference_matrix_and_the_reasoning_drop
     assert reasoning_rows[0][5].startswith("0.33")  # a third wrong with the text step
     html = to_html("t", "s", [section])
     assert 'id="ladder"' in html and "Interference" in html and "interference-some-model" in html
-    empty = ladder.section({"m": bare}, n_boot=0, seed=0)
-    assert "No run asked" in empty.blocks[0].text
+    empty = ladder({"m": bare}, n_boot=0, seed=0)
+    assert "fewer than two rungs" in empty.blocks[0].text
