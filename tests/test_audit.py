@@ -601,8 +601,10 @@ def test_palindromic_twins_pass_the_order_free_family(clean):
 
 def test_order_free_family_has_no_exclusions():
     """No dimension and no format may leave out an order-free cue: none reads a direction.
-    Formats whose label survives time reversal (recognition, contour) report it without
-    gating it."""
+    It is gated exactly where the label flips when the clip is played backwards (a reversed
+    control exists); formats whose label survives time reversal report it without gating it:
+    recognition (a held clip's value is what it asks), contour (a rise-fall is its own time
+    reversal) and together (whether two courses agree survives reversal)."""
     from vocalgrad import formats
     from vocalgrad.dimensions import names
     from vocalgrad.stimuli.audit import format_families, target_cue_names
@@ -617,7 +619,8 @@ def test_order_free_family_has_no_exclusions():
     # ignores the order of time can tell the answers apart (a held value, a contour, keep it)
     gated = {f.name for f in formats.listed() if f.order_free_gated}
     assert gated == {f.name for f in formats.listed() if f.reversible}
-    assert {"gradual", "comparison"} <= gated and "recognition" not in gated
+    assert {"gradual", "comparison"} <= gated
+    assert not {"recognition", "contour", "together"} & gated
 
 
 def _one_end_rows(rng: np.random.Generator, spread: float) -> list[dict]:

@@ -22,8 +22,10 @@ ALLOWED = {
 
 
 # Where a question format's name is not a branch: inspect-ai finds a task by its function's
-# name, so each built-in format has a named task that passes its name on.
+# name, so each built-in format has a named task that passes its name on; "which" is also an
+# English word that ends a negation's reach in the answer parser.
 FORMAT_ALLOWED = {
+    ("questions/parsing.py", '"which",'),
     ("harness/inspect_tasks.py", 'return vocalgrad_task("gradual", dataset,'),
     ("harness/inspect_tasks.py", '"comparison", dataset, category,'),
     ("harness/inspect_tasks.py", '"recognition", dataset, category,'),

@@ -157,3 +157,100 @@ def test_browser_study_end_to_end(browser, tmp_path, capsys):
     report = json.loads((out / "agreement.json").read_text())
     assert report["per_annotator"]["a01"]["catch"]["accuracy"] == 1.0
     assert report["pooled_accuracy"]["accuracy"] == 1.0
+
+
+def _rung_dataset(root: Path, fmt: str) -> Path:
+    """The tones dataset made into one rung's items: the format, and where it asks about two
+    dimensions, the other one (the app words its question from the row)."""
+    make_dataset(root, seconds=0.4, categories=("volume",), tiers=("high",), curves=("linear",))
+    flip = {"increase": "decrease", "decrease": "increase"}
+    for split in ("test", "train"):
+        path = root / split / "metadata.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for i, r in enumerate(rows):
+            r["format"] = fmt
+            if fmt == "gradual":
+                continue
+            other = r["direction"] if i % 4 < 2 else flip[r["direction"]]
+            r |= {"second_category": "voice_pitch", "second_direction": other}
+            r["congruent"] = other == r["direction"]
+            if fmt == "sequence":
+                r["half"] = "first" if r["direction"] == "increase" else "second"
+        path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    return root
+
+
+@pytest.mark.parametrize(
+    ("fmt", "variant"),
+    [
+        ("which", "default"),
+        ("together", "default"),
+        ("sequence", "swapped"),
+        ("gradual", "mapped"),
+    ],
+)
+def test_browser_serves_each_ladder_rung_in_its_own_words(browser, tmp_path, capsys, fmt, variant):
+    """Each rung of the ladder above direction is served with its format's (or its reasoning
+    variant's) question and answer words, and a click answers with the word's label."""
+    from vocalgrad.questions.prompts import build_prompt
+
+    dataset = _rung_dataset(tmp_path / "ds", fmt)
+    study = write_study(
+        tmp_path / "study.toml",
+        categories=["volume"],
+        variant=variant,
+        n_annotators=1,
+        annotators_per_item=1,
+        n_practice=1,
+        n_catch=1,
+        screening_trials=2,
+        screening_pass=2,
+        screening_interval_s=0.2,
+    )
+    db = tmp_path / "study.sqlite"
+    second = None if fmt == "gradual" else "voice_pitch"
+    expected = build_prompt("volume", variant, fmt=fmt, second=second)
+    proc, base = start_server(dataset, study)
+    try:
+        assert main(["human", "invite", "--study", str(study), "--public-url", base]) == 0
+        link = capsys.readouterr().out.split()[1]
+        with browser.new_context(viewport={"width": 1000, "height": 720}) as context:
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(link)
+            page.wait_for_selector("#welcome:not([hidden])")
+            page.keyboard.press("Enter")
+            page.wait_for_selector("#volume:not([hidden])")
+            page.click("#volume-play")
+            page.wait_for_selector("#volume-done:not([disabled])", timeout=10_000)
+            page.click("#volume-done")
+            while True:
+                trial_id, kind, truth = _next(db)
+                _poll(
+                    page,
+                    f"document.querySelector('#trial').dataset.trial === '{trial_id}' "
+                    "&& !document.querySelector('#play').disabled",
+                )
+                page.click("#play")
+                page.wait_for_selector("#answers button:not([disabled])", timeout=10_000)
+                if kind == "screening":
+                    page.keyboard.press(truth)
+                    deadline = time.monotonic() + 10
+                    while (_next(db) or ("",))[0] == trial_id:
+                        assert time.monotonic() < deadline, "answer never stored"
+                        time.sleep(0.05)
+                    continue
+                assert page.inner_text("#question") == expected.text
+                words = page.eval_on_selector_all(
+                    "#answers button",
+                    "bs => bs.map(b => [b.firstChild.textContent.trim(), b.dataset.answer])",
+                )
+                assert words == [list(pair) for pair in expected.label_of.items()]
+                page.click(f"#answers button[data-answer='{truth}']")
+                page.wait_for_selector("#feedback:not([hidden])")
+                assert "Correct" in page.inner_text("#feedback-text")
+                break
+        assert not errors, errors
+    finally:
+        stop_server(proc)

@@ -69,6 +69,21 @@ def test_detection_is_scored_as_yes_against_no():
     ]  # fmt: skip
 
 
+def test_a_negated_question_is_scored_by_its_labels_not_as_detection():
+    """The negated reasoning variant answers yes / no, as detection does; its words mean
+    decrease / increase, so its rows keep their labels."""
+    from vocalgrad.evaluation.ladder import scorable
+
+    rows = [
+        _row(s, d, d, variant="negated", item_id=f"{s}{d}")
+        for s in "ab"
+        for d in ("increase", "decrease")
+    ]
+    scored = scorable(rows)
+    assert list(scored) == ["reasoning"]
+    assert [r["direction"] for r in scored["reasoning"]] == [r["direction"] for r in rows]
+
+
 def test_the_drop_is_paired_by_source_with_a_clustered_interval():
     lower = [_row(s, "increase", "increase") for s in "abcdef" for _ in range(4)]
     upper = [  # source k gets k % 3 + 1 of its 4 right; source g has no lower rung: left out
@@ -107,6 +122,33 @@ def test_a_rung_not_answered_in_its_words_is_said_and_skipped_by_the_drops():
     assert scored[2]["drop"]["drop"] == pytest.approx(0.5)  # 1.0 - 0.5, from direction
 
 
+def test_a_rung_that_cannot_be_planned_is_skipped_and_none_raises(tmp_path, monkeypatch):
+    from vocalgrad.evaluation.ladder import build_ladder
+    from vocalgrad.stimuli.config import BuildConfig
+
+    built: list[str] = []
+
+    def build(config: BuildConfig, folder: Path) -> dict:
+        built.append(config.format)
+        return {"clips_kept": 1}
+
+    index = build_ladder(BuildConfig(categories=("volume",)), tmp_path / "L", build)
+    skipped = {name: d["skipped"] for name, d in index["datasets"].items() if "skipped" in d}
+    assert set(skipped) == {"which", "together", "sequence"}  # two dimensions, one given
+    assert "no pair of volume can be combined" in skipped["which"]
+    assert set(built) == set(index["datasets"]) - set(skipped)
+    assert json.loads((tmp_path / "L" / INDEX).read_text())["datasets"] == index["datasets"]
+    built.clear()
+
+    def refuse(config: BuildConfig) -> None:
+        raise ConfigError(f"nothing to plan in {config.format}")
+
+    monkeypatch.setattr("vocalgrad.evaluation.ladder.plan_conditions", refuse)
+    with pytest.raises(ConfigError, match="nothing to plan in gradual"):  # the first's reason
+        build_ladder(BuildConfig(categories=("volume",)), tmp_path / "L2", build)
+    assert built == []
+
+
 @pytest.fixture(scope="module")
 def ladder(tmp_path_factory, cache_dir) -> Path:
     import os
@@ -123,12 +165,27 @@ def test_one_command_builds_every_rung_with_an_index(ladder, capsys):
     index = json.loads((ladder / INDEX).read_text())
     rungs = [e["rung"] for e in index["rungs"]]
     assert [r for r in rungs if r in OURS] == OURS
+    # the rungs that ask about two dimensions cannot be built from one: skipped, with why
+    skipped = {name: d["skipped"] for name, d in index["datasets"].items() if "skipped" in d}
+    assert set(skipped) == {"which", "together", "sequence"}
+    assert all("two dimensions" in why for why in skipped.values())
     for entry in index["rungs"]:
+        if entry["dataset"] in skipped:
+            assert not (ladder / entry["dataset"]).exists()
+            continue
         assert (ladder / entry["dataset"] / "test" / "metadata.jsonl").is_file()
         rows = (ladder / entry["dataset"] / "test" / "metadata.jsonl").read_text().splitlines()
         assert {json.loads(r).get("format", "gradual") for r in rows} == {entry["format"]}
     detection = next(e for e in index["rungs"] if e["rung"] == "detection")
     assert detection["dataset"] == "gradual" and detection["variants"] == ["vary"]
+    # the reasoning rung is the gradual dataset behind its variants' text step, last
+    assert index["rungs"][-1] == {
+        "rung": "reasoning",
+        "order": 10,
+        "format": "gradual",
+        "dataset": "gradual",
+        "variants": ["mapped", "negated", "conditional"],
+    }
     assert index["datasets"]["gradual"]["clips_kept"] > 0
     assert index["config"]["categories"] == ["volume"] and index["config"]["n_test"] == 2
     with pytest.raises(ConfigError, match="leave out --question-format"):
@@ -151,28 +208,46 @@ def runs(ladder, tmp_path_factory) -> dict[str, Path]:
 
 def test_eval_asks_every_rung_resumably_and_says_what_it_skips(ladder, runs, capsys):
     index = json.loads((runs["random"] / INDEX).read_text())
-    assert all("counts" in e for e in index["rungs"])
+    unbuilt = {e["rung"] for e in index["rungs"] if e.get("skipped", "").startswith("not built")}
+    assert unbuilt == {"which", "together", "sequence"}  # said, not asked
+    assert all("counts" in e for e in index["rungs"] if e["rung"] not in unbuilt)
     detection = next(e for e in index["rungs"] if e["rung"] == "detection")
     rows = (runs["random"] / "detection" / "results.jsonl").read_text().splitlines()
     assert {json.loads(r)["variant"] for r in rows} == {"vary"}
     again = ["eval", str(ladder), "--listener", "baseline:random", "--out", str(runs["random"])]
     assert main(again) == 0
     again = json.loads((runs["random"] / INDEX).read_text())
-    assert all(e["counts"]["answered"] == 0 for e in again["rungs"])  # resumed: nothing new
+    assert all(e["counts"]["answered"] == 0 for e in again["rungs"] if "counts" in e)  # resumed
     assert detection["counts"]["total"] > 0
     one_end = json.loads((runs["one-end"] / INDEX).read_text())["rungs"]
     skipped = {e["rung"]: e["skipped"] for e in one_end if "skipped" in e}
-    assert set(skipped) == {"comparison", "recognition"}
-    assert all("held clip" in why for why in skipped.values())
+    assert set(skipped) == {"comparison", "recognition"} | unbuilt
+    assert all("held clip" in skipped[rung] for rung in ("comparison", "recognition"))
     capsys.readouterr()
     resumed = ["eval", str(ladder), "--listener", "baseline:one-end", "--out", str(runs["one-end"])]
     assert main(resumed) == 0
     said = capsys.readouterr().out
-    assert "comparison: skipped: baseline:one-end answers" in said and "2 skipped" in said
+    assert "comparison: skipped: baseline:one-end answers" in said and "5 skipped" in said
     asked = [p.name for p in run_folders(runs["one-end"])]  # the rungs asked, in order
     assert [r for r in asked if r in OURS] == [r for r in OURS if r not in skipped]
     with pytest.raises(ConfigError, match="give --out"):
         main(["--debug", "eval", str(ladder), "--listener", "baseline:random"])
+
+
+def test_the_reasoning_rung_asks_the_gradual_clips_and_drops_from_direction(runs):
+    from vocalgrad.evaluation.evaluate import load_results
+
+    _, reasoned = load_results(runs["random"] / "reasoning")
+    _, direction = load_results(runs["random"] / "direction")
+    assert {r["variant"] for r in reasoned} == {"mapped", "negated", "conditional"}
+    assert {r["item_id"] for r in reasoned} == {r["item_id"] for r in direction}  # same clips
+    rows = [r for run in run_folders(runs["random"]) for r in load_results(run)[1]]
+    scored = {e["rung"]: e for e in ladder_scores(rows, n_boot=50)}
+    assert list(scored)[-1] == "reasoning"
+    drop = scored["reasoning"]["drop"]
+    assert drop["from"] == "direction" and drop["paired"] == "item"  # not from the rung below
+    assert drop["n_upper"] == 3 * scored["direction"]["score"]["n"]  # each variant, each item
+    assert scored["contour"]["drop"]["paired"] == "source"
 
 
 def test_the_report_shows_the_ladder(runs, tmp_path):

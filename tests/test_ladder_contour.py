@@ -117,16 +117,20 @@ def test_the_ideal_observer_answers_it_and_no_reversed_control_is_asked(built, t
     assert {json.loads(line)["control"] for line in lines} == {"none"}
 
 
-def test_a_peak_louder_in_the_middle_fails_the_audit(built, tmp_path):
+def test_a_peak_louder_in_the_middle_fails_the_audit(tmp_path):
+    """A build of its own, 4 + 4 sources of voice pitch: on 2 test sources the calibrated
+    gates cannot fail (even a cue that answers every item is within what chance gives)."""
+
     def leak(row, audio, sr):
         if row["answer"] != "peak":
             return None
         onset, offset = row["speech_onset_s"], row["speech_offset_s"]
         middle = (onset + offset) / 2
         return louder(
-            audio, sr, middle - 0.2 * (offset - onset), middle + 0.2 * (offset - onset), 6
+            audio, sr, middle - 0.2 * (offset - onset), middle + 0.2 * (offset - onset), 12
         )
 
+    built = tiny_build(tmp_path / "ds", "contour", categories=("voice_pitch",), n_test=4, n_train=4)
     report = audit_dataset(planted(built, tmp_path / "leak", leak))
     pitch = report["per_category"]["voice_pitch"]
     assert pitch["passes"] is False and pitch["shortcut_accuracy"] > 0.6

@@ -151,18 +151,25 @@ class DatasetRow(TypedDict, total=False):
         str,
         doc(
             "the answer word the label means where the format's words are not the labels "
-            "(when: `early`/`late`; how_much: `first`/`second`; contour: `peak`/`dip`)"
+            "(the format's first answer word is `increase`; when: `early`/`late`; how_much: "
+            "`first`/`second`; contour: `peak`/`dip`; which: `increase`/`decrease`; together: "
+            "`same`/`different`; sequence: the dimension that changes first)"
         ),
     ]
     change_direction: Annotated[
-        str,
+        Label,
         doc(
-            "when, how_much: the way the parameter changes in both answers of a pair "
-            "(`increase` or `decrease`), apart from the label"
+            "when, how_much, together, sequence: the way the parameter changes (`increase` or "
+            "`decrease`), apart from the label"
         ),
     ]
     change_window: Annotated[
-        list[float], doc("when: where the change lies, [start, end] of the speech span", "0-1")
+        list[float],
+        doc(
+            "when, sequence: where the (named dimension's) change lies, [start, end] of the "
+            "speech span",
+            "0-1",
+        ),
     ]
     measured_halves: Annotated[
         list[float],
@@ -176,6 +183,48 @@ class DatasetRow(TypedDict, total=False):
     ]
     turn_at: Annotated[float, doc("contour: where the contour turns, in the speech span", "0-1")]
     param_turn: Annotated[float, doc("contour: the parameter where the contour turns", "`unit`")]
+    second_category: Annotated[
+        str, doc("two-dimension formats: the other dimension changing in the clip")
+    ]
+    second_direction: Annotated[
+        Label, doc("two-dimension formats: the other dimension's direction")
+    ]
+    second_magnitude: Annotated[
+        float, doc("two-dimension formats: the other dimension's magnitude", "its `unit`")
+    ]
+    second_param_start: Annotated[
+        float, doc("the other dimension's realised parameter where the speech starts", "its `unit`")
+    ]
+    second_param_end: Annotated[
+        float, doc("the other dimension's realised parameter where the speech ends", "its `unit`")
+    ]
+    second_measured_start: Annotated[
+        float | None, doc("the other dimension's own measure at the start", "its `measured_unit`")
+    ]
+    second_measured_end: Annotated[
+        float | None, doc("the other dimension's own measure at the end", "its `measured_unit`")
+    ]
+    second_measured_change: Annotated[
+        float | None, doc("the other dimension's measured change", "its `measured_unit`")
+    ]
+    second_verdict: Annotated[str, doc("the other dimension's course against its own direction")]
+    congruent: Annotated[bool, doc("which: both dimensions move the same way")]
+    half: Annotated[str, doc("sequence: the half of the speech the named dimension changes in")]
+    second_change_window: Annotated[
+        list[float],
+        doc(
+            "sequence: where the other dimension's change lies, [start, end] of the speech span",
+            "0-1",
+        ),
+    ]
+    half_changes: Annotated[
+        list[float],
+        doc("sequence: the named dimension's measured change in each half", "`measured_unit`"),
+    ]
+    second_half_changes: Annotated[
+        list[float],
+        doc("sequence: the other dimension's measured change in each half", "its `measured_unit`"),
+    ]
     path: Annotated[str, doc("added on load, never written: the clip's absolute path")]
 
 
@@ -204,6 +253,9 @@ class ResultRow(TypedDict, total=False):
     split: Annotated[str, doc("copied from the dataset row")]
     domain: Annotated[str, doc("copied from the dataset row")]
     format: Annotated[str, doc("copied from the dataset row")]
+    second_category: Annotated[str, doc("copied from the dataset row, where it has one")]
+    second_direction: Annotated[str, doc("copied from the dataset row, where it has one")]
+    congruent: Annotated[bool, doc("copied from the dataset row, where it has one")]
     response: Annotated[str | None, doc("the raw text answer (generate mode)")]
     parse_status: Annotated[str | None, doc("`ok`, or why the answer could not be read")]
     predicted: Annotated[str | None, doc("the parsed label, or null")]
@@ -249,7 +301,7 @@ class AuditReport(TypedDict):
     cues_version: int
     n_clips: int
     seconds_cues: float
-    seconds_gates: float  # CPU seconds of the gates' permutation nulls
+    seconds_gates: float  # processor time of the gates' permutation nulls, s
     seconds: float
     per_category: dict[str, dict[str, Any]]  # each with `gates`: gate name -> its figures
     passes: bool

@@ -299,6 +299,9 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
     print(f"ladder of {len(index['rungs'])} rungs in {args.out} ({INDEX}):")
     for entry in index["rungs"]:
         built = index["datasets"].get(entry["dataset"], {})
+        if built.get("skipped"):
+            print(f"  {entry['rung']}: not built: {built['skipped']}")
+            continue
         audit = {True: "audit passes", False: "audit FAILS", None: "not audited"}[
             built.get("audit_passes")
         ]

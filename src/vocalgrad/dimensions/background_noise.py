@@ -86,3 +86,19 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
 # dimension contract's optional members: `vocalgrad.dimensions.base.Bound`).
 QUESTION = Question(recognition=("recording", "noisy", "clean"))
 # evidence: the default, the energy added to the source (late vs early)
+
+# Two-dimension clips (`vocalgrad.formats.which`, ...): no pair, measured on the builtin speech.
+not_paired_with = {
+    "volume": (
+        "the noise is measured relative to the speech, whose level the volume changes: the "
+        "two labels are not independent (the room-tone floor alone lifts the quiet end)"
+    ),
+    "voice_pitch": (
+        "the noise is measured as what the clip adds to the source, and a pitch shift changes "
+        "the whole waveform: the residual is the shift, not the noise"
+    ),
+    "speaking_speed": (
+        "the noise is measured as what the clip adds to the source, and a time warp moves "
+        "every sample: the residual is the warp, not the noise"
+    ),
+}

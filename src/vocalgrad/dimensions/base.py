@@ -10,7 +10,7 @@ never asks a module what it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from types import ModuleType
 from typing import Protocol
@@ -403,6 +403,8 @@ OPTIONAL = (
     "blind_change",
     "evidence",
     "held_evidence",
+    "pairs_with",
+    "not_paired_with",
 )
 
 
@@ -433,6 +435,11 @@ class Bound:
       the energy added to the source, late vs early (dB).
     - ``held_evidence(clip, ref, sr) -> float``: where a held clip lies on the dimension re
       its source; default: `Bound.held`'s construction from ``evidence``.
+    - ``pairs_with`` (other dimension -> why): the dimensions whose change may be rendered
+      onto this one's in one clip (the two-dimension formats: this process first, theirs
+      onto its output), and why each one's measure still reads its own course there;
+      ``not_paired_with`` (other dimension -> why not): pairs refused, with the measured
+      reason. Default: none (a pair declared by neither is refused).
 
     Attributes
     ----------
@@ -456,6 +463,8 @@ class Bound:
         The ideal observer's statistic on a gradual clip; > 0 for an increase.
     held_evidence : callable (ndarray, ndarray, int) -> float, or None
         Where a held clip lies re its source; None: `held` builds it from `evidence`.
+    pairs_with, not_paired_with : dict of str to str
+        Other dimension -> why it may (or may not) be rendered onto this one in one clip.
     """
 
     module: object
@@ -472,6 +481,8 @@ class Bound:
     blind_change: Callable[[Analysis], float | None] = _no_blind_change
     evidence: Evidence = added_energy
     held_evidence: Evidence | None = field(default=None, repr=False)
+    pairs_with: Mapping[str, str] = field(default_factory=dict, repr=False)
+    not_paired_with: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:

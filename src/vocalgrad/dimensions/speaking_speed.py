@@ -117,3 +117,15 @@ QUESTION = Question(
 )
 evidence = rate_change
 held_evidence = held_rate
+
+# Two-dimension clips (`vocalgrad.formats.which`, ...): the time warp first, and the other
+# process onto the warped clip along the same source moments.
+pairs_with = {
+    "volume": (
+        "the rate is measured, and heard by the ideal observer, on the clip with its slow "
+        "level course flattened (`vocalgrad.formats._two.flattened`): alignment on log-mel "
+        "frames follows a 36 dB gain ramp (unflattened, 4 of 32 builtin clips were misread); "
+        "the level course is read over the source's frames, which the warp moves by less "
+        "than the change"
+    ),
+}

@@ -141,3 +141,18 @@ QUESTION = Question(
     other_kinds="pitch of the {noun}",
 )
 evidence = f0_change
+
+# Two-dimension clips (`vocalgrad.formats.which`, ...): the pitch shift first, with its own
+# loudness compensation, then the other process onto it (a level change rendered before would
+# be undone by that compensation).
+pairs_with = {
+    "volume": (
+        "F0 does not move with level, and the K-weighted level course does not move with the shift"
+    ),
+}
+not_paired_with = {
+    "speaking_speed": (
+        "F0 is measured frame by frame against the source at the same moment, and a speed "
+        "change moves every moment (5 of 32 builtin clips misread)"
+    ),
+}

@@ -63,6 +63,8 @@ from vocalgrad.questions.prompts import (
     expected_answer,
     few_shot_examples,
     get_variant,
+    reads_directions,
+    second_of,
 )
 from vocalgrad.records import LABELS, EvalCounts, ResultRow
 from vocalgrad.signal.kinds import SPEECH
@@ -568,8 +570,11 @@ def _requests(
     variants = [task.variant]
     if task.mode == "choice" and config.both_orders and task.variant in ORDER_PAIRS:
         variants.append(ORDER_PAIRS[task.variant])
+    second = second_of(row)
     examples = (
-        few_shot_examples(train, row["category"], config.few_shot, config.seed, task.variant)
+        few_shot_examples(
+            train, row["category"], config.few_shot, config.seed, task.variant, second
+        )
         if config.few_shot
         else []
     )
@@ -589,6 +594,7 @@ def _requests(
                 item_id,
                 row_format(row),
                 row.get("source_kind", SPEECH),
+                second,
             ),
             audio,
             row["source_id"],
@@ -700,6 +706,9 @@ def _result_row(
             )
         },
         "format": row_format(row),
+        # a two-dimension item: the other dimension and whether the two move alike (what the
+        # interference effect is read from)
+        **{k: row[k] for k in ("second_category", "second_direction", "congruent") if k in row},
         "response": None,
         "parse_status": None,
         "predicted": None,
@@ -713,11 +722,17 @@ def _result_row(
     if result["error"]:
         return result
     prompt = build_prompt(
-        row["category"], task.variant, fmt=row_format(row), kind=row.get("source_kind", SPEECH)
+        row["category"],
+        task.variant,
+        fmt=row_format(row),
+        kind=row.get("source_kind", SPEECH),
+        second=second_of(row),
     )
     if task.mode == "generate":
         text = answers[0].get("response", "")
-        parsed = parse_labelled(text, prompt.label_of, of_row(row).answers_by_direction)
+        parsed = parse_labelled(
+            text, prompt.label_of, reads_directions(task.variant, row_format(row))
+        )
         result.update(response=text, parse_status=parsed.status, predicted=parsed.label)
     else:
         # option words -> labels (the same map in both option orders): "loud" scores increase
@@ -764,7 +779,7 @@ def _manifest(
         "config": asdict(config),
         "modes": list(mode),
         "format": fmt,
-        "prompts": {v: build_prompt(_asked(items, v), v, fmt=fmt).text for v in config.variants},
+        "prompts": {v: _shown_prompt(_asked(items, v), v, fmt) for v in config.variants},
         "versions": versions(),
         "command": shlex.join(["vocalgrad", *sys.argv[1:]])
         if sys.argv and "vocalgrad" in sys.argv[0]
@@ -867,13 +882,24 @@ def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
     return manifest, list(rows.values())
 
 
-def _asked(items: Sequence[Mapping], variant: str) -> str:
-    """The category whose question a manifest shows for a variant: the first item's that the
-    variant asks about."""
+def _shown_prompt(item: Mapping, variant: str, fmt: str) -> str:
+    """The question a manifest shows for a variant, as `item` is asked it."""
+    return build_prompt(
+        item["category"],
+        variant,
+        fmt=fmt,
+        kind=item.get("source_kind", SPEECH),
+        second=second_of(item),
+    ).text
+
+
+def _asked(items: Sequence[Mapping], variant: str) -> Mapping:
+    """The item whose question a manifest shows for a variant: the first that the variant
+    asks about."""
     supported = get_variant(variant).categories()
     return next(
-        (r["category"] for r in items if supported is None or r["category"] in supported),
-        items[0]["category"],
+        (r for r in items if supported is None or r["category"] in supported),
+        items[0],
     )
 
 

@@ -8,6 +8,13 @@ change?", direction the same dataset asked which way). A ladder run folder holds
 folder per rung, ``<rung>/``, and its own ``ladder.json``. Scores come from
 `vocalgrad.evaluation.score.score_rows`; each rung's drop from the rung below is a paired
 difference over the sources both rungs hold (`rung_drop`).
+
+The two-dimension and reasoning rungs add their own comparisons: `interference`, congruent
+minus incongruent accuracy in the selective-attention rung (two dimensions change at once, the
+question names one), paired by source, per ordered pair (named dimension, distractor): which
+dimension a listener confuses with which; and `reasoning_drops`, each reasoning prompt variant
+against the bare question on the same items (the reasoning rung's own drop is measured so,
+`Rung.against`).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +36,11 @@ from vocalgrad.evaluation.score import ListenerScore, score_rows
 from vocalgrad.files import atomic_write_text
 from vocalgrad.formats.base import QuestionFormat, Rung
 from vocalgrad.listeners.base import Listener
+from vocalgrad.questions import reasoning
 from vocalgrad.records import CONSTANT, LABELS
-from vocalgrad.stats import cluster_ids, group_rng, weighted_ci
+from vocalgrad.stats import cluster_ids, group_rng, paired_comparison, weighted_ci
 from vocalgrad.stimuli.config import BuildConfig
+from vocalgrad.stimuli.plan import plan_conditions
 
 INDEX = "ladder.json"
 INDEX_VERSION = 1
@@ -98,8 +108,11 @@ def build_ladder(
 
     One dataset per format that declares rungs, all from `config` with its format set; a
     format that refuses the config's endpoint rove (`QuestionFormat.rove_refusal`) is built
-    without it, and the index says so. Each build resumes as a single build does, so a rerun
-    of the same command resumes the ladder.
+    without it, and the index says so. A format that cannot plan a single item from the
+    config (a two-dimension format given one dimension) is skipped, its reason in the index
+    (``datasets[format]["skipped"]``) and said by the caller; where no format can, the first
+    reason is raised. Each build resumes as a single build does, so a rerun of the same
+    command resumes the ladder.
 
     Parameters
     ----------
@@ -115,7 +128,13 @@ def build_ladder(
     -------
     dict
         The index as written: ``rungs`` in order (rung, order, format, dataset folder,
-        variants) and per dataset its content hash, clips kept, audit verdict and notes.
+        variants) and per dataset its content hash, clips kept, audit verdict and notes, or
+        why it was skipped.
+
+    Raises
+    ------
+    ConfigError
+        No format can plan an item from `config` (the reason of the first).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -138,6 +157,7 @@ def build_ladder(
         "datasets": {},
     }
     _write_index(out, index)  # first: an interrupted ladder is still recognised and resumed
+    refused: dict[str, ConfigError] = {}
     for name in names:
         fmt = formats.get(name)
         notes = []
@@ -145,6 +165,13 @@ def build_ladder(
         if config.rove_endpoints and fmt.rove_refusal:
             settings = BuildConfig(**{**settings.to_dict(), "rove_endpoints": False})
             notes.append(f"built without the endpoint rove: {fmt.rove_refusal}")
+        try:
+            plan_conditions(settings)  # what this format can ask of the config's dimensions
+        except ConfigError as err:
+            refused[name] = err
+            index["datasets"][name] = {"skipped": str(err), "notes": notes}
+            _write_index(out, index)
+            continue
         report = build(settings, out / name)
         audit = report.get("shortcut_audit") or {}
         index["datasets"][name] = {
@@ -154,6 +181,8 @@ def build_ladder(
             "notes": notes,
         }
         _write_index(out, index)
+    if len(refused) == len(names) and names:
+        raise next(iter(refused.values()))
     return index
 
 
@@ -211,7 +240,10 @@ def evaluate_ladder(
     for entry in index["rungs"]:
         dataset = ladder / entry["dataset"]
         record = {**entry, "run": entry["rung"]}
-        if not (dataset / "test" / "metadata.jsonl").is_file():
+        skipped = index.get("datasets", {}).get(entry["dataset"], {}).get("skipped")
+        if skipped:
+            record["skipped"] = f"not built: {skipped}"
+        elif not (dataset / "test" / "metadata.jsonl").is_file():
             record["skipped"] = f"{dataset} holds no built dataset (rerun the ladder's build)"
         else:
             try:
@@ -309,7 +341,10 @@ def _asks_detection(rows: Sequence[Mapping[str, Any]]) -> bool:
     from vocalgrad.questions.prompts import get_variant
 
     variants = {r.get("variant", "default") for r in rows}
-    return all(get_variant(v).options == DETECTION_WORDS for v in variants)
+    # the words' labels: a negated question's "yes" / "no" mean decrease / increase
+    return all(
+        (get_variant(v).labels or get_variant(v).options) == DETECTION_WORDS for v in variants
+    )
 
 
 def rung_drop(
@@ -387,12 +422,70 @@ def rung_drop(
     }
 
 
+def item_drop(
+    upper: Sequence[Mapping[str, Any]],
+    lower: Sequence[Mapping[str, Any]],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict:
+    """The drop in accuracy from one rung to another asked on the same items (a text step
+    added to the lower rung's question: reasoning on direction), paired by item (and mode),
+    with a 95% CI clustered by source (`vocalgrad.stats.paired_comparison`).
+
+    Paired by item, not by source: the clips are the same, so the difference is what the
+    question costs and nothing of the stimuli.
+
+    Parameters
+    ----------
+    upper, lower
+        Scored rows of the upper rung and of the rung it is measured from; an upper rung
+        asked with several variants pairs each of its rows with the lower rung's row.
+    n_boot
+        Bootstrap resamples (0: no interval).
+    seed
+        Seed of the resampling.
+
+    Returns
+    -------
+    dict
+        `rung_drop`'s keys (``drop``, ``drop_lo``, ``drop_hi`` in accuracy points, 0-1;
+        ``accuracy_upper``, ``accuracy_lower`` over the paired items; ``n_upper``, ``n_lower``:
+        pairs; ``n_clusters``; ``ci_method``) and ``paired``: "item".
+    """
+
+    def keyed(rows: Sequence[Mapping[str, Any]]) -> list[dict]:
+        return [{**r, "item_id": f"{r['item_id']}|{r.get('mode')}"} for r in rows]
+
+    compared = paired_comparison(keyed(upper), keyed(lower), n_boot=n_boot, seed=seed)
+    return _as_drop(compared) | {
+        "accuracy_upper": compared["accuracy_a"],
+        "accuracy_lower": compared["accuracy_b"],
+        "n_upper": compared["n"],
+        "n_lower": compared["n"],
+        "n_clusters": compared["n_clusters"],
+        "ci_method": compared["ci_method"],
+        "paired": "item",
+    }
+
+
+def _as_drop(compared: Mapping[str, Any]) -> dict:
+    """A `paired_comparison` of an upper rung (a) against a lower one (b) as a drop: lower
+    minus upper accuracy and its CI (a drop of nothing reads 0.0, not -0.0)."""
+    return {
+        "drop": 0.0 - compared["difference"],
+        "drop_lo": 0.0 - compared["difference_hi"],
+        "drop_hi": 0.0 - compared["difference_lo"],
+    }
+
+
 def ladder_scores(
     rows: Iterable[Mapping[str, Any]], n_boot: int = 2000, seed: int = 0
 ) -> list[dict]:
     """One listener's ladder: per rung it was asked, in order, the `score_rows` overall row
-    (accuracy, d′ with clustered CIs, ...) and the drop from the rung below it that the
-    listener also answered (`rung_drop`; None on the lowest).
+    (accuracy, d′ with clustered CIs, ...) and its drop: from the rung below it that the
+    listener also answered, paired by source (`rung_drop`; None on the lowest), or, for a
+    rung measured against another on the same items (`Rung.against`: reasoning against
+    direction), from that rung, paired by item (`item_drop`; None where it was not answered).
 
     Parameters
     ----------
@@ -407,22 +500,32 @@ def ladder_scores(
     -------
     list of dict
         ``{"rung", "order", "answered", "score": overall row, "fewest_sources": the fewest
-        sources of any category, "drop": rung_drop's dict or None}``; ``answered`` is False
-        where no answer was one of the rung's words (a reference that answers which way,
-        asked whether): its drop is None, and the next rung's drop is from the rung below
-        that was answered.
+        sources of any category, "drop": the drop's dict or None}``; a drop names the rung it
+        is from (``from``) and how it is paired (``paired``: "source" or "item").
+        ``answered`` is False where no answer was one of the rung's words (a reference that
+        answers which way, asked whether): its drop is None, and the next rung's drop is from
+        the rung below that was answered.
     """
     order = rung_order()
+    against = {rung.name: rung.against for rung, _ in ladder_rungs()}
     by_rung = scorable(rows)
     out: list[dict] = []
-    below: list[dict] | None = None
+    answered_rungs: dict[str, list[dict]] = {}
+    below: str | None = None
     for rung, members in by_rung.items():
         answered = any(r.get("predicted") in LABELS for r in members)
         score: ListenerScore = score_rows(members, by=("category",), n_boot=n_boot, seed=seed)
         groups = [g.get("n_clusters") for g in score.table[1:] if g.get("n_clusters")]
         drop = None
-        if answered and below is not None:
-            drop = rung_drop(members, below, n_boot=n_boot, seed=seed)
+        base = against.get(rung)
+        if answered and base is not None:
+            if base in answered_rungs:
+                drop = item_drop(members, answered_rungs[base], n_boot, seed) | {"from": base}
+        elif answered and below is not None:
+            drop = rung_drop(members, answered_rungs[below], n_boot=n_boot, seed=seed) | {
+                "from": below,
+                "paired": "source",
+            }
         out.append(
             {
                 "rung": rung,
@@ -434,5 +537,228 @@ def ladder_scores(
             }
         )
         if answered:
-            below = members
+            below = rung
+            answered_rungs[rung] = members
+    return out
+
+
+# -- two dimensions and reasoning
+
+
+@dataclass(frozen=True)
+class InterferenceCell:
+    """One ordered pair's interference: accuracy on congruent items (both dimensions move the
+    same way) minus accuracy on incongruent ones, over the sources that have both.
+
+    Attributes
+    ----------
+    named, distractor
+        The dimension the question names, and the other one changing in the clip.
+    congruent, incongruent
+        Accuracy (proportion correct) on each kind of item.
+    effect, lo, hi
+        Congruent minus incongruent (proportion), and its 95% CI clustered by source
+        (`vocalgrad.stats.weighted_ci`'s rule: NaN with one source).
+    ci_method
+        The interval's method.
+    n_congruent, n_incongruent, n_sources
+        Items of each kind, and the sources that have both.
+    """
+
+    named: str
+    distractor: str
+    congruent: float
+    incongruent: float
+    effect: float
+    lo: float
+    hi: float
+    ci_method: str
+    n_congruent: int
+    n_incongruent: int
+    n_sources: int
+
+
+@dataclass(frozen=True)
+class Interference:
+    """The interference matrix of one listener: a cell per ordered pair asked.
+
+    Attributes
+    ----------
+    dimensions
+        Every dimension named or distracting, sorted: the matrix's rows and columns.
+    cells
+        (named, distractor) -> `InterferenceCell`.
+    """
+
+    dimensions: tuple[str, ...]
+    cells: Mapping[tuple[str, str], InterferenceCell] = field(default_factory=dict)
+
+    def matrix(self, key: str = "effect") -> np.ndarray:
+        """One field of every cell as a matrix: rows the named dimension, columns the
+        distractor, in `dimensions` order; NaN where a pair was not asked."""
+        index = {d: i for i, d in enumerate(self.dimensions)}
+        out = np.full((len(index), len(index)), np.nan)
+        for (named, distractor), cell in self.cells.items():
+            out[index[named], index[distractor]] = getattr(cell, key)
+        return out
+
+    def to_dict(self) -> dict:
+        """As plain data (JSON-ready): the dimensions and one record per cell."""
+        return {
+            "dimensions": list(self.dimensions),
+            "cells": [vars(c) for c in self.cells.values()],
+        }
+
+
+def interference(rows: Iterable[Mapping], n_boot: int = 2000, seed: int = 0) -> Interference:
+    """The interference effect of one listener, per ordered pair (named, distractor).
+
+    Why: a listener that hears the named dimension alone answers congruent and incongruent
+    items alike; one that confuses the distractor with it answers congruent items better
+    (both move its way) and incongruent ones worse. Paired by source: every source carries
+    both kinds of item for each pair, so the difference is not a difference of sources.
+
+    Parameters
+    ----------
+    rows
+        Scored result rows of one listener, prompt variant and mode (the main condition:
+        rows with a ``control`` other than "none", an error, or no ``congruent`` field are
+        left out), each with ``category``, ``second_category``, ``congruent``, ``source_id``
+        and ``correct`` (an unparsed answer counts as wrong).
+    n_boot
+        Bootstrap replicates for the CI (with >= 50 sources; a jackknife t-interval below).
+    seed
+        Seeds the resampling, per pair.
+
+    Returns
+    -------
+    Interference
+        The cells, and the dimensions that index the matrix.
+    """
+    groups: dict[tuple[str, str], list[Mapping]] = {}
+    for r in rows:
+        if r.get("control", "none") != "none" or r.get("error") or r.get("congruent") is None:
+            continue
+        if r.get("direction") not in LABELS:
+            continue
+        groups.setdefault((r["category"], r["second_category"]), []).append(r)
+    cells = {}
+    for pair, members in sorted(groups.items()):
+        cell = _cell(pair, members, n_boot, seed)
+        if cell is not None:
+            cells[pair] = cell
+    names = sorted({d for pair in cells for d in pair})
+    return Interference(tuple(names), cells)
+
+
+def _cell(
+    pair: tuple[str, str], rows: Sequence[Mapping], n_boot: int, seed: int
+) -> InterferenceCell | None:
+    """One pair's cell over the sources with both kinds of item (None if none has both)."""
+    kinds = {}
+    for r in rows:
+        kinds.setdefault(r["source_id"], set()).add(bool(r["congruent"]))
+    paired = [r for r in rows if kinds[r["source_id"]] == {True, False}]
+    if not paired:
+        return None
+    cid = cluster_ids(paired, "source_id")
+    n_clusters = int(cid.max()) + 1
+    correct = np.array([bool(r.get("correct")) for r in paired], dtype=float)
+    congruent = np.array([bool(r["congruent"]) for r in paired])
+    # per source: correct and count of congruent items, then of incongruent ones
+    sums = np.zeros((n_clusters, 4))
+    np.add.at(
+        sums,
+        cid,
+        np.column_stack([correct * congruent, congruent, correct * ~congruent, ~congruent]),
+    )
+
+    def effect(w: np.ndarray) -> np.ndarray:
+        t = w @ sums
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return t[:, 0] / t[:, 1] - t[:, 2] / t[:, 3]
+
+    k_c, n_c, k_i, n_i = sums.sum(axis=0)
+    point = float(k_c / n_c - k_i / n_i)
+    lo, hi, method = weighted_ci(
+        effect,
+        point,
+        n_clusters,
+        group_rng(seed, f"interference|{pair[0]}|{pair[1]}"),
+        n_boot,
+        proportion=False,
+    )
+    return InterferenceCell(
+        named=pair[0],
+        distractor=pair[1],
+        congruent=float(k_c / n_c),
+        incongruent=float(k_i / n_i),
+        effect=point,
+        lo=lo,
+        hi=hi,
+        ci_method=method,
+        n_congruent=int(n_c),
+        n_incongruent=int(n_i),
+        n_sources=n_clusters,
+    )
+
+
+def reasoning_drops(
+    rows: Iterable[Mapping], mode: str | None = None, n_boot: int = 2000, seed: int = 0
+) -> dict[str, dict]:
+    """The reasoning rung's cost for one listener: each reasoning variant's accuracy against
+    the bare question's on the same items (`vocalgrad.stats.paired_comparison`, joined by
+    item and clustered by source), and the three variants pooled (``"reasoning"``).
+
+    Why: the clips are the same, so what a text step costs is the drop on the same items,
+    not a difference between stimuli.
+
+    Parameters
+    ----------
+    rows
+        Result rows of one listener on one dataset, asked with the bare variant
+        (`reasoning.BARE`) and reasoning variants; controls and errors are left out.
+    mode
+        Only rows of this mode ("choice" or "generate"); default: every mode, which must then
+        be one.
+    n_boot
+        Bootstrap replicates (with >= 50 sources).
+    seed
+        Seeds the resampling.
+
+    Returns
+    -------
+    dict
+        variant -> `paired_comparison` of the variant (a) against the bare question (b),
+        with ``drop``, ``drop_lo``, ``drop_hi``: bare minus reasoning accuracy and its CI
+        (positive: the text step costs accuracy). Empty without bare or reasoning rows.
+
+    Raises
+    ------
+    ValueError
+        The rows hold several modes and none was chosen.
+    """
+    main = [
+        r
+        for r in rows
+        if r.get("control", "none") == "none"
+        and not r.get("error")
+        and (mode is None or r.get("mode") == mode)
+    ]
+    modes = {r.get("mode") for r in main}
+    if len(modes) > 1:
+        raise ValueError(f"rows of several modes ({', '.join(sorted(map(str, modes)))}): pick one")
+    bare = [r for r in main if r.get("variant") == reasoning.BARE]
+    by_variant = {
+        v: [r for r in main if r.get("variant") == v]
+        for v in reasoning.NAMES
+        if any(r.get("variant") == v for r in main)
+    }
+    if not bare or not by_variant:
+        return {}
+    by_variant[reasoning.RUNG] = [r for v in reasoning.NAMES for r in by_variant.get(v, [])]
+    out = {}
+    for variant, asked in by_variant.items():
+        compared = paired_comparison(asked, bare, n_boot=n_boot, seed=seed)
+        out[variant] = compared | _as_drop(compared)
     return out

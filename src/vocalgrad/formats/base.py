@@ -163,6 +163,7 @@ class Variant(Protocol):
     question: Any  # a template with {attribute}, or a paraphrase table (`.table()`)
     instruction: str
     options: tuple[str, ...]
+    labels: tuple[str, ...]  # the label each option means; empty: the options are the labels
 
 
 class Engine(Protocol):
@@ -177,6 +178,11 @@ class Engine(Protocol):
     @property
     def twins(self) -> dict:
         """A memo of clips rendered with their twin: (item, twin item) -> `ClipResult`."""
+        ...
+
+    @property
+    def heard(self) -> Analysis:
+        """The heard source: what every clip of it is measured against."""
         ...
 
     def rove_key(self, condition: Condition, item: str) -> str:
@@ -389,7 +395,21 @@ class Engine(Protocol):
         its track (or course) and levelled together, without floor or rove: the parts
         `assemble` joins, or the clips of a pair. Where level is the dimension's target, one
         gain for all, so they keep their level differences; `centred=False` keeps the
-        courses' values (no shift of the time-average)."""
+        courses' values (no shift of the time-average).
+
+        Parameters
+        ----------
+        members : sequence of (Condition, str, Course or None)
+            Each clip's condition, item id (its random draws derive from it) and the
+            format's own course, or None for the condition's curve; all of one dimension.
+        centred : bool
+            Shift each track so its time-average does not depend on its course.
+
+        Returns
+        -------
+        list of (ndarray, SpeechSpan)
+            Per member, float32 samples at `sr` Hz and the speech span in them (seconds).
+        """
         ...
 
     def measure_windows(
@@ -400,7 +420,60 @@ class Engine(Protocol):
         windows: Sequence[tuple[float, float]],
     ) -> tuple[Analysis, Measured, list[Measured]]:
         """A clip against the heard source, by the dimension's own measure, over the whole
-        speech and over each window of it (`measure_windows`)."""
+        speech and over each window of it (`measure_windows`).
+
+        Parameters
+        ----------
+        category : str
+            The dimension.
+        audio : ndarray, shape (n,) or (n, channels), float32 at `sr` Hz
+            The clip's samples.
+        span : SpeechSpan
+            Its speech span, seconds from its first sample.
+        windows : sequence of (float, float)
+            (start, end) of each window as fractions of the source's speech span.
+
+        Returns
+        -------
+        tuple of (Analysis, Measured, list of Measured)
+            The clip analysed as the source is, the whole span's measure and one per window,
+            in the dimension's ``measured_unit``.
+        """
+        ...
+
+    def layered(
+        self,
+        layers: Sequence[Condition],
+        item: str,
+        named: int = 0,
+        windows: Sequence[tuple[float, float] | None] | None = None,
+    ) -> Any:
+        """One clip along several dimensions' tracks at once (the input of `finish`, as
+        `unlimited`): each layer renders onto the previous one's levelled output, in the order
+        given, its track mapped into the clip's time through the time warps before it (each
+        layer's own loudness neutralisation applied as it would be alone), then the floor and
+        one rove. Why one general step: a format that asks about two dimensions needs both
+        changes in one clip, each still measurable by its own dimension's measure.
+
+        Parameters
+        ----------
+        layers : sequence of Condition
+            The dimensions' conditions, in the order rendered (a time warp first, a level
+            change last); none constant.
+        item : str
+            The clip's item id: every random draw derives from it.
+        named : int
+            The index of the layer whose condition, track and measure `finish` reports.
+        windows : sequence of (float, float) or None, or None
+            Per layer, the stretch of the speech span its change is confined to (fractions
+            of the span, start and end; held before and after), or None for the whole span.
+
+        Returns
+        -------
+        object
+            The clip before its peak limit (what `unlimited` returns), with every layer's
+            condition and track: the input of `finish`.
+        """
         ...
 
 
@@ -647,7 +720,18 @@ def path_of(condition: Condition) -> tuple[float, float]:
 
 def change_sign(row: Mapping[str, Any]) -> float:
     """+1 where a row's change rises (``change_direction`` "increase"), -1 where it falls:
-    what turns a measured change into a change along the row's own way."""
+    what turns a measured change into a change along the row's own way.
+
+    Parameters
+    ----------
+    row : Mapping
+        A dataset row with ``change_direction``.
+
+    Returns
+    -------
+    float
+        +1.0 or -1.0.
+    """
     return 1.0 if row["change_direction"] == "increase" else -1.0
 
 
@@ -846,11 +930,16 @@ class Rung:
         Its place on the ladder, ascending from hearing a change to reasoning about it.
     variants
         The prompt variants asked (`vocalgrad eval --variants`).
+    against
+        The rung its drop is measured from on the same items (paired by item): a rung that
+        adds a text step to another rung's question, on that rung's clips (reasoning on
+        direction). None: the rung below it that the listener answered, paired by source.
     """
 
     name: str
     order: float
     variants: tuple[str, ...] = ("default",)
+    against: str | None = None
 
 
 class QuestionFormat:
@@ -897,7 +986,8 @@ class QuestionFormat:
     answers_by_direction
         Where an answer names none of the answer words, the direction lexicon reads it ("it
         got louder" answers "higher or lower?"). False where the words are not directions
-        (early or late): "it rises" would be read as the first word.
+        (early or late, same or different, one dimension or the other): "it rises" would be
+        read as the first word.
     blind_change_answers
         A clip's source-free change (`Dimension.blind_change`, where it `changes_over_time`)
         says its label; False where the label is not the way the clip changes (where a
@@ -1091,7 +1181,9 @@ class QuestionFormat:
 
     def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         """The question about `category` in this format and `variant` (one it `asks`), of a
-        sound of `kind` (`vocalgrad.signal.kinds`).
+        sound of `kind` (`vocalgrad.signal.kinds`). A format whose question names two
+        dimensions takes the other as a keyword, ``second`` (the row's ``second_category``,
+        `vocalgrad.questions.prompts.second_of`).
 
         Parameters
         ----------
@@ -1138,6 +1230,43 @@ class QuestionFormat:
             The format declares no evidence (every format must).
         """
         raise NotImplementedError(f"format {self.name!r} declares no ideal-observer evidence")
+
+    # -- added for the ladder's two-dimension rungs (members with defaults, at the end)
+
+    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
+        """The conditions a build renders, from those planned per dimension: a two-dimension
+        format pairs them here (`Condition.also`). Default: as planned.
+
+        Parameters
+        ----------
+        conditions : list of Condition
+            Those planned per dimension (both directions of every tier and curve, and
+            constants where `constants`).
+
+        Returns
+        -------
+        tuple of (list of Condition, list of dict)
+            The conditions to render, and what was refused (rows of the build report's
+            ``refused_conditions``: category, tier, magnitude, reason).
+        """
+        return conditions, []
+
+    def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The other dimensions whose target cues are target cues of these rows too (the
+        audit leaves them out): those a question asks about beside its ``category``.
+        Default: none.
+
+        Parameters
+        ----------
+        rows : sequence of Mapping
+            The dataset rows of one category audited together.
+
+        Returns
+        -------
+        tuple of str
+            The other dimensions' names.
+        """
+        return ()
 
 
 def checked(declared: object) -> QuestionFormat:

@@ -38,8 +38,13 @@ class Gradual(QuestionFormat):
     warp_target_families = ()
     order_free_gated = True
     # asked whether anything changes (the "vary" variant, against the constant clips), then
-    # which way
-    rungs = (Rung("detection", 0, ("vary",)), Rung("direction", 1))
+    # which way; last, the same clips behind one text step (`vocalgrad.questions.reasoning`'s
+    # variants), measured against direction on the same items
+    rungs = (
+        Rung("detection", 0, ("vary",)),
+        Rung("direction", 1),
+        Rung("reasoning", 10, ("mapped", "negated", "conditional"), against="direction"),
+    )
 
     def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
         return tuple(curves)
@@ -64,7 +69,8 @@ class Gradual(QuestionFormat):
 
     def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         """The variant's own question: its template with the dimension's words, or the
-        dimension's paraphrase (which words a voice: speech only)."""
+        dimension's paraphrase (which words a voice: speech only); its answer words mean its
+        labels (the reasoning variants' "A" means increase), or are the labels."""
         if isinstance(variant.question, str):
             question = variant.question.format(attribute=attribute_name(category, kind))
         elif kind != SPEECH:
@@ -80,7 +86,9 @@ class Gradual(QuestionFormat):
                 f"{', '.join(variant.question.table())}, not {category!r}; use 'default' or "
                 "'clip' for this category"
             )
-        return Wording(question, variant.instruction, variant.options, variant.options)
+        return Wording(
+            question, variant.instruction, variant.options, variant.labels or variant.options
+        )
 
     def evidence(self, observer: Observer, asked: Asked) -> float:
         """The dimension's own evidence of a change along the clip (`Dimension.evidence`)."""

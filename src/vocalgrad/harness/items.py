@@ -30,7 +30,7 @@ from vocalgrad.evaluation.evaluate import run_key
 from vocalgrad.formats import row_format
 from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
-from vocalgrad.questions.prompts import build_prompt, get_variant
+from vocalgrad.questions.prompts import build_prompt, get_variant, reads_directions, second_of
 from vocalgrad.records import LABELS
 from vocalgrad.stats import summarise
 
@@ -93,18 +93,27 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
             + (f" and tiers {','.join(selection.tiers)}" if selection.tiers else "")
             + f" (the dataset holds: {', '.join(held) or 'nothing'})"
         )
-    for category in sorted({r["category"] for r in chosen}):
-        build_prompt(category, selection.variant, fmt=selection.fmt)  # a clear error if unasked
+    for category, second in sorted({(r["category"], second_of(r) or "") for r in chosen}):
+        # a clear error if unasked
+        build_prompt(category, selection.variant, fmt=selection.fmt, second=second or None)
     return chosen
 
 
 def question(row: Mapping, variant: str = "default") -> str:
     """The user turn's text, word for word what `vocalgrad eval` sends with the clip."""
-    return build_prompt(row["category"], variant, fmt=row_format(row)).text
+    return build_prompt(row["category"], variant, fmt=row_format(row), second=second_of(row)).text
 
 
 def item_metadata(row: Mapping, variant: str) -> dict:
-    return {**{k: row.get(k) for k in ITEM_FIELDS}, "format": row_format(row), "variant": variant}
+    """An item's fields as a harness task carries them (a two-dimension item's other
+    dimension too: its question names it)."""
+    second = {"second_category": row["second_category"]} if second_of(row) else {}
+    return {
+        **{k: row.get(k) for k in ITEM_FIELDS},
+        **second,
+        "format": row_format(row),
+        "variant": variant,
+    }
 
 
 def answer_row(
@@ -129,9 +138,9 @@ def answer_row(
         "error": error,
     }
     if error is None:
-        prompt = build_prompt(item["category"], variant, fmt=item["format"])
+        prompt = build_prompt(item["category"], variant, fmt=item["format"], second=second_of(item))
         parsed = parse_labelled(
-            response, prompt.label_of, formats.get(item["format"]).answers_by_direction
+            response, prompt.label_of, reads_directions(variant, item["format"])
         )
         row |= {
             "parse_status": parsed.status,

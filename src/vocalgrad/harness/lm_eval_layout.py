@@ -24,7 +24,7 @@ from vocalgrad.evaluation.score import score_run
 from vocalgrad.formats import row_format
 from vocalgrad.harness.items import N_BOOT
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
-from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.questions.prompts import build_prompt, second_of
 from vocalgrad.records import LABELS
 
 FILTER = "none"
@@ -140,7 +140,9 @@ def write_lm_eval_layout(
 
 
 def _sample(doc_id: int, row: dict, fmt: str) -> dict:
-    prompt = build_prompt(row["category"], row["variant"], fmt=row.get("format") or fmt)
+    prompt = build_prompt(
+        row["category"], row["variant"], fmt=row.get("format") or fmt, second=second_of(row)
+    )
     target = {label: word for word, label in prompt.label_of.items()}.get(
         row["direction"], row["direction"]
     )

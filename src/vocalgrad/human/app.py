@@ -41,7 +41,7 @@ from vocalgrad.formats import row_format
 from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
 from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url
-from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.questions.prompts import build_prompt, second_of
 
 COOKIE = "vg_session"
 MAX_BODY = 4096  # bytes; every legitimate request body is well under 200
@@ -299,6 +299,7 @@ def create_app(
                 config.variant,
                 fmt=row_format(item),
                 kind=item.get("source_kind", "speech"),
+                second=second_of(item),
             )
             question, opts, labels = (
                 prompt.text,

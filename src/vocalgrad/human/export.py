@@ -27,7 +27,7 @@ from vocalgrad.files import HUMAN_EXPORT, atomic_write_text, claim_output
 from vocalgrad.formats import DEFAULT, row_format
 from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
-from vocalgrad.questions.prompts import question_text
+from vocalgrad.questions.prompts import question_text, second_of
 from vocalgrad.records import LABELS
 
 ITEM_KEYS = (
@@ -53,6 +53,19 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _prompts(store: Store, categories: list[str], variant: str, fmt: str) -> dict[str, str]:
+    """The questions of a study by category; where a question names two dimensions, by
+    "category+second_category"."""
+    pairs = sorted({(i["category"], second_of(i) or "") for i in store.items().values()})
+    if not any(second for _, second in pairs):
+        return {c: question_text(c, variant, fmt) for c in categories}
+    return {
+        f"{c}+{second}": question_text(c, variant, fmt, second=second)
+        for c, second in pairs
+        if second
+    }
+
+
 def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
     predicted = t["answer"] if t["answer"] in LABELS else None
     return {
@@ -63,7 +76,11 @@ def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
         "kind": t["kind"],
         **{k: item.get(k) for k in ITEM_KEYS},
         "prompt": question_text(
-            item["category"], variant, row_format(item), item.get("source_kind", "speech")
+            item["category"],
+            variant,
+            row_format(item),
+            item.get("source_kind", "speech"),
+            second_of(item),
         ),
         "format": row_format(item),
         "response": t["answer"],
@@ -250,7 +267,7 @@ def export(
         "study": config.to_dict(),
         "variant": config.variant,
         "format": fmt,
-        "prompts": {c: question_text(c, config.variant, fmt) for c in meta["categories"]},
+        "prompts": _prompts(store, meta["categories"], config.variant, fmt),
         "pooling": "majority vote over annotators who passed screening"
         + ("" if include_flagged else " and were not flagged on catch trials")
         + "; ties are unparsed (predicted null, counted wrong)",

@@ -64,8 +64,9 @@ class StudyConfig:
         self._check_types()
         if self.seed < 0:
             raise StudyError(f"seed = {self.seed}: expected a whole number >= 0")
-        get_variant(self.variant)
-        if get_variant(self.variant).options not in (
+        variant = get_variant(self.variant)
+        # the answers may be other words (a reasoning variant's "A" / "B"), not other labels
+        if (variant.labels or variant.options) not in (
             LABELS,
             ("decrease", "increase"),
         ):

@@ -107,8 +107,9 @@ class IdealObserver(Listener):
     can_score = True
     listener_id = "baseline:ideal"
     # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
-    # 3: clarity band by band; 4: F0 evidence leaves octave jumps out
-    revision = "4"
+    # 3: clarity band by band; 4: F0 evidence leaves octave jumps out; 5: sequence reads each
+    # half's evidence along the clip's way of change
+    revision = "5"
     channels = 2
 
     def __init__(self, dataset: str | Path) -> None:

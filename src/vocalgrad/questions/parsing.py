@@ -289,9 +289,12 @@ def parse_labelled(
 
     One answer word asserted (or the other one negated) decides; a restatement of the
     options ("loud or quiet? quiet") is not an answer; two words asserted are ambiguous.
+    An answer of several words ("voice pitch") counts where its words stand together; a
+    one-letter answer ("A") only as a capital standing alone (the article "a" is no answer).
     Without an answer word the direction lexicon reads it within the labels ("it sounds
     louder" -> increase), unless `lexicon` is false: where the words are not directions
-    (early / late, `QuestionFormat.answers_by_direction`), "it rises" says nothing about the
+    (early / late, same / different, `QuestionFormat.answers_by_direction`) or only the
+    words count (a reasoning variant, `Variant.strict`), "it rises" says nothing about the
     answer and is unparsed. Where the words are the labels this is `parse_answer`."""
     labels = tuple(dict.fromkeys(label_of.values()))
     if all(word == label for word, label in label_of.items()):
@@ -299,22 +302,24 @@ def parse_labelled(
     tokens = _normalise(text or "")
     if not any(t.isalpha() for t in tokens):
         return ParsedAnswer(None, "empty")
+    letters = {w: label for w, label in label_of.items() if len(w) == 1 and w.isalpha()}
+    phrases = {tuple(_normalise(w)): label for w, label in label_of.items() if w not in letters}
     said: set[str] = set()
     denied: set[str] = set()
     i = 0
     while i < len(tokens):
-        t = tokens[i]
-        if (
-            t in label_of
-            and i + 2 < len(tokens)
-            and tokens[i + 1] == "or"
-            and tokens[i + 2] in label_of
-        ):
-            i += 3  # an echo of the question's "X or Y"
+        found = _phrase_at(tokens, i, phrases)
+        if found is not None:
+            after = i + len(found)
+            echo = after < len(tokens) and tokens[after] == "or"
+            if echo and _phrase_at(tokens, after + 1, phrases) is not None:
+                i = after + 1 + len(_phrase_at(tokens, after + 1, phrases) or ())
+                continue  # an echo of the question's "X or Y"
+            (denied if _negated(tokens, i) else said).add(phrases[found])
+            i = after
             continue
-        if t in label_of:
-            (denied if _negated(tokens, i) else said).add(label_of[t])
         i += 1
+    said |= _capitals(text or "", letters)
     if len(said) > 1:
         return ParsedAnswer(None, "ambiguous")
     if said:
@@ -324,6 +329,31 @@ def parse_labelled(
     if not lexicon:
         return ParsedAnswer(None, "unparsed")
     return parse_answer(text, labels)
+
+
+def _phrase_at(
+    tokens: list[str], i: int, phrases: Mapping[tuple[str, ...], str]
+) -> tuple[str, ...] | None:
+    """The longest answer phrase starting at token `i`, if any."""
+    best = None
+    for phrase in phrases:
+        if phrase and tuple(tokens[i : i + len(phrase)]) == phrase:
+            if best is None or len(phrase) > len(best):
+                best = phrase
+    return best
+
+
+def _capitals(text: str, letters: Mapping[str, str]) -> set[str]:
+    """The labels of one-letter answers standing alone as capitals ("A", "(B)", "A."), a
+    restatement of the options ("A or B") left out."""
+    if not letters:
+        return set()
+    whole = re.fullmatch(r"\W*([A-Za-z])\W*", text)
+    if whole and whole.group(1).upper() in letters:  # the whole answer is the letter
+        return {letters[whole.group(1).upper()]}
+    alone = re.compile(r"(?<![A-Za-z'])([A-Z])(?![A-Za-z'])")
+    echo = re.compile(r"(?<![A-Za-z'])[A-Z][\"')]*\s+or\s+[\"'(]*[A-Z](?![A-Za-z'])")
+    return {letters[m] for m in alone.findall(echo.sub(" ", text)) if m in letters}
 
 
 def parse_published(text: str | None) -> ParsedAnswer:

@@ -16,6 +16,7 @@ import numpy as np
 from vocalgrad import dimensions, formats
 from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.formats.base import Wording
+from vocalgrad.questions import reasoning
 from vocalgrad.records import LABELS
 from vocalgrad.signal.kinds import SPEECH
 
@@ -48,6 +49,11 @@ class Variant:
     instruction: str
     options: tuple[str, ...]
     description: str = ""
+    # the label (increase / decrease) each option means, where the words are not the labels
+    # (the reasoning variants' "A" / "B"); empty: the options are the labels
+    labels: tuple[str, ...] = ()
+    # only the answer words count: an answer in the direction lexicon is not read
+    strict: bool = False
 
     def categories(self) -> tuple[str, ...] | None:
         """Categories this variant supports; None means any."""
@@ -120,6 +126,7 @@ VARIANTS: dict[str, Variant] = {
             ("yes", "no"),
             "binary change detection, no direction",
         ),
+        *(Variant(**spec, strict=True) for spec in reasoning.SPECS),
     )
 }
 
@@ -177,9 +184,11 @@ def get_variant(name: str) -> Variant:
         ) from None
 
 
-def _wording(category: str, variant: str, fmt: str, kind: str = SPEECH) -> Wording:
+def _wording(
+    category: str, variant: str, fmt: str, kind: str = SPEECH, second: str | None = None
+) -> Wording:
     """(question, instruction, answer words, their labels) of one category, variant, format
-    and kind of sound."""
+    and kind of sound (and the second dimension a two-dimension question names)."""
     form = formats.get(fmt)
     v = get_variant(variant)
     if not form.asks(variant):
@@ -187,25 +196,48 @@ def _wording(category: str, variant: str, fmt: str, kind: str = SPEECH) -> Wordi
             f"{fmt} items are asked with the variants {', '.join(form.variants or ())}, "
             f"not {variant!r}"
         )
+    # a format that names one dimension keeps its three-argument `wording`
+    if second:
+        return form.wording(category, v, kind, second=second)
     return form.wording(category, v, kind)
 
 
+def reads_directions(variant: str, fmt: str = formats.DEFAULT) -> bool:
+    """Whether an answer naming none of the answer words is read by the direction lexicon
+    (`parse_labelled`'s ``lexicon``): the format's answers are directions
+    (`QuestionFormat.answers_by_direction`) and the variant counts more than its own words
+    (a reasoning variant's "it increases" has skipped its text step: `Variant.strict`)."""
+    return formats.get(fmt).answers_by_direction and not get_variant(variant).strict
+
+
+def second_of(row: Mapping) -> str | None:
+    """The second dimension a row's question names (two-dimension formats), or None."""
+    return row.get("second_category") or None
+
+
 def question_text(
-    category: str, variant: str = "default", fmt: str = formats.DEFAULT, kind: str = SPEECH
+    category: str,
+    variant: str = "default",
+    fmt: str = formats.DEFAULT,
+    kind: str = SPEECH,
+    second: str | None = None,
 ) -> str:
     """Question line plus blank line plus instruction line, exactly as the model reads it."""
-    question, instruction, _, _ = _wording(category, variant, fmt, kind)
+    question, instruction, _, _ = _wording(category, variant, fmt, kind, second)
     return f"{question}\n\n{instruction}"
 
 
 def expected_answer(direction: str, variant: str = "default") -> str:
-    """The correct answer word for a clip of this direction under this variant's format."""
+    """What a correct answer to a clip of this direction means under this variant: its label
+    (increase / decrease / constant), or "yes" / "no" where those words are the labels (change
+    detection)."""
     v = get_variant(variant)
-    if v.options == ("yes", "no"):
+    labels = v.labels or v.options
+    if labels == ("yes", "no"):
         return "no" if direction == "constant" else "yes"
-    if direction not in v.options:
+    if direction not in labels:
         raise ConfigError(
-            f"direction {direction!r} has no answer among {v.options} (variant {variant!r})"
+            f"direction {direction!r} has no answer among {labels} (variant {variant!r})"
         )
     return direction
 
@@ -218,6 +250,7 @@ def build_prompt(
     item_id: str | None = None,
     fmt: str = formats.DEFAULT,
     kind: str = SPEECH,
+    second: str | None = None,
 ) -> Prompt:
     """Build the turns for one question, optionally preceded by answered examples.
 
@@ -225,9 +258,10 @@ def build_prompt(
     assistant turn with its answer (given as a label, written as the format's answer word),
     so the model sees the format answered before the real question. The published default
     puts the text before the audio (`audio_first=False`). ``kind`` is the kind of sound asked
-    about (a row's ``source_kind``): the question names a tone as a tone.
+    about (a row's ``source_kind``): the question names a tone as a tone. `second` is the other
+    dimension a two-dimension question names (the row's ``second_category``, `second_of`).
     """
-    question, instruction, options, labels = _wording(category, variant, fmt, kind)
+    question, instruction, options, labels = _wording(category, variant, fmt, kind, second)
     text = f"{question}\n\n{instruction}"
     word = dict(zip(labels, options, strict=True))
     position = "before" if audio_first else "after"
@@ -279,17 +313,25 @@ def few_shot_examples(
     k_per_label: int = 2,
     seed: int = 0,
     variant: str = "default",
+    second: str | None = None,
 ) -> list[tuple[Mapping, str]]:
     """Pick `k_per_label` train examples per answer, balanced and deterministic.
 
-    Only rows with split "train" of this category are used. The choice depends only on the
-    seed and the set of candidate item ids (not on row order), prefers distinct sources so
-    the examples do not all share one voice and sentence, and interleaves the answers in a
-    seeded order so the last example does not always carry the same label.
+    Only rows with split "train" of this category are used (and, for a two-dimension question,
+    of the same `second` dimension: the examples are asked the same question). The choice
+    depends only on the seed and the set of candidate item ids (not on row order), prefers
+    distinct sources so the examples do not all share one voice and sentence, and interleaves
+    the answers in a seeded order so the last example does not always carry the same label.
     """
     v = get_variant(variant)
     candidates = sorted(
-        (r for r in train_rows if r.get("split") == "train" and r.get("category") == category),
+        (
+            r
+            for r in train_rows
+            if r.get("split") == "train"
+            and r.get("category") == category
+            and second_of(r) == (second or None)
+        ),
         key=lambda r: str(r["item_id"]),
     )
     rng = np.random.default_rng([seed, zlib.crc32(f"{category}|{variant}".encode())])
@@ -301,7 +343,8 @@ def few_shot_examples(
             continue
         by_answer.setdefault(answer, []).append(row)
     picked: dict[str, list[Mapping]] = {}
-    for answer in v.options:
+    answers = v.labels or v.options
+    for answer in answers:
         pool = by_answer.get(answer, [])
         if len(pool) < k_per_label:
             raise ConfigError(
@@ -324,7 +367,7 @@ def few_shot_examples(
         picked[answer] = chosen
     examples = []
     for round_ in range(k_per_label):
-        for j in rng.permutation(len(v.options)):
-            answer = v.options[j]
+        for j in rng.permutation(len(answers)):
+            answer = answers[j]
             examples.append((picked[answer][round_], answer))
     return examples

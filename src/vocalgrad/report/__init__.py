@@ -3,10 +3,10 @@ every figure also written beside it as SVG, PDF and the CSV of the numbers it dr
 
 Sections, with stable ids: `headline` (the leaderboard, the models compared, a headline per
 model), `formats` (question formats on the same cells), `ladder` (each listener up the rungs,
-the drop at each), `bias` (response bias vs
-sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and the
-diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds) and
-`provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
+the drop at each, the interference matrix and the reasoning rung's drop), `bias` (response
+bias vs sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and
+the diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds)
+and `provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
 and never ranked.
 """
 

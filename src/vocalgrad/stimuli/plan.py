@@ -36,19 +36,37 @@ class Condition:
     ranges: tuple[tuple[float, float], ...] = ()
     endpoint_rove: bool = False  # the path is placed at random within its window (`roved`)
     replicate: int = 0  # which of a source's constant clips (0 for every changing one)
+    # Two-dimension formats: the second dimension's own condition, changing in the same clip
+    # (`QuestionFormat.planned` pairs them), and the half of the speech span a change is
+    # confined to ("first" or "second"; "" for the whole span). Part of the key when set.
+    also: Condition | None = None
+    half: str = ""
 
     @property
     def key(self) -> str:
         """The first constant's key is what it was when a source had one constant."""
         return (
             f"{self.category}|{self.tier}|{self.curve}|{self.direction}|"
-            f"{self.magnitude:g}{self._fmt}{f'|{self.replicate}' if self.replicate else ''}"
+            f"{self.magnitude:g}{self._layers}{self._fmt}"
+            f"{f'|{self.replicate}' if self.replicate else ''}"
         )
 
     @property
     def pair_key(self) -> str:
-        """Both directions of one (category, tier, curve) share this key."""
-        return f"{self.category}|{self.tier}|{self.curve}{self._fmt}"
+        """Both directions of one (category, tier, curve) share this key; in a two-dimension
+        format, every combination of both dimensions' directions and halves does."""
+        second = f"|+{self.also.category}" if self.also is not None else ""
+        return f"{self.category}|{self.tier}|{self.curve}{second}{self._fmt}"
+
+    @property
+    def _layers(self) -> str:
+        """What a half and a second dimension add to the key (nothing for one whole-span
+        dimension, so keys stay as they were before two-dimension formats)."""
+        out = f"|{self.half}" if self.half else ""
+        if self.also is not None:
+            out += f"|+{self.also.category}|{self.also.direction}|{self.also.magnitude:g}"
+            out += f"|{self.also.half}" if self.also.half else ""
+        return out
 
     def twin(self) -> Condition:
         """The other direction of the same pair (a constant is its own)."""
@@ -126,7 +144,8 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 )
                 for replicate in range(config.constants)
             )
-    return conditions, refused
+    conditions, paired_refused = form.planned(conditions)
+    return conditions, refused + paired_refused
 
 
 def design_magnitudes(category: str, levels: int = 6, sr: int = 16000) -> list[float]:

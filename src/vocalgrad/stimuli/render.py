@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -219,14 +219,17 @@ def track_for(
     source: Analysis | None = None,
     centred: bool = True,
     course: Course | None = None,
+    window: tuple[float, float] | None = None,
 ) -> Track:
     """The parameter as a function of source time: interpolated on the dimension's scale,
     centred so its time-average over the speech span does not depend on curve x direction,
-    and held at the neutral value outside the span where the dimension asks for it.
+    and held at the neutral value outside the span where the dimension asks for it. A
+    `window` (source seconds within the span) confines the course to it: the start value
+    holds before it and the end value after it, and the centring still runs over the span.
 
     A `course` (a question format's own shape: a change placed early or late, a peak) gives
-    the progress from start to end value against the fraction of the speech span in place
-    of the condition's curve.
+    the progress from start to end value against the fraction of the speech span (of the
+    `window`, where given) in place of the condition's curve.
 
     Centre "energy" weighs that average by the source's momentary loudness (`source` is
     needed): speech is louder early (declination), so a plain time-average leaves the
@@ -240,11 +243,14 @@ def track_for(
     log = spec.scale == "log"
     lo, hi = (np.log(start), np.log(end)) if log else (start, end)
 
+    stretch = window or (onset_s, offset_s)
+
     def base(t: np.ndarray) -> np.ndarray:
         if course is None:
-            values = parameter_track(curve, lo, hi, t, onset_s, offset_s)
+            values = parameter_track(curve, lo, hi, t, *stretch)
         else:
-            u = np.clip((np.asarray(t, dtype=np.float64) - onset_s) / (offset_s - onset_s), 0, 1)
+            t0, t1 = stretch
+            u = np.clip((np.asarray(t, dtype=np.float64) - t0) / (t1 - t0), 0, 1)
             values = lo + (hi - lo) * course(u)
         return np.exp(values) if log else values
 
@@ -358,17 +364,23 @@ def level(
     span: SpeechSpan,
     held: bool = False,
     gain_db: float | None = None,
+    to_source: Callable[[np.ndarray], np.ndarray] | None = None,
+    midpoint_s: float | None = None,
 ) -> np.ndarray:
     """Loudness compensation where the dimension asks for it, then the source's speech
     loudness over the clip's speech span. A held part of a dimension whose target is
     loudness keeps its gain: setting it to the source's loudness would undo the target.
     `gain_db`, where given for such a dimension, is the gain applied in place of the one
-    that levels this clip alone (clips levelled together: `render_changing`)."""
+    that levels this clip alone (clips levelled together: `render_changing`). `to_source` and
+    `midpoint_s` (clip times to source times, and where the source's speech midpoint lies in
+    the clip) are given where an earlier layer of a two-dimension clip warped time
+    (`layered`); else they follow the dimension's own warp."""
     dim = dimensions.get(category)
     sr = source.sr
     power = None
     if dim.SPEC.loudness_neutral:
-        to_source = (lambda times: dim.source_time(track, times)) if dim.SPEC.warps_time else None
+        if to_source is None and dim.SPEC.warps_time:
+            to_source = lambda times: dim.source_time(track, times)  # noqa: E731
         processed, power = compensate_loudness(processed, source.clean.k_power, sr, to_source)
     elif held:
         return processed
@@ -381,7 +393,7 @@ def level(
             processed,
             sr,
             span.onset_s,
-            clip_time(dim, track, source.speech_midpoint_s),
+            clip_time(dim, track, source.speech_midpoint_s) if midpoint_s is None else midpoint_s,
             span.offset_s,
             source.late_minus_early_db,
             power,
@@ -500,6 +512,10 @@ class Engine:
     def twins(self) -> dict:
         return self.source.twins
 
+    @property
+    def heard(self) -> Analysis:
+        return self.source.heard
+
     def rove_key(self, condition: Condition, item: str) -> str:
         return rove_key(self.source, condition, item)
 
@@ -550,6 +566,15 @@ class Engine:
     def analysis(self, audio: np.ndarray, span: SpeechSpan) -> Analysis:
         return self.source.clean.like(audio, span=span)
 
+    def layered(
+        self,
+        layers: Sequence[Condition],
+        item: str,
+        named: int = 0,
+        windows: Sequence[tuple[float, float] | None] | None = None,
+    ) -> _Unlimited:
+        return render_layers(self.source, layers, self.seed, item, named, windows)
+
 
 @dataclass(frozen=True)
 class _Unlimited:
@@ -560,6 +585,10 @@ class _Unlimited:
     track: Track
     span: SpeechSpan
     rove_db: float
+    # a clip of several layers (`render_layers`): where the source's speech midpoint lies in
+    # it, and every layer's condition and track (source time), in the order applied
+    midpoint_s: float | None = None
+    layers: tuple[tuple[Condition, Track], ...] = ()
 
 
 def _render_unlimited(
@@ -578,6 +607,102 @@ def _render_unlimited(
     return _Unlimited(condition, audio, track, heard_span, rove)
 
 
+def render_layers(
+    source: PreparedSource,
+    layers: Sequence[Condition],
+    seed: int,
+    item: str,
+    named: int = 0,
+    windows: Sequence[tuple[float, float] | None] | None = None,
+) -> _Unlimited:
+    """One clip along several dimensions' tracks (`Engine.layered`), up to its peak limit.
+
+    Each layer's dimension renders onto the previous layer's levelled output, as if that were
+    its source: its track (source time, centred over the source's speech as a clip of its own
+    would be) is read through the clip-to-source time map of the warps before it, and its own
+    loudness compensation, drift cancellation and source edges follow the same map. So the
+    order matters, and is the caller's: a time warp first (every later track follows it), a
+    dimension whose target is level last (a later loudness compensation would undo it). The
+    clip then gets the room-tone floor and one rove, drawn from the named layer's rove key
+    (the pair key every combination of the layers' directions shares).
+
+    Parameters
+    ----------
+    source
+        The prepared source.
+    layers
+        The conditions, in the order applied; none constant.
+    seed
+        The build seed.
+    item
+        The clip's item id: its draws derive from it (one generator per layer).
+    named
+        The index of the layer whose condition, track and measure `_finished` reports.
+    windows
+        Per layer, the stretch of the speech span its change is confined to, as fractions of
+        the span (start, end), or None for the whole span.
+
+    Returns
+    -------
+    _Unlimited
+        The clip before its peak limit, with every layer's condition and track.
+    """
+    span = source.clean.span
+    windows = list(windows) if windows is not None else [None] * len(layers)
+    key = rove_key(source, layers[named], item)
+    current = source.clean
+    to_source: Callable[[np.ndarray], np.ndarray] | None = None  # clip -> source time
+    midpoint = source.speech_midpoint_s
+    done: list[tuple[Condition, Track]] = []
+    edges = False
+    for i, (condition, window) in enumerate(zip(layers, windows, strict=True)):
+        dim = dimensions.get(condition.category)
+        condition = roved(condition, seed, key)
+        seconds = None
+        if window is not None:
+            length = span.offset_s - span.onset_s
+            seconds = (span.onset_s + window[0] * length, span.onset_s + window[1] * length)
+        track = track_for(
+            condition, dim.SPEC, span.onset_s, span.offset_s, source.clean, window=seconds
+        )
+        here = track if to_source is None else _through(track, to_source)
+        rng = item_rng(seed, item) if i == 0 else np.random.default_rng([seed, int(item, 16), i])
+        processed = dim.render(current, here, rng)
+        heard_span = clip_span(dim, here, current, len(processed))
+        if dim.SPEC.warps_time:
+            to_source = _after_warp(dim, here, to_source)
+        midpoint = clip_time(dim, here, midpoint)
+        levelled = level(
+            source,
+            condition.category,
+            processed,
+            here,
+            heard_span,
+            to_source=to_source,
+            midpoint_s=midpoint,
+        )
+        current = source.clean.like(levelled, span=heard_span)
+        edges = edges or dim.SPEC.source_edges
+        done.append((condition, track))
+    audio, rove, _, _ = assemble(source, [current.audio], seed, key, source_edges=edges)
+    condition, track = done[named]
+    return _Unlimited(condition, audio, track, current.span, rove, midpoint, tuple(done))
+
+
+def _through(track: Track, to_source: Callable[[np.ndarray], np.ndarray]) -> Track:
+    """A source-time track read at clip times (through a warp's time map)."""
+    return lambda t: track(to_source(np.asarray(t, dtype=np.float64)))
+
+
+def _after_warp(
+    dim, track: Track, before: Callable[[np.ndarray], np.ndarray] | None
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The clip-to-source time map once a warping layer has rendered along `track`."""
+    if before is None:
+        return lambda t: dim.source_time(track, t)
+    return lambda t: before(dim.source_time(track, t))
+
+
 def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResult:
     """The 16-bit clip at `gain`, measured against the source."""
     dim = dimensions.get(clip.condition.category)
@@ -594,11 +719,16 @@ def _finished(source: PreparedSource, clip: _Unlimited, gain: float) -> ClipResu
         change=change,
         verdict=result,
         confounds=measure_confounds(
-            analysis, source.heard, clip_time(dim, clip.track, source.speech_midpoint_s)
+            analysis,
+            source.heard,
+            clip_time(dim, clip.track, source.speech_midpoint_s)
+            if clip.midpoint_s is None
+            else clip.midpoint_s,
         ),
         param_start=float(ends[0]),
         param_end=float(ends[1]),
         rove_db=clip.rove_db,
+        extra=_layer_ends(clip, span),
     )
 
 
@@ -660,6 +790,19 @@ def render_changing(
         (level(source, c.category, p, track, span, gain_db=gain_db), span)
         for c, p, track, span in rendered
     ]
+
+
+def _layer_ends(clip: _Unlimited, span: SpeechSpan) -> dict:
+    """A clip of several layers: each layer's realised parameter at the speech's onset and
+    offset (source time), by category."""
+    if not clip.layers:
+        return {}
+    times = np.array([span.onset_s, span.offset_s])
+    return {
+        "param_ends": {
+            c.category: tuple(float(v) for v in track(times)) for c, track in clip.layers
+        }
+    }
 
 
 # ---------------------------------------------------------------------------------------

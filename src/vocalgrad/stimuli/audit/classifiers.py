@@ -128,7 +128,8 @@ def fit_direction_model(
     """Fit the direction classifier on the changing clips of `category` among `rows`."""
     members = _sort_rows(r for r in rows if r["category"] == category and r["direction"] in LABELS)
     fmt = rows_format(members)
-    names = feature_names(allowed_families(category, fmt), category, fmt)
+    partners = formats.get(fmt).cue_partners(members)
+    names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
     x = _matrix(members, cues, names)
     y = np.array([_is_increase(r) for r in members])
     fill = fill_values(x)
@@ -465,7 +466,8 @@ def category_gates(
     dict of gate records, empty when the category has too few clips or sources to fit.
     """
     fmt = rows_format(rows)
-    names = feature_names(allowed_families(category, fmt), category, fmt)
+    partners = formats.get(fmt).cue_partners(rows)
+    names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     if len({_is_increase(r) for r in test}) != 2:
@@ -494,12 +496,13 @@ def audit_category(
     permutation nulls (`gates`); `passes` stays None until `judge` decides the build's gates
     together, unless a reason (too few clips or sources) already leaves it undecided."""
     fmt = rows_format(rows)
-    families = allowed_families(category, fmt)
-    cue_names = target_cue_names(category, fmt)
+    partners = formats.get(fmt).cue_partners(rows)
+    families = allowed_families(category, fmt, partners)
+    cue_names = target_cue_names(category, fmt, partners)
     excluded = [f for f in format_families(fmt) if f not in families] + [
         n for f in families for n in CUE_NAMES[f] if n in cue_names
     ]
-    names = feature_names(families, category, fmt)
+    names = feature_names(families, category, fmt, partners)
     train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
     test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
     out: dict = {
@@ -529,6 +532,7 @@ def audit_category(
         "order_free_gated": formats.get(fmt).order_free_gated,
         "order_free_limit": order_free_limit(category),
         "one_end": one_end_report(category, rows) or None,
+        "second_direction": second_direction_report(rows),
     }
     y_test, predicted = _predict_direction(train, test, cues, names)
     if predicted is None:
@@ -556,7 +560,12 @@ def audit_category(
             out["by_family_set"][label] = None
             continue
         _, sub = _predictions(
-            train, test, _is_increase, cues, feature_names(subset, category, fmt), which=("lr",)
+            train,
+            test,
+            _is_increase,
+            cues,
+            feature_names(subset, category, fmt, partners),
+            which=("lr",),
         )  # type: ignore[misc]
         acc = _accuracy((sub["lr"] > 0.5).astype(int) == y_test, test, f"{category}|family|{label}")
         out["by_family_set"][label] = {**acc, "families": subset}
@@ -608,6 +617,26 @@ def audit_category(
     if not (np.isfinite(lo) and np.isfinite(hi)):
         out["reasons"].append(f"{NO_CI_TEXT}: cannot tell chance from a shortcut")
     return out  # `judge` decides `passes` over all of the build's gates at once
+
+
+def second_direction_report(rows: Sequence[Mapping]) -> dict | None:
+    """Where a clip carries a second dimension (``second_direction``, the two-dimension
+    formats): how often its direction equals the label, over every changing clip, and the
+    sources where it does not on exactly half. Every (source, pair) carries all combinations
+    of both directions, so exactly half: the other dimension's course, and every cue of it,
+    says nothing about the label. Gated like a shortcut, either way (always equal or always
+    opposite both answer). None for rows without a second dimension."""
+    members = [r for r in rows if r["direction"] in LABELS and r.get("second_direction") in LABELS]
+    if not members:
+        return None
+    agree: dict[str, list[bool]] = {}
+    for r in members:
+        agree.setdefault(str(r["source_id"]), []).append(r["direction"] == r["second_direction"])
+    return {
+        "agreement": float(np.mean([a for v in agree.values() for a in v])),
+        "n": len(members),
+        "unbalanced_sources": sorted(s for s, v in agree.items() if np.mean(v) != 0.5),
+    }
 
 
 def one_end_report(category: str, rows: Sequence[Mapping]) -> dict:
@@ -670,6 +699,18 @@ def _gate_reasons(c: Mapping) -> list[str]:
     return reasons
 
 
+def _second_direction_reason(second: Mapping | None) -> str | None:
+    """Why a two-dimension category fails where the other dimension's direction equals the
+    label (or its opposite) on more of the clips than a leak the audit is built to detect
+    (`second_direction_report`; TARGET_ACCURACY), or None."""
+    if second is None or abs(second["agreement"] - 0.5) <= TARGET_ACCURACY - 0.5:
+        return None
+    return (
+        f"the other dimension's direction equals the label on {second['agreement']:.2f} "
+        "of the items: its course would answer the question"
+    )
+
+
 def judge(per_category: Mapping[str, dict]) -> dict:
     """Decide every category of a build at once (`gates.correct_family` over all of its gates):
     sets each category's `passes` and `reasons` and each gate's family-wise figures, and
@@ -678,7 +719,9 @@ def judge(per_category: Mapping[str, dict]) -> dict:
     sources a build would need to detect TARGET_ACCURACY (`gates.recommended_sources`).
 
     A category whose audit already has a reason (too few clips or sources) stays undecided
-    (`passes` None) and its gates are reported outside the family."""
+    (`passes` None) and its gates are reported outside the family. A two-dimension category
+    whose other dimension's direction gives the label (`second_direction_report`) fails
+    whatever its gates say: that is counted from the rows, not estimated."""
     judged = {cat: c for cat, c in per_category.items() if c.get("gates") and not c["reasons"]}
     family = [g for c in judged.values() for g in c["gates"].values()]
     summary = correct_family(family)
@@ -690,6 +733,10 @@ def judge(per_category: Mapping[str, dict]) -> dict:
     for c in judged.values():
         c["reasons"] = _gate_reasons(c)
         c["passes"] = not c["reasons"]
+    for c in per_category.values():  # a fact of the build, not an estimate: outside the family
+        if reason := _second_direction_reason(c.get("second_direction")):
+            c["reasons"].append(reason)
+            c["passes"] = False
 
     def largest(kind: str) -> float | None:
         values = [g["needed"] for g in family if g["statistic"] == kind]

@@ -255,12 +255,19 @@ def row_span(row: Mapping) -> tuple[float, float] | None:
     return None if onset is None or offset is None else (float(onset), float(offset))
 
 
-def target_cue_names(category: str, fmt: str = formats.DEFAULT) -> set[str]:
+def target_cue_names(
+    category: str, fmt: str = formats.DEFAULT, partners: Iterable[str] = ()
+) -> set[str]:
     """Cues that measure the target on `category` in a question format, left out of its
     audit: `SPEC.target_cues` (whole families or single cues), and what pads held speech
-    where the dimension warps time."""
+    where the dimension warps time; and those of the `partners`, the other dimensions a
+    question asks about beside it (`QuestionFormat.cue_partners`)."""
     from vocalgrad.dimensions import get
 
+    if partners:
+        return set().union(
+            target_cue_names(category, fmt), *(target_cue_names(p, fmt) for p in partners)
+        )
     dim = get(category)
     declared = set(dim.SPEC.target_cues)
     if dim.SPEC.warps_time:
@@ -306,16 +313,22 @@ def format_families(fmt: str) -> tuple[str, ...]:
     return families
 
 
-def allowed_families(category: str, fmt: str = formats.DEFAULT) -> tuple[str, ...]:
+def allowed_families(
+    category: str, fmt: str = formats.DEFAULT, partners: Iterable[str] = ()
+) -> tuple[str, ...]:
     """Cue families the audit of `category` uses in a format: those with a cue that is not a
-    target cue."""
-    excluded = target_cue_names(category, fmt)
+    target cue (of it or of its `partners`)."""
+    excluded = target_cue_names(category, fmt, partners)
     return tuple(f for f in format_families(fmt) if any(n not in excluded for n in CUE_NAMES[f]))
 
 
 def feature_names(
-    families: Iterable[str], category: str | None = None, fmt: str = formats.DEFAULT
+    families: Iterable[str],
+    category: str | None = None,
+    fmt: str = formats.DEFAULT,
+    partners: Iterable[str] = (),
 ) -> list[str]:
-    """The cues of `families`, less the target cues of `category` (in `fmt`) if one is given."""
-    excluded = target_cue_names(category, fmt) if category else set()
+    """The cues of `families`, less the target cues of `category` (in `fmt`, and of its
+    `partners`) if one is given."""
+    excluded = target_cue_names(category, fmt, partners) if category else set()
     return [name for family in families for name in CUE_NAMES[family] if name not in excluded]

@@ -26,6 +26,8 @@ def _order_free_cell(c: Mapping) -> str:
     lo, hi = of["ci"]
     top = next(iter(of["per_cue_auc"]), None)
     cue = f" ({top.removeprefix('of_')} {of['per_cue_auc'][top]['auc']:.2f})" if top else ""
+    # a label that survives playing the clip backwards (a held value, whether two courses
+    # agree) may be read by an order-free cue that measures the target
     gated = (
         "" if c.get("order_free_gated", True) else " (not gated: played backwards, the label stays)"
     )

@@ -1,0 +1,156 @@
+"""The together format (co-variation): two dimensions change at once in one clip, asked
+"Do the {a} and the {b} move in the same direction?" (answers "same" = increase, "different"
+= decrease).
+
+A listener must follow both courses and compare them: every (source, pair) carries all four
+combinations of the two directions, so either dimension's course alone is at chance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from vocalgrad import dimensions
+from vocalgrad.errors import ConfigError
+from vocalgrad.formats import _two
+from vocalgrad.formats.base import ClipResult, QuestionFormat, Rung, attribute_name, two_words
+from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import SPEECH
+
+if TYPE_CHECKING:
+    from vocalgrad.formats.base import Asked, Confounds, Engine, Observer, Variant, Wording
+    from vocalgrad.signal.analysis import Analysis
+    from vocalgrad.stimuli.plan import Condition
+
+QUESTION = "Do the {a} and the {b} move in the same direction?"
+OPTIONS = ("same", "different")  # "same" = increase
+
+
+def slot(direction: str, second_direction: str) -> str:
+    """The label of a clip whose dimensions move `direction` and `second_direction`:
+    increase (the "same" answer) where they agree."""
+    return LABELS[0] if direction == second_direction else LABELS[1]
+
+
+class Together(QuestionFormat):
+    name = "together"
+    summary = "two dimensions change at once; do they move in the same direction?"
+    card_note = (
+        "one clip in which two dimensions change at once over the speech span, asked "
+        '"Do the {a} and the {b} move in the same direction?": `increase` = "same" (both '
+        'increase or both decrease), `decrease` = "different" (`answer` holds the word). '
+        "`category` is {a} and `change_direction` its direction, `second_category` is {b} and "
+        "`second_direction` its direction; every source carries all four combinations for "
+        "each pair, so either course alone says nothing about the label. Verification "
+        "measures both courses against their own directions (`measured_start`, "
+        "`measured_end`: {a}; `second_measured_*`: {b}); `measured_change` is {a}'s change "
+        "signed by the label where both agree. Pairs a clip may carry: "
+        "those a dimension's module declares (`pairs_with`; the ladder page lists them), the "
+        "first rendered first"
+    )
+    marker = "X"
+    symbol = "✖"
+    order = 7  # listed in ladder order: after which (6)
+    changes_over_time = True
+    # played backwards both courses reverse, so whether they agree does not change: no
+    # time-reversed control flips the label
+    reversible = False
+    variants = ("default", "swapped")
+    audit_families = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    # whether two courses agree survives playing the clip backwards, so a statistic that is
+    # unchanged by it (how level and pitch co-vary over the file) may read the label by
+    # measuring the target: the order-free family is reported, not gated
+    order_free_gated = False
+    rungs = (Rung("together", 7),)
+
+    def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
+        return tuple(curves)
+
+    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
+        """Each allowed pair once (named by the dimension planned first), the four
+        combinations of both directions per tier and curve."""
+        return _two.paired_conditions(conditions, self.name, ordered=False)
+
+    def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """Both courses are asked about: the other dimension's target cues are targets."""
+        return tuple(sorted({r["second_category"] for r in rows if r.get("second_category")}))
+
+    def render(
+        self, engine: Engine, condition: Condition, item: str, twin_item: str | None
+    ) -> ClipResult:
+        """Both dimensions along their tracks in one clip, peak-limited with its twin (the
+        first dimension's direction flipped: the other label)."""
+        return _two.render_pair(engine, condition, item, twin_item, self._judge)
+
+    def _judge(
+        self, condition: Condition, clip: ClipResult, heard: Analysis, item: str
+    ) -> ClipResult:
+        assert condition.also is not None
+        measure = _two.measure_with(heard)
+        other = condition.also.category
+        audio, sr, span = clip.audio, clip.clip.sr, clip.clip.span
+        first = _two.course(
+            measure, condition.category, condition.direction, other, audio, sr, span
+        )
+        second = _two.course(
+            measure, other, condition.also.direction, condition.category, audio, sr, span
+        )
+        label = slot(condition.direction, condition.also.direction)
+        value, result = _two.combined(label, first, (first, second))
+        fields = _two.second_fields(condition, second, clip.extra["param_ends"][other])
+        return _two.judged(clip, value, result, fields, first.measured)
+
+    def row_fields(self, condition: Condition, clip: ClipResult, pair_id: str) -> dict[str, Any]:
+        """The label (same = increase) and its word, the first dimension's own direction, and
+        the other dimension (name, direction, realised parameter, its own measure)."""
+        assert condition.also is not None
+        label = slot(condition.direction, condition.also.direction)
+        return {
+            "direction": label,
+            "answer": OPTIONS[LABELS.index(label)],
+            "change_direction": condition.direction,
+            "pair_id": pair_id,
+            **{k: v for k, v in clip.extra.items() if k != "param_ends"},
+        }
+
+    def measure(
+        self, row: Mapping[str, Any], clip: Analysis, ref: Analysis, confounds: Confounds
+    ) -> tuple[float, dict[str, float]]:
+        """Both courses against their own directions; the value reads as the combined
+        verdict for the label (`vocalgrad.formats._two.combined`)."""
+        measure = _two.measure_with(ref)
+        audio, span, sr = _two.samples(clip), clip.span, clip.sr
+        category, other = row["category"], row["second_category"]
+        first = _two.course(measure, category, row["change_direction"], other, audio, sr, span)
+        second = _two.course(measure, other, row["second_direction"], category, audio, sr, span)
+        value, _ = _two.combined(row["direction"], first, (first, second))
+        return value, confounds(clip, ref, None)
+
+    def wording(
+        self, category: str, variant: Variant, kind: str = SPEECH, second: str | None = None
+    ) -> Wording:
+        """ "Do the {a} and the {b} move in the same direction?", both dimensions worded for
+        the kind of sound; "same" is the `increase` slot."""
+        if not second:
+            raise ConfigError(
+                f"{self.name} items name two dimensions: the question needs the row's "
+                "second_category"
+            )
+        question = QUESTION.format(a=attribute_name(category, kind), b=attribute_name(second, kind))
+        return two_words(question, *OPTIONS, variant.name)
+
+    def evidence(self, observer: Observer, asked: Asked) -> float:
+        """The product of both dimensions' own evidence of a change along the clip (each read
+        on the clip and source flattened where the other changes level, `_two.as_heard`):
+        positive where they agree."""
+        other = asked.row["second_category"]
+        sr = observer.sample_rate
+        out = 1.0
+        for category, partner in ((asked.category, other), (other, asked.category)):
+            clip, ref = _two.as_heard(category, partner, asked.clip, asked.ref, sr)
+            out *= float(dimensions.get(category).evidence(clip, ref, sr))
+        return out
+
+
+FORMAT = Together()
