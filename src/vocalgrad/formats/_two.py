@@ -68,8 +68,8 @@ def refusal(a: str, b: str) -> str:
 def declared_pairs() -> list[Pairing]:
     """Every pairing the registered dimensions declare."""
     return [
-        Pairing(name, other, why)
-        for name, dim in dimensions.DIMENSIONS.items()
+        Pairing(dim.name, other, why)
+        for dim in dimensions.bound()
         for other, why in dim.pairs_with.items()
     ]
 
