@@ -79,8 +79,10 @@ def processes(title: str) -> list[int]:
     return pids
 
 
-def kill_first(title: str, until: threading.Thread, timeout: float = 60) -> int | None:
-    """SIGKILL the first worker seen running `title` while `until` runs; its pid or None."""
+def kill_first(title: str, until: threading.Thread, timeout: float = 600) -> int | None:
+    """SIGKILL the first worker seen running `title` while `until` runs; its pid or None.
+    The timeout is generous: on a loaded two-core machine the actors may take a minute to
+    start, and `until` ending bounds the wait anyway."""
     deadline = time.time() + timeout
     while until.is_alive() and time.time() < deadline:
         pids = processes(title)

@@ -309,6 +309,88 @@ def course(
     )
 
 
+def clip_courses(condition: Condition, clip: ClipResult, heard: Analysis) -> tuple[Course, Course]:
+    """A rendered clip's two courses, each against the direction it was made with.
+
+    Parameters
+    ----------
+    condition : Condition
+        The named dimension's condition; ``condition.also`` is the other dimension's.
+    clip : ClipResult
+        The rendered clip (samples at ``clip.clip.sr`` Hz, its speech span).
+    heard : Analysis
+        The source as heard, which each dimension's measure reads the clip against.
+
+    Returns
+    -------
+    tuple of (Course, Course)
+        The named dimension's course, then the other's.
+    """
+    assert condition.also is not None
+    measure, other = measure_with(heard), condition.also.category
+    audio, sr, span = clip.audio, clip.clip.sr, clip.clip.span
+    named = course(measure, condition.category, condition.direction, other, audio, sr, span)
+    second = course(measure, other, condition.also.direction, condition.category, audio, sr, span)
+    return named, second
+
+
+def row_courses(
+    row: Mapping[str, Any], clip: Analysis, ref: Analysis, direction: str
+) -> tuple[Course, Course]:
+    """A dataset row's two courses, measured on its clip as verification reads it.
+
+    Parameters
+    ----------
+    row : mapping
+        The row: ``category``, ``second_category`` and ``second_direction``.
+    clip : Analysis
+        The clip as read from its file.
+    ref : Analysis
+        The source as heard.
+    direction : str
+        The direction the named dimension was made with (a row field that differs by
+        format: the label itself, or ``change_direction``).
+
+    Returns
+    -------
+    tuple of (Course, Course)
+        The named dimension's course, then the other's.
+    """
+    measure = measure_with(ref)
+    audio, span, sr = samples(clip), clip.span, clip.sr
+    category, other = row["category"], row["second_category"]
+    named = course(measure, category, direction, other, audio, sr, span)
+    second = course(measure, other, row["second_direction"], category, audio, sr, span)
+    return named, second
+
+
+def require_second(fmt: str, second: str | None) -> str:
+    """The other dimension a two-dimension question names, or a clear error.
+
+    Parameters
+    ----------
+    fmt : str
+        The format asking (for the message).
+    second : str or None
+        The row's ``second_category``.
+
+    Returns
+    -------
+    str
+        `second`, present.
+
+    Raises
+    ------
+    ConfigError
+        It is missing.
+    """
+    if not second:
+        raise ConfigError(
+            f"{fmt} items name two dimensions: the question needs the row's second_category"
+        )
+    return second
+
+
 def combined(slot: str, named: Course, courses: Sequence[Course]) -> tuple[float, str]:
     """The verdict of a two-dimension clip from its courses, and the value `verdict` reads
     as that same verdict for the row's label (`slot`): verified only where every course is;

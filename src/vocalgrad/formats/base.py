@@ -36,6 +36,10 @@ Assembled = tuple[np.ndarray, float, list[tuple[int, int]], list[int]]
 """(audio, rove dB, [(start, end) sample of each part's slot], [samples padded before each
 part]): what `Engine.assemble` returns."""
 
+EDGES = ("edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+"""The audit's families that read a file's leading and trailing edges: every format's audit
+reads them (a format adds its own, e.g. ``("global", *EDGES, "parts")``)."""
+
 HELD = "held"
 """The curve of a held format's conditions: the parameter has no course over time."""
 

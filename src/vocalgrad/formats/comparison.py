@@ -12,7 +12,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import SpeechSpan
 from vocalgrad.dimensions.base import Measured, held_value
 from vocalgrad.formats import base
-from vocalgrad.formats.base import ClipResult, QuestionFormat, Rung, two_words, verdict
+from vocalgrad.formats.base import EDGES, ClipResult, QuestionFormat, Rung, two_words, verdict
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.kinds import SPEECH
 
@@ -67,15 +67,12 @@ class Comparison(QuestionFormat):
     # layout must tell nothing.
     audit_families = (
         "global",
-        "edge_silence",
-        "edge_level",
-        "edge_spectrum",
-        "edge_zeros",
+        *EDGES,
         "parts",
     )
     # a held rate sets how long a part's speech lasts, so what follows the second part's
     # speech (the file's trailing edge) measures it
-    warp_target_families = ("edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    warp_target_families = EDGES
     order_free_gated = True
     rungs = (Rung("comparison", 2),)
 

@@ -13,6 +13,7 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.audio import peak_gain
 from vocalgrad.formats.base import (
+    EDGES,
     HALVES,
     ClipResult,
     Course,
@@ -104,10 +105,7 @@ class Contour(QuestionFormat):
     # the same), nor its edges, nor where the energy and onsets lie beyond the target
     audit_families = (
         "global",
-        "edge_silence",
-        "edge_level",
-        "edge_spectrum",
-        "edge_zeros",
+        *EDGES,
         "position",
     )
     warp_target_families = ("position",)

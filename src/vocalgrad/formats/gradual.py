@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from vocalgrad import dimensions
 from vocalgrad.audio import peak_gain
 from vocalgrad.errors import ConfigError
-from vocalgrad.formats.base import QuestionFormat, Rung, Wording, attribute_name
+from vocalgrad.formats.base import EDGES, QuestionFormat, Rung, Wording, attribute_name
 from vocalgrad.records import CONSTANT
 from vocalgrad.signal.kinds import SPEECH
 
@@ -34,7 +34,7 @@ class Gradual(QuestionFormat):
     reversible = True
     variants = None  # every prompt variant
     # every cue of a clip and its edges
-    audit_families = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    audit_families = ("global", *EDGES)
     warp_target_families = ()
     order_free_gated = True
     # asked whether anything changes (the "vary" variant, against the constant clips), then

@@ -16,6 +16,7 @@ from vocalgrad.audio import SpeechSpan
 from vocalgrad.dimensions.base import Measured
 from vocalgrad.formats import base
 from vocalgrad.formats.base import (
+    EDGES,
     FALL,
     RISE,
     ClipResult,
@@ -105,14 +106,11 @@ class HowMuch(QuestionFormat):
     reversible = True
     audit_families = (
         "global",
-        "edge_silence",
-        "edge_level",
-        "edge_spectrum",
-        "edge_zeros",
+        *EDGES,
         "parts",
         "position",
     )
-    warp_target_families = ("edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    warp_target_families = EDGES
     # played backwards, a larger rise first is a larger fall second: both are built
     order_free_gated = True
     rungs = (Rung("how_much", 5),)

@@ -13,6 +13,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, peak_gain, resample
 from vocalgrad.dimensions.base import held_value
 from vocalgrad.formats.base import (
+    EDGES,
     ClipResult,
     QuestionFormat,
     Rung,
@@ -99,7 +100,7 @@ class Recognition(QuestionFormat):
     )
     # A recognition clip holds one value, so every whole-clip summary (level, centroid, F0,
     # size) measures the target: only its length and its edges are audited.
-    audit_families = ("duration", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    audit_families = ("duration", *EDGES)
     # a held rate sets the clip's length
     warp_target_families = ("duration",)
     # which end of the change the clip holds is the question: any summary of the file

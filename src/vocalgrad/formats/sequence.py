@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.errors import ConfigError
 from vocalgrad.formats import _two
-from vocalgrad.formats.base import ClipResult, QuestionFormat, Rung, Wording, attribute_name
+from vocalgrad.formats.base import EDGES, ClipResult, QuestionFormat, Rung, Wording, attribute_name
 from vocalgrad.records import LABELS
 from vocalgrad.signal.kinds import SPEECH
 
@@ -131,7 +130,7 @@ class SequenceFormat(QuestionFormat):
     # played backwards, the change of the second half comes first: the label flips
     reversible = True
     variants = ("default", "swapped")
-    audit_families = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    audit_families = ("global", *EDGES)
     order_free_gated = True
     rungs = (Rung("sequence", 9),)
 
@@ -230,11 +229,7 @@ class SequenceFormat(QuestionFormat):
     ) -> Wording:
         """ "Which changes first, the {a} or the {b}?": the answers are the two dimensions'
         words for the kind of sound, `category` first (the `increase` slot) unless swapped."""
-        if not second:
-            raise ConfigError(
-                f"{self.name} items name two dimensions: the question needs the row's "
-                "second_category"
-            )
+        second = _two.require_second(self.name, second)
         a, b = attribute_name(category, kind), attribute_name(second, kind)
         words = (a, b) if variant.name != "swapped" else (b, a)
         labels = LABELS if variant.name != "swapped" else LABELS[::-1]

@@ -12,9 +12,15 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vocalgrad import dimensions
-from vocalgrad.errors import ConfigError
 from vocalgrad.formats import _two
-from vocalgrad.formats.base import ClipResult, QuestionFormat, Rung, attribute_name, two_words
+from vocalgrad.formats.base import (
+    EDGES,
+    ClipResult,
+    QuestionFormat,
+    Rung,
+    attribute_name,
+    two_words,
+)
 from vocalgrad.records import LABELS
 from vocalgrad.signal.kinds import SPEECH
 
@@ -57,7 +63,7 @@ class Together(QuestionFormat):
     # time-reversed control flips the label
     reversible = False
     variants = ("default", "swapped")
-    audit_families = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    audit_families = ("global", *EDGES)
     # whether two courses agree survives playing the clip backwards, so a statistic that is
     # unchanged by it (how level and pitch co-vary over the file) may read the label by
     # measuring the target: the order-free family is reported, not gated
@@ -87,15 +93,8 @@ class Together(QuestionFormat):
         self, condition: Condition, clip: ClipResult, heard: Analysis, item: str
     ) -> ClipResult:
         assert condition.also is not None
-        measure = _two.measure_with(heard)
         other = condition.also.category
-        audio, sr, span = clip.audio, clip.clip.sr, clip.clip.span
-        first = _two.course(
-            measure, condition.category, condition.direction, other, audio, sr, span
-        )
-        second = _two.course(
-            measure, other, condition.also.direction, condition.category, audio, sr, span
-        )
+        first, second = _two.clip_courses(condition, clip, heard)
         label = slot(condition.direction, condition.also.direction)
         value, result = _two.combined(label, first, (first, second))
         fields = _two.second_fields(condition, second, clip.extra["param_ends"][other])
@@ -119,11 +118,7 @@ class Together(QuestionFormat):
     ) -> tuple[float, dict[str, float]]:
         """Both courses against their own directions; the value reads as the combined
         verdict for the label (`vocalgrad.formats._two.combined`)."""
-        measure = _two.measure_with(ref)
-        audio, span, sr = _two.samples(clip), clip.span, clip.sr
-        category, other = row["category"], row["second_category"]
-        first = _two.course(measure, category, row["change_direction"], other, audio, sr, span)
-        second = _two.course(measure, other, row["second_direction"], category, audio, sr, span)
+        first, second = _two.row_courses(row, clip, ref, row["change_direction"])
         value, _ = _two.combined(row["direction"], first, (first, second))
         return value, confounds(clip, ref, None)
 
@@ -132,11 +127,7 @@ class Together(QuestionFormat):
     ) -> Wording:
         """ "Do the {a} and the {b} move in the same direction?", both dimensions worded for
         the kind of sound; "same" is the `increase` slot."""
-        if not second:
-            raise ConfigError(
-                f"{self.name} items name two dimensions: the question needs the row's "
-                "second_category"
-            )
+        second = _two.require_second(self.name, second)
         question = QUESTION.format(a=attribute_name(category, kind), b=attribute_name(second, kind))
         return two_words(question, *OPTIONS, variant.name)
 

@@ -13,6 +13,7 @@ import numpy as np
 from vocalgrad import dimensions
 from vocalgrad.audio import peak_gain
 from vocalgrad.formats.base import (
+    EDGES,
     FALL,
     HALVES,
     RISE,
@@ -113,10 +114,7 @@ class When(QuestionFormat):
     # and the onsets lie
     audit_families = (
         "global",
-        "edge_silence",
-        "edge_level",
-        "edge_spectrum",
-        "edge_zeros",
+        *EDGES,
         "position",
     )
     # a warped rate sets the clip's length, and where its speech lies, by where it is fast

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from vocalgrad import dimensions
 from vocalgrad.formats import _two
-from vocalgrad.formats.base import ClipResult, QuestionFormat, Rung, attribute_name, two_words
+from vocalgrad.formats.base import (
+    EDGES,
+    ClipResult,
+    QuestionFormat,
+    Rung,
+    attribute_name,
+    two_words,
+)
 from vocalgrad.signal.kinds import SPEECH
 
 if TYPE_CHECKING:
@@ -52,7 +59,7 @@ class Which(QuestionFormat):
     variants = ("default", "swapped")
     # every cue of a clip and its edges: the other dimension's cues are not the target, and
     # by construction they cannot tell the named dimension's label
-    audit_families = ("global", "edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
+    audit_families = ("global", *EDGES)
     order_free_gated = True
     rungs = (Rung("which", 6),)
 
@@ -75,15 +82,8 @@ class Which(QuestionFormat):
         self, condition: Condition, clip: ClipResult, heard: Analysis, item: str
     ) -> ClipResult:
         assert condition.also is not None
-        measure = _two.measure_with(heard)
         other = condition.also.category
-        audio, sr, span = clip.audio, clip.clip.sr, clip.clip.span
-        named = _two.course(
-            measure, condition.category, condition.direction, other, audio, sr, span
-        )
-        second = _two.course(
-            measure, other, condition.also.direction, condition.category, audio, sr, span
-        )
+        named, second = _two.clip_courses(condition, clip, heard)
         value, result = _two.combined(condition.direction, named, (named, second))
         ends = clip.extra["param_ends"][other]
         fields = _two.second_fields(condition, second, ends)
@@ -105,13 +105,7 @@ class Which(QuestionFormat):
     ) -> tuple[float, dict[str, float]]:
         """Both dimensions' courses against their labels, each by its own measure; the value
         is the named one's change where both agree (`vocalgrad.formats._two.combined`)."""
-        measure = _two.measure_with(ref)
-        audio, span = _two.samples(clip), clip.span
-        category, other = row["category"], row["second_category"]
-        named = _two.course(measure, category, row["direction"], other, audio, clip.sr, span)
-        second = _two.course(
-            measure, other, row["second_direction"], category, audio, clip.sr, span
-        )
+        named, second = _two.row_courses(row, clip, ref, row["direction"])
         value, _ = _two.combined(row["direction"], named, (named, second))
         return value, confounds(clip, ref, None)
 

@@ -110,30 +110,19 @@ def _rung_blocks(
     for name, rungs in scored.items():
         rows = []
         for entry in rungs:
-            o, drop = entry["score"], entry["drop"]
+            o = entry["score"]
+            cells = [name, entry["rung"].replace("_", " "), str(o["n"])]
+            cells.append(str(o.get("n_clusters", "–")))
             if not entry["answered"]:
-                rows.append(
-                    [
-                        name,
-                        entry["rung"].replace("_", " "),
-                        str(o["n"]),
-                        str(o.get("n_clusters", "–")),
-                        "– (no answer in the rung's words)",
-                        "–",
-                        "–",
-                    ]
-                )
+                rows.append([*cells, "– (no answer in the rung's words)", "–", "–"])
                 continue
             few[name] = min(few.get(name) or entry["fewest_sources"], entry["fewest_sources"])
             rows.append(
                 [
-                    name,
-                    entry["rung"].replace("_", " "),
-                    str(o["n"]),
-                    str(o.get("n_clusters", "–")),
+                    *cells,
                     with_ci(o["accuracy"], o["accuracy_lo"], o["accuracy_hi"]),
                     with_ci(o["dprime"], o["dprime_lo"], o["dprime_hi"]),
-                    _drop_cell(drop),
+                    _drop_cell(entry["drop"]),
                 ]
             )
         if is_reference(name):
