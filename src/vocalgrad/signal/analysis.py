@@ -26,7 +26,7 @@ from vocalgrad.audio import (
     speech_span,
     weighted_loudness_lufs,
 )
-from vocalgrad.signal.kinds import get_kind
+from vocalgrad.signal.kinds import SPEECH, get_kind
 
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.03
@@ -38,6 +38,7 @@ ACTIVE_RANGE_DB = 40.0  # frames within 40 dB of the loudest count as speech-act
 LEVEL_FLOOR_DB = -120.0
 N_MELS = 40
 QUIET_PERCENTILE = 1  # a signal's floor: its quietest 1% of frames (room tone, mic noise)
+EXTENT_BELOW_PEAK_DB = 40.0  # `Analysis.extent`: samples this close to the peak are the sound
 
 
 _TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -54,9 +55,11 @@ class Analysis:
         sr: int,
         span: SpeechSpan | None = None,
         pitch_ceiling_hz: float = F0_CEILING_HZ,
+        kind: str = SPEECH,
     ) -> None:
         audio = np.asarray(audio, dtype=np.float32)
         self.pitch_ceiling_hz = float(pitch_ceiling_hz)  # `pitch_ceiling` of the kind of sound
+        self.kind = kind  # the kind of sound (`vocalgrad.signal.kinds`): how a process treats it
         self.channels = np.ascontiguousarray(audio if audio.ndim == 2 else audio[:, None])
         self.audio = np.ascontiguousarray(audio.mean(axis=1) if audio.ndim == 2 else audio)
         self.sr = int(sr)
@@ -69,13 +72,25 @@ class Analysis:
         return len(self.audio) / self.sr
 
     def like(self, audio: np.ndarray, span: SpeechSpan | None = None) -> Analysis:
-        """Another signal at this one's rate, analysed as this one is (the same pitch range):
-        a clip rendered from a source, or the source processed."""
-        return Analysis(audio, self.sr, span=span, pitch_ceiling_hz=self.pitch_ceiling_hz)
+        """Another signal at this one's rate, analysed as this one is (the same pitch range
+        and kind of sound): a clip rendered from a source, or the source processed."""
+        return Analysis(
+            audio, self.sr, span=span, pitch_ceiling_hz=self.pitch_ceiling_hz, kind=self.kind
+        )
 
     @cached_property
     def span(self) -> SpeechSpan:
         return speech_span(self.audio, self.sr)
+
+    @cached_property
+    def extent(self) -> tuple[int, int]:
+        """(first, one past the last) sample within EXTENT_BELOW_PEAK_DB of the peak: where
+        the sound is, to the sample (a tone's hard onset and offset; a note up to the end of
+        its audible decay). (0, 0) for digital silence."""
+        magnitude = np.abs(self.audio)
+        peak = float(magnitude.max()) if magnitude.size else 0.0
+        inside = np.flatnonzero(magnitude >= peak * 10 ** (-EXTENT_BELOW_PEAK_DB / 20))
+        return (int(inside[0]), int(inside[-1]) + 1) if peak > 0 else (0, 0)
 
     @cached_property
     def k_weighted(self) -> np.ndarray:
