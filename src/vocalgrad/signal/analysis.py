@@ -256,9 +256,40 @@ def source_pitch_ceiling(audio: np.ndarray, sr: int, kind: str) -> float:
     highest = get_kind(kind).pitch_ceiling_hz
     if highest is None:
         return F0_CEILING_HZ
+    return float(np.clip(PITCH_HEADROOM * strongest_hz(audio, sr), F0_CEILING_HZ, highest))
+
+
+def strongest_hz(audio: np.ndarray, sr: int) -> float:
+    """The frequency (Hz) of the strongest bin of the whole signal's spectrum: a tone's
+    frequency, a harmonic complex's fundamental (its partials fall off as 1/k)."""
     spectrum = np.abs(np.fft.rfft(np.asarray(audio, dtype=np.float64)))
-    strongest = float(np.argmax(spectrum)) * sr / len(audio)
-    return float(np.clip(PITCH_HEADROOM * strongest, F0_CEILING_HZ, highest))
+    return float(np.argmax(spectrum)) * sr / len(audio)
+
+
+def source_pitch_floor(audio: np.ndarray, sr: int, kind: str) -> float:
+    """The lowest F0 (Hz) to look for in one source of a kind with its own pitch range: 10
+    semitones below its strongest frequency (`source_pitch_ceiling`'s span mirrored), never
+    below F0_FLOOR_HZ; F0_FLOOR_HZ for speech and the kinds without a range of their own. A
+    floor far below a high tone lets a tracker take two or three periods for one (a 2 kHz
+    tone read at 640 Hz).
+
+    Parameters
+    ----------
+    audio
+        The source, mono float.
+    sr
+        Its sample rate, Hz.
+    kind
+        Its kind of sound.
+
+    Returns
+    -------
+    float
+        The floor, Hz.
+    """
+    if get_kind(kind).pitch_ceiling_hz is None:
+        return F0_FLOOR_HZ
+    return float(max(F0_FLOOR_HZ, strongest_hz(audio, sr) / PITCH_HEADROOM))
 
 
 def mel_spectrogram(audio: np.ndarray, sr: int) -> np.ndarray:
