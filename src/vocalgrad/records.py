@@ -159,6 +159,9 @@ class ResultRow(TypedDict, total=False):
     speaker_id: Annotated[str, doc("copied from the dataset row")]
     split: Annotated[str, doc("copied from the dataset row")]
     domain: Annotated[str, doc("copied from the dataset row")]
+    source_kind: Annotated[
+        str, doc("the kind of sound asked about, copied from the dataset row (speech if absent)")
+    ]
     format: Annotated[str, doc("copied from the dataset row")]
     response: Annotated[str | None, doc("the raw text answer (generate mode)")]
     parse_status: Annotated[str | None, doc("`ok`, or why the answer could not be read")]

@@ -65,7 +65,7 @@ from vocalgrad.questions.prompts import (
     get_variant,
 )
 from vocalgrad.records import LABELS, EvalCounts, ResultRow
-from vocalgrad.signal.kinds import SPEECH
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -550,7 +550,7 @@ def _requests(
                 examples,
                 item_id,
                 row_format(row),
-                row.get("source_kind", SPEECH),
+                row_kind(row),
             ),
             audio,
             row["source_id"],
@@ -661,6 +661,7 @@ def _result_row(
                 "domain",
             )
         },
+        "source_kind": row_kind(row),
         "format": row_format(row),
         "response": None,
         "parse_status": None,
@@ -674,9 +675,7 @@ def _result_row(
         result["reversed_of"] = row["item_id"]
     if result["error"]:
         return result
-    prompt = build_prompt(
-        row["category"], task.variant, fmt=row_format(row), kind=row.get("source_kind", SPEECH)
-    )
+    prompt = build_prompt(row["category"], task.variant, fmt=row_format(row), kind=row_kind(row))
     if task.mode == "generate":
         text = answers[0].get("response", "")
         parsed = parse_labelled(text, prompt.label_of)
@@ -726,7 +725,7 @@ def _manifest(
         "config": asdict(config),
         "modes": list(mode),
         "format": fmt,
-        "prompts": {v: build_prompt(_asked(items, v), v, fmt=fmt).text for v in config.variants},
+        "prompts": {v: _asked_prompt(items, v, fmt) for v in config.variants},
         "versions": versions(),
         "command": shlex.join(["vocalgrad", *sys.argv[1:]])
         if sys.argv and "vocalgrad" in sys.argv[0]
@@ -742,7 +741,7 @@ def release_prompt_check(items: Sequence[dict]) -> dict:
         r["item_id"]
         for r in with_prompt
         if " ".join(r["official_prompt"].split())
-        != " ".join(build_prompt(r["category"]).text.split())
+        != " ".join(build_prompt(r["category"], kind=row_kind(r)).text.split())
     ]
     return {
         "items_with_prompt": len(with_prompt),
@@ -829,14 +828,12 @@ def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
     return manifest, list(rows.values())
 
 
-def _asked(items: Sequence[Mapping], variant: str) -> str:
-    """The category whose question a manifest shows for a variant: the first item's that the
-    variant asks about."""
+def _asked_prompt(items: Sequence[Mapping], variant: str, fmt: str) -> str:
+    """The question a manifest shows for a variant: the first item's that the variant asks
+    about, worded for that item's kind of sound."""
     supported = get_variant(variant).categories()
-    return next(
-        (r["category"] for r in items if supported is None or r["category"] in supported),
-        items[0]["category"],
-    )
+    row = next((r for r in items if supported is None or r["category"] in supported), items[0])
+    return build_prompt(row["category"], variant, fmt=fmt, kind=row_kind(row)).text
 
 
 def listener_slug(spec: str) -> str:

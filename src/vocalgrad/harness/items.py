@@ -32,11 +32,12 @@ from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import build_prompt, get_variant
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.stats import summarise
 
 # Fields a sample carries to the scorer: enough to rebuild the row `vocalgrad score` reads.
 ITEM_FIELDS = ("item_id", "category", "direction", "tier", "curve", "magnitude", "source_id",
-               "speaker_id", "split", "domain")  # fmt: skip
+               "speaker_id", "split", "domain", "source_kind")  # fmt: skip
 N_BOOT = 2000  # `vocalgrad score`'s default, so the CIs match too
 SEED = 0
 
@@ -93,14 +94,16 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
             + (f" and tiers {','.join(selection.tiers)}" if selection.tiers else "")
             + f" (the dataset holds: {', '.join(held) or 'nothing'})"
         )
-    for category in sorted({r["category"] for r in chosen}):
-        build_prompt(category, selection.variant, fmt=selection.fmt)  # a clear error if unasked
+    for category, kind in sorted({(r["category"], row_kind(r)) for r in chosen}):
+        # a clear error if unasked
+        build_prompt(category, selection.variant, fmt=selection.fmt, kind=kind)
     return chosen
 
 
 def question(row: Mapping, variant: str = "default") -> str:
-    """The user turn's text, word for word what `vocalgrad eval` sends with the clip."""
-    return build_prompt(row["category"], variant, fmt=row_format(row)).text
+    """The user turn's text, word for word what `vocalgrad eval` sends with the clip (the
+    question names the row's kind of sound)."""
+    return build_prompt(row["category"], variant, fmt=row_format(row), kind=row_kind(row)).text
 
 
 def item_metadata(row: Mapping, variant: str) -> dict:
@@ -129,7 +132,7 @@ def answer_row(
         "error": error,
     }
     if error is None:
-        prompt = build_prompt(item["category"], variant, fmt=item["format"])
+        prompt = build_prompt(item["category"], variant, fmt=item["format"], kind=row_kind(item))
         parsed = parse_labelled(response, prompt.label_of)
         row |= {
             "parse_status": parsed.status,

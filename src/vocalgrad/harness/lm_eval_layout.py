@@ -26,6 +26,7 @@ from vocalgrad.harness.items import N_BOOT
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
 from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import row_kind
 
 FILTER = "none"
 HIGHER_IS_BETTER = {
@@ -140,7 +141,9 @@ def write_lm_eval_layout(
 
 
 def _sample(doc_id: int, row: dict, fmt: str) -> dict:
-    prompt = build_prompt(row["category"], row["variant"], fmt=row.get("format") or fmt)
+    prompt = build_prompt(
+        row["category"], row["variant"], fmt=row.get("format") or fmt, kind=row_kind(row)
+    )
     target = {label: word for word, label in prompt.label_of.items()}.get(
         row["direction"], row["direction"]
     )
@@ -156,6 +159,7 @@ def _sample(doc_id: int, row: dict, fmt: str) -> dict:
             "magnitude",
             "source_id",
             "speaker_id",
+            "source_kind",
         )
     }
     return {

@@ -20,6 +20,7 @@ from pathlib import Path
 from vocalgrad.audio import load_audio
 from vocalgrad.harness.items import answer_row, question, summary
 from vocalgrad.questions.prompts import build_prompt
+from vocalgrad.signal.kinds import row_kind
 
 LISTENER = "lmms-eval"
 # metric -> the `summarise` column it reports (overall); per category "<metric>_<category>"
@@ -86,7 +87,7 @@ def doc_to_messages(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = No
 
 def doc_to_target(doc: Mapping) -> str:
     """The answer word that is right for this clip ("increase", "higher", "loud", ...)."""
-    prompt = build_prompt(doc["category"], doc["variant"], fmt=doc["format"])
+    prompt = build_prompt(doc["category"], doc["variant"], fmt=doc["format"], kind=row_kind(doc))
     return {label: word for word, label in prompt.label_of.items()}[doc["direction"]]
 
 

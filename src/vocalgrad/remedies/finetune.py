@@ -56,6 +56,7 @@ from vocalgrad.remedies.tuned import (
     require_tunable,
     tuned_id,
 )
+from vocalgrad.signal.kinds import row_kind
 
 
 def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
@@ -66,7 +67,7 @@ def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
         for r in rows
         if r["split"] == "train"
         and r["category"] in categories
-        and r["direction"] in build_prompt(r["category"]).options
+        and r["direction"] in build_prompt(r["category"], kind=row_kind(r)).options
     ]
 
 
@@ -79,7 +80,8 @@ def _audio(row: dict, sr: int) -> np.ndarray:
 
 
 def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
-    """The item under both option orders, exactly as `evaluate` asks it.
+    """The item under both option orders, exactly as `evaluate` asks it (in the words of
+    its kind of sound).
 
     Returns
     -------
@@ -92,7 +94,7 @@ def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
     reqs = [
         Request(
             row["item_id"],
-            build_prompt(row["category"], variant, False, (), row["item_id"]),
+            build_prompt(row["category"], variant, False, (), row["item_id"], kind=row_kind(row)),
             audio,
             row.get("source_id"),
         )
@@ -105,9 +107,9 @@ def option_targets(row: dict) -> torch.Tensor:
     """The index of the correct option under each option order."""
     return torch.tensor(
         [
-            build_prompt(row["category"], v, False, (), row["item_id"]).options.index(
-                expected_answer(row["direction"], v)
-            )
+            build_prompt(
+                row["category"], v, False, (), row["item_id"], kind=row_kind(row)
+            ).options.index(expected_answer(row["direction"], v))
             for v in ORDERS
         ]
     )

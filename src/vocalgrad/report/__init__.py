@@ -2,7 +2,8 @@
 every figure also written beside it as SVG, PDF and the CSV of the numbers it draws.
 
 Sections, with stable ids: `headline` (the leaderboard, the models compared, a headline per
-model), `formats` (question formats on the same cells), `bias` (response bias vs
+model), `formats` (question formats on the same cells), `kinds` (speech against tones, music
+and other sounds on the same dimensions), `bias` (response bias vs
 sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and the
 diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds) and
 `provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
@@ -31,6 +32,7 @@ from vocalgrad.report.collect import (
     untestable,
 )
 from vocalgrad.report.headline import headline
+from vocalgrad.report.kinds import kinds
 from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
 from vocalgrad.report.render import to_html, to_markdown, write_figures
@@ -38,6 +40,7 @@ from vocalgrad.report.render import to_html, to_markdown, write_figures
 SECTION_IDS = (
     "headline",
     "formats",
+    "kinds",
     "bias",
     "psychometric",
     "probing",
@@ -98,6 +101,7 @@ def build_sections(
     return [
         headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
+        kinds(scored, n_boot, seed),
         sections.bias(scores, colours),
         psych,
         sections.probing(probes),
