@@ -210,3 +210,21 @@ def test_an_old_result_row_without_a_kind_is_speech(pair, tmp_path):
     tones = pair[("tones", "baseline:ideal")].rows()
     found = kind_contrasts({"i": rows + tones}, n_boot=0)
     assert {(c.category, c.kind) for c in found} == {("distance", "tone"), ("voice_pitch", "tone")}
+
+
+def test_rows_without_a_kind_are_asked_and_filed_as_speech(pair):
+    from vocalgrad.harness.items import answer_row, item_metadata, question
+    from vocalgrad.human.export import _annotator_row
+
+    row = next(r for r in pair["speech"].rows() if r["category"] == "voice_pitch")
+    old = {k: v for k, v in row.items() if k != "source_kind"}
+    assert question(old) == question(row)
+    meta = item_metadata(old, "default")
+    assert meta["source_kind"] == "speech"
+    assert answer_row(meta, row["direction"], "me")["source_kind"] == "speech"
+    tone = next(r for r in pair["tones"].rows() if r["category"] == "voice_pitch")
+    trial = {"item_id": tone["item_id"], "answer": tone["direction"], "annotator_id": "a",
+             "kind": "test", "rt_s": 1.0, "server_rt_s": 1.0, "plays": 1,
+             "annotator_flagged": 0}  # fmt: skip
+    exported = _annotator_row(trial, tone, "default")
+    assert exported["source_kind"] == "tone" and "pitch of the tone" in exported["prompt"]

@@ -735,7 +735,20 @@ def _manifest(
 
 def release_prompt_check(items: Sequence[dict]) -> dict:
     """How many of the release's own prompts equal the question we ask (the published
-    default, verbatim): the release's answers are comparable with ours only where they do."""
+    default, verbatim, worded for the row's kind of sound): the release's answers are
+    comparable with ours only where they do.
+
+    Parameters
+    ----------
+    items : sequence of dict
+        Dataset rows; those with an ``official_prompt`` are compared.
+
+    Returns
+    -------
+    dict
+        ``items_with_prompt``, ``differ_from_default`` and up to five ``examples`` (item
+        ids that differ).
+    """
     with_prompt = [r for r in items if r.get("official_prompt")]
     differ = [
         r["item_id"]

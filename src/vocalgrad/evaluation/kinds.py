@@ -52,14 +52,40 @@ class KindContrast:
     """One listener's accuracy on speech against one other kind of sound, for one dimension.
 
     Accuracies are means over ``tiers`` of each tier's accuracy (fractions, 0-1); the
-    difference is speech minus the other kind. NaN where there is no interval.
+    difference is speech minus the other kind. Interval ends are NaN where there is none.
+
+    Attributes
+    ----------
+    listener : str
+        The listener id (as the report names it).
+    category : str
+        The dimension.
+    kind : str
+        The other kind of sound ("tone", "music", ...).
+    tiers : tuple of str
+        The tiers both kinds were asked at.
+    n_speech, n_other : int
+        Items (changing clips) on speech and on the other kind at those tiers.
+    sources_speech, sources_other : int
+        Sources (the clusters every CI resamples) of each kind.
+    accuracy_speech, accuracy_speech_lo, accuracy_speech_hi : float
+        Accuracy on speech (fraction, 0-1) and its 95% CI.
+    accuracy_other, accuracy_other_lo, accuracy_other_hi : float
+        The same on the other kind.
+    difference, difference_lo, difference_hi : float
+        Speech minus the other kind (fraction, -1 to 1) and its 95% CI.
+    ci_method : str
+        How the CIs were computed (`vocalgrad.stats.ci_method_for` of the kind with fewer
+        sources; none when no resampling was asked for).
+    verdict : str
+        SPEECH_SPECIFIC, GENERAL or "" (neither).
     """
 
     listener: str
     category: str
-    kind: str  # the other kind of sound ("tone", "music", ...)
-    tiers: tuple[str, ...]  # the tiers both kinds were asked at
-    n_speech: int  # items (changing clips) on speech at those tiers
+    kind: str
+    tiers: tuple[str, ...]
+    n_speech: int
     n_other: int
     sources_speech: int
     sources_other: int
@@ -73,10 +99,16 @@ class KindContrast:
     difference_lo: float
     difference_hi: float
     ci_method: str
-    verdict: str  # SPEECH_SPECIFIC, GENERAL or "" (neither)
+    verdict: str
 
     def to_dict(self) -> dict:
-        """The contrast as plain data (a CSV row)."""
+        """The contrast as plain data.
+
+        Returns
+        -------
+        dict
+            Every field by name, ``tiers`` joined with commas (a CSV row).
+        """
         return {**asdict(self), "tiers": ",".join(self.tiers)}
 
 

@@ -101,22 +101,70 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
 
 
 def question(row: Mapping, variant: str = "default") -> str:
-    """The user turn's text, word for word what `vocalgrad eval` sends with the clip (the
-    question names the row's kind of sound)."""
+    """The user turn's text, word for word what `vocalgrad eval` sends with the clip.
+
+    Parameters
+    ----------
+    row : mapping
+        A dataset row: its ``category``, format and ``source_kind`` (speech where absent)
+        choose the wording.
+    variant : str
+        The prompt variant.
+
+    Returns
+    -------
+    str
+        The question and its instruction, naming the row's kind of sound ("the tone").
+    """
     return build_prompt(row["category"], variant, fmt=row_format(row), kind=row_kind(row)).text
 
 
 def item_metadata(row: Mapping, variant: str) -> dict:
-    return {**{k: row.get(k) for k in ITEM_FIELDS}, "format": row_format(row), "variant": variant}
+    """What a harness sample carries to the scorer.
+
+    Parameters
+    ----------
+    row : mapping
+        A dataset row.
+    variant : str
+        The prompt variant it is asked under.
+
+    Returns
+    -------
+    dict
+        ``ITEM_FIELDS`` copied from the row (``source_kind`` speech where the row does not
+        say), its ``format`` and the ``variant``.
+    """
+    fields = {k: row.get(k) for k in ITEM_FIELDS}
+    return {**fields, "source_kind": row_kind(row), "format": row_format(row), "variant": variant}
 
 
 def answer_row(
     item: Mapping, response: str | None, listener: str, error: str | None = None
 ) -> dict:
-    """One `results.jsonl` row of a generated answer: our parser, our labels, our schema."""
+    """One `results.jsonl` row of a generated answer: our parser, our labels, our schema.
+
+    Parameters
+    ----------
+    item : mapping
+        The sample's metadata (`item_metadata`).
+    response : str or None
+        The harness model's raw text answer.
+    listener : str
+        The listener id the row is filed under.
+    error : str or None
+        Why no answer came, if none did.
+
+    Returns
+    -------
+    dict
+        A result row (`vocalgrad.records.ResultRow`), its answer read in the words the
+        question used for the item's kind of sound.
+    """
     variant = item["variant"]
     row = {
         **{k: item.get(k) for k in ITEM_FIELDS},
+        "source_kind": row_kind(item),
         "format": item["format"],
         "variant": variant,
         "control": "none",

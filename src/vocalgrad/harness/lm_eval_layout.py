@@ -159,9 +159,8 @@ def _sample(doc_id: int, row: dict, fmt: str) -> dict:
             "magnitude",
             "source_id",
             "speaker_id",
-            "source_kind",
         )
-    }
+    } | {"source_kind": row_kind(row)}
     return {
         "doc_id": doc_id,
         "doc": doc,

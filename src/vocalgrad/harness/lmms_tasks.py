@@ -86,7 +86,18 @@ def doc_to_messages(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = No
 
 
 def doc_to_target(doc: Mapping) -> str:
-    """The answer word that is right for this clip ("increase", "higher", "loud", ...)."""
+    """The answer word that is right for this clip ("increase", "higher", "loud", ...).
+
+    Parameters
+    ----------
+    doc : mapping
+        The lmms-eval document: a dataset row with its ``variant`` and ``format``.
+
+    Returns
+    -------
+    str
+        The option word of the clip's direction, as the question for its kind words it.
+    """
     prompt = build_prompt(doc["category"], doc["variant"], fmt=doc["format"], kind=row_kind(doc))
     return {label: word for word, label in prompt.label_of.items()}[doc["direction"]]
 

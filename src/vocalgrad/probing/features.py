@@ -199,7 +199,7 @@ def extract(
     arrays, lens = _open(folder, index, "r+") if index and index.get("stages") else ({}, None)
     done = index["done"] if index and index.get("stages") else 0
     # each item is asked about in its kind's words (a tone as a tone)
-    prompts = {kind: build_prompt(category, variant, kind=kind) for kind in map(row_kind, rows)}
+    prompts = {kind: build_prompt(category, variant, kind=kind) for kind in {*map(row_kind, rows)}}
     starts = list(range(done, len(rows), batch_size))
 
     def batches():

@@ -61,7 +61,20 @@ from vocalgrad.signal.kinds import row_kind
 
 def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
     """Train-split rows of `categories` whose answer is one of the two-way options (constant
-    clips are left out), in row order."""
+    clips are left out), in row order.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        Dataset rows.
+    categories : sequence of str
+        The dimensions to tune on.
+
+    Returns
+    -------
+    list of dict
+        The rows kept, each asked in the words of its kind of sound.
+    """
     return [
         r
         for r in rows
@@ -82,6 +95,13 @@ def _audio(row: dict, sr: int) -> np.ndarray:
 def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
     """The item under both option orders, exactly as `evaluate` asks it (in the words of
     its kind of sound).
+
+    Parameters
+    ----------
+    row : dict
+        A dataset row, with its clip's ``path`` or an in-memory ``audio`` array.
+    sr : int
+        The listener's sample rate (Hz).
 
     Returns
     -------
@@ -104,7 +124,18 @@ def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
 
 
 def option_targets(row: dict) -> torch.Tensor:
-    """The index of the correct option under each option order."""
+    """The index of the correct option under each option order.
+
+    Parameters
+    ----------
+    row : dict
+        A dataset row (its ``category``, ``direction``, ``item_id`` and kind of sound).
+
+    Returns
+    -------
+    torch.Tensor
+        (2,) int: one index per order of `ORDERS`.
+    """
     return torch.tensor(
         [
             build_prompt(

@@ -9,7 +9,14 @@ from collections.abc import Mapping, Sequence
 
 from matplotlib.figure import Figure as MplFigure
 
-from vocalgrad.evaluation.kinds import GENERAL, SPEECH_SPECIFIC, KindContrast, kind_contrasts
+from vocalgrad.evaluation.kinds import (
+    CHANCE,
+    GENERAL,
+    NEAR_CHANCE,
+    SPEECH_SPECIFIC,
+    KindContrast,
+    kind_contrasts,
+)
 from vocalgrad.report.collect import is_reference
 from vocalgrad.report.model import Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, with_ci
@@ -68,7 +75,7 @@ def kinds(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section:
         "alike; the difference's CI resamples each kind's own sources. "
         f"{CI_RULE}. Speech-specific deficit: speech below the other kind, the CI of the "
         "difference wholly below 0. General deficit: both kinds near chance (each accuracy "
-        "under 0.6 with a CI that includes 0.5). References below the line.",
+        f"under {NEAR_CHANCE:g} with a CI that includes {CHANCE:g}). References below the line.",
     )
     for c in contrasts:
         row = [
@@ -127,8 +134,19 @@ def _glance(contrasts: Sequence[KindContrast]) -> str:
 
 
 def kinds_figure(contrasts: Sequence[KindContrast]) -> MplFigure:
-    """One row per (listener, dimension, other kind): the difference speech minus other with
-    its CI, coloured by the reading; a dashed line at 0 (no difference)."""
+    """The paired differences, one row per (listener, dimension, other kind).
+
+    Parameters
+    ----------
+    contrasts : sequence of KindContrast
+        What `vocalgrad.evaluation.kinds.kind_contrasts` found.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Each difference, speech minus other (accuracy, -1 to 1), with its CI where there
+        is one, coloured by its verdict; a dashed line at 0 (no difference).
+    """
     fig = MplFigure(figsize=(7, 0.9 + 0.32 * len(contrasts)))
     ax = fig.subplots()
     labels = []

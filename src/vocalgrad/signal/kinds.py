@@ -71,6 +71,17 @@ def get_kind(name: str) -> SoundKind:
 
 
 def row_kind(row: Mapping) -> str:
-    """The kind of sound a dataset or result row records (``source_kind``): speech for rows
-    written before sounds had kinds, and for rows that do not say."""
+    """The kind of sound a dataset or result row records.
+
+    Parameters
+    ----------
+    row : mapping
+        A dataset, result or harness row.
+
+    Returns
+    -------
+    str
+        Its ``source_kind``; speech for rows written before sounds had kinds, and for rows
+        that do not say.
+    """
     return row.get("source_kind") or SPEECH
