@@ -20,9 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 from conftest import RENDER_SR, arctic_path
 
 from vocalgrad import dimensions
+from vocalgrad.sources import tones
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import item_id, plan_conditions
 from vocalgrad.stimuli.render import (
@@ -58,40 +60,54 @@ def _fingerprint(samples: np.ndarray) -> list[float]:
     return [round(10 * float(np.log10(np.mean(s**2) + 1e-20)), 2) for s in segments]
 
 
-def _render_golden(names: list[str]) -> dict[str, dict]:
+def _render_golden(names: list[str], tone_dir: Path) -> dict[str, dict]:
     """sha256 and level fingerprint of the 16-bit samples of every golden clip, by condition
     key.
 
     Per dimension and format: the high tier's linear increase (the held pair in the two held
-    formats), and in the gradual format one constant clip."""
+    formats), and in the gradual format one constant clip. A sound that is not speech takes
+    its own steps (`prepare_reference`'s kind): per dimension defined for tones, the gradual
+    clips of a harmonic complex, keyed ``tone/<key>``."""
     reference = prepare_reference(str(arctic_path()), RENDER_SR, -26.0)
     out: dict[str, str] = {}
     for fmt in FORMATS:
-        config = BuildConfig(
-            categories=tuple(names),
-            tiers=("high",),
-            curves=("linear",),
-            constants=1,
-            format=fmt,
-            sample_rate=RENDER_SR,
-        )
-        conditions, _ = plan_conditions(config)
-        source = prepare_source(reference, 1)
-        for condition in conditions:
-            if condition.direction == "decrease":
-                continue
-            item = item_id(SEED, SOURCE_ID, condition)
-            twin = None
-            if condition.direction == "increase" and fmt == "gradual":
-                twin = item_id(SEED, SOURCE_ID, condition.twin())
-            clip = render_condition(source, condition, SEED, item, twin)
-            samples = np.round(np.asarray(clip.audio, dtype=np.float64) * 32768.0)
-            out[condition.key] = {
-                "sha256": hashlib.sha256(samples.astype("<i2").tobytes()).hexdigest(),
-                "n": len(samples),
-                "levels_db": _fingerprint(samples),
-            }
+        out |= _render_set(reference, names, fmt, "")
+    tone = tone_dir / "tone.wav"
+    samples = tones.synthesise(tones.ToneParams("harmonic", 220.0, 1.5, 0))
+    sf.write(tone, np.round(samples * 32767).astype(np.int16), tones.SAMPLE_RATE)
+    tone_reference = prepare_reference(str(tone), RENDER_SR, -26.0, kind="tone")
+    for_tones = [n for n in names if "tone" in dimensions.get(n).SPEC.kinds]
+    out |= _render_set(tone_reference, for_tones, "gradual", "tone/")
     return dict(sorted(out.items()))
+
+
+def _render_set(reference, names: list[str], fmt: str, prefix: str) -> dict[str, dict]:
+    config = BuildConfig(
+        categories=tuple(names),
+        tiers=("high",),
+        curves=("linear",),
+        constants=1,
+        format=fmt,
+        sample_rate=RENDER_SR,
+    )
+    conditions, _ = plan_conditions(config)
+    source = prepare_source(reference, 1)
+    out = {}
+    for condition in conditions:
+        if condition.direction == "decrease":
+            continue
+        item = item_id(SEED, SOURCE_ID, condition)
+        twin = None
+        if condition.direction == "increase" and fmt == "gradual":
+            twin = item_id(SEED, SOURCE_ID, condition.twin())
+        clip = render_condition(source, condition, SEED, item, twin)
+        samples = np.round(np.asarray(clip.audio, dtype=np.float64) * 32768.0)
+        out[prefix + condition.key] = {
+            "sha256": hashlib.sha256(samples.astype("<i2").tobytes()).hexdigest(),
+            "n": len(samples),
+            "levels_db": _fingerprint(samples),
+        }
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +120,9 @@ def test_every_shipped_dimension_is_in_the_golden_set(golden):
     assert sorted(golden["dimensions"]) == _shipped_dimensions()
 
 
-def test_rendered_bytes_match_the_revision(golden):
+def test_rendered_bytes_match_the_revision(golden, tmp_path):
     """The same revision renders the same bytes; new bytes need a new revision."""
-    rendered = _render_golden(golden["dimensions"])
+    rendered = _render_golden(golden["dimensions"], tmp_path)
     if os.environ.get("VOCALGRAD_GOLDEN_UPDATE"):
         if golden["revision"] == RENDERER_REVISION and rendered != golden["clips"]:
             pytest.fail(
@@ -117,7 +133,7 @@ def test_rendered_bytes_match_the_revision(golden):
             json.dumps(
                 {
                     "revision": RENDERER_REVISION,
-                    "source": "CMU ARCTIC a0007 (pysptk wheel)",
+                    "source": "CMU ARCTIC a0007 (pysptk wheel); a 220 Hz harmonic complex",
                     "sample_rate": RENDER_SR,
                     "seed": SEED,
                     "dimensions": golden["dimensions"],

@@ -399,3 +399,48 @@ def test_a_beeps_span_is_its_tone_and_its_prepared_ends_mirror_each_other(tmp_pa
     frames = ref.audio[on:off][: (off - on) // 160 * 160].reshape(-1, 160)
     level = 10 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=1))
     assert np.allclose(level[:10], level[::-1][:10], atol=0.5)  # the two ends alike
+
+
+# ---------------------------------------------------------------------------------------
+# The published beeps: an increase clip and its decrease twin are each other's mirror image
+
+
+def _beep_pair(cache: Path, category: str, curve: str = "linear", sr: int = 48000):
+    """(increase, decrease) clips of one pair rendered from the fourth published beep."""
+    from vocalgrad.dimensions import get
+    from vocalgrad.stimuli.plan import Condition, item_id
+    from vocalgrad.stimuli.render import (
+        prepare_reference,
+        prepare_source,
+        render_condition,
+        tone_seed_for,
+    )
+
+    beep = ensure_rendered(resolve_sources("beeps", cache_dir=cache))[3]
+    source = prepare_source(prepare_reference(beep.path, sr, -23.0, "tone"), tone_seed_for(0, "b"))
+    dim = get(category)
+    low, high = dim.endpoints(dim.SPEC.tiers["high"], sr)
+    up = Condition(category, "high", curve, "increase", dim.SPEC.tiers["high"], low, high)
+    down = up.twin()
+    ids = [item_id(0, beep.source_id, c) for c in (up, down)]
+    return (
+        render_condition(source, up, 0, ids[0], ids[1]).audio,
+        render_condition(source, down, 0, ids[1], ids[0]).audio,
+    )
+
+
+@pytest.mark.parametrize("category", ["volume", "voice_pitch"])
+def test_a_beeps_twins_mirror_each_other_in_every_order_free_cue(tmp_path, category):
+    """A beep is the same at both ends, so a linear increase and its decrease twin must be
+    mirror images: no statistic that playing a clip backwards leaves as it is may tell them
+    apart. The preparation's steps read the file from its start (a volume clip's loud end
+    held 0.4 dB above its twin's loud start), and overlap-add at a hard edge overshot and
+    spilled by amounts that differ between the ends (a pitch clip's peak by up to 5 dB)."""
+    from vocalgrad.stimuli.order_free import order_free_cues
+
+    up, down = (order_free_cues(x, 48000) for x in _beep_pair(tmp_path, category))
+    assert abs(up["of_peak_dbfs"] - down["of_peak_dbfs"]) < 0.1, (up, down)
+    assert abs(up["of_crest_db"] - down["of_crest_db"]) < 0.1
+    for audible in ("of_audible_s_30", "of_audible_s_45"):
+        assert up[audible] == down[audible]
+    assert abs(up["of_loudness_range_db"] - down["of_loudness_range_db"]) < 0.05

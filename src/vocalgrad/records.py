@@ -252,6 +252,9 @@ class ResultRow(TypedDict, total=False):
     speaker_id: Annotated[str, doc("copied from the dataset row")]
     split: Annotated[str, doc("copied from the dataset row")]
     domain: Annotated[str, doc("copied from the dataset row")]
+    source_kind: Annotated[
+        str, doc("the kind of sound asked about, copied from the dataset row (speech if absent)")
+    ]
     format: Annotated[str, doc("copied from the dataset row")]
     second_category: Annotated[str, doc("copied from the dataset row, where it has one")]
     second_direction: Annotated[str, doc("copied from the dataset row, where it has one")]

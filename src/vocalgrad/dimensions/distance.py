@@ -25,7 +25,8 @@ from vocalgrad.dimensions import echo, voice_clarity
 from vocalgrad.dimensions._shared import LEVEL_COURSE_CUES, db, edge_matched_analysis, windows
 from vocalgrad.dimensions.base import Corroborated, DimensionSpec, Question, Track, held_value
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.signal.evidence import level_fall
+from vocalgrad.signal.evidence import current_reading, level_fall
+from vocalgrad.signal.kinds import SPEECH
 
 SPEC = DimensionSpec(
     name="distance",
@@ -216,7 +217,28 @@ QUESTION = Question(
     recognition=("speaker", "far", "near"),
     other_kinds="distance of the {noun}",
 )
-evidence = level_fall
+
+
+def evidence(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
+    """The ideal observer's reading of a gradual clip: for speech, the level re the source
+    falling (`level_fall`); for any other kind of sound (`vocalgrad.signal.evidence.reading`),
+    the direct sound's attenuation re the source, late third minus early third of the
+    source's sound, from the clip/source cross-spectrum (`direct_gain`). A decaying note's
+    last third is mostly the room's ringing of its louder attack, at any distance, so its
+    level re the source rose late in a clip moving away as well as in one coming nearer;
+    the direct path alone still follows the distance."""
+    if current_reading().kind == SPEECH:
+        return level_fall(clip, ref, sr)
+    n = min(len(clip), len(ref))
+    x, y = ref[:n].astype(np.float64), clip[:n].astype(np.float64)
+    level = np.array([np.sum(x[i : i + N_FFT] ** 2) for i in range(0, n - N_FFT + 1, HOP)])
+    sounding = np.flatnonzero(level > level.max() * 10 ** (-BAND_DB / 10))
+    if sounding.size < 3:
+        return 0.0
+    start, stop = sounding[0] * HOP, sounding[-1] * HOP + N_FFT
+    third = (stop - start) // 3
+    gains = [direct_gain(x[a : a + third], y[a : a + third], sr) for a in (start, stop - third)]
+    return float(db(max(gains[0], 1e-12) ** 2) - db(max(gains[1], 1e-12) ** 2))
 
 
 def held_evidence(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:

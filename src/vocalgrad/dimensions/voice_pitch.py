@@ -15,6 +15,7 @@ from vocalgrad.signal.analysis import (
     praat_tier,
 )
 from vocalgrad.signal.evidence import f0_change
+from vocalgrad.signal.kinds import SPEECH
 
 SPEC = DimensionSpec(
     name="voice_pitch",
@@ -64,19 +65,63 @@ def domain(sr: int) -> tuple[float, float]:
 
 
 def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
-    """Replace the source's pitch tier by F0(t) * 2^(shift(t)/12) and resynthesise."""
+    """Replace the source's pitch tier by F0(t) * 2^(shift(t)/12) and resynthesise.
+
+    A sound that is not speech is resynthesised from itself continued past both ends of its
+    extent (`continued`), and keeps its own samples outside that extent: overlap-add at a
+    hard onset or offset (a synthetic tone's) overshot the first periods and spilled a few
+    ms into the silence, by amounts that depend on the pitch at that end and differ between
+    the start and the end, so the file's peak and how long it was audible told an increase
+    from its decrease twin (docs/results.md). Speech keeps the resynthesis up to the
+    renderer's edge guard (`SPEC.source_edges`), as it always has."""
     times, f0 = ref.f0
     voiced = f0 > 0
     if not voiced.any():
         raise RenderRefused("source has no voiced frames: pitch cannot be shifted")
     t = times[voiced]
     shifted = f0[voiced] * 2.0 ** (track(t) / 12.0)
-    out = psola(ref, rng, pitch_tier=praat_tier("PitchTier", t, shifted, ref.duration_s))
-    return (
+    tier = praat_tier("PitchTier", t, shifted, ref.duration_s)
+    out = psola(ref if ref.kind == SPEECH else continued(ref), rng, pitch_tier=tier)
+    out = (
         out[: len(ref.audio)]
         if len(out) >= len(ref.audio)
         else np.pad(out, (0, len(ref.audio) - len(out)))
     )
+    if ref.kind != SPEECH:
+        first, last = ref.extent
+        out = np.concatenate([ref.audio[:first], out[first:last], ref.audio[last:]])
+    return out
+
+
+CONTINUATION_S = 0.05  # how far `continued` carries a sound past each end of its extent
+
+
+def continued(ref: Analysis) -> Analysis:
+    """The source with its sound carried on past each end of its extent (`Analysis.extent`)
+    for up to CONTINUATION_S, by reflecting the sound's first and last stretch through its
+    first and last sample (a sine that starts and stops in phase 0 continues as the same
+    sine), computed once per source. What the resynthesis reads, so that no pitch pulse
+    meets an edge; what lies outside the extent is cut off afterwards.
+
+    Parameters
+    ----------
+    ref : Analysis
+        The source (mono), with its speech span.
+
+    Returns
+    -------
+    Analysis
+        The continued signal, analysed as the source is (the same span and pitch range).
+    """
+    if "continued" not in ref.cache:
+        audio = ref.audio.astype(np.float64)
+        first, last = ref.extent
+        n = min(int(round(CONTINUATION_S * ref.sr)), first, len(audio) - last, (last - first) // 2)
+        if n > 0:
+            audio[first - n : first] = 2 * audio[first] - audio[first + 1 : first + n + 1][::-1]
+            audio[last : last + n] = 2 * audio[last - 1] - audio[last - n - 1 : last - 1][::-1]
+        ref.cache["continued"] = ref.like(audio.astype(np.float32), span=ref.span)
+    return ref.cache["continued"]
 
 
 def measure(clip: Analysis, ref: Analysis) -> Measured:

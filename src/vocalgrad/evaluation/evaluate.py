@@ -67,7 +67,7 @@ from vocalgrad.questions.prompts import (
     second_of,
 )
 from vocalgrad.records import LABELS, EvalCounts, ResultRow
-from vocalgrad.signal.kinds import SPEECH
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.sources import default_cache_dir
 
 log = logging.getLogger("vocalgrad")
@@ -593,7 +593,7 @@ def _requests(
                 examples,
                 item_id,
                 row_format(row),
-                row.get("source_kind", SPEECH),
+                row_kind(row),
                 second,
             ),
             audio,
@@ -705,6 +705,7 @@ def _result_row(
                 "domain",
             )
         },
+        "source_kind": row_kind(row),
         "format": row_format(row),
         # a two-dimension item: the other dimension and whether the two move alike (what the
         # interference effect is read from)
@@ -725,7 +726,7 @@ def _result_row(
         row["category"],
         task.variant,
         fmt=row_format(row),
-        kind=row.get("source_kind", SPEECH),
+        kind=row_kind(row),
         second=second_of(row),
     )
     if task.mode == "generate":
@@ -789,13 +790,26 @@ def _manifest(
 
 def release_prompt_check(items: Sequence[dict]) -> dict:
     """How many of the release's own prompts equal the question we ask (the published
-    default, verbatim): the release's answers are comparable with ours only where they do."""
+    default, verbatim, worded for the row's kind of sound): the release's answers are
+    comparable with ours only where they do.
+
+    Parameters
+    ----------
+    items : sequence of dict
+        Dataset rows; those with an ``official_prompt`` are compared.
+
+    Returns
+    -------
+    dict
+        ``items_with_prompt``, ``differ_from_default`` and up to five ``examples`` (item
+        ids that differ).
+    """
     with_prompt = [r for r in items if r.get("official_prompt")]
     differ = [
         r["item_id"]
         for r in with_prompt
         if " ".join(r["official_prompt"].split())
-        != " ".join(build_prompt(r["category"]).text.split())
+        != " ".join(build_prompt(r["category"], kind=row_kind(r)).text.split())
     ]
     return {
         "items_with_prompt": len(with_prompt),
@@ -883,12 +897,13 @@ def load_results(run: str | Path) -> tuple[dict, list[ResultRow]]:
 
 
 def _shown_prompt(item: Mapping, variant: str, fmt: str) -> str:
-    """The question a manifest shows for a variant, as `item` is asked it."""
+    """The question a manifest shows for a variant, as `item` is asked it (worded for its
+    kind of sound)."""
     return build_prompt(
         item["category"],
         variant,
         fmt=fmt,
-        kind=item.get("source_kind", SPEECH),
+        kind=row_kind(item),
         second=second_of(item),
     ).text
 

@@ -13,16 +13,16 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad import dimensions
-from vocalgrad.audio import load_audio, resample
+from vocalgrad.audio import resample
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.adaptive import TIE, UNPARSED, AdaptiveResult, run_adaptive, save_adaptive
 from vocalgrad.listeners import Listener, Request
 from vocalgrad.questions.parsing import parse_answer
 from vocalgrad.questions.prompts import build_prompt
-from vocalgrad.signal.analysis import Analysis
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import PreparedSource, prepare_source, render_condition, tone_seed_for
+from vocalgrad.stimuli.verify import reference_analysis
 
 
 class TrialRenderer:
@@ -50,10 +50,9 @@ class TrialRenderer:
     def _reference(self, index: int) -> tuple[str, PreparedSource]:
         row = self.references[index % len(self.references)]
         if row["source_id"] not in self._loaded:
-            audio, sr = load_audio(row["path"])
             tone_seed = row.get("room_tone_seed", tone_seed_for(self.seed, row["source_id"]))
             self._loaded[row["source_id"]] = prepare_source(
-                Analysis(audio, sr), tone_seed, row.get("room_tone_rms")
+                reference_analysis(row), tone_seed, row.get("room_tone_rms")
             )
         return row["source_id"], self._loaded[row["source_id"]]
 
@@ -72,7 +71,7 @@ class TrialRenderer:
         ).audio  # limited with its twin, as built
         ref.twins.pop((twin, item), None)  # never asked for: an adaptive run draws each trial anew
         audio = resample(clip, ref.sr, self.listener.sample_rate)
-        prompt = build_prompt(category, "default", item_id=item)
+        prompt = build_prompt(category, "default", item_id=item, kind=ref.clean.kind)
         request = Request(item, prompt, {item: audio}, source_id)
         if self.listener.can_score:
             scores = self.listener.score_choices([request])[0]

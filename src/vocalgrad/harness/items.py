@@ -32,11 +32,12 @@ from vocalgrad.provenance import versions
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import build_prompt, get_variant, reads_directions, second_of
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.stats import summarise
 
 # Fields a sample carries to the scorer: enough to rebuild the row `vocalgrad score` reads.
 ITEM_FIELDS = ("item_id", "category", "direction", "tier", "curve", "magnitude", "source_id",
-               "speaker_id", "split", "domain")  # fmt: skip
+               "speaker_id", "split", "domain", "source_kind")  # fmt: skip
 N_BOOT = 2000  # `vocalgrad score`'s default, so the CIs match too
 SEED = 0
 
@@ -93,24 +94,59 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
             + (f" and tiers {','.join(selection.tiers)}" if selection.tiers else "")
             + f" (the dataset holds: {', '.join(held) or 'nothing'})"
         )
-    for category, second in sorted({(r["category"], second_of(r) or "") for r in chosen}):
+    asked = {(r["category"], row_kind(r), second_of(r) or "") for r in chosen}
+    for category, kind, second in sorted(asked):
         # a clear error if unasked
-        build_prompt(category, selection.variant, fmt=selection.fmt, second=second or None)
+        build_prompt(
+            category, selection.variant, fmt=selection.fmt, kind=kind, second=second or None
+        )
     return chosen
 
 
 def question(row: Mapping, variant: str = "default") -> str:
-    """The user turn's text, word for word what `vocalgrad eval` sends with the clip."""
-    return build_prompt(row["category"], variant, fmt=row_format(row), second=second_of(row)).text
+    """The user turn's text, word for word what `vocalgrad eval` sends with the clip.
+
+    Parameters
+    ----------
+    row : mapping
+        A dataset row: its ``category``, format, ``source_kind`` (speech where absent) and
+        a two-dimension item's ``second_category`` choose the wording.
+    variant : str
+        The prompt variant.
+
+    Returns
+    -------
+    str
+        The question and its instruction, naming the row's kind of sound ("the tone").
+    """
+    return build_prompt(
+        row["category"], variant, fmt=row_format(row), kind=row_kind(row), second=second_of(row)
+    ).text
 
 
 def item_metadata(row: Mapping, variant: str) -> dict:
-    """An item's fields as a harness task carries them (a two-dimension item's other
-    dimension too: its question names it)."""
+    """What a harness sample carries to the scorer.
+
+    Parameters
+    ----------
+    row : mapping
+        A dataset row.
+    variant : str
+        The prompt variant it is asked under.
+
+    Returns
+    -------
+    dict
+        ``ITEM_FIELDS`` copied from the row (``source_kind`` speech where the row does not
+        say), a two-dimension item's ``second_category`` (its question names it), its
+        ``format`` and the ``variant``.
+    """
+    fields = {k: row.get(k) for k in ITEM_FIELDS}
     second = {"second_category": row["second_category"]} if second_of(row) else {}
     return {
-        **{k: row.get(k) for k in ITEM_FIELDS},
+        **fields,
         **second,
+        "source_kind": row_kind(row),
         "format": row_format(row),
         "variant": variant,
     }
@@ -119,10 +155,29 @@ def item_metadata(row: Mapping, variant: str) -> dict:
 def answer_row(
     item: Mapping, response: str | None, listener: str, error: str | None = None
 ) -> dict:
-    """One `results.jsonl` row of a generated answer: our parser, our labels, our schema."""
+    """One `results.jsonl` row of a generated answer: our parser, our labels, our schema.
+
+    Parameters
+    ----------
+    item : mapping
+        The sample's metadata (`item_metadata`).
+    response : str or None
+        The harness model's raw text answer.
+    listener : str
+        The listener id the row is filed under.
+    error : str or None
+        Why no answer came, if none did.
+
+    Returns
+    -------
+    dict
+        A result row (`vocalgrad.records.ResultRow`), its answer read in the words the
+        question used for the item's kind of sound.
+    """
     variant = item["variant"]
     row = {
         **{k: item.get(k) for k in ITEM_FIELDS},
+        "source_kind": row_kind(item),
         "format": item["format"],
         "variant": variant,
         "control": "none",
@@ -138,7 +193,13 @@ def answer_row(
         "error": error,
     }
     if error is None:
-        prompt = build_prompt(item["category"], variant, fmt=item["format"], second=second_of(item))
+        prompt = build_prompt(
+            item["category"],
+            variant,
+            fmt=item["format"],
+            kind=row_kind(item),
+            second=second_of(item),
+        )
         parsed = parse_labelled(
             response, prompt.label_of, reads_directions(variant, item["format"])
         )

@@ -26,6 +26,7 @@ from vocalgrad.harness.items import N_BOOT
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
 from vocalgrad.questions.prompts import build_prompt, second_of
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import row_kind
 
 FILTER = "none"
 HIGHER_IS_BETTER = {
@@ -141,7 +142,11 @@ def write_lm_eval_layout(
 
 def _sample(doc_id: int, row: dict, fmt: str) -> dict:
     prompt = build_prompt(
-        row["category"], row["variant"], fmt=row.get("format") or fmt, second=second_of(row)
+        row["category"],
+        row["variant"],
+        fmt=row.get("format") or fmt,
+        kind=row_kind(row),
+        second=second_of(row),
     )
     target = {label: word for word, label in prompt.label_of.items()}.get(
         row["direction"], row["direction"]
@@ -159,7 +164,7 @@ def _sample(doc_id: int, row: dict, fmt: str) -> dict:
             "source_id",
             "speaker_id",
         )
-    }
+    } | {"source_kind": row_kind(row)}
     return {
         "doc_id": doc_id,
         "doc": doc,

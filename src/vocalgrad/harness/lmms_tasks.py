@@ -20,6 +20,7 @@ from pathlib import Path
 from vocalgrad.audio import load_audio
 from vocalgrad.harness.items import answer_row, question, summary
 from vocalgrad.questions.prompts import build_prompt, second_of
+from vocalgrad.signal.kinds import row_kind
 
 LISTENER = "lmms-eval"
 # metric -> the `summarise` column it reports (overall); per category "<metric>_<category>"
@@ -85,8 +86,25 @@ def doc_to_messages(doc: Mapping, lmms_eval_specific_kwargs: Mapping | None = No
 
 
 def doc_to_target(doc: Mapping) -> str:
-    """The answer word that is right for this clip ("increase", "higher", "loud", ...)."""
-    prompt = build_prompt(doc["category"], doc["variant"], fmt=doc["format"], second=second_of(doc))
+    """The answer word that is right for this clip ("increase", "higher", "loud", ...).
+
+    Parameters
+    ----------
+    doc : mapping
+        The lmms-eval document: a dataset row with its ``variant`` and ``format``.
+
+    Returns
+    -------
+    str
+        The option word of the clip's direction, as the question for its kind words it.
+    """
+    prompt = build_prompt(
+        doc["category"],
+        doc["variant"],
+        fmt=doc["format"],
+        kind=row_kind(doc),
+        second=second_of(doc),
+    )
     return {label: word for word, label in prompt.label_of.items()}[doc["direction"]]
 
 

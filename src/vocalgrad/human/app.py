@@ -42,6 +42,7 @@ from vocalgrad.human import screening
 from vocalgrad.human.store import Conflict, Forbidden, NotFound, Store, hash_token
 from vocalgrad.human.study import RATE_BURST, RATE_PER_S, StudyError, base_url
 from vocalgrad.questions.prompts import build_prompt, second_of
+from vocalgrad.signal.kinds import row_kind
 
 COOKIE = "vg_session"
 MAX_BODY = 4096  # bytes; every legitimate request body is well under 200
@@ -298,7 +299,7 @@ def create_app(
                 item["category"],
                 config.variant,
                 fmt=row_format(item),
-                kind=item.get("source_kind", "speech"),
+                kind=row_kind(item),
                 second=second_of(item),
             )
             question, opts, labels = (

@@ -29,6 +29,7 @@ from vocalgrad.human import agreement as ag
 from vocalgrad.human.store import Store
 from vocalgrad.questions.prompts import question_text, second_of
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import row_kind
 
 ITEM_KEYS = (
     "category",
@@ -75,12 +76,9 @@ def _annotator_row(t: Mapping, item: Mapping, variant: str) -> dict:
         "variant": variant,
         "kind": t["kind"],
         **{k: item.get(k) for k in ITEM_KEYS},
+        "source_kind": row_kind(item),
         "prompt": question_text(
-            item["category"],
-            variant,
-            row_format(item),
-            item.get("source_kind", "speech"),
-            second_of(item),
+            item["category"], variant, row_format(item), row_kind(item), second_of(item)
         ),
         "format": row_format(item),
         "response": t["answer"],
@@ -109,7 +107,15 @@ def _pooled(rows: Sequence[Mapping]) -> list[dict]:
             {
                 **{
                     k: first[k]
-                    for k in ("item_id", "variant", "kind", "prompt", "format", *ITEM_KEYS)
+                    for k in (
+                        "item_id",
+                        "variant",
+                        "kind",
+                        "source_kind",
+                        "prompt",
+                        "format",
+                        *ITEM_KEYS,
+                    )
                 },
                 "listener": "human",
                 "annotator": None,

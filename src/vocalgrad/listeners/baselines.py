@@ -10,6 +10,7 @@ silences, the first and last 300 ms): on a clean dataset it stays at chance.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
@@ -26,6 +27,9 @@ from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.formats.base import Asked
 from vocalgrad.listeners.base import Listener, Request
 from vocalgrad.records import LABELS
+from vocalgrad.signal.analysis import source_pitch_floor
+from vocalgrad.signal.evidence import reading
+from vocalgrad.signal.kinds import SPEECH, row_kind
 
 REVERSED_SUFFIX = "#reversed"
 BASELINES = ("random", "always-increase", "always-decrease", "ideal", "shortcut", "one-end")
@@ -108,8 +112,8 @@ class IdealObserver(Listener):
     listener_id = "baseline:ideal"
     # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
     # 3: clarity band by band; 4: F0 evidence leaves octave jumps out; 5: sequence reads each
-    # half's evidence along the clip's way of change
-    revision = "5"
+    # half's evidence along the clip's way of change; 6: pitch read in the source's own range
+    revision = "6"
     channels = 2
 
     def __init__(self, dataset: str | Path) -> None:
@@ -121,6 +125,7 @@ class IdealObserver(Listener):
             r["item_id"]: r for r in load_rows(self.root)
         }  # for requests without source_id
         self._ref_cache: dict[str, np.ndarray] = {}
+        self._ranges: dict[str, tuple[float, float]] = {}  # `pitch_range` per source
         self.memo: dict[str, dict] = {}  # what a format learnt of the dataset, by format
 
     def generate(self, requests: Sequence[Request], max_new_tokens: int = 16) -> list[str]:
@@ -149,11 +154,32 @@ class IdealObserver(Listener):
         if reversed_:
             ref = ref[::-1].copy()
         asked = Asked(request.prompt.category, clip, ref, row or {}, reversed_)
-        return formats.of_row(row or {}).evidence(self, asked)
+        with reading(row_kind(self.references[source_id]), self.pitch_range(source_id)):
+            return formats.of_row(row or {}).evidence(self, asked)
+
+    def pitch_range(self, source_id: str) -> tuple[float, float] | None:
+        """The F0 range (Hz) to look for in clips of a source that is not speech: up to the
+        ceiling its reference records, from 10 semitones below its strongest frequency (a
+        tone's own range; `source_pitch_floor`); None (speech's range) for speech and for
+        references from before kinds."""
+        reference = self.references[source_id]
+        kind = row_kind(reference)
+        if kind == SPEECH or reference.get("pitch_ceiling_hz") is None:
+            return None
+        if source_id not in self._ranges:
+            floor = source_pitch_floor(self.reference(source_id), self.sample_rate, kind)
+            self._ranges[source_id] = (floor, float(reference["pitch_ceiling_hz"]))
+        return self._ranges[source_id]
 
     def held(self, category: str, clip: np.ndarray, ref: np.ndarray) -> float:
-        """Where a held clip lies on the dimension, relative to its source (`Bound.held`)."""
-        return dimensions.get(category).held(clip, ref, self.sample_rate)
+        """Where a held clip lies on the dimension, relative to its source (`Bound.held`), with
+        pitch read in that source's range where `ref` is a reference this observer handed out
+        (a recognition family's other clips); else in the range of the item asked about."""
+        source_id = next((s for s, audio in self._ref_cache.items() if audio is ref), None)
+        if source_id is None:
+            return dimensions.get(category).held(clip, ref, self.sample_rate)
+        with reading(row_kind(self.references[source_id]), self.pitch_range(source_id)):
+            return dimensions.get(category).held(clip, ref, self.sample_rate)
 
     def reference(self, source_id: str) -> np.ndarray:
         """A source's reference audio at the observer's rate (the last one is kept)."""
@@ -212,6 +238,7 @@ class ShortcutListener(_ProbabilityListener):
 
     def __init__(self, dataset: str | Path, workers: int = 1) -> None:
         from vocalgrad.stimuli import audit
+        from vocalgrad.stimuli.verify import row_pitch_ceiling
 
         self.root = Path(dataset)
         if not (self.root / "train" / "metadata.jsonl").is_file():
@@ -236,7 +263,11 @@ class ShortcutListener(_ProbabilityListener):
             for c in sorted({r["category"] for r in changing})
         }
         all_rows = load_rows(self.root)
+        references = load_references(self.root)
         self._spans = {r["item_id"]: audit.row_span(r) for r in all_rows}
+        self._ceilings = {
+            r["item_id"]: row_pitch_ceiling(r, references.get(r.get("source_id"))) for r in all_rows
+        }
         self._parts = {r["item_id"]: audit.row_parts(r) for r in all_rows}
         self._paths = {r["item_id"]: r["path"] for r in all_rows}
         self._measured = audit.cached_cues(self.root, all_rows)
@@ -261,6 +292,7 @@ class ShortcutListener(_ProbabilityListener):
     def p_increase(self, request: Request) -> float:
         """P(increase) from the clip's cues; 0.5 without audio (text-only and silence controls).
         A clip the build's audit measured is looked up, not measured again."""
+        from vocalgrad.signal.analysis import F0_CEILING_HZ
         from vocalgrad.stimuli.audit import clip_cues
 
         category = request.prompt.category
@@ -281,11 +313,13 @@ class ShortcutListener(_ProbabilityListener):
                 if request.item_id.endswith(REVERSED_SUFFIX)
                 else self._parts.get(request.item_id)
             )
+            base_id = request.item_id.removesuffix(REVERSED_SUFFIX)
             cues = self._audited(request.item_id, clip) or clip_cues(
                 clip,
                 self.sample_rate,
                 self._span(request.item_id, len(clip) / self.sample_rate),
                 parts,
+                self._ceilings.get(base_id, F0_CEILING_HZ),
             )
             if len(self._cues) >= 4096:
                 self._cues.clear()
@@ -309,7 +343,8 @@ class OneEndObserver(_ProbabilityListener):
 
     can_score = True
     listener_id = "baseline:one-end"
-    revision = "1"
+    # 2: the source analysed as built (its recorded span, pitch range and kind of sound)
+    revision = "2"
     channels = 2
 
     def __init__(self, dataset: str | Path) -> None:
@@ -375,14 +410,14 @@ class OneEndObserver(_ProbabilityListener):
         return self._models[category]
 
     def _heard_source(self, source_id: str):
-        """The source as every clip of it was measured against: the reference plus the
-        build's room-tone floor (regenerated from the build seed)."""
-        from vocalgrad.signal.analysis import Analysis
+        """The source as every clip of it was measured against: the reference (analysed as
+        built: its span, pitch range and kind) plus the build's room-tone floor (regenerated
+        from the build seed)."""
         from vocalgrad.stimuli.render import prepare_source, tone_seed_for
+        from vocalgrad.stimuli.verify import reference_analysis
 
         if source_id not in self._heard:
-            audio, sr = load_audio(self.references[source_id]["path"])
-            clean = Analysis(resample(audio, sr, self.sample_rate), self.sample_rate)
+            clean = reference_analysis(self.references[source_id], self.sample_rate)
             self._heard = {
                 source_id: prepare_source(clean, tone_seed_for(self.seed, source_id)).heard
             }
@@ -390,13 +425,17 @@ class OneEndObserver(_ProbabilityListener):
 
     def _measure(self, category: str, clip: np.ndarray, row: dict, reversed_: bool):
         from vocalgrad.audio import SpeechSpan
-        from vocalgrad.signal.analysis import Analysis
 
         heard = self._heard_source(row["source_id"])
         if reversed_:
-            heard = Analysis(np.ascontiguousarray(heard.audio[::-1]), heard.sr)
+            mirrored = dataclasses.replace(
+                heard.span,
+                onset_s=heard.duration_s - heard.span.offset_s,
+                offset_s=heard.duration_s - heard.span.onset_s,
+            )
+            heard = heard.like(np.ascontiguousarray(heard.audio[::-1]), span=mirrored)
         span = SpeechSpan(float(row["speech_onset_s"]), float(row["speech_offset_s"]), True)
-        return dimensions.get(category).measure(Analysis(clip, self.sample_rate, span=span), heard)
+        return dimensions.get(category).measure(heard.like(clip, span=span), heard)
 
     def p_increase(self, request: Request) -> float:
         """P(increase) from the measure at the category's chosen end; 0.5 without audio."""

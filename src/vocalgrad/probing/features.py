@@ -25,6 +25,7 @@ from vocalgrad.probing.pooling import pool
 from vocalgrad.progress import progress
 from vocalgrad.questions.prompts import build_prompt
 from vocalgrad.records import LABELS
+from vocalgrad.signal.kinds import SPEECH, row_kind
 
 FORMAT = "vocalgrad-features-v1"
 FLOAT16_MAX = float(np.finfo(np.float16).max)
@@ -49,6 +50,7 @@ def feature_key(
     variant: str,
     pooling: str,
     item_ids: Sequence[str],
+    kinds: Sequence[str] = (SPEECH,),
 ) -> str:
     """The cache key of one feature extraction: any change to what the features depend on
     gives a new folder.
@@ -65,18 +67,23 @@ def feature_key(
         How sequence stages are pooled.
     item_ids : sequence of str
         The items, in row order.
+    kinds : sequence of str
+        The kinds of sound among the items (`row_kind`): the question names each.
 
     Returns
     -------
     str
         20 hex digits.
     """
-    prompt = build_prompt(category, variant)
+    prompts = [build_prompt(category, variant, kind=kind) for kind in sorted(set(kinds))]
     parts = {
         "format": FORMAT,
         "dataset": dataset_sha,
         "listener": listener.manifest(),
-        "prompt": [prompt.text, list(prompt.options), prompt.audio_position],
+        # speech alone keeps the key it had before sounds had kinds
+        "prompt": [[p.text, list(p.options), p.audio_position] for p in prompts]
+        if set(kinds) != {SPEECH}
+        else [prompts[0].text, list(prompts[0].options), prompts[0].audio_position],
         "pooling": pooling,
         "items": hashlib.sha256("\n".join(item_ids).encode()).hexdigest(),
     }
@@ -191,7 +198,8 @@ def extract(
         index = None  # a different item list in a reused folder: start over
     arrays, lens = _open(folder, index, "r+") if index and index.get("stages") else ({}, None)
     done = index["done"] if index and index.get("stages") else 0
-    prompt = build_prompt(category, variant)
+    # each item is asked about in its kind's words (a tone as a tone)
+    prompts = {kind: build_prompt(category, variant, kind=kind) for kind in {*map(row_kind, rows)}}
     starts = list(range(done, len(rows), batch_size))
 
     def batches():
@@ -199,7 +207,7 @@ def extract(
             requests = [
                 Request(
                     r["item_id"],
-                    prompt.for_item(r["item_id"]),
+                    prompts[row_kind(r)].for_item(r["item_id"]),
                     {r["item_id"]: _audio(r, listener.sample_rate)},
                 )
                 for r in rows[start : start + batch_size]

@@ -37,6 +37,7 @@ from vocalgrad.probing.probes import ProbeSettings, fit_category, labels
 from vocalgrad.probing.stats import balanced_accuracy_ci
 from vocalgrad.progress import progress_callback
 from vocalgrad.records import LABELS, ProbeResult
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.stats import cluster_ids
 
 
@@ -96,7 +97,13 @@ def _extract(
     executor: Executor | None,
 ) -> Features:
     key = feature_key(
-        sha, listener, category, config.variant, config.pooling, [r["item_id"] for r in items]
+        sha,
+        listener,
+        category,
+        config.variant,
+        config.pooling,
+        [r["item_id"] for r in items],
+        [row_kind(r) for r in items],
     )
     return extract(
         items,

@@ -56,17 +56,31 @@ from vocalgrad.remedies.tuned import (
     require_tunable,
     tuned_id,
 )
+from vocalgrad.signal.kinds import row_kind
 
 
 def train_items(rows: Sequence[dict], categories: Sequence[str]) -> list[dict]:
     """Train-split rows of `categories` whose answer is one of the two-way options (constant
-    clips are left out), in row order."""
+    clips are left out), in row order.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        Dataset rows.
+    categories : sequence of str
+        The dimensions to tune on.
+
+    Returns
+    -------
+    list of dict
+        The rows kept, each asked in the words of its kind of sound.
+    """
     return [
         r
         for r in rows
         if r["split"] == "train"
         and r["category"] in categories
-        and r["direction"] in build_prompt(r["category"]).options
+        and r["direction"] in build_prompt(r["category"], kind=row_kind(r)).options
     ]
 
 
@@ -79,7 +93,15 @@ def _audio(row: dict, sr: int) -> np.ndarray:
 
 
 def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
-    """The item under both option orders, exactly as `evaluate` asks it.
+    """The item under both option orders, exactly as `evaluate` asks it (in the words of
+    its kind of sound).
+
+    Parameters
+    ----------
+    row : dict
+        A dataset row, with its clip's ``path`` or an in-memory ``audio`` array.
+    sr : int
+        The listener's sample rate (Hz).
 
     Returns
     -------
@@ -92,7 +114,7 @@ def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
     reqs = [
         Request(
             row["item_id"],
-            build_prompt(row["category"], variant, False, (), row["item_id"]),
+            build_prompt(row["category"], variant, False, (), row["item_id"], kind=row_kind(row)),
             audio,
             row.get("source_id"),
         )
@@ -102,12 +124,23 @@ def requests_for(row: dict, sr: int) -> tuple[list[Request], torch.Tensor]:
 
 
 def option_targets(row: dict) -> torch.Tensor:
-    """The index of the correct option under each option order."""
+    """The index of the correct option under each option order.
+
+    Parameters
+    ----------
+    row : dict
+        A dataset row (its ``category``, ``direction``, ``item_id`` and kind of sound).
+
+    Returns
+    -------
+    torch.Tensor
+        (2,) int: one index per order of `ORDERS`.
+    """
     return torch.tensor(
         [
-            build_prompt(row["category"], v, False, (), row["item_id"]).options.index(
-                expected_answer(row["direction"], v)
-            )
+            build_prompt(
+                row["category"], v, False, (), row["item_id"], kind=row_kind(row)
+            ).options.index(expected_answer(row["direction"], v))
             for v in ORDERS
         ]
     )

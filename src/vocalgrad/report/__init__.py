@@ -3,7 +3,8 @@ every figure also written beside it as SVG, PDF and the CSV of the numbers it dr
 
 Sections, with stable ids: `headline` (the leaderboard, the models compared, a headline per
 model), `formats` (question formats on the same cells), `ladder` (each listener up the rungs,
-the drop at each, the interference matrix and the reasoning rung's drop), `bias` (response
+the drop at each, the interference matrix and the reasoning rung's drop), `kinds` (speech
+against tones, music and other sounds on the same dimensions), `bias` (response
 bias vs sensitivity), `psychometric` (curves and thresholds), `probing` (per-layer probes and
 the diagnosis), `remedies` (tuning), `dataset` (the card: sources, verification, confounds)
 and `provenance`. References (chance, bias, shortcut, one-end and ideal observers) are set apart
@@ -33,6 +34,7 @@ from vocalgrad.report.collect import (
     untestable,
 )
 from vocalgrad.report.headline import headline
+from vocalgrad.report.kinds import kinds
 from vocalgrad.report.ladder import ladder
 from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
@@ -42,6 +44,7 @@ SECTION_IDS = (
     "headline",
     "formats",
     "ladder",
+    "kinds",
     "bias",
     "psychometric",
     "probing",
@@ -110,6 +113,7 @@ def build_sections(
         headline(summaries, colours, note, untestable(runs)),
         sections.formats(scored, n_boot, seed),
         ladder(by_listener, n_boot, seed),
+        kinds(scored, n_boot, seed),
         sections.bias(scores, colours),
         psych,
         sections.probing(probes),

@@ -26,7 +26,7 @@ from vocalgrad.audio import (
     speech_span,
     weighted_loudness_lufs,
 )
-from vocalgrad.signal.kinds import get_kind
+from vocalgrad.signal.kinds import SPEECH, get_kind
 
 F0_FLOOR_HZ = 60.0
 F0_STEP_S = 0.03
@@ -38,6 +38,7 @@ ACTIVE_RANGE_DB = 40.0  # frames within 40 dB of the loudest count as speech-act
 LEVEL_FLOOR_DB = -120.0
 N_MELS = 40
 QUIET_PERCENTILE = 1  # a signal's floor: its quietest 1% of frames (room tone, mic noise)
+EXTENT_BELOW_PEAK_DB = 40.0  # `Analysis.extent`: samples this close to the peak are the sound
 
 
 # what `Analysis.with_span` computes again: the analyses that read the speech span
@@ -57,9 +58,11 @@ class Analysis:
         sr: int,
         span: SpeechSpan | None = None,
         pitch_ceiling_hz: float = F0_CEILING_HZ,
+        kind: str = SPEECH,
     ) -> None:
         audio = np.asarray(audio, dtype=np.float32)
         self.pitch_ceiling_hz = float(pitch_ceiling_hz)  # `pitch_ceiling` of the kind of sound
+        self.kind = kind  # the kind of sound (`vocalgrad.signal.kinds`): how a process treats it
         self.channels = np.ascontiguousarray(audio if audio.ndim == 2 else audio[:, None])
         self.audio = np.ascontiguousarray(audio.mean(axis=1) if audio.ndim == 2 else audio)
         self.sr = int(sr)
@@ -72,13 +75,25 @@ class Analysis:
         return len(self.audio) / self.sr
 
     def like(self, audio: np.ndarray, span: SpeechSpan | None = None) -> Analysis:
-        """Another signal at this one's rate, analysed as this one is (the same pitch range):
-        a clip rendered from a source, or the source processed."""
-        return Analysis(audio, self.sr, span=span, pitch_ceiling_hz=self.pitch_ceiling_hz)
+        """Another signal at this one's rate, analysed as this one is (the same pitch range
+        and kind of sound): a clip rendered from a source, or the source processed."""
+        return Analysis(
+            audio, self.sr, span=span, pitch_ceiling_hz=self.pitch_ceiling_hz, kind=self.kind
+        )
 
     @cached_property
     def span(self) -> SpeechSpan:
         return speech_span(self.audio, self.sr)
+
+    @cached_property
+    def extent(self) -> tuple[int, int]:
+        """(first, one past the last) sample within EXTENT_BELOW_PEAK_DB of the peak: where
+        the sound is, to the sample (a tone's hard onset and offset; a note up to the end of
+        its audible decay). (0, 0) for digital silence."""
+        magnitude = np.abs(self.audio)
+        peak = float(magnitude.max()) if magnitude.size else 0.0
+        inside = np.flatnonzero(magnitude >= peak * 10 ** (-EXTENT_BELOW_PEAK_DB / 20))
+        return (int(inside[0]), int(inside[-1]) + 1) if peak > 0 else (0, 0)
 
     @cached_property
     def k_weighted(self) -> np.ndarray:
@@ -268,9 +283,40 @@ def source_pitch_ceiling(audio: np.ndarray, sr: int, kind: str) -> float:
     highest = get_kind(kind).pitch_ceiling_hz
     if highest is None:
         return F0_CEILING_HZ
+    return float(np.clip(PITCH_HEADROOM * strongest_hz(audio, sr), F0_CEILING_HZ, highest))
+
+
+def strongest_hz(audio: np.ndarray, sr: int) -> float:
+    """The frequency (Hz) of the strongest bin of the whole signal's spectrum: a tone's
+    frequency, a harmonic complex's fundamental (its partials fall off as 1/k)."""
     spectrum = np.abs(np.fft.rfft(np.asarray(audio, dtype=np.float64)))
-    strongest = float(np.argmax(spectrum)) * sr / len(audio)
-    return float(np.clip(PITCH_HEADROOM * strongest, F0_CEILING_HZ, highest))
+    return float(np.argmax(spectrum)) * sr / len(audio)
+
+
+def source_pitch_floor(audio: np.ndarray, sr: int, kind: str) -> float:
+    """The lowest F0 (Hz) to look for in one source of a kind with its own pitch range: 10
+    semitones below its strongest frequency (`source_pitch_ceiling`'s span mirrored), never
+    below F0_FLOOR_HZ; F0_FLOOR_HZ for speech and the kinds without a range of their own. A
+    floor far below a high tone lets a tracker take two or three periods for one (a 2 kHz
+    tone read at 640 Hz).
+
+    Parameters
+    ----------
+    audio
+        The source, mono float.
+    sr
+        Its sample rate, Hz.
+    kind
+        Its kind of sound.
+
+    Returns
+    -------
+    float
+        The floor, Hz.
+    """
+    if get_kind(kind).pitch_ceiling_hz is None:
+        return F0_FLOOR_HZ
+    return float(max(F0_FLOOR_HZ, strongest_hz(audio, sr) / PITCH_HEADROOM))
 
 
 def mel_spectrogram(audio: np.ndarray, sr: int) -> np.ndarray:

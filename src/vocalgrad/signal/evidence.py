@@ -11,17 +11,88 @@ They are deliberately independent of the builder's verification: librosa feature
 RMS, MFCC alignment, band levels, envelope modulation) over the first and last thirds of the
 clip, where verification uses Praat and 20% windows; so the ideal observer is a second,
 independent reading of what the audio supports.
+
+Each source is read as what it is (`reading`): its kind of sound and its pitch range. Pitch is
+looked for in speech's 60-400 Hz unless the caller says otherwise for the source at hand (a 2
+kHz tone), as the ideal observer does from the ceiling each reference records; a rate is read
+from the phonetic content of speech, and from the onsets and level course of other sounds (a
+sustained note has no phonemes to align). The reading is set around a call, not passed to
+it, because the question formats call a dimension's evidence with the clip, the source and
+the rate alone.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import lru_cache
 
 import librosa
 import numpy as np
+from scipy.signal import resample_poly
 
 from vocalgrad.signal.analysis import mel_centres, mel_spectrogram
+from vocalgrad.signal.kinds import SPEECH, get_kind
+
+SPEECH_PITCH_RANGE_HZ = (60.0, 400.0)  # where `f0_change` looks for speech's F0
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the source at hand is read: its kind of sound (`vocalgrad.signal.kinds`) and the
+    F0 range (Hz) its pitch is looked for in."""
+
+    kind: str = SPEECH
+    pitch_range_hz: tuple[float, float] = SPEECH_PITCH_RANGE_HZ
+
+
+_READING: ContextVar[Reading | None] = ContextVar("reading", default=None)
+
+
+@contextmanager
+def reading(
+    kind: str = SPEECH, pitch_range_hz: tuple[float, float] | None = None
+) -> Iterator[Reading]:
+    """Within the block, evidence reads its source as a sound of ``kind`` whose F0 lies in
+    ``pitch_range_hz``: the source's own range (a tone's F0 lies far above speech's).
+
+    Parameters
+    ----------
+    kind : str
+        The source's kind of sound.
+    pitch_range_hz : (float, float) or None
+        The lowest and highest F0 to look for, Hz; None: speech's, SPEECH_PITCH_RANGE_HZ.
+
+    Yields
+    ------
+    Reading
+        The reading in force.
+
+    Raises
+    ------
+    ConfigError
+        The kind is unknown.
+    """
+    get_kind(kind)
+    wanted = Reading(
+        kind,
+        SPEECH_PITCH_RANGE_HZ
+        if pitch_range_hz is None
+        else (float(pitch_range_hz[0]), float(pitch_range_hz[1])),
+    )
+    token = _READING.set(wanted)
+    try:
+        yield wanted
+    finally:
+        _READING.reset(token)
+
+
+def current_reading() -> Reading:
+    """The `Reading` in force (speech's outside any `reading` block)."""
+    return _READING.get() or Reading()
 
 
 def _thirds(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -62,13 +133,26 @@ OCTAVE_JUMP_ST = 8.0  # a clip/source F0 ratio this far from 1 is a tracker's oc
 
 def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     """YIN F0 of the clip re the source (semitones) over the source's voiced frames, median
-    of the last third minus the first: a rising pitch shift raises it. Frames more than
-    OCTAVE_JUMP_ST apart are left out: YIN halves or doubles F0 in creaky stretches, in one
-    signal and not the other, and where a clip holds a shifted value for long (a change
-    placed early) such frames filled a third of a window."""
+    of the last third minus the first: a rising pitch shift raises it. F0 is looked for in
+    the source's range (`reading`; speech's by default). A range reaching above an eighth of
+    ``sr`` is read at a multiple of it: YIN's lag grid is too coarse for a 3 kHz tone at
+    16 kHz (five samples a period). Frames more than OCTAVE_JUMP_ST apart are left out: YIN
+    halves or doubles F0 in creaky stretches, in one signal and not the other, and where a
+    clip holds a shifted value for long (a change placed early) such frames filled a third
+    of a window."""
     n = min(len(clip), len(ref))
-    f_clip = librosa.yin(clip[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
-    f_ref = librosa.yin(ref[:n], fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
+    low, high = current_reading().pitch_range_hz
+    up = max(1, int(np.ceil(8 * high / sr)))
+    rate = sr * up
+
+    def yin(y: np.ndarray) -> np.ndarray:
+        if up > 1:
+            y = resample_poly(y, up, 1).astype(np.float32)
+        return librosa.yin(
+            y, fmin=low, fmax=high, sr=rate, frame_length=1024 * up, hop_length=160 * up
+        )
+
+    f_clip, f_ref = yin(clip[:n]), yin(ref[:n])
     level = librosa.feature.rms(y=ref[:n], frame_length=1024, hop_length=160)[0]
     m = min(len(f_clip), len(f_ref), len(level))
     voiced = level[:m] > level.max() * 10 ** (-25 / 20)
@@ -111,24 +195,49 @@ def _mfcc(y: np.ndarray, sr: int, memo: bool = False) -> np.ndarray:
     return _SOURCE_MFCC[key]
 
 
+def _alignment(clip: np.ndarray, ref: np.ndarray, sr: int) -> np.ndarray:
+    """The DTW path (source frame, clip frame), from the start, of a clip against its source:
+    on MFCCs by cosine distance for speech (its phonetic content), on onset strength and
+    log-mel levels by Euclidean distance for any other kind (`reading`): a sustained note has
+    no phonemes, and its timing lies in its onsets and the course of its decay."""
+    if current_reading().kind == SPEECH:
+        _, path = librosa.sequence.dtw(
+            X=_mfcc(ref, sr, memo=True), Y=_mfcc(clip, sr), metric="cosine"
+        )
+        return path[::-1]
+    a, b = (_onsets_and_levels(y, sr) for y in (ref, clip))
+    _, path = librosa.sequence.dtw(X=a, Y=b)
+    return path[::-1]
+
+
+def _onsets_and_levels(y: np.ndarray, sr: int) -> np.ndarray:
+    """(41, frames): onset strength over 40 log-mel band levels, 10 ms hop at 16 kHz."""
+    mel = librosa.feature.melspectrogram(y=y, sr=sr, n_fft=512, hop_length=160, n_mels=40)
+    onsets = librosa.onset.onset_strength(S=librosa.power_to_db(mel), sr=sr)
+    return np.vstack([onsets[None, :], np.log(mel + 1e-8)])
+
+
 def rate_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Align MFCCs by DTW; compare the source-over-clip time slope in first and last thirds."""
-    a = _mfcc(ref, sr, memo=True)
-    b = _mfcc(clip, sr)
-    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
-    path = path[::-1]
+    """Align the clip to its source by DTW (`_alignment`); compare the source-over-clip time
+    slope in the first and last thirds: of the whole path for speech, of its stretch over the
+    source's sound (within 30 dB of its loudest frame) for other kinds, whose silences are a
+    larger share of the file."""
+    path = _alignment(clip, ref, sr)
+    if current_reading().kind != SPEECH:
+        active = _active(ref)
+        sounding = active[np.minimum(path[:, 0], len(active) - 1)]
+        path = path[sounding] if sounding.sum() >= 10 else path
     first, last = _thirds(path)
     slopes = [np.polyfit(p[:, 1], p[:, 0], 1)[0] for p in (first, last)]
     return float(np.log(slopes[1] / slopes[0]))
 
 
 def held_rate(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Log rate of a held clip: the source-over-clip time slope of the MFCC alignment over the
-    source's speech frames (the silences around it, and any padding, left out). The thirds of
-    `rate_change` cannot be used: padding after a fast part would fill the last third."""
-    a = _mfcc(ref, sr, memo=True)
-    b = _mfcc(clip, sr)
-    _, path = librosa.sequence.dtw(X=a, Y=b, metric="cosine")
+    """Log rate of a held clip: the source-over-clip time slope of the alignment
+    (`_alignment`) over the source's speech frames (the silences around it, and any padding,
+    left out). The thirds of `rate_change` cannot be used: padding after a fast part would
+    fill the last third."""
+    path = _alignment(clip, ref, sr)[::-1]
     active = _active(ref)
     speech = active[np.minimum(path[:, 0], len(active) - 1)]
     points = path[speech] if speech.sum() >= 5 else path

@@ -9,6 +9,7 @@ sources, dimensions and questions, because all three speak it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from vocalgrad.errors import ConfigError
@@ -67,3 +68,20 @@ def get_kind(name: str) -> SoundKind:
         raise ConfigError(
             f"unknown kind of sound {name!r}; choose from {', '.join(KINDS)}"
         ) from None
+
+
+def row_kind(row: Mapping) -> str:
+    """The kind of sound a dataset or result row records.
+
+    Parameters
+    ----------
+    row : mapping
+        A dataset, result or harness row.
+
+    Returns
+    -------
+    str
+        Its ``source_kind``; speech for rows written before sounds had kinds, and for rows
+        that do not say.
+    """
+    return row.get("source_kind") or SPEECH

@@ -321,3 +321,64 @@ def _shared_spectrum(head_db: np.ndarray, tail_db: np.ndarray) -> np.ndarray:
     head_total, tail_total = head.sum(axis=0), tail.sum(axis=0)
     shape = (head / head_total + tail / tail_total) / 2
     return 10 * np.log10(shape * np.minimum(head_total, tail_total) + 1e-20)
+
+
+def prepared_edges(ref: Analysis) -> tuple[np.ndarray, SpeechSpan]:
+    """The source's slow level course flattened (`flattening_gain`), equal silences on both
+    sides (`symmetric_edges`), and its two ends given one spectral course
+    (`matched_edge_spectra`) and matched level courses and boundaries
+    (`matched_edge_courses`): what `vocalgrad.stimuli.render.prepare_reference` does to a
+    speech source before normalising it.
+
+    Parameters
+    ----------
+    ref : Analysis
+        The loudness-normalised source with its speech span.
+
+    Returns
+    -------
+    audio : np.ndarray, float32
+        The prepared samples.
+    span : SpeechSpan
+        The speech span in them.
+    """
+    levelled, span = symmetric_edges(flatten_level_course(ref), ref.sr, ref.span)
+    levelled = matched_edge_spectra(levelled, ref.sr, span)
+    return matched_edge_courses(levelled, ref.sr, span), span
+
+
+def mirror_prepared_edges(ref: Analysis) -> tuple[np.ndarray, SpeechSpan]:
+    """`prepared_edges` made exactly time-symmetric: the mean of the steps applied to the
+    source and, played backwards, to the source played backwards.
+
+    Why: the steps are meant to leave the two ends alike, but each reads the file from its
+    start (STFT frames laid from sample 0, the causal K-weighting filter in the level
+    course), so they treat the two ends a little differently. On speech that is small beside
+    the speech's own asymmetry; on a sound that is already the same at both ends (a
+    synthetic tone's hard onset and offset) it is all the asymmetry there is, and the
+    published beeps' volume clips kept it: the loud end of an increase clip held its last
+    millisecond above the loud start of its decrease twin, so the whole file's peak and
+    crest factor, which playing a clip backwards leaves as they are, told the direction
+    (docs/results.md). The mean of the two readings treats both ends alike by construction:
+    the result for the source played backwards is this result played backwards.
+
+    Parameters
+    ----------
+    ref : Analysis
+        The loudness-normalised source with its speech span.
+
+    Returns
+    -------
+    audio : np.ndarray, float32
+        The prepared samples.
+    span : SpeechSpan
+        The speech span in them (the one `prepared_edges` gives).
+    """
+    forward, span = prepared_edges(ref)
+    duration = ref.duration_s
+    mirrored = dataclasses.replace(
+        ref.span, onset_s=duration - ref.span.offset_s, offset_s=duration - ref.span.onset_s
+    )
+    backward, _ = prepared_edges(ref.like(np.ascontiguousarray(ref.audio[::-1]), span=mirrored))
+    both = forward.astype(np.float64) + backward[::-1].astype(np.float64)
+    return (both / 2).astype(np.float32), span

@@ -40,12 +40,7 @@ from vocalgrad.formats.base import (
 )
 from vocalgrad.signal.analysis import Analysis, source_pitch_ceiling
 from vocalgrad.signal.kinds import SPEECH
-from vocalgrad.signal.levelling import (
-    flatten_level_course,
-    matched_edge_courses,
-    matched_edge_spectra,
-    symmetric_edges,
-)
+from vocalgrad.signal.levelling import mirror_prepared_edges, prepared_edges
 from vocalgrad.signal.trajectories import parameter_track
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
@@ -62,7 +57,7 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips: a build resumed across it would mix them,
 # and caches are keyed on it. CHANGELOG.md lists what each revision changed;
 # tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
-RENDERER_REVISION = 13
+RENDERER_REVISION = 14
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -178,8 +173,10 @@ def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH
     spectral course (`matched_edge_spectra`) and matched level courses and boundaries
     (`matched_edge_courses`) at its two ends; reject unusable speech. ``kind`` is the kind of
     sound (`vocalgrad.signal.kinds`): it sets the pitch range the source and every clip of it
-    are analysed in (`source_pitch_ceiling`), and a sound that is not speech has its span
-    found on its plain levels (`speech_span`'s ``pre_emphasis``)."""
+    are analysed in (`source_pitch_ceiling`); a sound that is not speech has its span found
+    on its plain levels (`speech_span`'s ``pre_emphasis``) and these steps made exactly
+    time-symmetric (`mirror_prepared_edges`: a synthetic tone is the same at both ends, and
+    the steps' own reading from the file's start was all that told them apart)."""
     audio, source_sr = load_audio(path)
     if len(audio) < 0.5 * source_sr:
         raise AudioError(f"{path}: only {len(audio) / source_sr:.2f} s long; sources need >= 0.5 s")
@@ -193,11 +190,12 @@ def prepare_reference(path: str, sr: int, target_lufs: float, kind: str = SPEECH
         )
     audio = normalise(resample(audio, source_sr, sr), sr, target_lufs)
     span = None if kind == SPEECH else speech_span(audio, sr, pre_emphasis=0.0)
-    ref = Analysis(audio, sr, span=span, pitch_ceiling_hz=source_pitch_ceiling(audio, sr, kind))
+    ref = Analysis(
+        audio, sr, span=span, pitch_ceiling_hz=source_pitch_ceiling(audio, sr, kind), kind=kind
+    )
     if not ref.span.plausible:
         raise AudioError(f"{path}: no plausible speech span ({ref.span.reason})")
-    levelled, span = symmetric_edges(flatten_level_course(ref), sr, ref.span)
-    levelled = matched_edge_courses(matched_edge_spectra(levelled, sr, span), sr, span)
+    levelled, span = prepared_edges(ref) if kind == SPEECH else mirror_prepared_edges(ref)
     return ref.like(quantise16(normalise(levelled, sr, target_lufs)), span=span)
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from vocalgrad import dimensions, formats
-from vocalgrad.audio import SpeechSpan, load_audio
+from vocalgrad.audio import SpeechSpan, load_audio, resample
 from vocalgrad.dataset import is_official, load_references, load_rows
 from vocalgrad.errors import AudioError
 from vocalgrad.progress import tracked
 from vocalgrad.records import VerifyReport
 from vocalgrad.signal.analysis import Analysis, pitch_ceiling
-from vocalgrad.signal.kinds import SPEECH
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.stimuli.confounds import measure_confounds
 from vocalgrad.stimuli.render import prepare_source
 
@@ -79,7 +79,11 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
         # by design (a -18 dB start or a noisy end hides speech)
         ref_row = refs.get(row.get("source_id"))
         clip = Analysis(
-            audio, sr, span=row_span(row), pitch_ceiling_hz=row_pitch_ceiling(row, ref_row)
+            audio,
+            sr,
+            span=row_span(row),
+            pitch_ceiling_hz=row_pitch_ceiling(row, ref_row),
+            kind=row_kind(row),
         )
         if ref_row is not None:
             ref = ref_cache.get(ref_row["path"])
@@ -141,7 +145,7 @@ def row_pitch_ceiling(row: dict, ref_row: dict | None) -> float:
     its reference records, else its kind's (speech's for rows without one)."""
     if ref_row is not None and ref_row.get("pitch_ceiling_hz") is not None:
         return float(ref_row["pitch_ceiling_hz"])
-    return pitch_ceiling(row.get("source_kind", SPEECH))
+    return pitch_ceiling(row_kind(row))
 
 
 def row_span(row: dict) -> SpeechSpan | None:
@@ -151,15 +155,38 @@ def row_span(row: dict) -> SpeechSpan | None:
     return SpeechSpan(float(row["speech_onset_s"]), float(row["speech_offset_s"]), True)
 
 
+def reference_analysis(ref_row: dict, sr: int | None = None) -> Analysis:
+    """The stored clean source of a reference row, analysed as the build analysed it: its
+    speech span, pitch range and kind of sound, so a clip rendered from it again (an adaptive
+    run) or measured against it (verification, the one-end observer) is treated as built.
+
+    Parameters
+    ----------
+    ref_row : dict
+        A row of ``references/metadata.jsonl`` (with its absolute ``path``).
+    sr : int, optional
+        The rate to analyse it at, Hz (a stored reference is at the build's rate); default:
+        the file's.
+
+    Returns
+    -------
+    Analysis
+        The clean source.
+    """
+    audio, file_sr = load_audio(ref_row["path"])
+    return Analysis(
+        audio if sr is None else resample(audio, file_sr, sr),
+        file_sr if sr is None else sr,
+        span=row_span(ref_row),
+        pitch_ceiling_hz=row_pitch_ceiling(ref_row, ref_row),
+        kind=row_kind(ref_row),
+    )
+
+
 def heard_reference(ref_row: dict, sr: int) -> Analysis:
     """The source as every clip of it sounds before processing: the stored clean source
     plus its room-tone floor (seed and level recorded in the reference row)."""
-    clean = Analysis(
-        load_audio(ref_row["path"])[0],
-        sr,
-        span=row_span(ref_row),
-        pitch_ceiling_hz=row_pitch_ceiling(ref_row, ref_row),
-    )
+    clean = reference_analysis(ref_row, sr)
     if ref_row.get("room_tone_seed") is None:  # built before room tone existed
         return clean
     return prepare_source(

@@ -13,10 +13,11 @@ from pathlib import Path
 from threadpoolctl import threadpool_limits
 
 from vocalgrad.audio import load_audio
-from vocalgrad.dataset import dumps, load_rows
+from vocalgrad.dataset import dumps, load_references, load_rows
 from vocalgrad.files import atomic_path
 from vocalgrad.parallel import process_pool
 from vocalgrad.stimuli.audit.cues import CUES_VERSION, clip_cues, row_parts, row_span
+from vocalgrad.stimuli.verify import row_pitch_ceiling
 
 CACHE_DIR = ".audit"
 CACHE_FILE = "cues.jsonl"
@@ -86,10 +87,12 @@ def _init_worker() -> None:
     threadpool_limits(1)
 
 
-def _cues_of_file(job: tuple[str, tuple[float, float] | None, list | None]) -> dict[str, float]:
-    path, span, parts = job
+def _cues_of_file(
+    job: tuple[str, tuple[float, float] | None, list | None, float],
+) -> dict[str, float]:
+    path, span, parts, pitch_ceiling_hz = job
     audio, sr = load_audio(path, mono=False)
-    return clip_cues(audio, sr, span, parts)
+    return clip_cues(audio, sr, span, parts, pitch_ceiling_hz)
 
 
 def _chunksize(n_jobs: int, workers: int) -> int:
@@ -111,7 +114,8 @@ def dataset_cues(
     Cues are cached in `root/.audit/cues.jsonl`, keyed by item id and audio sha256, and the
     cache is appended batch by batch, so a rerun reads instead of measuring and an
     interrupted run resumes. `compact` drops cached entries of clips not in `rows` (only
-    sensible when `rows` is the whole dataset)."""
+    sensible when `rows` is the whole dataset). Each clip's F0 cue is tracked in its source's
+    pitch range (`row_pitch_ceiling`)."""
     root = Path(root)
     rows = list(load_rows(root) if rows is None else rows)
     path = root / CACHE_DIR / CACHE_FILE
@@ -122,11 +126,13 @@ def dataset_cues(
         if compact:
             cached = {k: v for k, v in cached.items() if k in wanted}
         writable = _try(_write_cache, path, cached)
-    todo: dict[str, tuple[str, tuple[float, float] | None, list | None]] = {}
+    todo: dict[str, tuple[str, tuple[float, float] | None, list | None, float]] = {}
+    references = load_references(root) if any(_cache_key(r) not in cached for r in rows) else {}
     for r in rows:
         key = _cache_key(r)
         if key not in cached:
-            todo.setdefault(key, (r["path"], row_span(r), row_parts(r)))
+            ceiling = row_pitch_ceiling(r, references.get(r.get("source_id")))
+            todo.setdefault(key, (r["path"], row_span(r), row_parts(r), ceiling))
     if todo:
         keys = list(todo)
         jobs = [todo[k] for k in keys]

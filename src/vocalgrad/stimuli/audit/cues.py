@@ -13,7 +13,7 @@ import soundfile as sf
 from vocalgrad import formats
 from vocalgrad.audio import EDGE_GUARD_S, SpeechSpan, loudness_lufs, speech_span
 from vocalgrad.errors import ConfigError
-from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.analysis import F0_CEILING_HZ, Analysis
 from vocalgrad.stimuli.order_free import FAMILY as ORDER_FREE
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 from vocalgrad.stimuli.order_free import order_free_cues, zero_share
@@ -92,6 +92,7 @@ def clip_cues(
     sr: int,
     span: tuple[float, float] | None = None,
     parts: Sequence[Sequence[float]] | None = None,
+    pitch_ceiling_hz: float = F0_CEILING_HZ,
 ) -> dict[str, float]:
     """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
 
@@ -105,7 +106,9 @@ def clip_cues(
     and its first and last 300 ms. A two-part item (`parts`) summarises the whole file in both
     orders of its parts. NaN cues are filled with the training median. A
     two-channel clip adds its whole-clip level difference between the ears (0 for mono)
-    and gives every other cue from its mono downmix."""
+    and gives every other cue from its mono downmix. The F0 cue is tracked up to
+    ``pitch_ceiling_hz`` (Hz), the clip's source's own range (`row_pitch_ceiling`): speech's
+    ceiling read a tone above it as unvoiced or as a subharmonic."""
     audio = np.asarray(audio, dtype=np.float32)
     ears = audio if audio.ndim == 2 else None
     audio = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio)
@@ -122,9 +125,9 @@ def clip_cues(
         first = audio[: min(max(onset - guard, 0), n_edge)]
         last = audio[max(offset + guard, len(audio) - n_edge) :]
     if parts:  # both parts whole, in both orders (`_both_orders`)
-        summary = _both_orders(audio, sr, parts, detected)
+        summary = _both_orders(audio, sr, parts, detected, pitch_ceiling_hz)
     else:
-        summary = _summary(body, audio, sr, detected)
+        summary = _summary(body, audio, sr, detected, pitch_ceiling_hz)
     return {
         **(part_cues(audio, sr, parts) if parts else {}),
         "global_duration_s": duration,
@@ -192,7 +195,11 @@ def position_cues(
 
 
 def _summary(
-    body: np.ndarray, audio: np.ndarray, sr: int, detected: SpeechSpan
+    body: np.ndarray,
+    audio: np.ndarray,
+    sr: int,
+    detected: SpeechSpan,
+    pitch_ceiling_hz: float = F0_CEILING_HZ,
 ) -> dict[str, float]:
     """The whole-clip summaries: level, peak, spectrum, F0, size and digital silence."""
     peak = float(np.max(np.abs(body))) if body.size else 0.0
@@ -201,14 +208,20 @@ def _summary(
         "global_loudness_lufs": max(FLOOR_DB, lufs) if math.isfinite(lufs) else FLOOR_DB,
         "global_peak_dbfs": max(FLOOR_DB, 20 * math.log10(peak)) if peak > 0 else FLOOR_DB,
         "global_centroid_hz": _centroid_hz(body, sr),
-        "global_f0_hz": Analysis(audio, sr, span=detected).median_f0,
+        "global_f0_hz": Analysis(
+            audio, sr, span=detected, pitch_ceiling_hz=pitch_ceiling_hz
+        ).median_f0,
         "global_file_bytes": float(_flac_bytes(body, sr)),
         "global_zero_share": zero_share(body, sr),
     }
 
 
 def _both_orders(
-    audio: np.ndarray, sr: int, parts: Sequence[Sequence[float]], detected: SpeechSpan
+    audio: np.ndarray,
+    sr: int,
+    parts: Sequence[Sequence[float]],
+    detected: SpeechSpan,
+    pitch_ceiling_hz: float = F0_CEILING_HZ,
 ) -> dict[str, float]:
     """The summaries of a two-part item, averaged over the file and the file with its parts
     swapped, so that no summary reads which part comes first. The whole file, not the speech
@@ -219,8 +232,8 @@ def _both_orders(
     (a0, a1), (b0, b1) = ((int(round(x * sr)) for x in part) for part in parts)
     swapped = np.concatenate([audio[:a0], audio[b0:b1], audio[a1:b0], audio[a0:a1], audio[b1:]])
     both = [
-        _summary(audio, audio, sr, detected),
-        _summary(swapped, swapped, sr, speech_span(swapped, sr)),
+        _summary(audio, audio, sr, detected, pitch_ceiling_hz),
+        _summary(swapped, swapped, sr, speech_span(swapped, sr), pitch_ceiling_hz),
     ]
     return {k: float(np.mean([b[k] for b in both])) for k in both[0]}
 
