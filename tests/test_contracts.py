@@ -91,8 +91,8 @@ def test_every_dimension_is_bound_with_every_member():
 
 def test_a_family_says_whether_it_wants_an_accelerator_before_it_loads():
     from vocalgrad.executors import ListenerSpec
-    from vocalgrad.listeners import register
-    from vocalgrad.listeners.registry import _registered, family
+    from vocalgrad.listeners import register, unregister
+    from vocalgrad.listeners.registry import family
 
     assert family("baseline").wants_gpu is False  # a plain factory: the defaults
     assert family("whisper").wants_gpu and family("hf").wants_gpu and family("tuned").wants_gpu
@@ -103,4 +103,4 @@ def test_a_family_says_whether_it_wants_an_accelerator_before_it_loads():
     try:
         assert ListenerSpec("plain-test-family:x").wants_gpu is False
     finally:
-        _registered.pop("plain-test-family")
+        unregister("plain-test-family")

@@ -297,11 +297,11 @@ needs_tiny = pytest.mark.skipif(
 def test_whisper_option_logprobs_equal_score_choices() -> None:
     """Every prompt variant (single- and multi-token options, two and three options), both
     encoder contexts: the training objective scores exactly what `eval` scores."""
-    from vocalgrad.questions.prompts import VARIANTS
+    from vocalgrad.questions.prompts import variant_names
 
     reqs = [
         Request(f"c{i}", build_prompt("volume", v, item_id=f"c{i}"), {f"c{i}": _clip(1.2, i)})
-        for i, v in enumerate(VARIANTS)
+        for i, v in enumerate(variant_names())
     ]
     groups = {
         n: [r for r in reqs if len(r.prompt.options) == n]

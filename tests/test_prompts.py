@@ -8,13 +8,18 @@ from vocalgrad.errors import ConfigError
 from vocalgrad.questions.parsing import parse_answer
 from vocalgrad.questions.prompts import (
     TARGET,
-    VARIANTS,
+    Variant,
     build_prompt,
     choice_options,
     expected_answer,
     few_shot_examples,
+    get_variant,
     question_text,
+    register_variant,
     to_chat,
+    unregister_variant,
+    variant_names,
+    variants,
 )
 
 CATEGORIES = (
@@ -92,16 +97,38 @@ def test_paraphrases_keep_the_answer_words(variant):
 
 
 def test_every_general_variant_works_for_every_category():
-    for name, variant in VARIANTS.items():
+    for variant in variants():
         if variant.categories() is None:
             for category in CATEGORIES:
-                text = question_text(category, name)
+                text = question_text(category, variant.name)
                 assert category.replace("_", " ") in text and "_" not in text
 
 
 def test_unknown_variant_names_the_valid_ones():
     with pytest.raises(ConfigError, match="default"):
         build_prompt("volume", "nonsense")
+    with pytest.raises(
+        ConfigError, match=r"unknown prompt variant 'swaped' \(did you mean 'swapped'"
+    ):
+        build_prompt("volume", "swaped")
+
+
+def test_variants_are_a_registry_listed_in_their_order_and_extended_at_run_time():
+    assert variant_names()[:4] == ("default", "swapped", "clip", "paraphrase1")
+    assert variant_names()[-3:] == ("mapped", "negated", "conditional")
+    mine = Variant("aaa-mine", "Is the {attribute} going up?", "Answer yes or no.", ("yes", "no"))
+    assert register_variant(mine) is mine
+    try:
+        assert variant_names()[-1] == "aaa-mine"  # after the package's own, by name
+        assert get_variant("aaa-mine") is mine
+        assert question_text("volume", "aaa-mine") == "Is the volume going up?\n\nAnswer yes or no."
+        with pytest.raises(ConfigError, match="exists"):
+            register_variant(mine)
+        with pytest.raises(TypeError, match="not a prompt Variant"):
+            register_variant("aaa-mine")  # type: ignore[arg-type]
+    finally:
+        unregister_variant("aaa-mine")
+    assert "aaa-mine" not in variant_names()
 
 
 def test_turns_and_audio_position():

@@ -15,10 +15,10 @@ from vocalgrad.listeners.baselines import ConstantListener, RandomListener
 from vocalgrad.questions import reasoning
 from vocalgrad.questions.parsing import parse_labelled
 from vocalgrad.questions.prompts import (
-    VARIANTS,
     build_prompt,
     expected_answer,
     few_shot_examples,
+    get_variant,
     question_text,
     reads_directions,
 )
@@ -27,7 +27,7 @@ from vocalgrad.questions.prompts import (
 def test_the_variants_are_registered_with_their_words_and_labels():
     assert reasoning.NAMES == ("mapped", "negated", "conditional")
     for name in reasoning.NAMES:
-        assert VARIANTS[name].strict and len(VARIANTS[name].labels) == 2
+        assert get_variant(name).strict and len(get_variant(name).labels) == 2
     assert build_prompt("volume", "mapped").label_of == {"A": "increase", "B": "decrease"}
     assert build_prompt("volume", "negated").label_of == {"yes": "decrease", "no": "increase"}
     assert build_prompt("volume", "conditional").label_of == {

@@ -96,3 +96,40 @@ def test_a_builtin_wins_over_a_plugin_of_its_name(monkeypatch):
 
 
 SHADOW = Thing("beta", 5)
+
+
+def lazy_things(monkeypatch, plugins) -> tuple[Registry[Thing], list[EntryPoint]]:
+    group = "test.lazy"
+    found = [EntryPoint(name, value, group) for name, value in plugins]
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [e for e in found if e.group == group]
+    )
+    return Registry("thing", lambda: (), group=group, check=_check, lazy=True), found
+
+
+def test_a_lazy_registry_loads_only_the_entry_point_asked_for(monkeypatch):
+    missing = "vocalgrad_no_such_module_anywhere"
+    reg, found = lazy_things(
+        monkeypatch,
+        [("delta", f"{__name__}:PLUGIN"), ("heavy", f"{missing}:X"), ("bad", f"{__name__}:BROKEN")],
+    )
+    # the names come from the metadata: listing them, or asking for another, imports nothing
+    assert reg.names() == ("bad", "delta", "heavy") and "heavy" in reg
+    assert reg.origin("heavy") == f"{missing}:X" and reg.origin("omega") is None
+    assert reg.get("delta") is PLUGIN
+    with pytest.raises(ModuleNotFoundError, match=missing):  # the caller names the extra
+        reg.get("heavy")
+    with pytest.raises(ConfigError, match=r"thing plug-in 'bad' \(.*:BROKEN, entry-point group"):
+        reg.get("bad")
+    with pytest.raises(ConfigError, match=r"unknown thing 'delt' \(did you mean 'delta'\?\)"):
+        reg.get("delt")
+    # a package installed since the first use is found by its name
+    found.append(EntryPoint("late", f"{__name__}:SHADOW", "test.lazy"))
+    assert reg.get("late") is SHADOW and reg.names()[-1] == "late"
+    # a member that does not carry its name is registered under one; it wins over the plug-in
+    added = reg.register(Thing("whatever"), name="delta", replace=True)
+    assert reg.get("delta") is added and reg.origin("delta") is None
+    reg.unregister("delta")
+    assert "delta" not in reg  # removed for this process, not read back from the metadata
+    with pytest.raises(ValueError, match="lists by name"):
+        Registry("thing", lambda: (), lazy=True, sort_key=lambda t: 0)

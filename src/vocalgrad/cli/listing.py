@@ -55,9 +55,9 @@ def _formats() -> list[str]:
 
 
 def _prompts() -> list[str]:
-    from vocalgrad.questions.prompts import VARIANTS
+    from vocalgrad.questions.prompts import variants
 
-    return [f"{name}\t{variant.description}" for name, variant in VARIANTS.items()]
+    return [f"{variant.name}\t{variant.description}" for variant in variants()]
 
 
 def _sources() -> list[str]:

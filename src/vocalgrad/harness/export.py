@@ -29,7 +29,7 @@ from vocalgrad.evaluation.evaluate import check_categories
 from vocalgrad.formats import row_format
 from vocalgrad.harness.items import Selection, item_metadata, select_items, wav_copy
 from vocalgrad.harness.lmms_tasks import PER_CATEGORY, SUMMARY_METRICS
-from vocalgrad.questions.prompts import VARIANTS
+from vocalgrad.questions.prompts import get_variant, variants
 from vocalgrad.records import LABELS
 
 FUNCTIONS = "vocalgrad.harness.lmms_tasks"
@@ -74,9 +74,7 @@ def direction_variants(fmt: str) -> tuple[str, ...]:
     """The variants a format is asked with whose answers are directions (all but change
     detection)."""
     form = formats.get(fmt)
-    return tuple(
-        name for name, v in VARIANTS.items() if form.asks(name) and set(LABELS) <= set(v.options)
-    )
+    return tuple(v.name for v in variants() if form.asks(v.name) and set(LABELS) <= set(v.options))
 
 
 def export_lmms_eval(
@@ -116,7 +114,7 @@ def export_lmms_eval(
         for variant in variants or direction_variants(fmt):
             if not formats.get(fmt).asks(variant):
                 continue
-            asked = VARIANTS[variant].categories()
+            asked = get_variant(variant).categories()
             cats = tuple(c for c in mono if asked is None or c in asked)
             if not cats:
                 continue

@@ -17,6 +17,6 @@ Each scheme is a family in `vocalgrad.listeners.registry`; plug-ins add more.
 from __future__ import annotations
 
 from vocalgrad.listeners.base import Listener, Request
-from vocalgrad.listeners.registry import families, load_listener, register
+from vocalgrad.listeners.registry import families, load_listener, register, unregister
 
-__all__ = ["Listener", "Request", "families", "load_listener", "register"]
+__all__ = ["Listener", "Request", "families", "load_listener", "register", "unregister"]

@@ -9,8 +9,10 @@ third-party package adds a family by declaring one in its own metadata::
     mymodel = "my_package.listener:from_spec"
 
 after which ``vocalgrad eval DATASET --listener mymodel:whatever`` finds it. In a running
-process, `register` adds a family without packaging (a notebook, a test). Factories are
-imported only when their scheme is asked for, so no backend loads unasked.
+process, `register` adds a family without packaging (a notebook, a test). The families are
+a lazy `vocalgrad.registry.Registry` (`REGISTRY`): the schemes are read from the package
+metadata and a factory is imported only when its scheme is asked for, so no backend loads
+unasked.
 """
 
 from __future__ import annotations
@@ -18,17 +20,15 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
 from vocalgrad.errors import ConfigError, did_you_mean
 from vocalgrad.listeners.base import Listener
+from vocalgrad.registry import Registry
 
 ENTRY_POINT_GROUP = "vocalgrad.listeners"
 Factory = Callable[..., Listener]
-
-_registered: dict[str, Factory] = {}
 
 
 @dataclass(frozen=True)
@@ -102,10 +102,23 @@ def register(scheme: str, factory: Factory) -> None:
     ------
     ConfigError
         `scheme` is empty or holds a ``:``.
+    TypeError
+        `factory` is not callable.
     """
     if not scheme or ":" in scheme:
         raise ConfigError(f"listener scheme {scheme!r}: a non-empty name without ':'")
-    _registered[scheme] = factory
+    REGISTRY.register(factory, name=scheme, replace=True)
+
+
+def unregister(scheme: str) -> None:
+    """Remove a family added with `register` (no error if it is not there).
+
+    Parameters
+    ----------
+    scheme : str
+        The spec prefix before ``:``. A plug-in's family is removed too, for this process.
+    """
+    REGISTRY.unregister(scheme)
 
 
 def families() -> dict[str, str]:
@@ -115,20 +128,23 @@ def families() -> dict[str, str]:
     -------
     dict of str to str
         Scheme -> ``module:attribute`` of its factory, sorted by scheme: every entry point of
-        the group, and what `register` added in this process (which wins over an entry
-        point of the same scheme).
+        the group (read from the metadata, not imported), and what `register` added in this
+        process (which wins over an entry point of the same scheme).
     """
-    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    makers = {name: family_of(f).make for name, f in _registered.items()}
-    found.update({name: f"{f.__module__}:{f.__qualname__}" for name, f in makers.items()})
-    return dict(sorted(found.items()))
+    found = {}
+    for scheme in REGISTRY.names():
+        where = REGISTRY.origin(scheme)
+        if where is None:  # registered at run time: already loaded
+            make = REGISTRY.get(scheme).make
+            where = f"{make.__module__}:{make.__qualname__}"
+        found[scheme] = where
+    return found
 
 
-def _factory(scheme: str) -> Factory:
-    if scheme in _registered:
-        return _registered[scheme]
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
-        return ep.load()
+def _factory(scheme: str) -> ListenerFamily:
+    found = REGISTRY.find(scheme)
+    if found is not None:
+        return found
     known = ", ".join(f"{name}:..." for name in families()) or (
         "none: vocalgrad's package metadata is missing; install it with `pip install -e .`"
     )
@@ -180,6 +196,21 @@ def family_of(factory: Factory) -> ListenerFamily:
     return factory if isinstance(factory, ListenerFamily) else ListenerFamily(factory)
 
 
+def _checked(declared: object) -> ListenerFamily:
+    """What an entry point or `register` holds, as a family; `TypeError` if not callable."""
+    if not callable(declared):
+        raise TypeError(f"{declared!r} is not a listener factory (a callable or a ListenerFamily)")
+    return family_of(declared)
+
+
+REGISTRY: Registry[ListenerFamily] = Registry(
+    "listener scheme", lambda: (), group=ENTRY_POINT_GROUP, check=_checked, lazy=True
+)
+"""Every listener family by scheme: the entry points of ``vocalgrad.listeners`` (the
+built-in families' included), each imported when its scheme is first asked for, and those
+`register` adds."""
+
+
 def family(scheme: str) -> ListenerFamily:
     """The family registered under `scheme` (imports its module; loads no model).
 
@@ -201,7 +232,7 @@ def family(scheme: str) -> ListenerFamily:
     ConfigError
         No family has that scheme; the message lists the known ones.
     """
-    return family_of(_factory(scheme))
+    return _factory(scheme)
 
 
 def load_listener(spec: str, *, dataset: str | Path | None = None, **options: Any) -> Listener:

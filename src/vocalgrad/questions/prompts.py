@@ -1,8 +1,10 @@
 """Question templates and their variants, kept as data so a run manifest can name them.
 
 The published default prompt is reproduced verbatim (reference protocol, section 2). Every
-variant is a named entry in `VARIANTS`; a listener never formats prompts itself but turns the
-`Prompt` built here into its own chat messages, so every model sees the same words.
+variant is a named member of `REGISTRY` (the package's own, listed in `BUILTIN_VARIANTS`
+order; a third-party package adds one through the ``vocalgrad.variants`` entry-point group, a
+test or a notebook through `register_variant`); a listener never formats prompts itself but
+turns the `Prompt` built here into its own chat messages, so every model sees the same words.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from vocalgrad import dimensions, formats
-from vocalgrad.errors import ConfigError, did_you_mean
+from vocalgrad.errors import ConfigError
 from vocalgrad.formats.base import Wording
 from vocalgrad.questions import reasoning
 from vocalgrad.records import LABELS
+from vocalgrad.registry import Registry
 from vocalgrad.signal.kinds import SPEECH
 
 TARGET = "<target>"
@@ -78,57 +81,55 @@ class Paraphrase:
         }
 
 
-VARIANTS: dict[str, Variant] = {
-    v.name: v
-    for v in (
+BUILTIN_VARIANTS: tuple[Variant, ...] = (
+    Variant(
+        "default",
+        "Does the {attribute} increase or decrease over time?",
+        BINARY_INSTRUCTION,
+        LABELS,
+        "published default prompt, verbatim",
+    ),
+    Variant(
+        "swapped",
+        "Does the {attribute} decrease or increase over time?",
+        SWAPPED_INSTRUCTION,
+        ("decrease", "increase"),
+        "option order reversed in question and instruction: exposes first-option bias",
+    ),
+    Variant(
+        "clip",
+        "Does the {attribute} of this audio clip increase or decrease over time?",
+        BINARY_INSTRUCTION,
+        LABELS,
+        "names the audio clip explicitly",
+    ),
+    *(
         Variant(
-            "default",
-            "Does the {attribute} increase or decrease over time?",
+            f"paraphrase{i + 1}",
+            Paraphrase(i),
             BINARY_INSTRUCTION,
             LABELS,
-            "published default prompt, verbatim",
-        ),
-        Variant(
-            "swapped",
-            "Does the {attribute} decrease or increase over time?",
-            SWAPPED_INSTRUCTION,
-            ("decrease", "increase"),
-            "option order reversed in question and instruction: exposes first-option bias",
-        ),
-        Variant(
-            "clip",
-            "Does the {attribute} of this audio clip increase or decrease over time?",
-            BINARY_INSTRUCTION,
-            LABELS,
-            "names the audio clip explicitly",
-        ),
-        *(
-            Variant(
-                f"paraphrase{i + 1}",
-                Paraphrase(i),
-                BINARY_INSTRUCTION,
-                LABELS,
-                "everyday wording; only dimensions that declare paraphrases",
-            )
-            for i in range(3)
-        ),
-        Variant(
-            "ternary",
-            "Does the {attribute} increase, decrease, or stay constant over time?",
-            TERNARY_INSTRUCTION,
-            ("increase", "decrease", "constant"),
-            "three-way answer; lets 'nothing changes' be said",
-        ),
-        Variant(
-            "vary",
-            "Does the {attribute} change over time?",
-            VARY_INSTRUCTION,
-            ("yes", "no"),
-            "binary change detection, no direction",
-        ),
-        *(Variant(**spec, strict=True) for spec in reasoning.SPECS),
-    )
-}
+            "everyday wording; only dimensions that declare paraphrases",
+        )
+        for i in range(3)
+    ),
+    Variant(
+        "ternary",
+        "Does the {attribute} increase, decrease, or stay constant over time?",
+        TERNARY_INSTRUCTION,
+        ("increase", "decrease", "constant"),
+        "three-way answer; lets 'nothing changes' be said",
+    ),
+    Variant(
+        "vary",
+        "Does the {attribute} change over time?",
+        VARY_INSTRUCTION,
+        ("yes", "no"),
+        "binary change detection, no direction",
+    ),
+    *(Variant(**spec, strict=True) for spec in reasoning.SPECS),
+)
+"""The package's own variants, in listing order."""
 
 
 @dataclass(frozen=True)
@@ -173,15 +174,103 @@ class Prompt:
         return replace(self, turns=turns)
 
 
+def _variant(declared: object) -> Variant:
+    """A plug-in's or `register_variant`'s variant, checked to be one."""
+    if not isinstance(declared, Variant):
+        raise TypeError(f"{declared!r} is not a prompt Variant")
+    return declared
+
+
+_RANK = {v.name: i for i, v in enumerate(BUILTIN_VARIANTS)}
+REGISTRY: Registry[Variant] = Registry(
+    "prompt variant",
+    lambda: BUILTIN_VARIANTS,
+    group="vocalgrad.variants",
+    check=_variant,
+    sort_key=lambda v: _RANK.get(v.name, len(_RANK)),
+)
+"""Every prompt variant: the package's own (`BUILTIN_VARIANTS`, in their order), plug-ins'
+(entry-point group ``vocalgrad.variants``, each entry a `Variant`) and run-time ones
+(`register_variant`), these last two after the package's own, by name."""
+
+
 def get_variant(name: str) -> Variant:
-    """Look up a registered variant, with an error that lists the valid names."""
-    try:
-        return VARIANTS[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown prompt variant {name!r}{did_you_mean(name, VARIANTS)}; choose one of: "
-            f"{', '.join(VARIANTS)}"
-        ) from None
+    """The prompt variant called `name`: the one lookup by name.
+
+    Parameters
+    ----------
+    name : str
+        The variant's name (``default``, ``swapped``, ...).
+
+    Returns
+    -------
+    Variant
+        The variant.
+
+    Raises
+    ------
+    ConfigError
+        None has that name; the message suggests the closest and lists every name.
+    """
+    return REGISTRY.get(name)
+
+
+def variant_names() -> tuple[str, ...]:
+    """Every prompt variant's name, in listing order (the package's own first).
+
+    Returns
+    -------
+    tuple of str
+        The names.
+    """
+    return REGISTRY.names()
+
+
+def variants() -> tuple[Variant, ...]:
+    """Every prompt variant, in listing order (the package's own first).
+
+    Returns
+    -------
+    tuple of Variant
+        The variants.
+    """
+    return REGISTRY.values()
+
+
+def register_variant(variant: Variant, *, replace: bool = False) -> Variant:
+    """Add a prompt variant in this process (a test's, or one defined in a notebook).
+
+    Parameters
+    ----------
+    variant : Variant
+        The variant; its ``name`` is what ``--variant`` and `get_variant` take.
+    replace : bool
+        Allow a variant of the same name to be replaced.
+
+    Returns
+    -------
+    Variant
+        The variant, now found by `get_variant` and listed by `variants`.
+
+    Raises
+    ------
+    ConfigError
+        A variant of that name exists and ``replace`` is false.
+    TypeError
+        It is not a `Variant`.
+    """
+    return REGISTRY.register(variant, replace=replace)
+
+
+def unregister_variant(name: str) -> None:
+    """Remove a variant added with `register_variant` (no error if it is not there).
+
+    Parameters
+    ----------
+    name : str
+        The variant's name.
+    """
+    REGISTRY.unregister(name)
 
 
 def _wording(

@@ -2,7 +2,7 @@
 step to the question, so that the drop from the bare question, paired by item, is the cost of
 reasoning about what was heard, not of hearing it.
 
-Three steps, each a prompt variant (`vocalgrad.questions.prompts.VARIANTS`) whose answer words
+Three steps, each a prompt variant (`vocalgrad.questions.prompts.REGISTRY`) whose answer words
 map onto the label slots as any format's words do (`Variant.labels`):
 
 - ``mapped``: the answers are arbitrary labels ("A" if it increases, "B" if it decreases);
