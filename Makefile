@@ -64,7 +64,8 @@ ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # what the report reads, each one a step below
 DEMO_RUNS := whisper random always-increase ideal shortcut one-end sweep-ideal sweep-whisper \
 	random-comparison random-recognition ideal-comparison ideal-recognition \
-	whisper-trimmed-tiers whisper-trimmed-comparison whisper-trimmed-recognition
+	whisper-trimmed-tiers whisper-trimmed-comparison whisper-trimmed-recognition \
+	ladder-random ladder-ideal ladder-whisper tones-ideal tones-whisper
 
 demo: $(DEMO_STAMP)
 	$(ONE_THREAD) $(MAKE) --no-print-directory -j$(DEMO_JOBS) --output-sync=target $(STEPS)/report
@@ -74,8 +75,9 @@ demo: $(DEMO_STAMP)
 #    10 test sources (the fewest that give bootstrap CIs clustered by source). The build verifies
 #    every clip on the samples it writes and prints the agreement (`vocalgrad verify` re-measures
 #    a dataset from elsewhere; here it would repeat the build's measurements). A failed audit
-#    exits 4; the demo goes on (--allow-audit-failure): at 10 test sources a clean build fails a
-#    cell now and then by chance, and the failure is printed here and shown in the report.
+#    exits 4; the demo goes on (--allow-audit-failure): its gates let a clean build fail in about
+#    one build in twenty by chance (docs/results.md), and a failure is printed here and shown in
+#    the report.
 $(STEPS)/tiers:
 	$(VG) build --out $(DEMO)/tiers --n-test 10 --n-train 8 --allow-audit-failure
 	$(VG) info $(DEMO)/tiers
@@ -87,6 +89,17 @@ $(STEPS)/sweep:
 #     recognition items (one held clip)
 $(STEPS)/comparison $(STEPS)/recognition: $(STEPS)/%:
 	$(VG) build --out $(DEMO)/$* --question-format $* --n-test 10 --n-train 0 --allow-audit-failure
+	@mkdir -p $(@D) && touch $@
+
+# 1c. the ladder (docs/explanations/ladder.md): every rung, from hearing a change to reasoning
+#     about it, on the ladder's preset (4 test sources, volume and voice pitch)
+$(STEPS)/ladder:
+	$(VG) build --protocol ladder --out $(DEMO)/ladder --n-train 0 --allow-audit-failure
+	@mkdir -p $(@D) && touch $@
+# 1d. the same question about tones (pure and harmonic), on four dimensions that apply to speech
+#     and tones alike: the report sets Whisper's accuracy on them beside its accuracy on speech
+$(STEPS)/tones:
+	$(VG) build --out $(DEMO)/tones --source tones --n-test 10 --n-train 0 --categories volume,voice_pitch,background_noise,voice_vibration --allow-audit-failure
 	@mkdir -p $(@D) && touch $@
 
 # 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, an observer that
@@ -126,6 +139,20 @@ $(STEPS)/whisper-trimmed-comparison $(STEPS)/whisper-trimmed-recognition: $(STEP
 $(STEPS)/whisper-trimmed-tiers: $(AFTER_TIERS)
 	$(VG) eval $(DEMO)/tiers --listener $(WHISPER_TRIMMED) --limit $(WHISPER_ITEMS) --out $(RUNS)/whisper-trimmed-tiers
 	@touch $@
+# 2c. up the ladder, and the tones: chance, the ideal observer and Whisper (trimmed context);
+#     a tones item is asked in the tone's words ("the pitch of the tone")
+$(STEPS)/ladder-random $(STEPS)/ladder-ideal: $(STEPS)/ladder-%: $(STEPS)/ladder
+	$(VG) eval $(DEMO)/ladder --listener baseline:$* --out $(RUNS)/ladder-$*
+	@touch $@
+$(STEPS)/ladder-whisper: $(STEPS)/ladder
+	$(VG) eval $(DEMO)/ladder --listener $(WHISPER_TRIMMED) --out $(RUNS)/ladder-whisper
+	@touch $@
+$(STEPS)/tones-ideal: $(STEPS)/tones
+	$(VG) eval $(DEMO)/tones --listener baseline:ideal --out $(RUNS)/tones-ideal
+	@touch $@
+$(STEPS)/tones-whisper: $(STEPS)/tones
+	$(VG) eval $(DEMO)/tones --listener $(WHISPER_TRIMMED) --limit 80 --out $(RUNS)/tones-whisper
+	@touch $@
 
 # 3. inside Whisper: layer-wise probes with controls, lens readout, diagnosis (10 test sources,
 #    the fewest that give its verdicts clustered bootstrap CIs), on the trimmed encoder context:
@@ -140,7 +167,8 @@ $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 	$(VG) report $(RUNS)/random $(RUNS)/always-increase $(RUNS)/ideal $(RUNS)/shortcut $(RUNS)/one-end $(RUNS)/whisper \
 		$(RUNS)/sweep-ideal $(RUNS)/sweep-whisper \
 		$(RUNS)/random-comparison $(RUNS)/random-recognition $(RUNS)/ideal-comparison $(RUNS)/ideal-recognition \
-		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
+		$(RUNS)/whisper-trimmed-tiers $(RUNS)/whisper-trimmed-comparison $(RUNS)/whisper-trimmed-recognition \
+		$(RUNS)/ladder-random $(RUNS)/ladder-ideal $(RUNS)/ladder-whisper $(RUNS)/tones-ideal $(RUNS)/tones-whisper --dataset $(DEMO)/tiers --probe $(DEMO)/probe --out $(DEMO)/report.html
 	@touch $@
 
 # three workers, each test file on one of them, so a file's module-scoped fixtures (a built
