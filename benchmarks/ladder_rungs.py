@@ -104,6 +104,7 @@ def main() -> None:
                     "--question-format", fmt, "--categories", args.categories,
                     "--n-test", str(args.n_test), "--n-train", str(args.n_train),
                     "--sample-rate", str(args.sample_rate), "--workers", str(args.workers),
+                    "--allow-audit-failure",  # a failed audit is a row of the table
                 ],
                 log,
             )  # fmt: skip
