@@ -66,7 +66,7 @@ def test_did_you_mean_finds_close_names_and_only_those():
         (["--listener", "baseline:idael"], "did you mean 'ideal'?"),
         (["--listener", "whsper:tiny.en"], "did you mean 'whisper'?"),
         (["--listener", "baseline:ideal", "--categories", "pitch"], "did you mean 'voice_pitch'?"),
-        (["--listener", "baseline:ideal", "--variants", "swaped"], "did you mean 'swapped'?"),
+        (["--listener", "baseline:ideal", "--variants", "swaped"], "did you mean 'swapped'"),
         (["--listener", "baseline:ideal", "--controls", "revesed"], "did you mean 'reversed'?"),
         (
             ["--listener", "openai:m", "-O", "base_url=http://127.0.0.1:9/v1", "-O", "seeed=1"],
