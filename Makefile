@@ -178,7 +178,11 @@ $(STEPS)/report: $(addprefix $(STEPS)/,$(DEMO_RUNS) probe)
 # three (docs/results.md#the-tests). Files in collection order, where tests/conftest.py puts
 # the files with slow tests first (xdist's default hands out files with the most tests first,
 # which left the few long Ray and browser tests to the end of the session)
-PYTEST := $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
+# One BLAS / OpenMP / torch thread per worker, as in the demo: three workers on two cores with
+# a thread per core each oversubscribe them, and OpenMP's spinning threads (scikit-learn's
+# gradient boosting in the audit) then wait on descheduled peers (an audit test took minutes
+# in a full session, seconds alone).
+PYTEST := $(ONE_THREAD) $(PY) -m pytest -n 3 --dist loadfile --no-loadscope-reorder --durations=15
 # `make test SLOW=1` runs the slow tests too, in the same session (as CI does): run apart,
 # each session would end on its longest file with the other worker idle
 test: $(STAMP)
