@@ -178,7 +178,7 @@ def test_killed_build_resumes_to_identical_result(tmp_path):
         "2",
         "--n-train",
         "0",
-        "--categories",
+        "--dimensions",
         "volume,voice_pitch,echo",
         "--workers",
         "1",

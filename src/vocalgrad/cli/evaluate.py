@@ -99,10 +99,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--adaptive",
         choices=("quest", "staircase"),
-        help="estimate a threshold per category with few trials, rendering clips on demand",
+        help="estimate a threshold per dimension with few trials, rendering clips on demand",
     )
     e.add_argument(
-        "--max-trials", type=whole(1), default=40, help="trials per category for --adaptive"
+        "--max-trials", type=whole(1), default=40, help="trials per dimension for --adaptive"
     )
     add_executor_options(
         e,

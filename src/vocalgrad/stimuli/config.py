@@ -204,7 +204,7 @@ class BuildConfig(BaseModel):
             per_source = clips // ((self.n_test + self.n_train) * len(self.categories))
             raise ValueError(
                 f"this build implies {clips:,} clips ({self.n_test + self.n_train:,} sources x "
-                f"{len(self.categories)} categories x {per_source:,} per source and category) "
+                f"{len(self.categories)} dimensions x {per_source:,} per source and dimension) "
                 f"and at least {least_bytes / 1e9:,.1f} GB of audio, above the limit of "
                 f"{MAX_BUILD_CLIPS:,} clips and {MAX_BUILD_BYTES / 1e9:,.0f} GB; check "
                 "levels, constants, n_test and n_train, or pass --allow-large "
