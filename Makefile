@@ -99,7 +99,7 @@ $(STEPS)/ladder:
 # 1d. the same question about tones (pure and harmonic), on four dimensions that apply to speech
 #     and tones alike: the report sets Whisper's accuracy on them beside its accuracy on speech
 $(STEPS)/tones:
-	$(VG) build --out $(DEMO)/tones --source tones --n-test 10 --n-train 0 --categories volume,voice_pitch,background_noise,voice_vibration --allow-audit-failure
+	$(VG) build --out $(DEMO)/tones --source tones --n-test 10 --n-train 0 --dimensions volume,voice_pitch,background_noise,voice_vibration --allow-audit-failure
 	@mkdir -p $(@D) && touch $@
 
 # 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, an observer that
@@ -158,7 +158,7 @@ $(STEPS)/tones-whisper: $(STEPS)/tones
 #    the fewest that give its verdicts clustered bootstrap CIs), on the trimmed encoder context:
 #    7x less CPU than the padded one, the same verdicts (git show 6263424:docs/results.md)
 $(STEPS)/probe:
-	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --categories volume,voice_pitch --no-audit
+	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --dimensions volume,voice_pitch --no-audit
 	$(VG) probe $(DEMO)/probe-set --listener $(WHISPER_TRIMMED) --out $(DEMO)/probe
 	@mkdir -p $(@D) && touch $@
 
@@ -209,7 +209,7 @@ REMEDY_CATEGORIES := volume voice_pitch speaking_speed background_noise echo aud
 remedies: $(STAMP)
 	$(VG) eval $(DEMO)/tiers --listener $(REMEDY_LISTENER) --mode choice --out $(RUNS)/remedy-base
 	for m in head lora full; do for c in $(REMEDY_CATEGORIES); do \
-		$(VG) finetune $(DEMO)/tiers --listener $(REMEDY_LISTENER) --train-categories $$c --method $$m \
+		$(VG) finetune $(DEMO)/tiers --listener $(REMEDY_LISTENER) --train-dimensions $$c --method $$m \
 			$$([ $$m = head ] && echo $(HEAD_TUNING)) --out $(RUNS)/remedy-$$m-$$c || exit 1; \
 	done; done
 	$(VG) probe $(DEMO)/tiers --listener $(REMEDY_LISTENER) --results $(RUNS)/remedy-base --out $(DEMO)/remedy-probe

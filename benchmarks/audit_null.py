@@ -361,7 +361,7 @@ def run(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dataset")
-    p.add_argument("categories", nargs="*", help="default: the dataset's")
+    p.add_argument("categories", nargs="*", metavar="DIMENSION", help="default: the dataset's")
     p.add_argument("--test", choices=("family", "constant", "direction"), default="constant")
     p.add_argument("--sims", type=int, default=200, help="simulated builds (family)")
     p.add_argument(

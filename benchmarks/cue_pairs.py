@@ -4,7 +4,7 @@ Why: the shortcut audit says *whether* a category's cues leak the label; declari
 target cue (`SPEC.target_cues`) needs the mechanism, which starts with the cue that
 separates twins (same source, tier and curve). The README's audit table quotes these shares.
 
-    python benchmarks/cue_pairs.py DATASET [CATEGORY ...] [--min-share 0.58]
+    python benchmarks/cue_pairs.py DATASET [DIMENSION ...] [--min-share 0.58]
 
 Prints, per category, each cue whose value is larger in the increase clip in a share of
 twins away from 0.5 (ties left out), with the median increase-minus-decrease difference.
@@ -47,7 +47,9 @@ def twin_shares(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
-    ap.add_argument("categories", nargs="*", help="default: every category of the dataset")
+    ap.add_argument(
+        "categories", nargs="*", metavar="DIMENSION", help="default: every dimension of the dataset"
+    )
     ap.add_argument(
         "--min-share", type=float, default=0.58, help="print cues at least this far from 0.5"
     )

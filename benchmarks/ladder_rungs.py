@@ -82,7 +82,7 @@ def main() -> None:
     p.add_argument("out", type=Path)
     p.add_argument("--format", nargs="+", default=["when", "how_much", "contour"])
     p.add_argument("--source", nargs="+", default=["builtin"])
-    p.add_argument("--categories", default="volume,voice_pitch,speaking_speed,background_noise")
+    p.add_argument("--dimensions", default="volume,voice_pitch,speaking_speed,background_noise")
     p.add_argument("--n-test", type=int, default=10)
     p.add_argument("--n-train", type=int, default=8)
     p.add_argument("--sample-rate", type=int, default=16000)
@@ -101,7 +101,7 @@ def main() -> None:
             rc = run(
                 [
                     *cli, "build", "--out", str(dataset), "--source", source,
-                    "--question-format", fmt, "--categories", args.categories,
+                    "--question-format", fmt, "--dimensions", args.dimensions,
                     "--n-test", str(args.n_test), "--n-train", str(args.n_train),
                     "--sample-rate", str(args.sample_rate), "--workers", str(args.workers),
                     "--allow-audit-failure",  # a failed audit is a row of the table

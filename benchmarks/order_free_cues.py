@@ -7,7 +7,7 @@ loudness by any standard measure, percentiles, audible duration, the sum of the 
 cues). This trains classifiers on the train split's order-free cues and tests on the test
 split; CIs resample test sources.
 
-    python benchmarks/order_free_cues.py DATASET [CATEGORY ...] [--top 4] [--workers 2]
+    python benchmarks/order_free_cues.py DATASET [DIMENSION ...] [--top 4] [--workers 2]
         [--disjoint-parts REGEX [--draws 10]] [--resplit DRAWS]
 
 Prints, per category, the best classifier's direction accuracy [95% CI] and the cues whose
@@ -106,8 +106,10 @@ def _refit(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
-    ap.add_argument("categories", nargs="*", help="default: every category of the dataset")
-    ap.add_argument("--top", type=int, default=4, help="cues to list per category")
+    ap.add_argument(
+        "categories", nargs="*", metavar="DIMENSION", help="default: every dimension of the dataset"
+    )
+    ap.add_argument("--top", type=int, default=4, help="cues to list per dimension")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--disjoint-parts", metavar="REGEX", help="see the module docstring")
     ap.add_argument("--draws", type=int, default=10)

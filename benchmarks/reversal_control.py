@@ -17,7 +17,7 @@ prepared as the build prepares them (each forward preparation must reproduce the
 reference sample for sample, or the script stops: the dataset was built by another
 renderer); the reversed sources are the recordings played backwards, prepared the same way.
 
-    python benchmarks/reversal_control.py DATASET [CATEGORY ...] [--sources N] [--top 4]
+    python benchmarks/reversal_control.py DATASET [DIMENSION ...] [--sources N] [--top 4]
         [--question-format gradual|comparison] [--workers 2]
 
 Prints, per category, the cues whose forward share lies furthest from 0.5, with a two-sided
@@ -127,7 +127,7 @@ def report(category: str, fwd: Differences, rev: Differences, top: int) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset", type=Path)
-    ap.add_argument("categories", nargs="*", help="default: the dataset's")
+    ap.add_argument("categories", nargs="*", metavar="DIMENSION", help="default: the dataset's")
     ap.add_argument("--sources", type=int, default=0, help="at most this many (0: all)")
     ap.add_argument(
         "--question-format",

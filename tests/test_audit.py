@@ -449,7 +449,7 @@ def test_cli_audit_exit_codes(silence_leak, clean, tmp_path, capsys):
     assert cli.main(["audit", str(silence_leak), "--json", str(out)]) == 4  # audit failed
     printed = capsys.readouterr()
     assert "| category | items | sources | shortcut acc [CI]" in printed.out
-    assert "shortcut audit failed for 1 of 1 categories: voice_pitch (" in printed.err
+    assert "shortcut audit failed for 1 of 1 dimensions: voice_pitch (" in printed.err
     # per gate: its statistic, its null at this size, what fails it, its family-wise p-value
     assert "| category | gate | statistic | null 95th pct | needed to fail | p (family-wise) |" in (
         printed.out

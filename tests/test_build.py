@@ -178,7 +178,7 @@ def test_killed_build_resumes_to_identical_result(tmp_path):
         "2",
         "--n-train",
         "0",
-        "--categories",
+        "--dimensions",
         "volume,voice_pitch,echo",
         "--workers",
         "1",
@@ -272,6 +272,23 @@ def test_config_files_and_presets(tmp_path):
         load_config(None, categories=("loudness",))
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "missing.toml")
+
+
+def test_a_config_may_name_the_dimensions_under_either_key(tmp_path):
+    from vocalgrad.human.study import StudyError, load_study
+
+    for text in ('[build]\ndimensions = ["volume", "echo"]\n', 'dimensions = ["volume", "echo"]\n'):
+        (tmp_path / "c.toml").write_text(text)
+        assert load_config(tmp_path / "c.toml").categories == ("volume", "echo")
+    (tmp_path / "c.toml").write_text('[build]\ndimensions = ["volume"]\ncategories = ["echo"]\n')
+    with pytest.raises(ConfigError, match="both dimensions and categories"):
+        load_config(tmp_path / "c.toml")
+    study = tmp_path / "study.toml"
+    study.write_text('[study]\ndimensions = ["volume"]\n')
+    assert load_study(study)[0].categories == ("volume",)
+    study.write_text('[study]\ndimensions = ["volume"]\ncategories = ["volume"]\n')
+    with pytest.raises(StudyError, match="both dimensions and categories"):
+        load_study(study)
 
 
 def test_published_protocol_grid_and_sizes():

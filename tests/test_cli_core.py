@@ -66,7 +66,7 @@ def test_a_heavy_command_without_its_extra_names_the_extra(tmp_path):
     script = BLOCK.format(heavy=HEAVY) + (
         "from vocalgrad.cli import main\n"
         f"raise SystemExit(main(['finetune', {str(tmp_path)!r}, '--listener', 'whisper:tiny.en',"
-        " '--train-categories', 'volume']))\n"
+        " '--train-dimensions', 'volume']))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
@@ -95,6 +95,39 @@ def test_old_flag_spellings_work_with_a_warning(capsys):
     args = parser().parse_args(["human", "progress", "--study", "s.toml", "--json"])
     assert args.output_format == "json"
     assert capsys.readouterr().err.count("deprecated") == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["build", "--out", "x"],
+        ["eval", "d", "--listener", "baseline:ideal"],
+        ["probe", "d", "--listener", "whisper:tiny.en"],
+        ["export", "lmms-eval", "d", "--out", "o"],
+    ],
+)
+def test_dimensions_is_the_option_and_categories_its_deprecated_alias(capsys, argv):
+    assert parser().parse_args([*argv, "--dimensions", "volume,echo"]).categories == (
+        "volume",
+        "echo",
+    )
+    assert capsys.readouterr().err == ""
+    assert parser().parse_args([*argv, "--categories", "echo"]).categories == ("echo",)
+    err = capsys.readouterr().err
+    assert "--categories is deprecated" in err and "use --dimensions" in err
+
+
+def test_finetune_takes_train_dimensions_and_the_old_spelling(capsys):
+    argv = ["finetune", "d", "--listener", "whisper:tiny.en"]
+    assert parser().parse_args([*argv, "--train-dimensions", "volume"]).train_categories == (
+        "volume",
+    )
+    assert capsys.readouterr().err == ""
+    assert parser().parse_args([*argv, "--train-categories", "echo"]).train_categories == ("echo",)
+    assert "use --train-dimensions" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser().parse_args(argv)
+    assert "--train-dimensions is required" in capsys.readouterr().err
 
 
 def test_one_default_for_one_meaning():

@@ -294,7 +294,7 @@ def test_adaptive_eval_and_report_through_the_cli(dataset, tmp_path, capsys):
                 "quest",
                 "--max-trials",
                 "16",
-                "--categories",
+                "--dimensions",
                 "volume",
                 "--out",
                 str(out),

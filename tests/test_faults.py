@@ -443,7 +443,7 @@ def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_comple
     out = tmp_path / "ds"
     categories = ("volume", "speaking_speed", "voice_pitch")  # ~2.4 s of rendering on 2 workers
     args = ("build", "--out", str(out), "--n-test", "4", "--n-train", "0")
-    args += ("--categories", ",".join(categories), "--workers", "2", "--no-audit")
+    args += ("--dimensions", ",".join(categories), "--workers", "2", "--no-audit")
     env = {"VOCALGRAD_CACHE": str(cache_dir)}
     proc = cli(*args, env=env)
     # once the workers are forked: before that the main process holds Ctrl-C through the
@@ -484,7 +484,7 @@ def test_out_naming_an_existing_file_is_one_line(dataset, tmp_path, capsys):
                 "2",
                 "--n-train",
                 "0",
-                "--categories",
+                "--dimensions",
                 "volume",
             ]
         )
@@ -524,7 +524,7 @@ def test_read_only_output_is_one_line_and_score_prints_before_it_writes(dataset,
                     "2",
                     "--n-train",
                     "0",
-                    "--categories",
+                    "--dimensions",
                     "volume",
                 ]
             )
@@ -645,7 +645,7 @@ def build_folder(out: Path, root: Path, n_test: int, *more: str) -> int:
             "0",
             "--config",
             one_per_speaker(out.parent),
-            "--categories",
+            "--dimensions",
             "volume",
             "--no-audit",
             *more,

@@ -309,7 +309,7 @@ def _build_folder(out: Path, root: Path, *more: str) -> list[str]:
     config.write_text("[build]\nper_speaker_test = 1\n")
     return [
         "build", "--out", str(out), "--source", f"folder:{root}", "--n-test", "2",
-        "--n-train", "1", "--config", str(config), "--categories", "volume", "--tiers", "high",
+        "--n-train", "1", "--config", str(config), "--dimensions", "volume", "--tiers", "high",
         "--curves", "linear", "--constants", "1", "--no-audit", "--workers", "1", *more,
     ]  # fmt: skip
 

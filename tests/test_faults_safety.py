@@ -178,7 +178,7 @@ def test_every_other_writer_goes_through_the_same_gate(synth, tmp_path, capsys):
                 str(synth),
                 "--listener",
                 "whisper:tiny.en",
-                "--train-categories",
+                "--train-dimensions",
                 "volume",
                 "--out",
                 str(synth / "tuned"),

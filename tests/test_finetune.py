@@ -393,7 +393,7 @@ def test_whisper_finetune_writes_a_run_folder_and_reloads_as_tuned(
         str(data),
         "--listener",
         "whisper:tiny.en+trimmed",
-        "--train-categories",
+        "--train-dimensions",
         "volume",
         "--method",
         method,

@@ -65,7 +65,7 @@ def test_did_you_mean_finds_close_names_and_only_those():
         (["--listener", "whisper-tiny"], "did you mean 'whisper:tiny.en'?"),
         (["--listener", "baseline:idael"], "did you mean 'ideal'?"),
         (["--listener", "whsper:tiny.en"], "did you mean 'whisper'?"),
-        (["--listener", "baseline:ideal", "--categories", "pitch"], "did you mean 'voice_pitch'?"),
+        (["--listener", "baseline:ideal", "--dimensions", "pitch"], "did you mean 'voice_pitch'?"),
         (["--listener", "baseline:ideal", "--variants", "swaped"], "did you mean 'swapped'"),
         (["--listener", "baseline:ideal", "--controls", "revesed"], "did you mean 'reversed'?"),
         (
@@ -83,10 +83,10 @@ def test_a_mistyped_name_is_one_line_with_a_suggestion(dataset, tmp_path, capsys
 
 
 def test_an_unknown_category_names_the_datasets_dimensions(dataset, tmp_path, capsys):
-    assert main(["eval", str(dataset), "--listener", "baseline:ideal", "--categories", "echo"]) == 2
+    assert main(["eval", str(dataset), "--listener", "baseline:ideal", "--dimensions", "echo"]) == 2
     line = one_line_error(capsys.readouterr().err)
-    assert "no category 'echo'" in line and "this dataset has voice_pitch, volume" in line
-    assert main(["build", "--out", str(tmp_path / "b"), "--categories", "pitch"]) == 2
+    assert "no dimension 'echo'" in line and "this dataset has voice_pitch, volume" in line
+    assert main(["build", "--out", str(tmp_path / "b"), "--dimensions", "pitch"]) == 2
     assert "did you mean 'voice_pitch'?" in one_line_error(capsys.readouterr().err)
     assert main(["sources", "foldr:/tmp"]) == 2
     assert "did you mean 'folder'?" in one_line_error(capsys.readouterr().err)
@@ -144,7 +144,7 @@ def test_a_failed_audit_stops_a_pipeline_unless_allowed(tmp_path, capsys):
     line naming the failing category; --allow-audit-failure goes on with a warning."""
     out = tmp_path / "leaky"
     argv = ["build", "--out", str(out), "--n-test", "4", "--n-train", "2"]
-    argv += ["--categories", "voice_pitch", "--tiers", "high", "--curves", "linear,jump"]
+    argv += ["--dimensions", "voice_pitch", "--tiers", "high", "--curves", "linear,jump"]
     assert main([*argv, "--no-audit"]) == 0
     for split in ("test", "train"):
         for line in (out / split / "metadata.jsonl").read_text().splitlines():
@@ -156,7 +156,7 @@ def test_a_failed_audit_stops_a_pipeline_unless_allowed(tmp_path, capsys):
     capsys.readouterr()
     assert main(argv) == 4
     line = one_line_error(capsys.readouterr().err)
-    assert "shortcut audit failed for 1 of 1 categories: voice_pitch (" in line
+    assert "shortcut audit failed for 1 of 1 dimensions: voice_pitch (" in line
     assert "--allow-audit-failure" in line
     assert main([*argv, "--allow-audit-failure"]) == 0
     err = capsys.readouterr().err
@@ -397,7 +397,7 @@ def _openai(dataset: Path, api, out: Path, *more: str) -> list[str]:
         f"openai:{api.model}",
         "-O",
         f"base_url={api.url}",
-        "--categories",
+        "--dimensions",
         "volume",
         "--out",
         str(out),
@@ -480,7 +480,7 @@ def test_an_lmms_eval_export_moves_as_a_whole(dataset, tmp_path):
     from vocalgrad.dataset import load_rows
 
     first = tmp_path / "first"
-    argv = ["export", "lmms-eval", str(dataset), "--out", str(first), "--categories", "volume"]
+    argv = ["export", "lmms-eval", str(dataset), "--out", str(first), "--dimensions", "volume"]
     assert main(argv) == 0
     for path in first.rglob("*"):
         if path.suffix in (".yaml", ".jsonl", ".py"):

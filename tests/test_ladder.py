@@ -155,7 +155,7 @@ def ladder(tmp_path_factory, cache_dir) -> Path:
 
     os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
     out = tmp_path_factory.mktemp("ladder") / "L"
-    args = ["build", "--protocol", "ladder", "--out", str(out), "--categories", "volume"]
+    args = ["build", "--protocol", "ladder", "--out", str(out), "--dimensions", "volume"]
     args += ["--tiers", "high", "--n-test", "2", "--n-train", "2", "--no-audit", "--workers", "1"]
     assert main(args) == 0
     return out

@@ -212,7 +212,7 @@ def test_cli_parser_registers_probe() -> None:
             "ds",
             "--listener",
             "whisper:tiny.en",
-            "--categories",
+            "--dimensions",
             "volume,echo",
             "--pooling",
             "halves",

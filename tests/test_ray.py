@@ -65,7 +65,7 @@ def test_a_killed_ray_driver_resumes_like_a_local_build(cluster, local, tmp_path
         "0",
         "--tiers",
         "low,high",
-        "--categories",
+        "--dimensions",
         "volume,echo,voice_pitch",
         "--no-audit",
         "--ray-address",

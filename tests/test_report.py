@@ -434,7 +434,7 @@ def test_report_says_what_each_number_rests_on_and_warns_below_the_minimum(html_
     points to it), and the probe run's own warnings travel with it."""
     text = html_report.read_text()
     top = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
-    few = "6 sources per category for every listener (under 10)"
+    few = "6 sources per dimension for every listener (under 10)"
     assert top.count(few) == 1 and text.count(few) == 1
     where = top.split(few)[1].split("</li>")[0]
     assert '<a href="#headline">Headline</a>' in where and '<a href="#bias">' in where
@@ -445,7 +445,7 @@ def test_report_says_what_each_number_rests_on_and_warns_below_the_minimum(html_
         assert 'class="warnref"' in section and 'href="#warning-1"' in section
     probing = _section(text, "probing")
     assert "<td>16 / 4 ⚠</td>" in probing and "<td>96 / 24</td>" in probing
-    assert "whisper:tiny.en probe verdicts: 4 sources for every category (under 10)" in top
+    assert "whisper:tiny.en probe verdicts: 4 sources for every dimension (under 10)" in top
     assert f"whisper:tiny.en: {LENS_WARNING}" in top and "model-a probe verdicts" not in top
     assert top.count("<li") == 3  # sources of the runs, of the probe, the probe's own note
 
@@ -639,11 +639,11 @@ def test_few_sources_warning_is_one_compact_line():
 
     assert few_sources({"a": 12, "b": 10}) == []
     assert few_sources({"a": 8, "b": 8})[0].startswith(
-        "8 sources per category for every listener (under 10):"
+        "8 sources per dimension for every listener (under 10):"
     )
-    assert few_sources({"a": 6, "b": 8})[0].startswith("6–8 sources per category for every")
+    assert few_sources({"a": 6, "b": 8})[0].startswith("6–8 sources per dimension for every")
     named = few_sources({f"m{i}": 3 + i for i in range(5)} | {"ok": 12})[0]
-    assert named.startswith("Under 10 sources per category for m0 (3), m1 (4), m2 (5) and 2 more:")
+    assert named.startswith("Under 10 sources per dimension for m0 (3), m1 (4), m2 (5) and 2 more:")
     assert few_sources({"x": 4}, "category", "p: ", "")[0].startswith(
         "p: Under 10 sources for x (4)"
     )

@@ -132,7 +132,7 @@ def test_few_sources_make_one_short_warning(tmp_path):
     runs = _runs(tmp_path / "runs", 6)
     text = write_report(runs, tmp_path / "r.html", n_boot=50, fit_boot=10).read_text()
     box = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
-    assert box.count("<li") == 1 and "6 sources per category for every listener (under 10)" in box
+    assert box.count("<li") == 1 and "6 sources per dimension for every listener (under 10)" in box
     assert all(f'href="#{s}"' in box for s in ("headline", "formats", "bias"))
 
 

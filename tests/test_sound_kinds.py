@@ -356,7 +356,7 @@ def test_kind_option_names_a_folders_kind(tmp_path, capsys):
     folder = f"folder:{tmp_path}"
     code = main(
         ["build", "--out", str(tmp_path / "o2"), "--source", folder, "--kind", "music",
-         "--categories", "voice_clarity"]
+         "--dimensions", "voice_clarity"]
     )  # fmt: skip
     assert code != 0 and "voice_clarity is not defined for music" in capsys.readouterr().err
     assert not (tmp_path / "o2").exists()  # refused before any work

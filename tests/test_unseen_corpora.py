@@ -102,7 +102,7 @@ def test_a_build_on_telephone_band_speech_at_16k_refuses_and_counts_the_clarity_
     config.write_text("[build]\nper_speaker_test = 1\n")
     out = tmp_path / "ds"
     argv = ["build", "--out", str(out), "--source", f"folder:{root}", "--config", str(config)]
-    argv += ["--n-test", "2", "--n-train", "0", "--categories", "voice_clarity"]
+    argv += ["--n-test", "2", "--n-train", "0", "--dimensions", "voice_clarity"]
     argv += ["--tiers", "low,mid", "--curves", "linear", "--constants", "0", "--no-audit"]
     assert main(argv) == 0
     printed = capsys.readouterr().out

@@ -105,7 +105,7 @@ def test_cli_errors_are_one_line_without_traceback(tmp_path):
             [sys.executable, "-m", "vocalgrad.cli", *args], capture_output=True, text=True
         )
 
-    result = run("build", "--out", str(tmp_path / "x"), "--categories", "loudness")
+    result = run("build", "--out", str(tmp_path / "x"), "--dimensions", "loudness")
     assert result.returncode == 2
     assert "unknown dimension 'loudness'" in result.stderr and "Traceback" not in result.stderr
     result = run("verify", str(tmp_path / "nowhere"))
@@ -220,7 +220,7 @@ def test_vctk_protocol_preset_through_the_cli(tmp_path):
             "4",
             "--n-train",
             "0",
-            "--categories",
+            "--dimensions",
             "volume",
             "--workers",
             "1",

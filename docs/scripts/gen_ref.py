@@ -193,10 +193,10 @@ def dimensions_page() -> str:
         "Generated from each dimension's `SPEC` (`vocalgrad.dimensions.<name>.SPEC`), the data",
         "that also goes into every metadata row and dataset card. Tiers are the parameter's start",
         "and end for an *increase* at 16 kHz (a decrease swaps them); `vocalgrad info` prints the",
-        "same table for any rate. A build asks for the published nine unless `--categories`",
+        "same table for any rate. A build asks for the published nine unless `--dimensions`",
         "names others (marked opt-in).",
         "",
-        '| category | "increase" means | unit | low | mid | high | floor |',
+        '| dimension | "increase" means | unit | low | mid | high | floor |',
         "|---|---|---|---|---|---|---|",
     ]
     details = []
@@ -286,17 +286,18 @@ def formats_page() -> str:
 CONFIG_NOTES = {
     "source": "where the speech comes from: `builtin`, `folder:PATH`, `vctk:PATH` or "
     "`hf:NAME[@split]` (see the [sources](../tutorials/own-corpus.md))",
-    "categories": "dimensions to build (default: the published nine)",
+    "categories": "dimensions to build (default: the published nine); in a TOML file also "
+    "spelt `dimensions`",
     "tiers": "magnitude tiers: `low`, `mid`, `high`",
     "curves": "progress curves p(t): `linear`, `quad_first_flat`, `quad_last_flat`, `jump`",
-    "constants": "constant control clips per source and category, spread over the tiers (0: none)",
+    "constants": "constant control clips per source and dimension, spread over the tiers (0: none)",
     "n_test": "test sources (speaker- and text-disjoint from train)",
     "n_train": "train sources (0: no train split; the audit then uses grouped CV)",
     "per_speaker_test": "test sources per speaker",
     "min_duration_s": "shortest source accepted, seconds",
     "sample_rate": "rendering rate, Hz (the listener's rate; 8000 to 96000)",
     "target_lufs": "loudness every source is normalised to",
-    "magnitudes": "overrides of a category's tier magnitudes, `{category: {tier: value}}`, "
+    "magnitudes": "overrides of a dimension's tier magnitudes, `{dimension: {tier: value}}`, "
     "in the dimension's unit",
     "seed": "global seed; every random choice derives from (seed, item id)",
     "speaker_pattern": "regex with a `(?P<speaker>...)` group (optional `text` group) on a "
@@ -373,13 +374,13 @@ def config_page() -> str:
         "",
         "## A config file",
         "",
-        "Any field may be set in a `[build]` table; `magnitudes` overrides a category's tiers:",
+        "Any field may be set in a `[build]` table; `magnitudes` overrides a dimension's tiers:",
         "",
         "```toml",
         "[build]",
         'source = "folder:/data/my-recordings"',
         'speaker_pattern = "(?P<speaker>[^/]+)/"',
-        'categories = ["voice_pitch", "volume"]',
+        'dimensions = ["voice_pitch", "volume"]  # or categories, the field\'s name',
         "n_test = 40",
         "n_train = 40",
         "[build.magnitudes.volume]",

@@ -49,11 +49,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "rung of the ladder into OUT/<format>/, indexed in OUT/ladder.json; small by default)",
     )
     b.add_argument(
-        "--categories",
+        "--dimensions",
+        dest="categories",
         type=csv_list,
-        help="comma-separated; default: the published nine (newer dimensions such as "
+        metavar="DIMENSIONS",
+        help="comma-separated dimensions; default: the published nine (newer ones such as "
         "brightness are opt-in)",
     )
+    add_deprecated_alias(b, "--categories", "--dimensions", "categories", type=csv_list)
     b.add_argument("--tiers", type=csv_list)
     b.add_argument("--curves", type=csv_list)
     b.add_argument("--n-test", type=whole(1))
@@ -66,7 +69,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--constants",
         type=whole(0),
-        help="constant control clips per source and category (default 3, one a tier; 0: none)",
+        help="constant control clips per source and dimension (default 3, one a tier; 0: none)",
     )
     b.add_argument(
         "--design",
@@ -131,7 +134,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--workers",
         type=whole(1),
         default=1,
-        help="processes measuring clip cues and fitting the categories' classifiers",
+        help="processes measuring clip cues and fitting the dimensions' classifiers",
     )
     a.add_argument("--allow-audit-failure", action="store_true", help=AUDIT_FAILURE_HELP)
     add_overwrite(a, "--json over a file that is not an audit report, or inside the dataset")

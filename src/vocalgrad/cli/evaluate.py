@@ -40,15 +40,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
     e.add_argument("--split", default="test")
     e.add_argument(
-        "--categories",
+        "--dimensions",
+        dest="categories",
         type=csv_list,
-        help="comma-separated, among the dataset's own (default: all of them)",
+        metavar="DIMENSIONS",
+        help="comma-separated dimensions, among the dataset's own (default: all of them)",
     )
+    add_deprecated_alias(e, "--categories", "--dimensions", "categories", type=csv_list)
     e.add_argument(
         "--limit",
         type=whole(1),
         help="ask at most this many items, chosen to score as the whole split would: shared "
-        "equally over categories, increase and decrease twins together, spread over sources, "
+        "equally over dimensions, increase and decrease twins together, spread over sources, "
         "tiers and curves (printed, and recorded in the manifest's `subset`; a limit that "
         "cannot be balanced is said so)",
     )
@@ -96,10 +99,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--adaptive",
         choices=("quest", "staircase"),
-        help="estimate a threshold per category with few trials, rendering clips on demand",
+        help="estimate a threshold per dimension with few trials, rendering clips on demand",
     )
     e.add_argument(
-        "--max-trials", type=whole(1), default=40, help="trials per category for --adaptive"
+        "--max-trials", type=whole(1), default=40, help="trials per dimension for --adaptive"
     )
     add_executor_options(
         e,

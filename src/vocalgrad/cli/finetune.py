@@ -1,11 +1,11 @@
-"""`vocalgrad finetune DATASET --listener SPEC --train-categories C --method M`, wired in by
+"""`vocalgrad finetune DATASET --listener SPEC --train-dimensions D --method M`, wired in by
 `add_parser`."""
 
 from __future__ import annotations
 
 import argparse
 
-from vocalgrad.cli.options import csv_list
+from vocalgrad.cli.options import add_deprecated_alias, csv_list
 
 
 def cmd_finetune(args: argparse.Namespace) -> int:
@@ -53,21 +53,26 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     d = TuneConfig(categories=("x",))
     p = subparsers.add_parser(
         "finetune",
-        help="tune a listener on train categories (head, LoRA or full), then eval every category",
+        help="tune a listener on train dimensions (head, LoRA or full), then eval every one",
     )
     p.add_argument("dataset", help="a dataset folder with a train split")
     p.add_argument(
         "--listener", required=True, help="whisper:tiny.en, optionally +trimmed and +bf16 | hf:PATH"
     )
-    p.add_argument(
-        "--train-categories",
+    train = p.add_mutually_exclusive_group(required=True)
+    train.add_argument(
+        "--train-dimensions",
+        dest="train_categories",
         type=csv_list,
-        required=True,
-        help="comma-separated categories to train on",
+        metavar="DIMENSIONS",
+        help="comma-separated dimensions to train on",
+    )
+    add_deprecated_alias(
+        train, "--train-categories", "--train-dimensions", "train_categories", type=csv_list
     )
     p.add_argument("--method", default=d.method, choices=("head", "lora", "full"))
     p.add_argument(
-        "--out", help="run folder (default runs/finetune/<listener>-<method>-<categories>)"
+        "--out", help="run folder (default runs/finetune/<listener>-<method>-<dimensions>)"
     )
     p.add_argument("--lr", type=float, help=f"learning rate (default {DEFAULT_LR})")
     p.add_argument("--epochs", type=int, default=d.epochs)

@@ -13,7 +13,7 @@ EXIT_AUDIT = 4
 
 AUDIT_FAILURE_HELP = (
     "exit 0 when the shortcut audit fails, for an exploratory build (default: exit 4, "
-    "naming the failing categories)"
+    "naming the failing dimensions)"
 )
 
 
@@ -38,7 +38,7 @@ def audit_failures(report: dict) -> list[str]:
 
 
 def audit_status(report: dict, allow_failure: bool) -> int:
-    """0, or `EXIT_AUDIT` after one line on stderr naming the failing categories.
+    """0, or `EXIT_AUDIT` after one line on stderr naming the failing dimensions.
 
     A failing category is a benchmark that can be answered without hearing the change: a
     pipeline must be able to stop on it, and an exploratory build may go on
@@ -60,7 +60,7 @@ def audit_status(report: dict, allow_failure: bool) -> int:
     if not failing:
         return 0
     total = len(report.get("per_category", {}))
-    line = f"shortcut audit failed for {len(failing)} of {total} categories: " + ", ".join(failing)
+    line = f"shortcut audit failed for {len(failing)} of {total} dimensions: " + ", ".join(failing)
     if allow_failure:
         print(f"vocalgrad: warning: {line} (--allow-audit-failure: exit 0)", file=sys.stderr)
         return 0

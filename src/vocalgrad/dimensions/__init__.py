@@ -16,7 +16,7 @@ from vocalgrad.dimensions.base import Bound, Dimension, DimensionSpec, Measured,
 from vocalgrad.registry import Registry
 
 # the published benchmark's nine, in its order: what a build asks for by default (the
-# others are opt-in with --categories until their human data exist)
+# others are opt-in with --dimensions until their human data exist)
 PUBLISHED_CATEGORIES = (
     "speaking_speed",
     "voice_pitch",

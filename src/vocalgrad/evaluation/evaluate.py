@@ -428,7 +428,7 @@ def check_categories(rows: Sequence[dict], categories: Sequence[str], dataset: P
     for category in categories:
         if category not in present:
             raise ConfigError(
-                f"{dataset}: no category {category!r}{did_you_mean(category, present)}; "
+                f"{dataset}: no dimension {category!r}{did_you_mean(category, present)}; "
                 f"this dataset has {', '.join(present)}"
             )
 

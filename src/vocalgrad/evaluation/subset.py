@@ -279,7 +279,7 @@ def balanced_subset(items: Sequence[dict], limit: int) -> tuple[list[dict], dict
         problems += _problems(name, rows, cat.rows)
         if budgets[name] == len(cat.rows) and most - budgets[name] > 2:
             problems.append(
-                f"{name}: only {len(cat.rows)} items, where other categories give {most}"
+                f"{name}: only {len(cat.rows)} items, where other dimensions give {most}"
             )
     if whole:
         problems = []
@@ -307,7 +307,7 @@ def describe(report: dict) -> str:
         return f"--limit {report['limit']}: every one of the {report['n']} items"
     text = (
         f"--limit {report['limit']}: {report['n']} of {report['of']} items, "
-        f"{span([c['items'] for c in cats])} per category: "
+        f"{span([c['items'] for c in cats])} per dimension: "
         f"{span([c['increase'] for c in cats])} increase and "
         f"{span([c['decrease'] for c in cats])} decrease clips (twin pairs) from "
         f"{span([c['sources'] for c in cats])} sources, "

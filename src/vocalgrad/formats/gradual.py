@@ -84,7 +84,7 @@ class Gradual(QuestionFormat):
             raise ConfigError(
                 f"prompt variant {variant.name!r} exists only for "
                 f"{', '.join(variant.question.table())}, not {category!r}; use 'default' or "
-                "'clip' for this category"
+                "'clip' for this dimension"
             )
         return Wording(
             question, variant.instruction, variant.options, variant.labels or variant.options

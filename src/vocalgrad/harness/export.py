@@ -127,7 +127,7 @@ def export_lmms_eval(
                 _write_task(out, f"vocalgrad_{selection.name}", items, selection, root)
             )
     if not result.tasks:
-        raise ConfigError(f"{dataset}: no items match the chosen variants, categories and tiers")
+        raise ConfigError(f"{dataset}: no items match the chosen variants, dimensions and tiers")
     (out / "vocalgrad_export.json").write_text(
         json.dumps(
             {

@@ -90,7 +90,7 @@ def select_items(dataset: str | Path, selection: Selection) -> list[dict]:
     if not chosen:
         raise ConfigError(
             f"{dataset}: no {selection.fmt} increase/decrease items in the {selection.split} split"
-            + (f" for categories {','.join(selection.categories)}" if selection.categories else "")
+            + (f" for dimensions {','.join(selection.categories)}" if selection.categories else "")
             + (f" and tiers {','.join(selection.tiers)}" if selection.tiers else "")
             + f" (the dataset holds: {', '.join(held) or 'nothing'})"
         )

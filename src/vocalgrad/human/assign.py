@@ -58,7 +58,7 @@ def study_categories(rows: Sequence[Mapping], config: StudyConfig) -> list[str]:
         return present
     missing = [c for c in config.categories if c not in present]
     if missing:
-        raise StudyError(f"categories {missing} have no {config.split} clips in this dataset")
+        raise StudyError(f"dimensions {missing} have no {config.split} clips in this dataset")
     return list(config.categories)
 
 
@@ -116,7 +116,7 @@ def select_pool(
                     pool[cat].append(best)
     shared = [s for s, use in used_by.items() if len(use) > 1]
     if shared:
-        notes.append(f"{len(shared)} source(s) appear in more than one category (too few sources)")
+        notes.append(f"{len(shared)} source(s) appear in more than one dimension (too few sources)")
     return pool, notes
 
 

@@ -196,6 +196,13 @@ def load_study(path: str | Path, allow_large: bool = False) -> tuple[StudyConfig
     db = Path(table.get("db", f"{path.stem}.sqlite"))
     if not db.is_absolute():
         db = path.parent / db
+    if "dimensions" in table:  # the `categories` setting under its user-facing name
+        if "categories" in table:
+            raise StudyError(
+                f"{path}: [study] sets both dimensions and categories, two names for one "
+                "setting; keep one (dimensions)"
+            )
+        table = {("categories" if k == "dimensions" else k): v for k, v in table.items()}
     if allow_large:
         table = {**table, "allow_large": True}
     try:

@@ -241,7 +241,7 @@ def probe_rows(
     for cat in cats:
         items = _items(rows, cat)
         if not items:
-            raise ConfigError(f"no increase/decrease items for category {cat!r}")
+            raise ConfigError(f"no increase/decrease items for dimension {cat!r}")
         feats = _extract(
             items, listener, cache, sha, cat, config, with_lens=True, executor=executor
         )

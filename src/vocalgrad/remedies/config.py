@@ -33,7 +33,7 @@ class TuneConfig:
         if self.method not in METHODS:
             raise ConfigError(f"unknown tuning method {self.method!r}; choose {', '.join(METHODS)}")
         if not self.categories:
-            raise ConfigError("name the categories to train on (--train-categories)")
+            raise ConfigError("name the dimensions to train on (--train-dimensions)")
         if min(self.epochs, self.batch_items, self.micro_batch, self.checkpoint_every) < 1:
             raise ConfigError("epochs, batch sizes and checkpoint interval must be >= 1")
 

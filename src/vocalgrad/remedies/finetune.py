@@ -277,7 +277,7 @@ def tune(
         )
     items = train_items(rows, config.categories)
     if not items:
-        raise ConfigError(f"no train items in categories {list(config.categories)}")
+        raise ConfigError(f"no train items in dimensions {list(config.categories)}")
     torch.manual_seed(config.seed)
     module = listener.tunable_module()
     trainable, untied, peft_model = _prepare(listener, config)
@@ -453,7 +453,7 @@ def finetune(
     known = sorted({r["category"] for r in rows})
     unknown = sorted(set(config.categories) - set(known))
     if unknown:
-        raise ConfigError(f"{dataset} has no categories {unknown}; it has {', '.join(known)}")
+        raise ConfigError(f"{dataset} has no dimensions {unknown}; it has {', '.join(known)}")
     listener = load_listener(spec, dataset=dataset)
     untestable = untestable_categories(
         [r for r in rows if r["category"] in config.categories], listener

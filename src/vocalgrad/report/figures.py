@@ -89,7 +89,7 @@ def bias(entries: Sequence[Mapping], colours: Mapping[str, str]) -> Figure:
     right.axvline(0, color="grey", lw=0.8)
     right.set_xlabel('criterion c (< 0: leans "increase", > 0: leans "decrease")')
     right.set_ylabel("sensitivity d′ (0 = chance)")
-    right.set_title("Sensitivity vs bias (large: overall, small: per category)")
+    right.set_title("Sensitivity vs bias (large: overall, small: per dimension)")
     right.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return fig
 

@@ -151,12 +151,12 @@ def _per_category_table(summaries, colours, cats, untestable) -> Table:
         [row(n) for n in ranked],
         marked,
         [colours.get(n) for n in ranked],
-        caption=f"Accuracy [95% CI] per category. {CI_RULE}. ★ best of several models in "
+        caption=f"Accuracy [95% CI] per dimension. {CI_RULE}. ★ best of several models in "
         "column, where its CI lies above chance; "
         "references below the line (chance is 0.50).",
         references=[row(n) for n in refs],
         reference_swatches=[colours.get(n) for n in refs],
-        folded=f"Accuracy per category, every listener ({len(summaries)})",
+        folded=f"Accuracy per dimension, every listener ({len(summaries)})",
     )
 
 

@@ -101,7 +101,7 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
     }
     blocks: list = [
         Text(
-            "Training on one category's train split, tested on every category's "
+            "Training on one dimension's train split, tested on every dimension's "
             "test split. head: the LM output projection only; lora: low-rank "
             "adapters on all linear layers; full: every weight."
         )
@@ -131,7 +131,7 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
             ["trained on", "before tuning", *methods],
             rows,
             caption="In-domain accuracy [95% CI, clustered by source] on the trained "
-            "category's test split.",
+            "dimension's test split.",
         )
     )
 
@@ -157,8 +157,8 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
                     "accuracy",
                     limits=(0.0, 1.0),
                 ),
-                f"Generalisation map ({m}): accuracy on each category's test split "
-                "after training on one category; 0.5 is chance.",
+                f"Generalisation map ({m}): accuracy on each dimension's test split "
+                "after training on one dimension; 0.5 is chance.",
                 f"generalisation map {m}",
                 [
                     {"method": m, "trained_on": c, "tested_on": t, "accuracy": grid[i, j]}
@@ -227,5 +227,5 @@ def remedies(runs: Sequence[Run], probes: Sequence[Probe], n_boot: int, seed: in
         "Remedies: tuning",
         blocks,
         f"{len(tuned)} tuned run(s); the diagnosis predicted the tuning outcome for "
-        f"{held} of {judged} judged categories.",
+        f"{held} of {judged} judged dimensions.",
     )

@@ -87,14 +87,14 @@ def formats(scored: Mapping[str, list[dict]], n_boot: int, seed: int) -> Section
         caption="Accuracy [95% CI] per question format on the same sources and magnitudes "
         f"(cells: source × magnitude pairs every format has). {CI_RULE}. ★ best "
         f"format of a model, on rows with ≥ {MIN_SOURCES} sources; references "
-        "below the line, pooled over categories.",
+        "below the line, pooled over dimensions.",
     )
     few: dict[str, int | None] = {}
     ordered = sorted(several.items(), key=lambda kv: (is_reference(kv[0]), kv[0]))
     for base, fmts in ordered:
         cats = sorted({r["category"] for rows in fmts.values() for r in rows})
         # a reference in one row over every category: its format differences are by design
-        groups = [("all categories", set(cats))] if is_reference(base) else [(c, {c}) for c in cats]
+        groups = [("all dimensions", set(cats))] if is_reference(base) else [(c, {c}) for c in cats]
         for label, members in groups:
             cells = [{_cell(r) for r in rows if r["category"] in members} for rows in fmts.values()]
             common = set.intersection(*cells)
@@ -270,7 +270,7 @@ def psychometric(
             "Psychometric thresholds",
             [
                 Text(
-                    "No run had at least three magnitudes per category: build a sweep with "
+                    "No run had at least three magnitudes per dimension: build a sweep with "
                     "`vocalgrad build --design psychometric` and evaluate it.",
                     "note",
                 )
@@ -319,7 +319,7 @@ def psychometric(
     if at_chance:
         blocks.append(
             Text(
-                "No threshold within range in any category, as expected of these "
+                "No threshold within range in any dimension, as expected of these "
                 f"references: {', '.join(at_chance)}.",
                 "note",
             )
@@ -338,13 +338,13 @@ def psychometric(
                 "Observed accuracy per magnitude (Wilson 95% CIs), fitted curves, "
                 "and thresholds (▼). Dashed: chance; dotted: 75%; grey dashed "
                 "curves: references that leave chance.",
-                "psychometric curves per category",
+                "psychometric curves per dimension",
                 _psychometric_data(fits),
             )
         )
     ok = [f for f in fits if f.status == OK]
     glance = (
-        f"{len(ok)} of {len(fits)} listener × category fits reach a threshold within range."
+        f"{len(ok)} of {len(fits)} listener × dimension fits reach a threshold within range."
         if fits
         else "Adaptive thresholds only."
     )
@@ -450,7 +450,7 @@ def probing(probes: Sequence[Probe]) -> Section:
                     f"{p.listener}: diagnosis.csv does not say how many test items and "
                     "sources its verdicts rest on (an older `vocalgrad probe`; rerun it)"
                 )
-            warned += few_sources(sources, "category", f"{p.listener} probe verdicts: ", "")
+            warned += few_sources(sources, "dimension", f"{p.listener} probe verdicts: ", "")
     return Section(
         "probing", "Probing", blocks, f"Probing results for {len(probes)} model(s).", warned
     )
@@ -492,7 +492,7 @@ def _alignment_blocks(p: Probe, i: int) -> list:
         Figure(
             f"alignment-{i + 1}",
             figures.heatmap(m, cats, cats, f"{p.listener}: {last}", "cosine"),
-            f"{p.listener}: cosine between the categories' increase − decrease directions "
+            f"{p.listener}: cosine between the dimensions' increase − decrease directions "
             f"(twin pairs: same source, tier, curve) at {last}; diagonal: split-half "
             "reliability (the ceiling).",
             f"direction alignment for {p.listener}",
@@ -505,9 +505,9 @@ def _alignment_blocks(p: Probe, i: int) -> list:
             ],
         ),
         Table(
-            ["stage", "mean cosine between categories", "mean null 95th pct", "pairs above null"],
+            ["stage", "mean cosine between dimensions", "mean null 95th pct", "pairs above null"],
             rows,
-            caption='Is "increase" one direction across categories? A pair counts when '
+            caption='Is "increase" one direction across dimensions? A pair counts when '
             "its |cosine| beats the 95th percentile of a sign-flip null (random "
             "signs per twin pair: same noise, no shared direction).",
         ),
@@ -634,7 +634,7 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
         Table(
             header,
             table_rows,
-            caption="Per category: how often measurement agreed "
+            caption="Per dimension: how often measurement agreed "
             "with the label, and what else changed (confounds a listener could hear).",
         ),
     ]
@@ -692,9 +692,9 @@ def _audit_table(audit: Mapping) -> tuple[Table, list[str]]:
     caption = (
         "The shortcut audit of this build (audit.json): classifiers that never hear the "
         "change (cues that tell the direction without following it over time, and cues "
-        "unchanged when the clip plays backwards) must stay at chance: a category fails where "
+        "unchanged when the clip plays backwards) must stay at chance: a dimension fails where "
         "one of its gates (below) reads above what the build reads by chance, all of the "
-        "build's gates taken together. Where a category fails, a listener's right answers "
+        "build's gates taken together. Where a dimension fails, a listener's right answers "
         "there may not need hearing the change. Beside a failing order-free cell, 'redrawn' is "
         "its mean ± SD over the build's speakers dealt into train and test again: how far the "
         "figure moves with the draw of sources."

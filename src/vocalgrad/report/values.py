@@ -40,10 +40,10 @@ def few_sources(
     sources: Mapping[str, int | None],
     noun: str = "listener",
     whose: str = "",
-    per: str = " per category",
+    per: str = " per dimension",
 ) -> list[str]:
     """At most one compact warning for everything in `sources` (name -> fewest sources) under
-    MIN_SOURCES: "8 sources per category for every listener ...", or the few names with their
+    MIN_SOURCES: "8 sources per dimension for every listener ...", or the few names with their
     counts (`per`: what a count is the fewest of). The same problem in several sections gives
     the same text, which the report shows once."""
     few = {n: c for n, c in sources.items() if c is not None and c < MIN_SOURCES}

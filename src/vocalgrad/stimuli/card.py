@@ -186,8 +186,8 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
 def append_audit(out: Path, audit: dict) -> None:
     """Add the shortcut audit (`audit.json`) to the dataset card."""
     verdict = {
-        True: "every audited category passes",
-        False: "some categories FAIL",
+        True: "every audited dimension passes",
+        False: "some dimensions FAIL",
         None: "too small to audit",
     }
     text = [

@@ -185,7 +185,7 @@ class BuildConfig(BaseModel):
             defined = [d.name for d in dimensions.bound() if kind in d.SPEC.kinds]
             raise ValueError(
                 f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not defined for "
-                f"{kind} (source {self.source!r}); choose --categories from those defined for "
+                f"{kind} (source {self.source!r}); choose --dimensions from those defined for "
                 f"{kind}: {', '.join(defined) or 'none'}"
             )
         return self
@@ -204,7 +204,7 @@ class BuildConfig(BaseModel):
             per_source = clips // ((self.n_test + self.n_train) * len(self.categories))
             raise ValueError(
                 f"this build implies {clips:,} clips ({self.n_test + self.n_train:,} sources x "
-                f"{len(self.categories)} categories x {per_source:,} per source and category) "
+                f"{len(self.categories)} dimensions x {per_source:,} per source and dimension) "
                 f"and at least {least_bytes / 1e9:,.1f} GB of audio, above the limit of "
                 f"{MAX_BUILD_CLIPS:,} clips and {MAX_BUILD_BYTES / 1e9:,.0f} GB; check "
                 "levels, constants, n_test and n_train, or pass --allow-large "
@@ -440,7 +440,8 @@ def load_config(path: str | Path | None, **overrides: Any) -> BuildConfig:
     ------
     ConfigError
         The file is missing or not valid TOML, holds an unknown table, a key is unknown or
-        renamed (the message says what to write instead), a preset is unknown, or a value is
+        renamed (the message says what to write instead), it sets both ``dimensions`` and
+        ``categories`` (one setting, two spellings), a preset is unknown, or a value is
         invalid.
     """
     values: dict[str, Any] = {}
@@ -494,8 +495,20 @@ def _read_toml(path: Path) -> dict[str, Any]:
             + "; a build config holds a [build] table (and may hold [study])"
         )
     if "build" not in data:
-        return data
+        return _dimensions_key(path, data)
     table = data["build"]
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: expected a [build] table")
-    return table
+    return _dimensions_key(path, table)
+
+
+def _dimensions_key(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    """`dimensions = [...]` is the `categories` setting under its user-facing name."""
+    if "dimensions" not in table:
+        return table
+    if "categories" in table:
+        raise ConfigError(
+            f"{path}: the build config sets both dimensions and categories, two names for "
+            "one setting; keep one (dimensions)"
+        )
+    return {("categories" if k == "dimensions" else k): v for k, v in table.items()}

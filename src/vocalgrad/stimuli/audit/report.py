@@ -121,7 +121,7 @@ def format_audit(report: Mapping) -> str:
     their nulls, family-wise p-values and power), with a legend of the excluded target cues."""
     lines = [
         f"Shortcut audit of {report['dataset']} (protocol {report.get('protocol') or 'n/a'}; "
-        f"a category fails where one of its gates does, the build's gates family-wise at "
+        f"a dimension fails where one of its gates does, the build's gates family-wise at "
         f"{ALPHA:.2f})",
         "",
         "| category | items | sources | shortcut acc [CI] | LR | HGB | global-only | edge-only | "
@@ -175,7 +175,7 @@ def format_audit(report: Mapping) -> str:
     )
     lines.append(
         "Order-free cues (whole file, unchanged when played backwards) are audited on every "
-        "category with no exclusions; the one-end observer (the dimension's own measure at "
+        "dimension with no exclusions; the one-end observer (the dimension's own measure at "
         "one end, learnt on train) is reported, not gated. Beside a failing order-free cell, "
         "'redrawn' is the same figure over the build's speakers dealt into train and test "
         "again at random (mean +- SD [range]): how far it moves with the draw of sources; "
@@ -195,6 +195,6 @@ def format_audit(report: Mapping) -> str:
     lines.append(
         "Cue families excluded as target cues: "
         + "; ".join(excluded or ["none"])
-        + ("; other categories: none." if excluded and others else ".")
+        + ("; other dimensions: none." if excluded and others else ".")
     )
     return "\n".join(lines)
