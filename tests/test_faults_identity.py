@@ -290,6 +290,32 @@ def test_a_report_refuses_the_card_of_another_dataset_unless_told(builds, tmp_pa
     assert "Not the dataset of the runs" not in out.read_text()
 
 
+def test_a_report_shows_the_card_of_one_of_several_builds_but_not_of_a_changed_one(
+    builds, tmp_path, capsys
+):
+    """Runs on two builds (a demo's tiers beside its sweep): the card of either is shown, and
+    says the other runs were on other builds; a build edited since its run is refused."""
+    a, b = builds["a"], builds["b"]
+    assert eval_cli(a, tmp_path / "on-a", "baseline:random") == 0
+    assert eval_cli(b, tmp_path / "on-b", "baseline:random") == 0
+    out = tmp_path / "r.md"
+    report = ["report", str(tmp_path / "on-a"), str(tmp_path / "on-b"), "--output-format", "md"]
+    report += ["--out", str(out), "--n-boot", "20", "--overwrite"]
+    capsys.readouterr()
+    assert main([*report, "--dataset", str(a)]) == 0
+    assert "1 of the runs were evaluated; the other 1 were evaluated on other builds" in (
+        out.read_text()
+    )
+    edited = copy_with(a, tmp_path / "edited", "test", flip_first_label)
+    assert eval_cli(edited, tmp_path / "on-edited", "baseline:random") == 0
+    meta = edited / "test" / "metadata.jsonl"
+    meta.write_text("".join(json.dumps(r) + "\n" for r in flip_first_label(jsonl_rows(meta))))
+    capsys.readouterr()
+    changed = ["report", str(tmp_path / "on-edited"), str(tmp_path / "on-b"), "--dataset"]
+    assert main([*changed, str(edited), "--out", str(tmp_path / "c.md")]) == 2
+    one_line_error(capsys.readouterr().err, "it changed since", "--allow-dataset-mismatch")
+
+
 # --- sources ---------------------------------------------------------------------------------
 
 

@@ -126,23 +126,62 @@ def build_sections(
 
 
 def _dataset_mismatch(runs: Sequence, dataset: str | Path, chosen: bool, allow: bool) -> str:
-    """ "" when every run that recorded a dataset hash was made on `dataset` as it is now;
-    else a `ConfigError` for a dataset the user chose (unless `allow`), or the note the
-    dataset section shows."""
-    sha = content_sha256(dataset)
-    other = [
-        run
-        for run in runs
-        if run.manifest.get("dataset_sha256") and run.manifest["dataset_sha256"] != sha
-    ]
-    if not other:
+    """What the dataset section says about `dataset` against the runs' recorded hashes.
+
+    The card may describe one of several builds the runs were evaluated on (a demo's tiers
+    beside its sweep and ladder); it may not describe clips no run was asked about, nor a
+    dataset changed since a run was made on it.
+
+    Parameters
+    ----------
+    runs : sequence of Run
+        The runs reported; those that recorded ``dataset_sha256`` are checked.
+    dataset : path
+        The dataset whose card the report shows.
+    chosen : bool
+        The user named it (``--dataset``); else it is the first run's.
+    allow : bool
+        Show a mismatching card anyway (``--allow-dataset-mismatch``), with a note.
+
+    Returns
+    -------
+    str
+        "" when the card describes a dataset as some run saw it and no run saw it otherwise;
+        a sentence for the section when other runs were on other builds, or when `allow`.
+
+    Raises
+    ------
+    ConfigError
+        A chosen dataset that no run was evaluated on, or that changed since a run on it.
+    """
+    sha, here = content_sha256(dataset), Path(dataset).resolve()
+    recorded = [run for run in runs if run.manifest.get("dataset_sha256")]
+    if not recorded:
         return ""
+    on_it = [run for run in recorded if run.manifest["dataset_sha256"] == sha]
+    changed = [
+        run
+        for run in recorded
+        if run.manifest["dataset_sha256"] != sha
+        and run.manifest.get("dataset")
+        and Path(run.manifest["dataset"]).resolve() == here
+    ]
+    if on_it and not changed:
+        others = len(recorded) - len(on_it)
+        return (
+            f"The card describes {dataset}, on which {len(on_it)} of the runs were evaluated; "
+            f"the other {others} were evaluated on other builds."
+            if others
+            else ""
+        )
+    other = changed or recorded
     names = ", ".join(run.name for run in other[:3]) + (" ..." if len(other) > 3 else "")
-    recorded, where = other[0].manifest["dataset_sha256"], other[0].manifest.get("dataset")
+    first, where = other[0].manifest["dataset_sha256"], other[0].manifest.get("dataset")
     what = (
         f"{dataset} is not the dataset {names} {'was' if len(other) == 1 else 'were'} "
-        f"evaluated on (content sha256 {sha[:12]}…, the run recorded {recorded[:12]}…"
+        f"evaluated on (content sha256 {sha[:12]}…, the run recorded {first[:12]}…"
         + (f" for {where})" if where else ")")
+        + ("; it changed since" if changed else "")
     )
     if chosen and not allow:
         raise ConfigError(
