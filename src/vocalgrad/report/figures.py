@@ -433,7 +433,9 @@ def ladder(series: Sequence[Mapping], rungs: Sequence[str]) -> Figure:
                 ax.errorbar(
                     (xs + offset)[ok],
                     v[ok],
-                    yerr=[v[ok] - lo[ok], hi[ok] - v[ok]],
+                    # a jackknife interval is centred on its own estimate: a point may lie
+                    # just outside it, and the bar then starts at the point
+                    yerr=np.maximum([v[ok] - lo[ok], hi[ok] - v[ok]], 0.0),
                     fmt="none",
                     ecolor=colour,
                     elinewidth=1,
