@@ -1,0 +1,71 @@
+"""Per rung of a built ladder and per dimension: the clips kept, the build's verification, the
+audit's verdict with its gated statistics, and each run's accuracy; one Markdown table.
+
+    vocalgrad build --protocol ladder --out L [--source S ...]
+    vocalgrad eval L --listener baseline:ideal --out R
+    python benchmarks/ladder_table.py L R [R2 ...]
+
+A gate cell reads "value / needed": the cue classifier's statistic against the figure it must
+reach to fail at this size (`audit.json`); "–" where the rung does not gate it. A run's cell is
+its accuracy on the rung (the first prompt variant the rung asks), "no answer" where the
+listener gave none in the rung's words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def gate(cell: dict, name: str) -> str:
+    g = (cell.get("gates") or {}).get(name)
+    return "–" if not g else f"{g['value']:.2f} / {g['needed']:.2f}"
+
+
+def accuracies(run: Path) -> dict[str, str]:
+    """Dimension -> accuracy of a rung's run (its first variant), as text."""
+    summary = run / "summary.json"
+    if not summary.is_file():
+        return {}
+    groups = json.loads(summary.read_text())["groups"]
+    table = groups[sorted(groups)[0]]["table"]
+    return {
+        g["group"]: "no answer" if g["unparsed_rate"] == 1 else f"{g['accuracy']:.2f}"
+        for g in table
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("ladder", type=Path)
+    p.add_argument("runs", type=Path, nargs="*")
+    args = p.parse_args()
+    index = json.loads((args.ladder / "ladder.json").read_text())
+    names = [json.loads((r / "ladder.json").read_text()).get("listener", r.name) for r in args.runs]
+    print(
+        "| rung | dimension | clips kept | verified | audit | direction gate | order-free gate | "
+        + " | ".join(names)
+        + " |"
+    )
+    print("|" + "---|" * (7 + len(names)))
+    for rung in index["rungs"]:
+        folder = args.ladder / rung["dataset"]
+        audit = json.loads((folder / "audit.json").read_text())["per_category"]
+        report = json.loads((folder / "build_report.json").read_text())
+        scores = [accuracies(r / rung["rung"]) for r in args.runs]
+        for dim, cell in sorted(audit.items()):
+            kept = report["per_category"].get(dim, {}).get("kept", "–")
+            verified = report["verification_agreement"].get(dim)
+            print(
+                f"| {rung['rung']} | {dim} | {kept} | "
+                + ("–" if verified is None else f"{verified:.1%}")
+                + f" | {'pass' if cell['passes'] else 'FAIL'} | {gate(cell, 'direction')} | "
+                + f"{gate(cell, 'order_free')} | "
+                + " | ".join(s.get(dim, "–") for s in scores)
+                + " |"
+            )
+
+
+if __name__ == "__main__":
+    main()
