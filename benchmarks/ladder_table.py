@@ -7,8 +7,9 @@ audit's verdict with its gated statistics, and each run's accuracy; one Markdown
 
 A gate cell reads "value / needed": the cue classifier's statistic against the figure it must
 reach to fail at this size (`audit.json`); "–" where the rung does not gate it. A run's cell is
-its accuracy on the rung (the first prompt variant the rung asks), "no answer" where the
-listener gave none in the rung's words.
+its accuracy on the rung as the report's Ladder section scores it (detection as yes against
+no, every prompt variant of the rung together), "no answer" where the listener gave none in
+the rung's words.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import argparse
 import json
 from pathlib import Path
 
+from vocalgrad.evaluation.ladder import scorable
+from vocalgrad.evaluation.score import score_rows
+from vocalgrad.records import LABELS
+
 
 def gate(cell: dict, name: str) -> str:
     g = (cell.get("gates") or {}).get(name)
@@ -24,16 +29,19 @@ def gate(cell: dict, name: str) -> str:
 
 
 def accuracies(run: Path) -> dict[str, str]:
-    """Dimension -> accuracy of a rung's run (its first variant), as text."""
-    summary = run / "summary.json"
-    if not summary.is_file():
+    """Dimension -> accuracy of a rung's run as the report's Ladder section scores it
+    (detection as yes against no), as text."""
+    results = run / "results.jsonl"
+    if not results.is_file():
         return {}
-    groups = json.loads(summary.read_text())["groups"]
-    table = groups[sorted(groups)[0]]["table"]
-    return {
-        g["group"]: "no answer" if g["unparsed_rate"] == 1 else f"{g['accuracy']:.2f}"
-        for g in table
-    }
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    out = {}
+    for members in scorable(rows).values():
+        if not any(r.get("predicted") in LABELS for r in members):
+            return dict.fromkeys({r["category"] for r in members}, "no answer")
+        table = score_rows(members, by=("category",), n_boot=200, seed=0).table
+        out |= {g["group"]: f"{g['accuracy']:.2f}" for g in table}
+    return out
 
 
 def main() -> None:
