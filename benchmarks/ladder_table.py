@@ -1,5 +1,7 @@
 """Per rung of a built ladder and per dimension: the clips kept, the build's verification, the
 audit's verdict with its gated statistics, and each run's accuracy; one Markdown table.
+The build agreement is the share of rendered clips whose measurement agreed with their label
+(the others were dropped: every kept clip agrees).
 
     vocalgrad build --protocol ladder --out L [--source S ...]
     vocalgrad eval L --listener baseline:ideal --out R
@@ -52,7 +54,7 @@ def main() -> None:
     index = json.loads((args.ladder / "ladder.json").read_text())
     names = [json.loads((r / "ladder.json").read_text()).get("listener", r.name) for r in args.runs]
     print(
-        "| rung | dimension | clips kept | verified | audit | direction gate | order-free gate | "
+        "| rung | dimension | clips kept | build agreement | audit | direction gate | order-free gate | "
         + " | ".join(names)
         + " |"
     )
