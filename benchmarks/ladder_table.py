@@ -54,9 +54,8 @@ def main() -> None:
     index = json.loads((args.ladder / "ladder.json").read_text())
     names = [json.loads((r / "ladder.json").read_text()).get("listener", r.name) for r in args.runs]
     print(
-        "| rung | dimension | clips kept | build agreement | audit | direction gate | order-free gate | "
-        + " | ".join(names)
-        + " |"
+        "| rung | dimension | clips kept | build agreement | audit | direction gate "
+        "| order-free gate | " + " | ".join(names) + " |"
     )
     print("|" + "---|" * (7 + len(names)))
     for rung in index["rungs"]:
