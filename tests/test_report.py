@@ -724,3 +724,19 @@ def test_best_marker_needs_several_models_and_a_ci_above_chance():
     assert _best({"a": good, "b": chance}, "accuracy") == {"a"}
     assert _best({"a": chance, "b": {"accuracy": 0.5, "accuracy_lo": 0.3}}, "accuracy") == set()
     assert _best({"a": {"dprime": 1.0, "dprime_lo": None}, "b": {"dprime": 0.2}}, "dprime") == set()
+
+
+def test_the_headline_leads_with_the_published_question_not_another_formats_entry():
+    """A ladder rung on four sources may score higher by chance; the glance ranks the models
+    where the published (gradual) question was asked."""
+    from vocalgrad.report.headline import _glance
+
+    def summary(acc):
+        return [{"group": "overall", "accuracy": acc, "accuracy_lo": acc - 0.05, "dprime": 0.1}]
+
+    summaries = {"m:a": summary(0.52), "m:a [contour]": summary(0.62), "m:b": summary(0.55)}
+    line = _glance(summaries, ["m:a [contour]", "m:b", "m:a"])
+    assert line.startswith(("Best model: m:b", "Highest accuracy: m:b")), line
+    assert _glance({"m:a [contour]": summary(0.62)}, ["m:a [contour]"]).startswith(
+        "One model: m:a [contour]"
+    )

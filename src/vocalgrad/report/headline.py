@@ -299,7 +299,10 @@ def headline(
 
 
 def _glance(summaries: Mapping[str, list[dict]], models: list[str]) -> str:
-    ranked = models or _order(summaries, [n for n in summaries if is_human(n)])
+    # the published question ranks models where it was asked: another format's entry (a
+    # ladder rung on a few sources, say) is in its own section, not the headline's lead
+    default = [n for n in models if split_format(n)[1] == formats.DEFAULT]
+    ranked = default or models or _order(summaries, [n for n in summaries if is_human(n)])
     if not ranked:
         return (
             f"No model evaluated: {len(summaries)} reference(s) only."
