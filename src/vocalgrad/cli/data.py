@@ -361,7 +361,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         with_kind,
     )
     from vocalgrad.sources.builtin import BUILTIN_DOMAIN
-    from vocalgrad.sources.check import check_sources, skipped_files
+    from vocalgrad.sources.check import check_sources, refusal_counts, skipped_files
 
     spec = with_kind(args.spec, args.kind)
     sources, dropped = drop_duplicates(resolve_sources(spec, speaker_pattern=args.speaker_pattern))
@@ -393,6 +393,8 @@ def cmd_sources(args: argparse.Namespace) -> int:
         if checked.unchecked:
             line += f"; {checked.unchecked} not on disk yet, checked when a build picks them"
         print(line)
+        if checked.refused:
+            print(f"  refused: {refusal_counts(checked.refused)}")
         for source_id, reason in list(checked.refused.items())[: args.show]:
             print(f"  refused {source_id}: {reason}")
         if 0 < args.show < len(checked.refused):
