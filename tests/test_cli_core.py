@@ -117,6 +117,36 @@ def test_dimensions_is_the_option_and_categories_its_deprecated_alias(capsys, ar
     assert "--categories is deprecated" in err and "use --dimensions" in err
 
 
+def test_build_takes_per_speaker_test_and_min_duration_into_its_config(monkeypatch, tmp_path):
+    """The build's advice names --per-speaker-test, and --min-duration works on `build` as on
+    `sources`: both reach the `BuildConfig` the build runs with."""
+    import vocalgrad.api as api
+    from vocalgrad.errors import ConfigError, SourceError
+    from vocalgrad.sources.selection import select_sources
+
+    seen = {}
+
+    def fake_build(
+        out, source, *, config=None, protocol=None, overwrite, audit, executor, **options
+    ):
+        seen["config"] = api._build_config(config, protocol, source, dict(options))
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(api, "build", fake_build)
+    argv = ["build", "--out", str(tmp_path / "b"), "--per-speaker-test", "3"]
+    assert main([*argv, "--min-duration", "1.5", "--no-audit"]) == 2
+    assert seen["config"].per_speaker_test == 3 and seen["config"].min_duration_s == 1.5
+    with pytest.raises(SourceError, match=r"raise per_speaker_test \(--per-speaker-test\)"):
+        select_sources([], n_test=4, n_train=0)
+
+
+def test_an_unknown_dimension_names_the_setting_dimensions_not_categories(tmp_path, capsys):
+    assert main(["build", "--out", str(tmp_path / "b"), "--dimensions", "volumne"]) == 2
+    err = capsys.readouterr().err
+    assert "config key dimensions = ['volumne']: unknown dimension 'volumne'" in err
+    assert "categories" not in err
+
+
 def test_finetune_takes_train_dimensions_and_the_old_spelling(capsys):
     argv = ["finetune", "d", "--listener", "whisper:tiny.en"]
     assert parser().parse_args([*argv, "--train-dimensions", "volume"]).train_categories == (
