@@ -206,3 +206,18 @@ def test_listener_options_are_typed_key_values():
 def test_list(what, expected, capsys):
     assert main(["list", what]) == 0
     assert expected in capsys.readouterr().out
+
+
+def test_the_eval_count_line_says_asked_afresh_and_from_cache_apart():
+    """24 answered from the cache in 0.0 s read as "asked 24": the line now splits them."""
+    from pathlib import Path
+
+    from vocalgrad.cli.evaluate import count_line
+
+    counts = {"answered": 24, "from_cache": 24, "skipped_done": 0, "retried": 0, "errors": 0,
+              "seconds": 0.01}  # fmt: skip
+    line = count_line("openai:stub", counts, Path("runs/x"))
+    assert line.startswith("openai:stub: asked 0 afresh and 24 answered from cache (0 already")
+    assert line.endswith("in 0.0 s -> runs/x")
+    counts = {**counts, "from_cache": 0, "answered": 5}
+    assert count_line("m", counts, Path("o")).startswith("m: asked 5 (0 already done, ")
