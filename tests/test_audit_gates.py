@@ -216,3 +216,38 @@ def test_recommended_sources_scale_with_the_margin_squared():
     assert G.recommended_sources([(gate, 10)]) == 40  # (0.20 / 0.10)^2 x 10
     assert G.recommended_sources([({"gate": "constant", "needed": 0.60}, 10)]) is None
     assert G.recommended_sources([({"gate": "direction", "needed": None}, 6)]) == 24
+
+
+def test_a_statistic_and_its_needed_figure_never_print_alike():
+    """Where the statistic and the figure it needs to fail round alike at 3 decimals, the
+    gate table and the failure reason print as many more as tell them apart."""
+    assert G.distinct_figures(0.6551, 0.6549) == ("0.6551", "0.6549")
+    assert G.distinct_figures(0.712, 0.655) == ("0.712", "0.655")
+    assert G.distinct_figures(0.7, None) == ("0.700", "n/a")
+    from vocalgrad.stimuli.audit.classifiers import _gate_reasons
+    from vocalgrad.stimuli.audit.report import gate_rows
+
+    gate = {"statistic": "LR AUC", "value": 0.65512, "null_p95": 0.6, "needed": 0.65498,
+            "p_fwer": 0.04, "fails": True}  # fmt: skip
+    c = {"gates": {"constant": gate}}
+    [row] = gate_rows({"per_category": {"volume": c}})
+    assert row[2:5] == ["LR AUC 0.6551", "0.600", "0.6550"]
+    [reason] = _gate_reasons(c)
+    assert "LR AUC 0.6551 > 0.6550 needed" in reason
+
+
+def test_the_constant_auc_column_names_its_classifier_and_the_gate_its_statistic():
+    """The table's constant AUC is the better of LR and HGB (named in the cell) while the gate
+    reads the LR's AUC: the header and the legend say so, and the numbers are unchanged."""
+    rows, cues = _rows_and_cues(np.random.default_rng(6), "voice_pitch", n_sources=3, pairs=2)
+    c = audit_category("voice_pitch", rows, cues)
+    family = judge({"voice_pitch": c})
+    report = {"dataset": "toy", "protocol": c["protocol"], "per_category": {"voice_pitch": c},
+              "family": family}  # fmt: skip
+    text = format_audit(report)
+    assert "| constant AUC, best of LR/HGB [CI] |" in text
+    assert "the constant gate's statistic is the LR's AUC alone" in text
+    if c["constant_auc"] is not None:
+        best = max(("lr", "hgb"), key=lambda n: c["constant"][n]["auc"])
+        assert f"{c['constant_auc']:.2f} [" in text
+        assert f"] ({best.upper()}) |" in text

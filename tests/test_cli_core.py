@@ -117,6 +117,36 @@ def test_dimensions_is_the_option_and_categories_its_deprecated_alias(capsys, ar
     assert "--categories is deprecated" in err and "use --dimensions" in err
 
 
+def test_build_takes_per_speaker_test_and_min_duration_into_its_config(monkeypatch, tmp_path):
+    """The build's advice names --per-speaker-test, and --min-duration works on `build` as on
+    `sources`: both reach the `BuildConfig` the build runs with."""
+    import vocalgrad.api as api
+    from vocalgrad.errors import ConfigError, SourceError
+    from vocalgrad.sources.selection import select_sources
+
+    seen = {}
+
+    def fake_build(
+        out, source, *, config=None, protocol=None, overwrite, audit, executor, **options
+    ):
+        seen["config"] = api._build_config(config, protocol, source, dict(options))
+        raise ConfigError("stop here")
+
+    monkeypatch.setattr(api, "build", fake_build)
+    argv = ["build", "--out", str(tmp_path / "b"), "--per-speaker-test", "3"]
+    assert main([*argv, "--min-duration", "1.5", "--no-audit"]) == 2
+    assert seen["config"].per_speaker_test == 3 and seen["config"].min_duration_s == 1.5
+    with pytest.raises(SourceError, match=r"raise per_speaker_test \(--per-speaker-test\)"):
+        select_sources([], n_test=4, n_train=0)
+
+
+def test_an_unknown_dimension_names_the_setting_dimensions_not_categories(tmp_path, capsys):
+    assert main(["build", "--out", str(tmp_path / "b"), "--dimensions", "volumne"]) == 2
+    err = capsys.readouterr().err
+    assert "config key dimensions = ['volumne']: unknown dimension 'volumne'" in err
+    assert "categories" not in err
+
+
 def test_finetune_takes_train_dimensions_and_the_old_spelling(capsys):
     argv = ["finetune", "d", "--listener", "whisper:tiny.en"]
     assert parser().parse_args([*argv, "--train-dimensions", "volume"]).train_categories == (
@@ -176,3 +206,18 @@ def test_listener_options_are_typed_key_values():
 def test_list(what, expected, capsys):
     assert main(["list", what]) == 0
     assert expected in capsys.readouterr().out
+
+
+def test_the_eval_count_line_says_asked_afresh_and_from_cache_apart():
+    """24 answered from the cache in 0.0 s read as "asked 24": the line now splits them."""
+    from pathlib import Path
+
+    from vocalgrad.cli.evaluate import count_line
+
+    counts = {"answered": 24, "from_cache": 24, "skipped_done": 0, "retried": 0, "errors": 0,
+              "seconds": 0.01}  # fmt: skip
+    line = count_line("openai:stub", counts, Path("runs/x"))
+    assert line.startswith("openai:stub: asked 0 afresh and 24 answered from cache (0 already")
+    assert line.endswith("in 0.0 s -> runs/x")
+    counts = {**counts, "from_cache": 0, "answered": 5}
+    assert count_line("m", counts, Path("o")).startswith("m: asked 5 (0 already done, ")

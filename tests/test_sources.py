@@ -474,7 +474,8 @@ def test_sources_counts_what_a_build_can_use_and_names_skipped_files(tmp_path, c
     assert out[0] == "6 sources, 2 speakers, 6 distinct texts, gender: {'?': 6}"
     assert out[1] == "usable by a build: 4 of 6 (at least 2 s, readable, speech)"
     refused = {line.split(": ")[0]: line for line in out if line.startswith("  refused")}
-    assert "unreadable" in refused["  refused folder/ann/empty.wav"]
+    assert refused["  refused folder/ann/empty.wav"].endswith(": empty file (0 bytes)")
+    assert out[2] == "  refused: 1 empty file, 1 too short"
     assert "1.00 s long; a build needs at least 2 s" in refused["  refused folder/bob/short.wav"]
     skipped = [line for line in out if line.startswith("skipped")]
     assert skipped == [
@@ -492,3 +493,22 @@ def test_sources_counts_what_a_build_can_use_and_names_skipped_files(tmp_path, c
     assert main(["sources", f"folder:{root}", "--min-duration", "0.5"]) == 0
     out = capsys.readouterr().out
     assert "(at least 0.5 s" in out and "needs at least" not in out  # long enough now
+
+
+def test_refusals_are_counted_by_kind() -> None:
+    """`sources` prints one count per kind of refusal, most first, so a long list hidden
+    under "... and N more refused" still says why."""
+    from vocalgrad.sources.check import EMPTY_FILE, refusal_counts, refusal_kind
+
+    refused = {
+        "a": "1.00 s long; a build needs at least 2 s (min_duration_s)",
+        "b": "0.50 s long; a build needs at least 2 s (min_duration_s)",
+        "c": EMPTY_FILE,
+        "d": "unreadable: Format not recognised",
+        "e": "silent (peak 1.0e-06)",
+        "f": "not speech: a noise-like spectrum (median flatness 0.80)",
+    }
+    assert refusal_kind(refused["d"]) == "unreadable"
+    assert refusal_counts(refused) == (
+        "2 too short, 1 empty file, 1 not speech, 1 silent, 1 unreadable"
+    )

@@ -61,6 +61,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--curves", type=csv_list)
     b.add_argument("--n-test", type=whole(1))
     b.add_argument("--n-train", type=whole(0))
+    b.add_argument(
+        "--per-speaker-test",
+        type=whole(1),
+        metavar="N",
+        help="test sources taken from each test speaker (default 2): raise it where a corpus "
+        "has few speakers",
+    )
+    b.add_argument(
+        "--min-duration",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="the shortest usable source in seconds (default 2; 3 under --protocol vocalgrad)",
+    )
     b.add_argument("--sample-rate", type=whole(8000))
     b.add_argument("--seed", type=whole(0))
     b.add_argument(
@@ -189,6 +202,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         "curves": args.curves,
         "n_test": args.n_test,
         "n_train": args.n_train,
+        "per_speaker_test": args.per_speaker_test,
+        "min_duration_s": args.min_duration,
         "sample_rate": args.sample_rate,
         "seed": args.seed,
         "speaker_pattern": args.speaker_pattern,
@@ -361,7 +376,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
         with_kind,
     )
     from vocalgrad.sources.builtin import BUILTIN_DOMAIN
-    from vocalgrad.sources.check import check_sources, skipped_files
+    from vocalgrad.sources.check import check_sources, refusal_counts, skipped_files
 
     spec = with_kind(args.spec, args.kind)
     sources, dropped = drop_duplicates(resolve_sources(spec, speaker_pattern=args.speaker_pattern))
@@ -393,6 +408,8 @@ def cmd_sources(args: argparse.Namespace) -> int:
         if checked.unchecked:
             line += f"; {checked.unchecked} not on disk yet, checked when a build picks them"
         print(line)
+        if checked.refused:
+            print(f"  refused: {refusal_counts(checked.refused)}")
         for source_id, reason in list(checked.refused.items())[: args.show]:
             print(f"  refused {source_id}: {reason}")
         if 0 < args.show < len(checked.refused):

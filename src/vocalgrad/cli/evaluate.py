@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import shlex
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from vocalgrad.cli.options import (
@@ -149,6 +150,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "permutation tests)",
     )
     sc.set_defaults(func=cmd_score)
+
+
+def count_line(listener_id: str, counts: Mapping, out: Path) -> str:
+    """What one eval call did, in one line: how many were asked afresh and how many answered
+    from the answer cache (a cached answer asks nobody, so "asked" counts only the fresh)."""
+    cached = counts["from_cache"]
+    fresh = counts["answered"] - cached
+    asked = f"asked {fresh} afresh and {cached} answered from cache" if cached else f"asked {fresh}"
+    return (
+        f"{listener_id}: {asked} ({counts['skipped_done']} already done, {counts['retried']} "
+        f"asked again after an error, {counts['errors']} errors) in {counts['seconds']:.1f} s "
+        f"-> {out}"
+    )
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -309,16 +323,11 @@ def _eval(args: argparse.Namespace, listener, executor) -> int:
         from vocalgrad.evaluation.subset import describe
 
         print(describe(subset))
-    print(
-        f"{listener.listener_id}: asked {counts['answered']} ({counts['skipped_done']} already "
-        f"done, {counts['retried']} asked again after an error, {counts['errors']} errors) in "
-        f"{counts['seconds']:.1f} s -> {out}"
-    )
+    print(count_line(listener.listener_id, counts, out))
     if counts["from_cache"]:
         print(
-            f"{counts['from_cache']} answered from cache ({default_cache_dir() / 'answers.sqlite'}"
-            ", answers given before to the same question by the same listener); --no-cache asks "
-            "afresh"
+            f"  the cache: {default_cache_dir() / 'answers.sqlite'} (answers given before to the "
+            "same question by the same listener); --no-cache asks afresh"
         )
     if counts.get("usage") is not None:
         print(usage_line(listener.listener_id, counts["usage"], out))

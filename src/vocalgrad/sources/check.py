@@ -239,6 +239,9 @@ class SourceCheck:
         return self.refused.get(source.source_id)
 
     def _problem(self, source: Source) -> str | None:
+        path = Path(source.path)
+        if path.is_file() and path.stat().st_size == 0:
+            return EMPTY_FILE
         try:
             info = sf.info(source.path)
             audio, sr = load_audio(source.path)
@@ -271,6 +274,34 @@ def conversions(formats: list[SourceFormat], sample_rate: int) -> list[str]:
     for channels, n in sorted(downmixed.items()):
         notes.append(f"{n} source(s) downmixed from {channels} channels to mono")
     return notes
+
+
+EMPTY_FILE = "empty file (0 bytes)"
+"""Why a 0-byte source is refused (libsndfile would call it an unrecognised format)."""
+
+
+def refusal_kind(reason: str) -> str:
+    """A refusal's reason less its figures, to count refusals by kind: "too short",
+    "empty file", "unreadable", "silent", "not speech", ... (the text before any colon,
+    semicolon or bracket otherwise)."""
+    if reason == EMPTY_FILE:
+        return "empty file"
+    if " s long; " in reason:
+        return "too short"
+    for stop in (":", ";", " ("):
+        reason = reason.split(stop)[0]
+    return reason.strip()
+
+
+def refusal_counts(refused: dict[str, str]) -> str:
+    """One line counting refusals per kind, most first: "277 too short, 1 empty file"."""
+    counts: dict[str, int] = {}
+    for reason in refused.values():
+        kind = refusal_kind(reason)
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(
+        f"{n} {kind}" for kind, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
 
 
 @dataclass
@@ -306,6 +337,9 @@ def check_sources(sources: Sequence[Source], min_duration_s: float) -> Checked:
         path = Path(source.path)
         if not path.is_file():
             unchecked += 1
+            continue
+        if path.stat().st_size == 0:
+            refused[source.source_id] = EMPTY_FILE
             continue
         try:
             seconds = float(sf.info(str(path)).duration)

@@ -73,7 +73,8 @@ def select_sources(
             f"{len(speakers)} speaker(s) available ({len(pool)} sources) but {n_test} test sources "
             f"at {per_speaker_test} per speaker need {n_test_speakers} test speaker(s)"
             + (" plus at least one train speaker" if n_train > 0 else "")
-            + "; add speakers, lower n_test or raise per_speaker_test"
+            + "; add speakers, lower n_test (--n-test) or raise per_speaker_test "
+            "(--per-speaker-test)"
         )
     long_enough = _DurationCheck(durations, min_duration_s)
 

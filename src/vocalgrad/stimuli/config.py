@@ -301,6 +301,11 @@ def _renamed(key: str) -> str:
     return f"no longer a config key: write {_RENAMED[key]}"
 
 
+_SHOWN_KEYS = {"categories": "dimensions"}
+"""Config keys an error names by their user-facing spelling (`categories` is the internal
+name of the setting `--dimensions` and the TOML key `dimensions` set)."""
+
+
 def describe(err: ValidationError) -> str:
     """A validation error as one line: each bad key, its value and what is allowed.
 
@@ -327,6 +332,7 @@ def describe(err: ValidationError) -> str:
         else:
             what = _EXPECTED.get(e["type"], e["msg"]).format(**e.get("ctx", {}))
         value = list(e["input"]) if isinstance(e["input"], tuple) else e["input"]
+        key = _SHOWN_KEYS.get(key, key)
         parts.append(f"config key {key} = {value!r}: {what}" if key else what)
     return "; ".join(parts)
 

@@ -34,6 +34,7 @@ from vocalgrad.stimuli.audit.gates import (
     accuracies,
     aucs,
     correct_family,
+    distinct_figures,
     flipped_labels,
     gate_record,
     logistic_scores,
@@ -681,7 +682,8 @@ def _gate_reasons(c: Mapping) -> list[str]:
 
     def against(g: Mapping) -> str:
         p = g["p_fwer"]
-        return f"{g['value']:.3f} > {g['needed']:.3f} needed at this size (family-wise p {p:.3f})"
+        value, needed = distinct_figures(g["value"], g["needed"])
+        return f"{value} > {needed} needed at this size (family-wise p {p:.3f})"
 
     if (g := gates.get("direction")) and g["fails"]:
         reasons.append(f"direction predicted from cues with LR accuracy {against(g)}")

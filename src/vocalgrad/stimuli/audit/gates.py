@@ -247,6 +247,19 @@ def _needed(null: np.ndarray, floor: float, critical: float, ceiling: float = 1.
     return None if mean + d > ceiling else max(mean + d, CHANCE)
 
 
+def distinct_figures(value: float, needed: float | None, digits: int = 3) -> tuple[str, str]:
+    """`value` and `needed` printed with `digits` decimals, or with as many more (up to 8) as
+    tell them apart, so a statistic just over (or at) its critical value never reads as
+    "0.655 > 0.655"."""
+    if needed is None:
+        return f"{value:.{digits}f}", "n/a"
+    for d in range(digits, 9):
+        a, b = f"{value:.{d}f}", f"{needed:.{d}f}"
+        if a != b:
+            return a, b
+    return a, b
+
+
 def correct_family(gates: Sequence[dict], alpha: float = ALPHA) -> dict:
     """Westfall-Young single-step max-T over `gates` (each from `gate_record`, all with the
     same number of draws, draw k of every gate one joint relabelling of the build): sets each
