@@ -216,3 +216,32 @@ def test_recommended_sources_scale_with_the_margin_squared():
     assert G.recommended_sources([(gate, 10)]) == 40  # (0.20 / 0.10)^2 x 10
     assert G.recommended_sources([({"gate": "constant", "needed": 0.60}, 10)]) is None
     assert G.recommended_sources([({"gate": "direction", "needed": None}, 6)]) == 24
+
+
+def test_failed_dimensions_gives_a_short_reason_per_failing_dimension():
+    from vocalgrad.stimuli.audit import failed_dimensions
+
+    report = {
+        "per_category": {
+            "volume": {"passes": True, "reasons": [], "gates": {}},
+            "rate": {"passes": None, "reasons": ["too few sources for a CI: ..."], "gates": {}},
+            "voice_pitch": {
+                "passes": False,
+                "reasons": [
+                    "direction predicted from order-free cues with LR accuracy 0.6 > 0.55",
+                    "constant clips told apart with LR AUC 0.7 > 0.6",
+                ],
+                "gates": {"order_free": {"fails": True}, "constant": {"fails": True}},
+            },
+            "which": {
+                "passes": False,
+                "reasons": ["the other dimension's direction equals the label on 0.90 of ..."],
+                "gates": {"direction": {"fails": False}},
+            },
+        }
+    }
+    assert failed_dimensions(report) == {
+        "voice_pitch": "order-free gate, constant gate",
+        "which": "other dimension's direction",
+    }
+    assert failed_dimensions({"passes": True, "per_category": {}}) == {}
