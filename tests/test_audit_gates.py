@@ -251,3 +251,32 @@ def test_the_constant_auc_column_names_its_classifier_and_the_gate_its_statistic
         best = max(("lr", "hgb"), key=lambda n: c["constant"][n]["auc"])
         assert f"{c['constant_auc']:.2f} [" in text
         assert f"] ({best.upper()}) |" in text
+
+
+def test_failed_dimensions_gives_a_short_reason_per_failing_dimension():
+    from vocalgrad.stimuli.audit import failed_dimensions
+
+    report = {
+        "per_category": {
+            "volume": {"passes": True, "reasons": [], "gates": {}},
+            "rate": {"passes": None, "reasons": ["too few sources for a CI: ..."], "gates": {}},
+            "voice_pitch": {
+                "passes": False,
+                "reasons": [
+                    "direction predicted from order-free cues with LR accuracy 0.6 > 0.55",
+                    "constant clips told apart with LR AUC 0.7 > 0.6",
+                ],
+                "gates": {"order_free": {"fails": True}, "constant": {"fails": True}},
+            },
+            "which": {
+                "passes": False,
+                "reasons": ["the other dimension's direction equals the label on 0.90 of ..."],
+                "gates": {"direction": {"fails": False}},
+            },
+        }
+    }
+    assert failed_dimensions(report) == {
+        "voice_pitch": "order-free gate, constant gate",
+        "which": "other dimension's direction",
+    }
+    assert failed_dimensions({"passes": True, "per_category": {}}) == {}

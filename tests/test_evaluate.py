@@ -499,3 +499,38 @@ def test_local_listener_copies_give_the_in_process_run(dataset, tmp_path):
         == load().manifest()
     )
     assert Executor(2).listener(load).__class__.__name__ == "IdealObserver"  # one copy: in process
+
+
+def test_eval_warns_and_records_a_failed_shortcut_audit(tmp_path, cache_dir, capsys):
+    """A dataset whose audit.json fails: one stderr warning before asking, naming the
+    dimensions, and ``audit_failed`` in the manifest; nothing without an audit or when it
+    passes."""
+    from ladder_helpers import tiny_build
+
+    from vocalgrad.cli import main
+
+    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
+    ds = tiny_build(tmp_path / "ds", "gradual", categories=("volume",), n_train=0)
+    audit = {"passes": False, "per_category": {"volume": {"passes": False, "reasons": ["x"]}}}
+    (ds / "audit.json").write_text(json.dumps(audit))
+
+    def ask(out: str) -> tuple[dict, str]:
+        argv = ["eval", str(ds), "--listener", "baseline:always-increase", "--no-cache"]
+        assert main([*argv, "--out", str(tmp_path / out)]) == 0
+        err = capsys.readouterr().err
+        return json.loads((tmp_path / out / "manifest.json").read_text()), err
+
+    manifest, err = ask("failed")
+    warnings = [line for line in err.splitlines() if "shortcut audit" in line]
+    assert warnings == [
+        f"vocalgrad: warning: {ds} failed its shortcut audit (dims volume): a listener may "
+        "score above chance without hearing the change"
+    ]
+    assert manifest["audit_failed"] == ["volume"]
+    for name, report in (("passed", {"passes": True, "per_category": {}}), ("none", None)):
+        if report is None:
+            (ds / "audit.json").unlink()
+        else:
+            (ds / "audit.json").write_text(json.dumps(report))
+        manifest, err = ask(name)
+        assert "shortcut audit" not in err and "audit_failed" not in manifest

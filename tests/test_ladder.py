@@ -320,3 +320,49 @@ def test_a_window_of_the_speech_shares_the_analyses_that_do_not_read_the_span(ar
     assert half.span.offset_s == whole.span.offset_s / 2 and whole.span.offset_s > 1
     times, _ = half.f0  # F0 is tracked over the window's own span
     assert times.max() < whole.f0[0].max()
+
+
+def test_a_ladder_with_a_failing_rung_exits_4_unless_allowed(tmp_path, monkeypatch, capsys):
+    """As a single build: a rung whose shortcut audit fails makes `build --protocol ladder`
+    exit 4 with one stderr line naming the rung, its dimensions and why (from its
+    audit.json); the rung's summary line says the same; --allow-audit-failure warns, exits 0."""
+    out = tmp_path / "L"
+
+    def audit(passes: bool, gate: str | None = None) -> dict:
+        gates = {g: {"fails": g == gate} for g in ("direction", "order_free", "constant")}
+        reasons = [] if passes else ["direction predicted from cues with LR accuracy 0.583 > ..."]
+        return {"passes": passes, "reasons": reasons, "gates": gates}
+
+    def fake_build_ladder(folder, source=None, **_) -> dict:
+        folder = Path(folder)
+        audits = {
+            "gradual": {"volume": audit(True), "voice_pitch": audit(True)},
+            "contour": {"volume": audit(True), "voice_pitch": audit(False, "direction")},
+        }
+        datasets = {}
+        for name, per_category in audits.items():
+            (folder / name).mkdir(parents=True, exist_ok=True)
+            passes = all(c["passes"] for c in per_category.values())
+            report = {"passes": passes, "per_category": per_category}
+            (folder / name / "audit.json").write_text(json.dumps(report))
+            datasets[name] = {"clips_kept": 8, "audit_passes": passes, "notes": []}
+        rungs = [
+            {"rung": "direction", "dataset": "gradual", "variants": ["default"]},
+            {"rung": "contour", "dataset": "contour", "variants": ["default"]},
+        ]
+        return {"rungs": rungs, "datasets": datasets}
+
+    monkeypatch.setattr("vocalgrad.api.build_ladder", fake_build_ladder)
+    argv = ["build", "--protocol", "ladder", "--out", str(out), "--workers", "1"]
+    assert main(argv) == 4
+    captured = capsys.readouterr()
+    assert "audit FAILS: voice_pitch (direction gate)" in captured.out
+    assert "direction: gradual/ asked with default; 8 clips, audit passes" in captured.out
+    err = [line for line in captured.err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    assert err[0].startswith("vocalgrad: error: shortcut audit failed on 1 of 2 rungs: ")
+    assert "contour: voice_pitch (direction gate)" in err[0] and "--allow-audit-failure" in err[0]
+    assert main([*argv, "--allow-audit-failure"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("vocalgrad: warning: shortcut audit failed on 1 of 2 rungs")
+    assert "contour: voice_pitch (direction gate)" in err

@@ -423,6 +423,16 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     assert "vocalgrad eval dataset --listener model-a" in text  # commands in provenance
 
 
+def test_the_warnings_box_lists_a_failed_shortcut_audit(html_report):
+    """The fixture's build fails its audit on volume: the Warnings box at the top says so and
+    points to the dataset card, not only the card's own glance line."""
+    text = html_report.read_text()
+    top = text.split('<div class="warnings" id="warnings">')[1].split("</div>")[0]
+    failed = "The dataset fails its shortcut audit on volume: a listener may score above chance"
+    assert top.count(failed) == 1
+    assert '<a href="#dataset">' in top.split(failed)[1].split("</li>")[0]
+
+
 def _section(text: str, sid: str) -> str:
     return text.split(f'<section id="{sid}">')[1].split("</section>")[0]
 
@@ -447,7 +457,8 @@ def test_report_says_what_each_number_rests_on_and_warns_below_the_minimum(html_
     assert "<td>16 / 4 ⚠</td>" in probing and "<td>96 / 24</td>" in probing
     assert "whisper:tiny.en probe verdicts: 4 sources for every dimension (under 10)" in top
     assert f"whisper:tiny.en: {LENS_WARNING}" in top and "model-a probe verdicts" not in top
-    assert top.count("<li") == 3  # sources of the runs, of the probe, the probe's own note
+    # sources of the runs, of the probe, the probe's own note, the dataset's failed audit
+    assert top.count("<li") == 4
 
 
 def test_probe_figure_is_a_grid_of_stage_families_without_empty_panels(inputs):

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
 from vocalgrad import formats
 from vocalgrad.cli.options import (
     AUDIT_FAILURE_HELP,
+    EXIT_AUDIT,
     add_deprecated_alias,
     add_executor_options,
     add_overwrite,
@@ -315,6 +317,7 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
             **{k: v for k, v in options.items() if v is not None},
         )
     print(f"ladder of {len(index['rungs'])} rungs in {args.out} ({INDEX}):")
+    failed: dict[str, dict[str, str]] = {}  # rung -> failing dimension -> short reason
     for entry in index["rungs"]:
         built = index["datasets"].get(entry["dataset"], {})
         if built.get("skipped"):
@@ -323,6 +326,9 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
         audit = {True: "audit passes", False: "audit FAILS", None: "not audited"}[
             built.get("audit_passes")
         ]
+        if built.get("audit_passes") is False:
+            failed[entry["rung"]] = _failed_dimensions(Path(args.out) / entry["dataset"])
+            audit += ": " + _dims_text(failed[entry["rung"]])
         print(
             f"  {entry['rung']}: {entry['dataset']}/ asked with {','.join(entry['variants'])}; "
             f"{built.get('clips_kept', 0)} clips, {audit}"
@@ -330,7 +336,41 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
     for name, built in index["datasets"].items():
         for note in built.get("notes", []):
             print(f"  {name}: {note}")
-    return 0
+    return _ladder_audit_status(failed, len(index["rungs"]), args.allow_audit_failure)
+
+
+def _failed_dimensions(dataset: Path) -> dict[str, str]:
+    """A built rung's failing dimensions with a short reason each, from its `audit.json`."""
+    from vocalgrad.stimuli.audit import REPORT_FILE, failed_dimensions
+
+    try:
+        report = json.loads((dataset / REPORT_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return failed_dimensions(report)
+
+
+def _dims_text(dims: dict[str, str]) -> str:
+    return ", ".join(f"{dim} ({reason})" for dim, reason in dims.items()) or "see its audit.json"
+
+
+def _ladder_audit_status(failed: dict[str, dict[str, str]], total: int, allow: bool) -> int:
+    """As `audit_status` for a ladder: 0, or `EXIT_AUDIT` after one stderr line naming each
+    failing rung's dimensions (a warning and 0 with ``--allow-audit-failure``)."""
+    if not failed:
+        return 0
+    line = f"shortcut audit failed on {len(failed)} of {total} rungs: " + "; ".join(
+        f"{rung}: {_dims_text(dims)}" for rung, dims in failed.items()
+    )
+    if allow:
+        print(f"vocalgrad: warning: {line} (--allow-audit-failure: exit 0)", file=sys.stderr)
+        return 0
+    print(
+        f"vocalgrad: error: {line}; the datasets are written: rerun with --allow-audit-failure "
+        "to accept them for exploration",
+        file=sys.stderr,
+    )
+    return EXIT_AUDIT
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -189,7 +189,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         note = in_flight_note(listener, args.batch_size, args.mode)
         if note:
             print(f"vocalgrad: note: {note}", file=sys.stderr)
+        _warn_audit_failed(args.dataset)
         return _eval(args, listener, executor)
+
+
+def _warn_audit_failed(dataset: str) -> None:
+    """One stderr line before asking a dataset whose shortcut audit failed."""
+    from vocalgrad.evaluation.evaluate import audit_failed
+
+    if failed := audit_failed(dataset):
+        print(
+            f"vocalgrad: warning: {dataset} failed its shortcut audit (dims "
+            f"{', '.join(failed)}): a listener may score above chance without hearing the "
+            "change",
+            file=sys.stderr,
+        )
 
 
 def _eval_ladder(args: argparse.Namespace, options: dict) -> int:

@@ -770,7 +770,9 @@ def _manifest(
             "evaluate one format per run"
         )
     fmt = formats.pop()
+    failed = audit_failed(dataset)
     return {
+        **({"audit_failed": failed} if failed else {}),
         "listener": listener.manifest(),
         "listener_channels": listener.channels,
         "dataset": str(dataset.resolve()),
@@ -786,6 +788,33 @@ def _manifest(
         if sys.argv and "vocalgrad" in sys.argv[0]
         else None,
     }
+
+
+def audit_failed(dataset: str | Path) -> list[str]:
+    """The dimensions a dataset's shortcut audit fails, from its ``audit.json``.
+
+    A listener may score above chance on them without hearing the change: `vocalgrad eval`
+    warns before asking, and the run's manifest records them (``audit_failed``).
+
+    Parameters
+    ----------
+    dataset : str or Path
+        A dataset folder.
+
+    Returns
+    -------
+    list of str
+        The failing dimensions, sorted; empty when the dataset has no (readable) audit
+        report or its audit passed.
+    """
+    try:
+        report = json.loads((Path(dataset) / "audit.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(report, dict) or report.get("passes") is not False:
+        return []
+    per_category = report.get("per_category") or {}
+    return sorted(d for d, c in per_category.items() if c.get("passes") is False) or ["all"]
 
 
 def release_prompt_check(items: Sequence[dict]) -> dict:

@@ -654,7 +654,20 @@ def dataset(info: DatasetInfo | None, note: str = "") -> Section:
         glance += f" The shortcut audit fails {', '.join(failing)}."
     if note:
         glance = f"{note} {glance}"
-    return Section("dataset", "Dataset card", blocks, glance)
+    failed = sorted(
+        c.replace("_", " ")
+        for c, r in (info.audit.get("per_category") or {}).items()
+        if r.get("passes") is False
+    )
+    warned = (
+        [
+            f"The dataset fails its shortcut audit on {', '.join(failed)}: a listener may score "
+            "above chance there without hearing the change."
+        ]
+        if failed
+        else []
+    )
+    return Section("dataset", "Dataset card", blocks, glance, warned)
 
 
 def _audit_table(audit: Mapping) -> tuple[Table, list[str]]:

@@ -59,7 +59,7 @@ from vocalgrad.stimuli.audit.cues import (
     target_cue_names,
 )
 from vocalgrad.stimuli.audit.gates import ALPHA, DRAWS, TARGET_ACCURACY, TARGET_AUC
-from vocalgrad.stimuli.audit.report import format_audit
+from vocalgrad.stimuli.audit.report import failed_dimensions, format_audit
 
 REPORT_FILE = "audit.json"
 
@@ -170,6 +170,7 @@ __all__ = [
     "cached_cues",
     "clip_cues",
     "dataset_cues",
+    "failed_dimensions",
     "feature_names",
     "fit_direction_model",
     "format_audit",

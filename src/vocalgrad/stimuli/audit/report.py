@@ -212,3 +212,46 @@ def format_audit(report: Mapping) -> str:
         + ("; other dimensions: none." if excluded and others else ".")
     )
     return "\n".join(lines)
+
+
+_GATE_NAMES = {
+    "direction": "direction gate",
+    "order_free": "order-free gate",
+    "constant": "constant gate",
+}
+
+
+def failed_dimensions(report: Mapping) -> dict[str, str]:
+    """The dimensions an audit report fails, each with a short reason for a one-line message.
+
+    The reason names the failing gates (``direction gate``, ``order-free gate``, ``constant
+    gate``), or the other dimension's direction where that gives the label; any other reason
+    is the start of its text. A dimension too small to judge (``passes`` None) is not listed.
+
+    Parameters
+    ----------
+    report : Mapping
+        An audit report (``audit.json``): ``per_category`` with ``passes``, ``reasons`` and
+        ``gates``.
+
+    Returns
+    -------
+    dict of str to str
+        Failing dimension -> short reason, in the report's order; empty when none fails.
+    """
+    failed = {}
+    for dim, c in (report.get("per_category") or {}).items():
+        if c.get("passes") is not False:
+            continue
+        short = [
+            name
+            for key, name in _GATE_NAMES.items()
+            if ((c.get("gates") or {}).get(key) or {}).get("fails")
+        ]
+        for reason in c.get("reasons") or []:
+            if reason.startswith("the other dimension's direction"):
+                short.append("other dimension's direction")
+            elif not reason.startswith(("direction predicted", "constant clips", "a documented")):
+                short.append(reason.split(":")[0][:60])
+        failed[dim] = ", ".join(short) or "failed"
+    return failed
