@@ -577,7 +577,9 @@ def test_score_of_an_empty_or_damaged_run_is_one_line(dataset, tmp_path, capsys)
         ("include_constant = false", ("include_constant", "no longer", "constants = N")),
         ("tiers = []", ("tiers", "at least one")),
         ("min_duration_s = -5", ("min_duration_s", "-5", "> 0")),
-        ('categories = "volume"', ("categories", "'volume'", "list of names")),
+        # the old key `categories` is the setting users know as `dimensions`
+        ('categories = "volume"', ("dimensions", "'volume'", "list of names")),
+        ('dimensions = "volume"', ("dimensions", "'volume'", "list of names")),
         ('n_test = "two"', ("n_test", "'two'", "whole number")),
         ("n_test = 2.5", ("n_test", "2.5", "whole number")),
         ('target_lufs = "-20"', ("target_lufs", "'-20'", "a number")),
