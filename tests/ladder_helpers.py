@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from vocalgrad.cli import main
 from vocalgrad.dataset import content_sha256, load_rows
 from vocalgrad.evaluation.evaluate import EvalConfig, evaluate
 from vocalgrad.evaluation.score import score_run
@@ -90,7 +89,7 @@ def first_trial_in_browser(browser, dataset: Path, tmp_path: Path, capsys, categ
     served by `vocalgrad human serve`: the first test trial as the page shows it, answered
     with the button of its true label. Returns the question, the buttons' words and labels,
     the truth and the answer the server stored."""
-    from e2e.human_helpers import start_server, stop_server, write_study
+    from e2e.human_helpers import invited_page, start_server, stop_server, write_study
 
     study = write_study(
         tmp_path / "study.toml",
@@ -105,19 +104,7 @@ def first_trial_in_browser(browser, dataset: Path, tmp_path: Path, capsys, categ
     db = tmp_path / "study.sqlite"
     proc, base = start_server(dataset, study)
     try:
-        assert main(["human", "invite", "--study", str(study), "--public-url", base]) == 0
-        link = capsys.readouterr().out.split()[1]
-        with browser.new_context(viewport={"width": 1000, "height": 720}) as context:
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(link)
-            page.wait_for_selector("#welcome:not([hidden])")
-            page.keyboard.press("Enter")
-            page.wait_for_selector("#volume:not([hidden])")
-            page.click("#volume-play")
-            page.wait_for_selector("#volume-done:not([disabled])", timeout=10_000)
-            page.click("#volume-done")
+        with invited_page(browser, study, base, capsys) as (page, errors):
             page.wait_for_selector("#play:not([disabled])", timeout=15_000)
             trial = page.eval_on_selector("#trial", "t => t.dataset.trial")
             with sqlite3.connect(db) as con:

@@ -15,7 +15,13 @@ import time
 from pathlib import Path
 
 import pytest
-from e2e.human_helpers import make_dataset, start_server, stop_server, write_study
+from e2e.human_helpers import (
+    invited_page,
+    make_dataset,
+    start_server,
+    stop_server,
+    write_study,
+)
 
 from vocalgrad.cli import main
 
@@ -212,19 +218,7 @@ def test_browser_serves_each_ladder_rung_in_its_own_words(browser, tmp_path, cap
     expected = build_prompt("volume", variant, fmt=fmt, second=second)
     proc, base = start_server(dataset, study)
     try:
-        assert main(["human", "invite", "--study", str(study), "--public-url", base]) == 0
-        link = capsys.readouterr().out.split()[1]
-        with browser.new_context(viewport={"width": 1000, "height": 720}) as context:
-            page = context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(link)
-            page.wait_for_selector("#welcome:not([hidden])")
-            page.keyboard.press("Enter")
-            page.wait_for_selector("#volume:not([hidden])")
-            page.click("#volume-play")
-            page.wait_for_selector("#volume-done:not([disabled])", timeout=10_000)
-            page.click("#volume-done")
+        with invited_page(browser, study, base, capsys) as (page, errors):
             while True:
                 trial_id, kind, truth = _next(db)
                 _poll(

@@ -12,7 +12,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +283,26 @@ class Env:
             pick = (lambda truth, p=phase: choose(p, truth)) if choose else None
             done.append(do_trial(c, self.db, self.clock.advance, pick))
         return done
+
+
+@contextmanager
+def invited_page(browser: Any, study: Path, base: str, capsys: Any) -> Iterator[tuple[Any, list]]:
+    """A participant's page past the welcome and the volume check: `human invite` for one
+    participant, the link opened in a fresh browser context. Yields the page and the list
+    its JavaScript errors collect in."""
+    from vocalgrad.cli import main
+
+    assert main(["human", "invite", "--study", str(study), "--public-url", base]) == 0
+    link = capsys.readouterr().out.split()[1]
+    with browser.new_context(viewport={"width": 1000, "height": 720}) as context:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(link)
+        page.wait_for_selector("#welcome:not([hidden])")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#volume:not([hidden])")
+        page.click("#volume-play")
+        page.wait_for_selector("#volume-done:not([disabled])", timeout=10_000)
+        page.click("#volume-done")
+        yield page, errors
