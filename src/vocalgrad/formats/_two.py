@@ -24,7 +24,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import FRAME_S, SpeechSpan, k_weighted_frame_power, peak_gain
 from vocalgrad.dimensions.base import Measured
 from vocalgrad.errors import ConfigError
-from vocalgrad.formats.base import ClipResult, measure_against, verdict
+from vocalgrad.formats.base import EDGES, ClipResult, QuestionFormat, measure_against, verdict
 from vocalgrad.records import LABELS
 from vocalgrad.signal.analysis import Analysis
 
@@ -484,3 +484,71 @@ def half_measures(
         half: dim.measure(with_span(clip, part), with_span(ref, part))
         for half, part in halves(span).items()
     }
+
+
+class AtOnce(QuestionFormat):
+    """What the formats share whose two dimensions change together over one clip (`which`,
+    `together`): every tier and curve asked, the allowed pairs planned with all four
+    combinations of both directions, each clip rendered by `render_pair` and judged by the
+    format's own ``_judge``.
+
+    Why: the two formats differ only in what they ask and how they read the two courses.
+
+    Attributes
+    ----------
+    ordered : bool
+        Each pair planned in both orders (each dimension named once: `which`), or once,
+        named by the dimension planned first (`together`).
+    """
+
+    ordered: bool = True
+    changes_over_time = True
+    variants = ("default", "swapped")
+    # every cue of a clip and its edges
+    audit_families = ("global", *EDGES)
+
+    def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
+        return tuple(curves)
+
+    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
+        """The allowed pairs (`paired_conditions`), the four combinations of both directions
+        per tier and curve.
+
+        Parameters
+        ----------
+        conditions : list of Condition
+            The one-dimension conditions planned for the build.
+
+        Returns
+        -------
+        tuple of (list of Condition, list of dict)
+            The paired conditions, and what was refused and why.
+        """
+        return paired_conditions(conditions, self.name, ordered=self.ordered)
+
+    def render(
+        self, engine: Engine, condition: Condition, item: str, twin_item: str | None
+    ) -> ClipResult:
+        """Both dimensions along their tracks in one clip (`pairing` gives the order),
+        peak-limited with its twin (the first dimension's direction flipped).
+
+        Parameters
+        ----------
+        engine : Engine
+            Renders and measures for one source.
+        condition : Condition
+            The named dimension's condition; ``condition.also`` the other's.
+        item, twin_item : str, str or None
+            The clip's item id and its twin's.
+
+        Returns
+        -------
+        ClipResult
+            The clip, judged by the format's ``_judge``.
+        """
+        return render_pair(engine, condition, item, twin_item, self._judge)
+
+    def _judge(
+        self, condition: Condition, clip: ClipResult, heard: Analysis, item: str
+    ) -> ClipResult:
+        raise NotImplementedError

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, Any
 from vocalgrad import dimensions
 from vocalgrad.formats import _two
 from vocalgrad.formats.base import (
-    EDGES,
     ClipResult,
-    QuestionFormat,
     Rung,
     attribute_name,
     two_words,
@@ -25,7 +23,7 @@ from vocalgrad.records import LABELS
 from vocalgrad.signal.kinds import SPEECH
 
 if TYPE_CHECKING:
-    from vocalgrad.formats.base import Asked, Confounds, Engine, Observer, Variant, Wording
+    from vocalgrad.formats.base import Asked, Confounds, Observer, Variant, Wording
     from vocalgrad.signal.analysis import Analysis
     from vocalgrad.stimuli.plan import Condition
 
@@ -39,7 +37,7 @@ def slot(direction: str, second_direction: str) -> str:
     return LABELS[0] if direction == second_direction else LABELS[1]
 
 
-class Together(QuestionFormat):
+class Together(_two.AtOnce):
     name = "together"
     summary = "two dimensions change at once; do they move in the same direction?"
     card_note = (
@@ -58,36 +56,19 @@ class Together(QuestionFormat):
     marker = "X"
     symbol = "✖"
     order = 7  # listed in ladder order: after which (6)
-    changes_over_time = True
     # played backwards both courses reverse, so whether they agree does not change: no
     # time-reversed control flips the label
     reversible = False
-    variants = ("default", "swapped")
-    audit_families = ("global", *EDGES)
     # whether two courses agree survives playing the clip backwards, so a statistic that is
     # unchanged by it (how level and pitch co-vary over the file) may read the label by
     # measuring the target: the order-free family is reported, not gated
     order_free_gated = False
     rungs = (Rung("together", 7),)
-
-    def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
-        return tuple(curves)
-
-    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
-        """Each allowed pair once (named by the dimension planned first), the four
-        combinations of both directions per tier and curve."""
-        return _two.paired_conditions(conditions, self.name, ordered=False)
+    ordered = False  # each pair once, named by the dimension planned first
 
     def cue_partners(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         """Both courses are asked about: the other dimension's target cues are targets."""
         return tuple(sorted({r["second_category"] for r in rows if r.get("second_category")}))
-
-    def render(
-        self, engine: Engine, condition: Condition, item: str, twin_item: str | None
-    ) -> ClipResult:
-        """Both dimensions along their tracks in one clip, peak-limited with its twin (the
-        first dimension's direction flipped: the other label)."""
-        return _two.render_pair(engine, condition, item, twin_item, self._judge)
 
     def _judge(
         self, condition: Condition, clip: ClipResult, heard: Analysis, item: str

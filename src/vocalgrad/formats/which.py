@@ -10,15 +10,13 @@ incongruent accuracy, paired by source, is the interference effect
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from vocalgrad import dimensions
 from vocalgrad.formats import _two
 from vocalgrad.formats.base import (
-    EDGES,
     ClipResult,
-    QuestionFormat,
     Rung,
     attribute_name,
     two_words,
@@ -26,7 +24,7 @@ from vocalgrad.formats.base import (
 from vocalgrad.signal.kinds import SPEECH
 
 if TYPE_CHECKING:
-    from vocalgrad.formats.base import Asked, Confounds, Engine, Observer, Variant, Wording
+    from vocalgrad.formats.base import Asked, Confounds, Observer, Variant, Wording
     from vocalgrad.signal.analysis import Analysis
     from vocalgrad.stimuli.plan import Condition
 
@@ -34,7 +32,7 @@ QUESTION = "Does the {attribute} increase or decrease?"
 OPTIONS = ("increase", "decrease")
 
 
-class Which(QuestionFormat):
+class Which(_two.AtOnce):
     name = "which"
     summary = "two dimensions change at once; the question names one (selective attention)"
     card_note = (
@@ -53,30 +51,13 @@ class Which(QuestionFormat):
     marker = "P"
     symbol = "✚"
     order = 6  # listed in ladder order: after how_much (5)
-    changes_over_time = True
     # played backwards, both dimensions' changes reverse: the named label flips
     reversible = True
-    variants = ("default", "swapped")
-    # every cue of a clip and its edges: the other dimension's cues are not the target, and
-    # by construction they cannot tell the named dimension's label
-    audit_families = ("global", *EDGES)
+    # the other dimension's cues are not the target, and by construction they cannot tell
+    # the named dimension's label
     order_free_gated = True
     rungs = (Rung("which", 6),)
-
-    def curves(self, curves: Sequence[str]) -> tuple[str, ...]:
-        return tuple(curves)
-
-    def planned(self, conditions: list[Condition]) -> tuple[list[Condition], list[dict]]:
-        """Each allowed pair in both orders (each dimension named once), the four
-        combinations of both directions per tier and curve."""
-        return _two.paired_conditions(conditions, self.name, ordered=True)
-
-    def render(
-        self, engine: Engine, condition: Condition, item: str, twin_item: str | None
-    ) -> ClipResult:
-        """Both dimensions along their tracks in one clip (`vocalgrad.formats._two.pairing`
-        gives the order), peak-limited with its twin (the named direction flipped)."""
-        return _two.render_pair(engine, condition, item, twin_item, self._judge)
+    ordered = True  # each dimension of a pair named once
 
     def _judge(
         self, condition: Condition, clip: ClipResult, heard: Analysis, item: str
