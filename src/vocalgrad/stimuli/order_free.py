@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from vocalgrad.audio import k_weight, loudness_lufs
+from vocalgrad.audio import BLOCK_S, k_weight, loudness_lufs, weighted_loudness_lufs
 
 FAMILY = "order_free"
 EDGE_S = 0.3  # each edge window: the file's first and last 300 ms
@@ -81,11 +81,11 @@ def zero_share(x: np.ndarray, sr: int) -> float:
     return float(lengths[lengths >= max(1, round(ZERO_RUN_S * sr))].sum() / x.size)
 
 
-def momentary_db(audio: np.ndarray, sr: int) -> np.ndarray:
+def momentary_db(audio: np.ndarray, sr: int, weighted: np.ndarray | None = None) -> np.ndarray:
     """BS.1770 momentary loudness (K-weighted, 400 ms windows) every 10 ms, in LUFS. Windows
     run from the file's start to its end at every hop, so the reversed file has the same
-    windows up to one hop."""
-    power = k_weight(audio, sr) ** 2
+    windows up to one hop. `weighted`: the file's `k_weight`, when the caller has it."""
+    power = (k_weight(audio, sr) if weighted is None else weighted) ** 2
     win, hop = max(1, int(round(MOMENTARY_S * sr))), max(1, int(round(HOP_S * sr)))
     if len(power) < win:
         power = np.pad(power, (0, win - len(power)))
@@ -127,8 +127,13 @@ def _one_way(audio: np.ndarray, sr: int) -> dict[str, float]:
     duration = len(mono) / sr
     power = float(np.mean(mono**2)) if mono.size else 0.0
     peak = float(np.max(np.abs(mono))) if mono.size else 0.0
-    lufs = loudness_lufs(mono, sr)
-    momentary = momentary_db(mono, sr)
+    weighted = k_weight(mono, sr)  # filtered once for the loudness and the momentary levels
+    lufs = (
+        weighted_loudness_lufs(weighted, sr)
+        if len(mono) > int(BLOCK_S * sr)
+        else loudness_lufs(mono, sr)  # zero-padded to one block before it is filtered
+    )
+    momentary = momentary_db(mono, sr, weighted)
     pct = {p: float(np.percentile(momentary, p)) for p in PERCENTILES}
     median_c, power_c = _centroids(mono, sr)
     frames = _frame_levels(mono, sr)

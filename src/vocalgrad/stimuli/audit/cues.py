@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 import soundfile as sf
@@ -181,7 +182,9 @@ def position_cues(
     spread = float(np.sqrt(((where - centroid) ** 2) @ power / total))
     width = max(1, int(round(POSITION_PEAK_S / POSITION_FRAME_S)))
     smooth = np.convolve(power, np.ones(width) / width, mode="same")
-    strength = librosa.onset.onset_strength(y=body.astype(np.float32), sr=sr, hop_length=hop)
+    strength = librosa.onset.onset_strength(
+        y=body.astype(np.float32), sr=sr, hop_length=hop, feature=_onset_mel_power
+    )
     strength = strength[:n]
     at = (np.arange(len(strength)) + 0.5) / max(len(strength), 1)
     onsets = float(at @ strength / strength.sum()) if strength.sum() > 0 else nan
@@ -192,6 +195,22 @@ def position_cues(
         "position_onset": float(at[int(np.argmax(strength))]) if len(strength) else nan,
         "position_onsets": onsets,
     }
+
+
+def _onset_mel_power(y: np.ndarray, sr: int, n_fft: int, hop_length: int) -> np.ndarray:
+    """librosa's default onset feature (`librosa.feature.melspectrogram` with its defaults,
+    up to half the rate), with its mel filter bank designed once per rate, not per clip."""
+    import librosa
+
+    power = np.abs(librosa.stft(y, n_fft=n_fft, hop_length=hop_length, pad_mode="constant")) ** 2
+    return np.einsum("...ft,mf->...mt", power, _onset_mel_basis(sr, n_fft), optimize=True)
+
+
+@lru_cache(maxsize=8)
+def _onset_mel_basis(sr: int, n_fft: int) -> np.ndarray:
+    import librosa
+
+    return librosa.filters.mel(sr=sr, n_fft=n_fft, fmax=0.5 * sr)
 
 
 def _summary(
