@@ -28,6 +28,7 @@ from vocalgrad.sources import (
     with_kind,
 )
 from vocalgrad.sources.check import SourceCheck, noise_problem, speech_problem, tone_problem
+from vocalgrad.sources.everyday import EVERYDAY_DIR, PACKAGE, everyday_sources, group_of
 from vocalgrad.sources.tones import BANDS_HZ, BEEP_FREQUENCIES_HZ
 from vocalgrad.stimuli.audit import audit_dataset
 from vocalgrad.stimuli.config import BuildConfig, load_config
@@ -133,11 +134,45 @@ def test_music_sources_are_real_instruments_grouped_by_family(tmp_path):
     assert "not a steady tone" in tone_problem(audio, sr)
 
 
+everyday_installed = pytest.mark.skipif(
+    not EVERYDAY_DIR.is_dir(), reason=f"everyday sources need Debian's {PACKAGE}"
+)
+
+
+@everyday_installed
+def test_everyday_sources_are_real_recordings_grouped_by_what_makes_the_sound():
+    sources = resolve_sources("everyday")
+    assert len(sources) >= 100 and {s.kind for s in sources} == {"everyday"}
+    groups = {s.group for s in sources}
+    assert {"water", "rail", "residential", "industry"} <= groups
+    by_id = {s.source_id: s for s in sources}
+    # a place's variants share a group, so a split never puts one of them on each side
+    assert by_id["everyday/ResidentialHigh2"].group == by_id["everyday/ResidentialLow1"].group
+    check = SourceCheck()
+    water = by_id["everyday/Water1"]
+    audio, sr = sf.read(water.path)
+    assert len(audio) / sr > 2.0 and check(water) is None
+    assert speech_problem(audio, sr) is not None  # water is no speech
+
+
+def test_everyday_without_its_package_names_the_install_and_the_folder_route(tmp_path):
+    with pytest.raises(
+        SourceError, match=f"apt-get install {PACKAGE}.*folder:PATH\\?kind=everyday"
+    ):
+        everyday_sources(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match="no audio files"):
+        everyday_sources(tmp_path / "empty")
+    assert group_of("PowerCoalFull") == "power" and group_of("Water4") == "water"
+
+
 def test_specs_name_their_kind_and_refuse_what_does_not_parse():
     assert spec_kind("builtin") == "speech" and spec_kind("tones:pure") == "tone"
     assert spec_kind("noise") == "noise" and spec_kind("beeps") == "tone"
     assert spec_kind("music") == "music" and spec_kind("folder:/x") == "speech"
-    assert spec_kind("folder:/x?kind=everyday") == "everyday"
+    assert (
+        spec_kind("folder:/x?kind=everyday") == "everyday" and spec_kind("everyday") == "everyday"
+    )
     assert with_kind("folder:/x?kind=tone", "music") == "folder:/x?kind=music"
     assert {s.kind for s in SCHEMES.values()} - {None} <= set(KINDS)
     for bad, words in (

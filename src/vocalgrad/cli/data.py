@@ -36,7 +36,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--source",
         help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split] | tones | noise | beeps | "
-        "music (`vocalgrad list sources`)",
+        "music | everyday (`vocalgrad list sources`)",
     )
     b.add_argument(
         "--kind",
@@ -160,7 +160,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="list what a source spec resolves to, and how many sources a build could use",
     )
     s.add_argument(
-        "spec", help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split] | tones | music | ..."
+        "spec",
+        help="builtin | folder:PATH | vctk:PATH | hf:NAME[@split] | tones | music | everyday | ...",
     )
     s.add_argument("--kind", choices=KIND_NAMES, help="the kind of sound a folder: or hf: holds")
     s.add_argument(

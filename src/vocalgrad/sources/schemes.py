@@ -21,6 +21,7 @@ from vocalgrad.errors import SourceError, did_you_mean
 from vocalgrad.signal.kinds import KINDS, SPEECH
 from vocalgrad.sources import builtin, music, tones
 from vocalgrad.sources.base import Source
+from vocalgrad.sources.everyday import everyday_sources
 from vocalgrad.sources.folder import folder_sources
 from vocalgrad.sources.hf import hf_sources
 from vocalgrad.sources.vctk import vctk_sources
@@ -189,6 +190,14 @@ SCHEMES: dict[str, Scheme] = {
             _no_arg("music", music.music_sources),
             render=music.render_missing,
             domains=("music",),
+        ),
+        Scheme(
+            "everyday",
+            "everyday",
+            "everyday",
+            "recordings of machines, water, fire, traffic, farms and crowds (Debian's "
+            "lincity-ng-data), grouped by what makes the sound",
+            _no_arg("everyday", lambda cache: everyday_sources()),
         ),
     )
 }
