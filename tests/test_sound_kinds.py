@@ -152,7 +152,7 @@ def test_everyday_sources_are_real_recordings_grouped_by_what_makes_the_sound():
     water = by_id["everyday/Water1"]
     audio, sr = sf.read(water.path)
     assert len(audio) / sr > 2.0 and check(water) is None
-    assert speech_problem(audio, sr) is not None  # water is no speech
+    assert tone_problem(audio, sr) is not None  # running water is no steady tone
 
 
 def test_everyday_without_its_package_names_the_install_and_the_folder_route(tmp_path):
