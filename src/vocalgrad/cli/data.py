@@ -177,7 +177,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--check",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="apply the build's checks to the files: length, readable, speech (default: yes; "
+        help="apply the build's checks to the files: length, readable, of its kind (default: yes; "
         "--no-check only lists)",
     )
     s.add_argument(
@@ -445,7 +445,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
             if limit < len(recorded)
             else f"{len(recorded)}"
         )
-        line = f"usable by a build: {usable} of {of} (at least {least:g} s, readable, speech)"
+        line = f"usable by a build: {usable} of {of} (at least {least:g} s, readable, {kind})"
         if checked.unchecked:
             line += f"; {checked.unchecked} not on disk yet, checked when a build picks them"
         print(line)
