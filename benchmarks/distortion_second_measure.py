@@ -14,6 +14,13 @@ distorted exactly where its label says "increase":
 * relative: `error` less the error a constant hold at half the sample rate makes on the same
   stretch of the source (a plain index hold, not the renderer's phase accumulator): the
   error with the speech's own share taken out.
+* pesq: the quality a standard objective listener gives each third against the source's same
+  third, ITU-T P.862.2 (wideband PESQ, MOS-LQO, through the `pesq` package at 16 kHz; a clip
+  at another rate is resampled first): the field's own model of how distorted speech sounds,
+  written by neither side. Read as its drop, 4.64 - MOS-LQO (higher: more distorted). Only
+  when `pip install pesq` has been run; a third PESQ cannot read (no utterance) is skipped.
+* pesq_relative: that drop less the drop PESQ gives the same third of the source under the
+  constant hold of `relative`: how much worse than the speech's own susceptibility.
 
     python benchmarks/distortion_second_measure.py DATASET [--show 10]
 
@@ -23,6 +30,7 @@ Prints the agreement of each measure per tier and per curve, and the first disag
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -35,6 +43,7 @@ from vocalgrad.dataset import load_rows
 CATEGORY = "audio_distortion"
 LOUD_LSB = 50  # samples quieter than this (16-bit) are room tone, where a repeat means little
 FRAME_S = 0.05
+PESQ_SR = 16000  # wideband PESQ reads 16 kHz
 
 
 def held_share(samples: np.ndarray) -> float:
@@ -69,6 +78,23 @@ def probe_hold(x: np.ndarray, sr: int, rate: float) -> np.ndarray:
     return x[np.minimum(taken, len(x) - 1)]
 
 
+def pesq_drop(clip: np.ndarray, source: np.ndarray, sr: int) -> float:
+    """4.64 - wideband PESQ MOS-LQO of `clip` against `source` (NaN where PESQ finds no
+    utterance)."""
+    from math import gcd
+
+    from pesq import NoUtterancesError, pesq
+    from scipy.signal import resample_poly
+
+    if sr != PESQ_SR:
+        g = gcd(sr, PESQ_SR)
+        clip, source = (resample_poly(x, PESQ_SR // g, sr // g) for x in (clip, source))
+    try:
+        return 4.64 - float(pesq(PESQ_SR, source, clip, "wb"))
+    except NoUtterancesError:
+        return float("nan")
+
+
 def readings(root: Path, row: Mapping) -> dict[str, tuple[float, float]]:
     """Measure -> (early third, late third) of one clip's speech."""
     ints, sr = sf.read(row["path"], dtype="int16", always_2d=True)
@@ -82,11 +108,17 @@ def readings(root: Path, row: Mapping) -> dict[str, tuple[float, float]]:
     probe = probe_hold(source, sr, sr / 2)
     error = [error_db(clip[part], source[part], sr) for part in (early, late)]
     probed = [error_db(probe[part], source[part], sr) for part in (early, late)]
-    return {
+    out = {
         "held": (held_share(ints[early]), held_share(ints[late])),
         "error": (error[0], error[1]),
         "relative": (error[0] - probed[0], error[1] - probed[1]),
     }
+    if importlib.util.find_spec("pesq") is not None:
+        drop = [pesq_drop(clip[part], source[part], sr) for part in (early, late)]
+        floor = [pesq_drop(probe[part], source[part], sr) for part in (early, late)]
+        out["pesq"] = (drop[0], drop[1])
+        out["pesq_relative"] = (drop[0] - floor[0], drop[1] - floor[1])
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -104,6 +136,8 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         increase = r["direction"] == "increase"
         for name, (a, b) in readings(args.dataset, r).items():
+            if np.isnan(a) or np.isnan(b):
+                continue  # a third the measure cannot read
             ok = bool((b > a) == increase)
             for key in (("tier", r["tier"]), ("curve", r["curve"]), ("all", "all")):
                 agree[name][key].append(ok)
