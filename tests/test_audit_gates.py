@@ -224,6 +224,7 @@ def test_a_statistic_and_its_needed_figure_never_print_alike():
     assert G.distinct_figures(0.6551, 0.6549) == ("0.6551", "0.6549")
     assert G.distinct_figures(0.712, 0.655) == ("0.712", "0.655")
     assert G.distinct_figures(0.7, None) == ("0.700", "n/a")
+    assert G.distinct_figures(6 / 11, 6 / 11) == ("0.545", "0.545")  # at, not over: no digit run
     from vocalgrad.stimuli.audit.classifiers import _gate_reasons
     from vocalgrad.stimuli.audit.report import gate_rows
 

@@ -249,15 +249,16 @@ def _needed(null: np.ndarray, floor: float, critical: float, ceiling: float = 1.
 
 def distinct_figures(value: float, needed: float | None, digits: int = 3) -> tuple[str, str]:
     """`value` and `needed` printed with `digits` decimals, or with as many more (up to 8) as
-    tell them apart, so a statistic just over (or at) its critical value never reads as
-    "0.655 > 0.655"."""
+    tell them apart, so a statistic just over its critical value never reads as
+    "0.655 > 0.655"; two equal figures (a statistic exactly at its critical value, which
+    does not fail) keep `digits`."""
     if needed is None:
         return f"{value:.{digits}f}", "n/a"
     for d in range(digits, 9):
         a, b = f"{value:.{d}f}", f"{needed:.{d}f}"
         if a != b:
             return a, b
-    return a, b
+    return f"{value:.{digits}f}", f"{needed:.{digits}f}"
 
 
 def correct_family(gates: Sequence[dict], alpha: float = ALPHA) -> dict:
