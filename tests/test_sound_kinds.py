@@ -78,6 +78,12 @@ def test_tone_groups_are_bands_so_a_split_is_disjoint_in_frequency(tmp_path):
     assert test and train and not test & train
 
 
+def test_too_few_groups_are_named_groups_not_speakers(tmp_path):
+    tones = resolve_sources("tones", cache_dir=tmp_path)
+    with pytest.raises(SourceError, match=r"8 source group\(s\) available .* per source group"):
+        select_sources(tones, n_test=24, n_train=24)
+
+
 def test_noise_sources_are_their_own_kind(tmp_path):
     sources = resolve_sources("noise", cache_dir=tmp_path)
     assert {s.kind for s in sources} == {"noise"} and len(sources) == 3 * len(BANDS_HZ)

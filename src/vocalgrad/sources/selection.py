@@ -30,6 +30,7 @@ import numpy as np
 import soundfile as sf
 
 from vocalgrad.errors import SourceError
+from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.sources.base import Source
 from vocalgrad.sources.schemes import ensure_rendered
 
@@ -69,11 +70,12 @@ def select_sources(
     n_test_speakers = math.ceil(n_test / per_speaker_test)
     needed = n_test_speakers + (1 if n_train > 0 else 0)
     if len(speakers) < needed:
+        group = "speaker" if all(s.kind == SPEECH for s in pool) else "source group"
         raise SourceError(
-            f"{len(speakers)} speaker(s) available ({len(pool)} sources) but {n_test} test sources "
-            f"at {per_speaker_test} per speaker need {n_test_speakers} test speaker(s)"
-            + (" plus at least one train speaker" if n_train > 0 else "")
-            + "; add speakers, lower n_test (--n-test) or raise per_speaker_test "
+            f"{len(speakers)} {group}(s) available ({len(pool)} sources) but {n_test} test "
+            f"sources at {per_speaker_test} per {group} need {n_test_speakers} test {group}(s)"
+            + (f" plus at least one train {group}" if n_train > 0 else "")
+            + f"; add {group}s, lower n_test (--n-test) or raise per_speaker_test "
             "(--per-speaker-test)"
         )
     long_enough = _DurationCheck(durations, min_duration_s)
