@@ -131,6 +131,9 @@ def level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
 OCTAVE_JUMP_ST = 8.0  # a clip/source F0 ratio this far from 1 is a tracker's octave jump
 
 
+_SOURCE_F0: dict[tuple[bytes, int, float, float], np.ndarray] = {}
+
+
 def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     """YIN F0 of the clip re the source (semitones) over the source's voiced frames, median
     of the last third minus the first: a rising pitch shift raises it. F0 is looked for in
@@ -152,7 +155,13 @@ def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
             y, fmin=low, fmax=high, sr=rate, frame_length=1024 * up, hop_length=160 * up
         )
 
-    f_clip, f_ref = yin(clip[:n]), yin(ref[:n])
+    f_clip = yin(clip[:n])
+    key = (hashlib.sha1(np.ascontiguousarray(ref[:n]).tobytes()).digest(), sr, low, high)
+    if key not in _SOURCE_F0:  # a source is the reference of every clip made from it
+        if len(_SOURCE_F0) >= 4:
+            _SOURCE_F0.pop(next(iter(_SOURCE_F0)))
+        _SOURCE_F0[key] = yin(ref[:n])
+    f_ref = _SOURCE_F0[key]
     level = librosa.feature.rms(y=ref[:n], frame_length=1024, hop_length=160)[0]
     m = min(len(f_clip), len(f_ref), len(level))
     voiced = level[:m] > level.max() * 10 ** (-25 / 20)
