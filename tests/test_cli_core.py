@@ -221,3 +221,21 @@ def test_the_eval_count_line_says_asked_afresh_and_from_cache_apart():
     assert line.endswith("in 0.0 s -> runs/x")
     counts = {**counts, "from_cache": 0, "answered": 5}
     assert count_line("m", counts, Path("o")).startswith("m: asked 5 (0 already done, ")
+
+
+def test_a_vocalgrad_warning_reads_as_one_line_and_another_packages_keeps_its_form(capsys):
+    """The CLI prints what vocalgrad warns like its errors; a third party's warning still
+    names the file it comes from."""
+    import warnings
+    from pathlib import Path
+
+    import vocalgrad
+    from vocalgrad.cli import _show_warning
+
+    ours = str(Path(vocalgrad.__file__).parent / "listeners" / "whisper.py")
+    _show_warning(UserWarning("whisper:tiny is read as whisper:tiny.en"), UserWarning, ours, 1)
+    theirs = str(Path(warnings.__file__))
+    _show_warning(UserWarning("something else"), UserWarning, theirs, 7)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "vocalgrad: warning: whisper:tiny is read as whisper:tiny.en"
+    assert err[1].startswith(theirs) and "UserWarning: something else" in err[1]

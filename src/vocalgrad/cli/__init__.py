@@ -7,6 +7,8 @@ import errno
 import os
 import shlex
 import sys
+import warnings
+from typing import TextIO
 
 from vocalgrad._version import __version__
 from vocalgrad.cli import data, evaluate, export, finetune, human, listing, probe, report
@@ -72,6 +74,8 @@ def os_error_line(err: OSError) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if not args.debug:
+        warnings.showwarning = _show_warning
     try:
         _resolve_datasets(args)
         return args.func(args)
@@ -103,6 +107,25 @@ def main(argv: list[str] | None = None) -> int:
         if argv is None:  # the console command, not a caller in this process
             _leave_now()
         return EXIT_INTERRUPTED
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning vocalgrad raises reads as one line, like its errors ("vocalgrad: warning:
+    ..."); other packages' warnings keep Python's form, which names where they come from."""
+    if os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        print(f"vocalgrad: warning: {message}", file=file or sys.stderr)
+        return
+    (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _leave_now() -> None:

