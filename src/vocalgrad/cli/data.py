@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 from vocalgrad import formats
 from vocalgrad.cli.options import (
     AUDIT_FAILURE_HELP,
-    EXIT_AUDIT,
     add_deprecated_alias,
     add_executor_options,
     add_overwrite,
@@ -19,6 +17,7 @@ from vocalgrad.cli.options import (
     audit_status,
     csv_list,
     executor_from_args,
+    failed_audit_status,
     positive_seconds,
     whole,
 )
@@ -363,15 +362,7 @@ def _ladder_audit_status(failed: dict[str, dict[str, str]], total: int, allow: b
     line = f"shortcut audit failed on {len(failed)} of {total} rungs: " + "; ".join(
         f"{rung}: {_dims_text(dims)}" for rung, dims in failed.items()
     )
-    if allow:
-        print(f"vocalgrad: warning: {line} (--allow-audit-failure: exit 0)", file=sys.stderr)
-        return 0
-    print(
-        f"vocalgrad: error: {line}; the datasets are written: rerun with --allow-audit-failure "
-        "to accept them for exploration",
-        file=sys.stderr,
-    )
-    return EXIT_AUDIT
+    return failed_audit_status(line, allow, written="the datasets are")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -61,12 +61,20 @@ def audit_status(report: dict, allow_failure: bool) -> int:
         return 0
     total = len(report.get("per_category", {}))
     line = f"shortcut audit failed for {len(failing)} of {total} dimensions: " + ", ".join(failing)
+    return failed_audit_status(line, allow_failure)
+
+
+def failed_audit_status(line: str, allow_failure: bool, written: str = "the dataset is") -> int:
+    """One stderr line for a failed audit, and the exit status: `EXIT_AUDIT`, or a warning and
+    0 with ``--allow-audit-failure``. `written` names what is on disk all the same ("the
+    datasets are" for a ladder)."""
     if allow_failure:
         print(f"vocalgrad: warning: {line} (--allow-audit-failure: exit 0)", file=sys.stderr)
         return 0
+    them = "them" if written.endswith("are") else "it"
     print(
-        f"vocalgrad: error: {line}; the dataset is written: rerun with --allow-audit-failure "
-        "to accept it for exploration",
+        f"vocalgrad: error: {line}; {written} written: rerun with --allow-audit-failure "
+        f"to accept {them} for exploration",
         file=sys.stderr,
     )
     return EXIT_AUDIT
