@@ -184,16 +184,22 @@ def test_a_build_with_no_leak_fails_at_most_alpha_of_the_time(monkeypatch):
     assert rate <= G.ALPHA + 2.6 * np.sqrt(G.ALPHA * (1 - G.ALPHA) / sims), rate
 
 
+def _pitch_audit_text() -> tuple[dict, dict, str]:
+    """One toy voice-pitch audit (3 sources, 2 pairs each): its category record, its report,
+    and the table as `vocalgrad audit` prints it."""
+    rows, cues = _rows_and_cues(np.random.default_rng(6), "voice_pitch", n_sources=3, pairs=2)
+    c = audit_category("voice_pitch", rows, cues)
+    report = {"dataset": "toy", "protocol": c["protocol"], "per_category": {"voice_pitch": c},
+              "family": judge({"voice_pitch": c})}  # fmt: skip
+    return c, report, format_audit(report)
+
+
 def test_the_report_states_each_gates_null_p_value_and_power():
     """`vocalgrad audit` and the card: per gate the statistic, its null's 95th percentile,
     the statistic needed to fail, the family-wise p-value; below the table the smallest leak
     this build detects and the size to build where that is over 0.60."""
-    rows, cues = _rows_and_cues(np.random.default_rng(6), "voice_pitch", n_sources=3, pairs=2)
-    c = audit_category("voice_pitch", rows, cues)
-    family = judge({"voice_pitch": c})
-    report = {"dataset": "toy", "protocol": c["protocol"], "per_category": {"voice_pitch": c},
-              "family": family}  # fmt: skip
-    text = format_audit(report)
+    c, report, text = _pitch_audit_text()
+    family = report["family"]
     assert (
         "| category | gate | statistic | null 95th pct | needed to fail | p (family-wise) |" in text
     )
@@ -240,12 +246,7 @@ def test_a_statistic_and_its_needed_figure_never_print_alike():
 def test_the_constant_auc_column_names_its_classifier_and_the_gate_its_statistic():
     """The table's constant AUC is the better of LR and HGB (named in the cell) while the gate
     reads the LR's AUC: the header and the legend say so, and the numbers are unchanged."""
-    rows, cues = _rows_and_cues(np.random.default_rng(6), "voice_pitch", n_sources=3, pairs=2)
-    c = audit_category("voice_pitch", rows, cues)
-    family = judge({"voice_pitch": c})
-    report = {"dataset": "toy", "protocol": c["protocol"], "per_category": {"voice_pitch": c},
-              "family": family}  # fmt: skip
-    text = format_audit(report)
+    c, _, text = _pitch_audit_text()
     assert "| constant AUC, best of LR/HGB [CI] |" in text
     assert "the constant gate's statistic is the LR's AUC alone" in text
     if c["constant_auc"] is not None:
