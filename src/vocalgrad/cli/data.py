@@ -11,6 +11,7 @@ from vocalgrad import formats
 from vocalgrad.cli.options import (
     AUDIT_FAILURE_HELP,
     add_deprecated_alias,
+    add_dimensions,
     add_executor_options,
     add_overwrite,
     audit_failures,
@@ -49,15 +50,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="preset: 'vocalgrad' (published grid and sizes), or 'ladder' (one dataset per "
         "rung of the ladder into OUT/<format>/, indexed in OUT/ladder.json; small by default)",
     )
-    b.add_argument(
-        "--dimensions",
-        dest="categories",
-        type=csv_list,
-        metavar="DIMENSIONS",
-        help="comma-separated dimensions; default: the published nine (newer ones such as "
+    add_dimensions(
+        b,
+        "comma-separated dimensions; default: the published nine (newer ones such as "
         "brightness are opt-in)",
     )
-    add_deprecated_alias(b, "--categories", "--dimensions", "categories", type=csv_list)
     b.add_argument("--tiers", type=csv_list)
     b.add_argument("--curves", type=csv_list)
     b.add_argument("--n-test", type=whole(1))

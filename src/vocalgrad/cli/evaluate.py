@@ -11,6 +11,7 @@ from pathlib import Path
 
 from vocalgrad.cli.options import (
     add_deprecated_alias,
+    add_dimensions,
     add_executor_options,
     add_listener_options,
     csv_list,
@@ -40,14 +41,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("--controls", type=csv_list, default=(), help="reversed,silence,text_only")
     e.add_argument("--split", default="test")
-    e.add_argument(
-        "--dimensions",
-        dest="categories",
-        type=csv_list,
-        metavar="DIMENSIONS",
-        help="comma-separated dimensions, among the dataset's own (default: all of them)",
+    add_dimensions(
+        e,
+        "comma-separated dimensions, among the dataset's own (default: all of them)",
     )
-    add_deprecated_alias(e, "--categories", "--dimensions", "categories", type=csv_list)
     e.add_argument(
         "--limit",
         type=whole(1),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from vocalgrad.cli.options import add_deprecated_alias, add_overwrite, csv_list
+from vocalgrad.cli.options import add_dimensions, add_overwrite, csv_list
 from vocalgrad.files import HARNESS_RUN, LM_EVAL, LMMS_TASKS, claim_output
 
 
@@ -70,14 +70,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         type=csv_list,
         help="prompt variants (default: every one that asks a direction)",
     )
-    lmms.add_argument(
-        "--dimensions",
-        dest="categories",
-        type=csv_list,
-        metavar="DIMENSIONS",
-        help="comma-separated (default: all)",
+    add_dimensions(
+        lmms,
+        "comma-separated (default: all)",
     )
-    add_deprecated_alias(lmms, "--categories", "--dimensions", "categories", type=csv_list)
     lmms.add_argument("--tiers", type=csv_list)
     lmms.add_argument("--split", default="test")
     add_overwrite(lmms, "into an --out that holds something other than lmms-eval tasks")

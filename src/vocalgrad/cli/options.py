@@ -165,6 +165,23 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, flag if self.nargs == 0 else values)
 
 
+def add_dimensions(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--dimensions A,B`` (stored as ``categories``, the on-disk name) and its deprecated
+    spelling ``--categories``, as every command that narrows dimensions takes them.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        The command's parser.
+    help : str
+        What the option selects and its default, for ``--help``.
+    """
+    parser.add_argument(
+        "--dimensions", dest="categories", type=csv_list, metavar="DIMENSIONS", help=help
+    )
+    add_deprecated_alias(parser, "--categories", "--dimensions", "categories", type=csv_list)
+
+
 def add_deprecated_alias(
     p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs
 ) -> None:

@@ -6,11 +6,10 @@ import argparse
 from pathlib import Path
 
 from vocalgrad.cli.options import (
-    add_deprecated_alias,
+    add_dimensions,
     add_executor_options,
     add_listener_options,
     add_overwrite,
-    csv_list,
     executor_from_args,
     whole,
 )
@@ -68,14 +67,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPars
     add_listener_options(p, "whisper:tiny.en | hf:PATH (anything with hidden states)")
     p.add_argument("--results", help="a `vocalgrad eval` run folder: the model's actual answers")
     p.add_argument("--out", help="output folder (default runs/probe/<listener>)")
-    p.add_argument(
-        "--dimensions",
-        dest="categories",
-        type=csv_list,
-        metavar="DIMENSIONS",
-        help="comma-separated dimensions (default: all in the dataset)",
+    add_dimensions(
+        p,
+        "comma-separated dimensions (default: all in the dataset)",
     )
-    add_deprecated_alias(p, "--categories", "--dimensions", "categories", type=csv_list)
     p.add_argument("--pooling", default="segments16", choices=("segments16", "halves", "mean"))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument(
