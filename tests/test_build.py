@@ -167,6 +167,7 @@ def test_rerun_of_a_finished_build_does_nothing_new(small):
     assert before == after
 
 
+@pytest.mark.slow  # starts, kills and restarts the CLI
 def test_killed_build_resumes_to_identical_result(tmp_path):
     """A real SIGKILL mid-build, then the same command again."""
     args = [

@@ -329,6 +329,7 @@ def test_timeout_and_max_retries_reach_the_api_listener(dataset, tmp_path, capsy
 # --- interrupts ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # starts and interrupts the CLI
 @pytest.mark.parametrize("mode", ["stall", "500"])  # a request hangs; a retry waits 60 s
 def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path, mode):
     server = StubServer(mode)
@@ -359,6 +360,7 @@ def test_ctrl_c_stops_an_api_eval_while_the_server_stalls(dataset, tmp_path, mod
         server.close()
 
 
+@pytest.mark.slow  # starts, kills and restarts the CLI
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(dataset, tmp_path):
     server = StubServer("ok", delay=0.3)
     try:
@@ -437,6 +439,7 @@ def test_ctrl_c_inside_a_ctypes_callback_during_the_warm_up_is_not_lost():
         signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.slow  # starts, kills and restarts the CLI
 def test_ctrl_c_stops_a_build_with_worker_processes_quietly_and_the_rerun_completes(
     tmp_path, cache_dir
 ):

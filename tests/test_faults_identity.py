@@ -429,6 +429,7 @@ def _killed_export(study: Env, out: Path, where: str, n: int) -> int:
     return done.returncode
 
 
+@pytest.mark.slow  # starts, kills and restarts the CLI
 def test_a_killed_export_leaves_no_torn_export(study, tmp_path, capsys):
     out = tmp_path / "export"
     for n in (1, 3, 4):  # before, between and after the files are written
