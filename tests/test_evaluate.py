@@ -31,6 +31,7 @@ def dataset(tmp_path_factory, cache_dir) -> Path:
         BuildConfig(n_test=4, n_train=2, tiers=("low", "high"), curves=("linear", "jump")),
         out,
         workers=2,
+        audit=False,  # not asked here: the audit's own tests audit
     )
     return out
 
