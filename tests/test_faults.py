@@ -132,6 +132,7 @@ def test_a_torn_dataset_metadata_line_is_an_error_naming_file_and_line(dataset, 
     one_line_error(capsys.readouterr().err, f"{meta}:1", "JSON object")
 
 
+@pytest.mark.slow  # the CLI stops on a real full disk, then reruns
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_a_full_disk_stops_with_one_line_and_the_rerun_completes(dataset, tmp_path):
     with small_tmpfs(tmp_path / "disk", "16k") as disk:
