@@ -33,7 +33,11 @@ REFERENCES = {  # the references answer better than any model: none may be marke
 VIEW = 1280
 PRINT_WIDTH = 700  # CSS px across an A4 page inside 12 mm margins (186 mm at 96 dpi: 703)
 
-needs_browser = needs_chromium
+
+def needs_browser(test):
+    """A test in Chromium: in the slow end-to-end run (`make test SLOW=1`, CI), skipped
+    without the browser."""
+    return pytest.mark.slow(needs_chromium(test))
 
 
 def _answers(listener: str, form: str, p: float | None, n_sources: int, seed: int) -> list[dict]:
