@@ -30,11 +30,13 @@ from vocalgrad.stimuli.audit import (
     allowed_families,
     audit_dataset,
     clip_cues,
+    dataset_cues,
     feature_names,
     format_audit,
 )
 from vocalgrad.stimuli.audit.cache import CACHE_DIR, CACHE_FILE
 from vocalgrad.stimuli.audit.cues import _centroid_hz
+from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 from vocalgrad.stimuli.order_free import zero_share as _zero_share
 
 SR = 16000
@@ -354,6 +356,26 @@ def test_cues_are_cached_and_resumed(tmp_path):
     third = audit_dataset(root)
     assert third["per_category"] == first["per_category"]
     assert sorted(cache.read_bytes().splitlines()) == sorted(content.splitlines())
+
+
+def test_position_cues_are_measured_only_where_the_format_audits_them(tmp_path, builtin_cache):
+    """A gradual build's cue cache leaves out the position family, which no gradual gate
+    reads; a "when" build measures it, and a cached clip without it is measured anew."""
+    from ladder_helpers import tiny_build
+
+    position = set(CUE_NAMES["position"])
+    for fmt, wanted in (("gradual", False), ("when", True)):
+        root = tiny_build(tmp_path / fmt, fmt, categories=("volume",), n_train=0)
+        first = dataset_cues(root)
+        assert all((position <= set(c)) is wanted for c in first.values()), fmt
+        assert all(ORDER_FREE_NAMES[0] in c for c in first.values())
+    cache = tmp_path / "when" / CACHE_DIR / CACHE_FILE
+    lines = [json.loads(line) for line in cache.read_text().splitlines()]
+    for entry in lines:
+        entry["cues"] = {k: v for k, v in entry["cues"].items() if k not in position}
+    cache.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    again = dataset_cues(tmp_path / "when")
+    assert again == first  # measured anew, the same values
 
 
 def test_grouped_cv_without_train_split_still_flags(tmp_path):

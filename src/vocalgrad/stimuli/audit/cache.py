@@ -16,7 +16,15 @@ from vocalgrad.audio import load_audio
 from vocalgrad.dataset import dumps, load_references, load_rows
 from vocalgrad.files import atomic_path
 from vocalgrad.parallel import process_pool
-from vocalgrad.stimuli.audit.cues import CUES_VERSION, clip_cues, row_parts, row_span
+from vocalgrad.stimuli.audit.cues import (
+    CUE_NAMES,
+    CUES_VERSION,
+    clip_cues,
+    measures_position,
+    row_parts,
+    row_span,
+    rows_format,
+)
 from vocalgrad.stimuli.verify import row_pitch_ceiling
 
 CACHE_DIR = ".audit"
@@ -88,11 +96,11 @@ def _init_worker() -> None:
 
 
 def _cues_of_file(
-    job: tuple[str, tuple[float, float] | None, list | None, float],
+    job: tuple[str, tuple[float, float] | None, list | None, float, bool],
 ) -> dict[str, float]:
-    path, span, parts, pitch_ceiling_hz = job
+    path, span, parts, pitch_ceiling_hz, position = job
     audio, sr = load_audio(path, mono=False)
-    return clip_cues(audio, sr, span, parts, pitch_ceiling_hz)
+    return clip_cues(audio, sr, span, parts, pitch_ceiling_hz, position)
 
 
 def _chunksize(n_jobs: int, workers: int) -> int:
@@ -115,24 +123,29 @@ def dataset_cues(
     cache is appended batch by batch, so a rerun reads instead of measuring and an
     interrupted run resumes. `compact` drops cached entries of clips not in `rows` (only
     sensible when `rows` is the whole dataset). Each clip's F0 cue is tracked in its source's
-    pitch range (`row_pitch_ceiling`)."""
+    pitch range (`row_pitch_ceiling`). The position family is measured only for a format
+    whose audit reads it (`measures_position`); a cached clip without it is measured anew
+    where it is needed."""
     root = Path(root)
     rows = list(load_rows(root) if rows is None else rows)
     path = root / CACHE_DIR / CACHE_FILE
     cached, _, dirty = _read_cache(path) if cache else ({}, 0, False)
+    position = measures_position(rows_format(rows))
+    if position:
+        cached = {k: v for k, v in cached.items() if CUE_NAMES["position"][0] in v}
     wanted = {_cache_key(r) for r in rows}
     writable = cache
     if cache and (dirty or (compact and any(k not in wanted for k in cached))):
         if compact:
             cached = {k: v for k, v in cached.items() if k in wanted}
         writable = _try(_write_cache, path, cached)
-    todo: dict[str, tuple[str, tuple[float, float] | None, list | None, float]] = {}
+    todo: dict[str, tuple[str, tuple[float, float] | None, list | None, float, bool]] = {}
     references = load_references(root) if any(_cache_key(r) not in cached for r in rows) else {}
     for r in rows:
         key = _cache_key(r)
         if key not in cached:
             ceiling = row_pitch_ceiling(r, references.get(r.get("source_id")))
-            todo.setdefault(key, (r["path"], row_span(r), row_parts(r), ceiling))
+            todo.setdefault(key, (r["path"], row_span(r), row_parts(r), ceiling, position))
     if todo:
         keys = list(todo)
         jobs = [todo[k] for k in keys]

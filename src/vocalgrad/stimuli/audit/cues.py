@@ -94,6 +94,7 @@ def clip_cues(
     span: tuple[float, float] | None = None,
     parts: Sequence[Sequence[float]] | None = None,
     pitch_ceiling_hz: float = F0_CEILING_HZ,
+    position: bool = True,
 ) -> dict[str, float]:
     """Direction-invariant cues of one clip, each named `<family>_<cue>` (see CUE_NAMES).
 
@@ -109,7 +110,9 @@ def clip_cues(
     two-channel clip adds its whole-clip level difference between the ears (0 for mono)
     and gives every other cue from its mono downmix. The F0 cue is tracked up to
     ``pitch_ceiling_hz`` (Hz), the clip's source's own range (`row_pitch_ceiling`): speech's
-    ceiling read a tone above it as unvoiced or as a subharmonic."""
+    ceiling read a tone above it as unvoiced or as a subharmonic. ``position=False`` leaves
+    out the position family (`position_cues`), a third of the measuring time, for a format
+    that does not audit it (`measures_position`)."""
     audio = np.asarray(audio, dtype=np.float32)
     ears = audio if audio.ndim == 2 else None
     audio = np.ascontiguousarray(audio.mean(axis=1) if ears is not None else audio)
@@ -142,7 +145,7 @@ def clip_cues(
         "edge_spectrum_last_hz": _edge(last, sr, lambda x: _centroid_hz(x, sr)),
         "edge_zeros_first": _edge(first, sr, lambda x: zero_share(x, sr)),
         "edge_zeros_last": _edge(last, sr, lambda x: zero_share(x, sr)),
-        **position_cues(audio, sr, span),
+        **(position_cues(audio, sr, span) if position else {}),
         **order_free_cues(ears if ears is not None else audio, sr),
     }
 
@@ -343,6 +346,12 @@ def format_families(fmt: str) -> tuple[str, ...]:
             f"choose from {', '.join(choices)}"
         )
     return families
+
+
+def measures_position(fmt: str) -> bool:
+    """Whether the audit of a question format reads the position family (its
+    `QuestionFormat.audit_families` name it)."""
+    return "position" in format_families(fmt)
 
 
 def allowed_families(
