@@ -746,3 +746,33 @@ def test_breathiness_refuses_a_source_whose_speech_ends_without_periodic_voice(a
     joined = np.concatenate([audio[:end], hiss.astype(np.float32), audio[end:]])
     reason = breathiness.source_inaudible_reason(0.75, Analysis(joined, sr))
     assert reason is not None and "at its end" in reason, reason
+
+
+def test_voice_pitch_refuses_a_whispered_source_whose_voiced_frames_form_no_contour(arctic):
+    """A whisper has no pitch to shift, yet the tracker calls a few of its frames voiced, at
+    scattered F0s: a change measured there is the tracker's. The same speech with its phase
+    randomised (its spectral envelope kept, its periodicity gone) is refused, with why; the
+    speech itself is not."""
+    from scipy.signal import istft, stft
+
+    from vocalgrad.dimensions import voice_pitch
+
+    audio, sr = arctic
+    assert voice_pitch.source_inaudible_reason(1.0, Analysis(audio, sr)) is None
+    _, _, spec = stft(audio, sr, nperseg=512)
+    phase = np.exp(2j * np.pi * np.random.default_rng(0).random(spec.shape))
+    _, whisper = istft(np.abs(spec) * phase, sr, nperseg=512)
+    whispered = Analysis(whisper[: len(audio)].astype(np.float32), sr)
+    assert (whispered.f0[1] > 0).sum() > 10  # the tracker still finds "voiced" frames
+    reason = voice_pitch.source_inaudible_reason(1.0, whispered)
+    assert reason is not None and "no pitch contour" in reason, reason
+
+
+def test_on_contour_keeps_runs_of_three_close_frames_only():
+    """A frame is on a contour in a run of three or more voiced frames, each within two
+    semitones of the one before; an octave jump or a gap ends the run."""
+    from vocalgrad.dimensions.voice_pitch import on_contour
+
+    f0 = np.array([0, 100, 101, 102, 0, 100, 300, 0, 200, 201, 202, 203, 400, 0.0])
+    assert on_contour(f0).astype(int).tolist() == [0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
+    assert not on_contour(np.zeros(5)).any()
