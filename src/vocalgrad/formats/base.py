@@ -416,6 +416,33 @@ class Engine(Protocol):
         """
         ...
 
+    def level_along(
+        self, category: str, audio: np.ndarray, span: SpeechSpan, course: Course
+    ) -> np.ndarray:
+        """A clip from `changing` with its loudness where `course` is high against where it
+        is low set to the source's (`vocalgrad.stimuli.neutralise.cancel_course`), where the
+        dimension keeps loudness (``SPEC.loudness_neutral``); else unchanged. For a course
+        that turns (a contour): the loudness compensation follows the source only as
+        closely as its smoothing allows, and left a peak's middle louder than its dip's.
+
+        Parameters
+        ----------
+        category : str
+            The clip's dimension.
+        audio : ndarray
+            Float32 samples at `sr` Hz, as `changing` returned them.
+        span : SpeechSpan
+            The speech span in them (s).
+        course : Course
+            Fractions of the span -> the course's value in [0, 1].
+
+        Returns
+        -------
+        ndarray
+            Float32 samples at `sr` Hz.
+        """
+        ...
+
     def measure_windows(
         self,
         category: str,

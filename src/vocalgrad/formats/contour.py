@@ -136,10 +136,10 @@ class Contour(QuestionFormat):
         # each levelled alone: a peak of level and its dip hold it at different moments of the
         # speech, and levelled together the one whose loud stretch meets louder speech would be
         # louder as a whole
-        rendered = [
-            engine.changing([(c, it, turn_course(t))])[0]
-            for (it, c), t in zip(members, turns, strict=True)
-        ]
+        rendered = []
+        for (it, c), t in zip(members, turns, strict=True):
+            audio, span = engine.changing([(c, it, turn_course(t))])[0]
+            rendered.append((engine.level_along(c.category, audio, span, turn_course(t)), span))
         edges = dimensions.get(condition.category).SPEC.source_edges
         assembled = [engine.assemble([audio], key, source_edges=edges)[:2] for audio, _ in rendered]
         gain = peak_gain(*(a for a, _ in assembled))

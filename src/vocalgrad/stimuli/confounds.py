@@ -7,7 +7,7 @@ tracker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -114,3 +114,38 @@ def early_late_frames(
     """Masks of the 10 ms frames `late_minus_early_db` reads: [onset, mid) and [mid, offset]."""
     t = (np.arange(n_frames) + 0.5) * FRAME_S
     return (t >= onset_s) & (t < mid_s), (t >= mid_s) & (t <= offset_s)
+
+
+def high_minus_low_db(
+    frame_power: np.ndarray,
+    onset_s: float,
+    offset_s: float,
+    course: Callable[[np.ndarray], np.ndarray],
+) -> float:
+    """Mean frame energy where a course is high over where it is low, in dB (nan if either
+    is empty): the frames of [onset, offset] whose course value (at their place in the span,
+    0 at onset, 1 at offset) is at least 0.5, over the others. For a contour's hump, the
+    loudness of its middle against its ends.
+
+    Parameters
+    ----------
+    frame_power : ndarray
+        Energy per 10 ms frame (`FRAME_S`), e.g. K-weighted.
+    onset_s, offset_s : float
+        The speech span (s).
+    course : callable
+        Fractions of the span -> the course's value in [0, 1].
+
+    Returns
+    -------
+    float
+        dB.
+    """
+    t = (np.arange(len(frame_power)) + 0.5) * FRAME_S
+    inside = (t >= onset_s) & (t <= offset_s)
+    high = np.zeros(len(t), bool)
+    high[inside] = course((t[inside] - onset_s) / (offset_s - onset_s)) >= 0.5
+    up, down = frame_power[high], frame_power[inside & ~high]
+    if not up.size or not down.size or up.mean() <= 0 or down.mean() <= 0:
+        return float("nan")
+    return float(10 * np.log10(up.mean() / down.mean()))

@@ -12,6 +12,8 @@ or peak, loudness that a process changes as a side effect. Three steps remove th
 - **drift cancellation**: a last, very slow gain (one sine period over the speech, zero at
   its ends) that sets the clip's late-minus-early loudness to the source's exactly, so the
   compensation's small residue (0.1 dB on speed, its sign following the direction) is gone;
+  a clip whose course turns (a contour's peak or dip) has the same done along its course
+  (`cancel_course`);
 - **level roving**: each clip's overall level is drawn at random (seeded by the item), so
   absolute level and peak carry nothing.
 """
@@ -26,7 +28,7 @@ from scipy.optimize import brentq
 from scipy.signal import lfilter
 
 from vocalgrad.audio import FRAME_S, k_weighted_frame_power
-from vocalgrad.stimuli.confounds import early_late_frames
+from vocalgrad.stimuli.confounds import early_late_frames, high_minus_low_db
 
 ROOM_TONE_DB = -50.0  # room-tone RMS relative to the source's speech RMS
 ROVE_DB = 3.0  # overall level drawn uniformly from +-ROVE_DB
@@ -180,3 +182,69 @@ def cancel_drift(
     factor = np.interp(np.arange(first, last) / sr, grid, 10 ** (a * shape(grid) / 20))
     out[first:last] *= factor.astype(np.float32)
     return out
+
+
+def cancel_course(
+    clip: np.ndarray,
+    sr: int,
+    onset_s: float,
+    offset_s: float,
+    course: Callable[[np.ndarray], np.ndarray],
+    target_db: float,
+) -> np.ndarray:
+    """`clip` under a gain of a * course(u) dB, u running 0 -> 1 over [onset, offset] (0 dB
+    outside), with a chosen so that the clip's loudness where the course is high over where
+    it is low (`high_minus_low_db`, K-weighted) equals `target_db`, the source's.
+
+    Why: the loudness compensation follows the source's momentary loudness only as closely
+    as a 400 ms window and a 200 ms smoothing allow, so a pitch contour's peak left its
+    middle 0.14 LU louder than its dip's (median over 24 sources), a course that the audit's
+    position cues read within a source.
+
+    Parameters
+    ----------
+    clip : ndarray
+        Float samples at `sr` Hz, levelled (`level`).
+    sr : int
+        Sample rate, Hz.
+    onset_s, offset_s : float
+        The clip's speech span, s.
+    course : callable
+        Fractions of the span -> the course's value in [0, 1] (0 at both ends for a contour).
+    target_db : float
+        The source's `high_minus_low_db` under the same course, dB.
+
+    Returns
+    -------
+    ndarray
+        The clip (float32); unchanged where the contrast cannot be read, and at most
+        MAX_DRIFT_GAIN_DB of gain.
+    """
+    if not np.isfinite(target_db) or offset_s - onset_s < 4 * FRAME_S:
+        return clip
+    power = k_weighted_frame_power(clip, sr)
+    centres = (np.arange(len(power)) + 0.5) * FRAME_S
+
+    def shape(t: np.ndarray) -> np.ndarray:
+        u = (t - onset_s) / (offset_s - onset_s)
+        return np.where((u >= 0) & (u <= 1), course(np.clip(u, 0, 1)), 0.0)
+
+    frame_shape = shape(centres)
+
+    def residue(a: float) -> float:
+        gained = power * 10 ** (a * frame_shape / 10)
+        return high_minus_low_db(gained, onset_s, offset_s, course) - target_db
+
+    low, high = residue(-MAX_DRIFT_GAIN_DB), residue(MAX_DRIFT_GAIN_DB)
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return clip
+    if low * high > 0:  # beyond the allowed amplitude: go as far as allowed
+        a = -MAX_DRIFT_GAIN_DB if abs(low) < abs(high) else MAX_DRIFT_GAIN_DB
+    else:
+        a = float(brentq(residue, -MAX_DRIFT_GAIN_DB, MAX_DRIFT_GAIN_DB, xtol=1e-5))
+    if a == 0.0:
+        return clip
+    times = np.arange(len(clip)) / sr
+    grid = np.linspace(onset_s, offset_s, max(2, int(np.ceil((offset_s - onset_s) / FRAME_S)) + 1))
+    factor = np.interp(times, grid, 10 ** (a * shape(grid) / 20), left=1.0, right=1.0)
+    return (clip * factor).astype(np.float32)

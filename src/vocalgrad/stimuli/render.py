@@ -42,8 +42,9 @@ from vocalgrad.signal.analysis import Analysis, source_pitch_ceiling
 from vocalgrad.signal.kinds import SPEECH
 from vocalgrad.signal.levelling import mirror_prepared_edges, prepared_edges
 from vocalgrad.signal.trajectories import parameter_track
-from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
+from vocalgrad.stimuli.confounds import high_minus_low_db, late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import (
+    cancel_course,
     cancel_drift,
     compensate_loudness,
     momentary_power,
@@ -57,7 +58,7 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips: a build resumed across it would mix them,
 # and caches are keyed on it. CHANGELOG.md lists what each revision changed;
 # tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
-RENDERER_REVISION = 14
+RENDERER_REVISION = 15
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -546,6 +547,17 @@ class Engine:
         self, members: Sequence[tuple[Condition, str, Course | None]], centred: bool = True
     ) -> list[tuple[np.ndarray, SpeechSpan]]:
         return render_changing(self.source, self.seed, members, centred)
+
+    def level_along(
+        self, category: str, audio: np.ndarray, span: SpeechSpan, course: Course
+    ) -> np.ndarray:
+        if not dimensions.get(category).SPEC.loudness_neutral:
+            return audio
+        heard = self.source.heard.span
+        target = high_minus_low_db(
+            self.source.heard.k_power, heard.onset_s, heard.offset_s, course
+        )
+        return cancel_course(audio, self.sr, span.onset_s, span.offset_s, course, target)
 
     def measure_windows(
         self,
