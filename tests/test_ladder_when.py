@@ -65,14 +65,24 @@ def test_the_course_holds_its_ends_before_and_after_the_window():
 
 def test_the_verdict_reads_which_half_changes_and_refuses_an_ambiguous_clip():
     spec = dimension("volume").SPEC  # floor 1 dB
+    floor = spec.audibility_floor
     rise, fall = {"change_direction": "increase"}, {"change_direction": "decrease"}
-    assert verdict("increase", position_change(rise, [12.0, 0.1]), spec) == "verified"
-    assert verdict("decrease", position_change(rise, [0.1, 12.0]), spec) == "verified"
-    assert verdict("increase", position_change(fall, [-12.0, 0.0]), spec) == "verified"
-    assert verdict("increase", position_change(rise, [0.1, 12.0]), spec) == "disagrees"
+
+    def heard(row: dict, halves: list[float], label: str) -> str:
+        return verdict(label, position_change(row, halves, floor), spec)
+
+    assert heard(rise, [12.0, 0.1], "increase") == "verified"
+    assert heard(rise, [0.1, 12.0], "decrease") == "verified"
+    assert heard(fall, [-12.0, 0.0], "increase") == "verified"
+    assert heard(rise, [0.1, 12.0], "increase") == "disagrees"
+    assert heard(rise, [36.0, 2.8], "increase") == "verified"  # a large change spills a little
     # the change spread over both halves: where it lies is not heard
-    assert verdict("increase", position_change(rise, [6.2, 5.8]), spec) == "inaudible"
-    assert verdict("increase", position_change(rise, [0.3, 0.1]), spec) == "inaudible"
+    assert heard(rise, [6.2, 5.8], "increase") == "inaudible"
+    assert heard(rise, [0.3, 0.1], "increase") == "inaudible"
+    # a change read against its way in the held half, or in no half along it (a pitch change
+    # that fell in a long consonant, read on tracker noise): not placed, whichever the label
+    for halves in ([4.9, -3.1], [0.05, 3.0], [-0.8, 2.0]):
+        assert heard(fall, halves, "increase") == heard(fall, halves, "decrease") == "inaudible"
 
 
 def test_it_plans_both_ways_of_change_for_both_answers():

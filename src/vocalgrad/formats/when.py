@@ -81,12 +81,39 @@ def window_course(window: tuple[float, float]) -> Course:
     return course
 
 
-def position_change(row: Mapping[str, Any], halves: Sequence[float]) -> float:
-    """The first half's measured change minus the second's, along the row's way of change
-    (`change_sign`): > 0 where the change lies early. Under the audibility floor, the change's
-    position is not heard (or the change is not): the clip is refused."""
-    first, second = halves
-    return change_sign(row) * (first - second)
+HELD_SHARE = 1 / 3  # a held half may read up to this share of the other half's change
+
+
+def position_change(row: Mapping[str, Any], halves: Sequence[float], floor: float) -> float:
+    """Where the change lies, read from each half's measured change along the row's way of
+    change (`change_sign`): the first half's minus the second's, > 0 where the change lies
+    early. A half counts as holding the change where it reads it at or above the
+    audibility floor while the other half reads as held (under the floor, or under
+    HELD_SHARE of that change); where neither half does, where the change lies is not
+    heard (0.0: the clip is refused as inaudible). Read from the halves alone, the
+    reading needs no label: a word of two syllables around a long consonant, whose pitch
+    change fell in the consonant, read tracker noise in both halves, and half of such
+    clips verified by chance.
+
+    Parameters
+    ----------
+    row : Mapping
+        The row (its ``change_direction``).
+    halves : sequence of float
+        Each half's measured change, in the dimension's measured unit.
+    floor : float
+        The dimension's audibility floor, same unit.
+
+    Returns
+    -------
+    float
+        > 0 early, < 0 late, 0.0 where neither half alone holds the change.
+    """
+    first, second = (change_sign(row) * h for h in halves)
+    for changed, held in ((first, second), (second, first)):
+        if changed >= floor and abs(held) <= max(floor, HELD_SHARE * changed):
+            return first - second
+    return 0.0
 
 
 class When(QuestionFormat):
@@ -177,7 +204,7 @@ class When(QuestionFormat):
         audio = engine.to_file(assembled, gain)
         clip, whole, halves = engine.measure_windows(condition.category, audio, span, HALVES)
         row = {"change_direction": "increase" if condition.curve == RISE else "decrease"}
-        change = position_change(row, [h.change for h in halves])
+        change = position_change(row, [h.change for h in halves], spec.audibility_floor)
         return ClipResult(
             audio=audio,
             clip=clip,
@@ -209,7 +236,8 @@ class When(QuestionFormat):
         """The first half's change minus the second's along the row's way of change
         (`position_change`), each half measured by the dimension's own measure."""
         _, halves = measure_windows(ref, row["category"], clip, HALVES)
-        return position_change(row, [h.change for h in halves]), confounds(clip, ref, None)
+        floor = dimensions.get(row["category"]).SPEC.audibility_floor
+        return position_change(row, [h.change for h in halves], floor), confounds(clip, ref, None)
 
     def wording(self, category: str, variant: Variant, kind: str = SPEECH) -> Wording:
         up, down = OPTIONS

@@ -112,8 +112,9 @@ class IdealObserver(Listener):
     listener_id = "baseline:ideal"
     # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
     # 3: clarity band by band; 4: F0 evidence leaves octave jumps out; 5: sequence reads each
-    # half's evidence along the clip's way of change; 6: pitch read in the source's own range
-    revision = "6"
+    # half's evidence along the clip's way of change; 6: pitch read in the source's own range;
+    # 7: contour read over the speech's halves
+    revision = "7"
     channels = 2
 
     def __init__(self, dataset: str | Path) -> None:
