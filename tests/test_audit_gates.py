@@ -282,3 +282,55 @@ def test_failed_dimensions_gives_a_short_reason_per_failing_dimension():
         "which": "other dimension's direction",
     }
     assert failed_dimensions({"passes": True, "per_category": {}}) == {}
+
+
+def _null_build(rng: np.random.Generator, n_gates: int = 4, shift: float = 0.0) -> dict:
+    """An audit report of a build with no leak: each gate's observed accuracy (on 24 items)
+    exchangeable with its 200 relabelled ones (`shift` added to the first gate's)."""
+    gates = []
+    for k in range(n_gates):
+        values = rng.binomial(24, 0.5, size=G.DRAWS + 1) / 24
+        values[0] += shift if k == 0 else 0.0
+        gates.append(G.gate_record("direction", "LR accuracy", values, 12, 1 / 24))
+    summary = G.correct_family(gates)
+    per_category = {
+        f"dim{k}": {"passes": not g["fails"], "reasons": [], "gates": {"direction": g}}
+        for k, g in enumerate(gates)
+    }
+    return {"family": summary, "per_category": per_category}
+
+
+def test_a_ladders_datasets_fail_together_at_most_at_alpha():
+    """Nine clean builds, each holding its own family at 5%: some build fails alone in about
+    a third of such ladders, the nine as one family (`joint_family`) in at most 5%."""
+    rng = np.random.default_rng(5)
+    ladders = 300
+    alone = joint = 0
+    for _ in range(ladders):
+        builds = {f"b{i}": _null_build(rng) for i in range(9)}
+        alone += any(not c["passes"] for b in builds.values() for c in b["per_category"].values())
+        verdict = G.joint_family(builds)
+        assert verdict["gates"] == 36 and verdict["builds"] == sorted(builds)
+        joint += not verdict["passes"]
+    assert alone / ladders > 0.2
+    assert joint / ladders <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / ladders)
+
+
+def test_the_joint_family_still_fails_a_leak_and_keeps_a_failure_of_fact():
+    rng = np.random.default_rng(6)
+    builds = {f"b{i}": _null_build(rng) for i in range(5)}
+    builds["leaky"] = _null_build(rng, shift=0.5)
+    verdict = G.joint_family(builds)
+    assert verdict["passes"] is False and "leaky" in verdict["failing"]
+    failed = verdict["failing"]["leaky"]["dim0"]["gates"]["direction"]
+    assert failed["p"] <= 0.01 and 0.5 < failed["needed"] < failed["value"]
+    assert verdict["critical_z"] >= max(b["family"]["critical_z"] for b in builds.values())
+    # a category failed on a fact of its build (no gate of its own fails) stays failed
+    fact = _null_build(rng, n_gates=1)
+    fact["per_category"]["dim0"].update(passes=False, reasons=["the other dimension's ..."])
+    verdict = G.joint_family({"fact": fact})
+    assert verdict["failing"]["fact"]["dim0"] == {"reasons": ["the other dimension's ..."]}
+    # an audit from before draw maxima were recorded cannot join: no verdict, and why
+    del fact["family"]["draw_maxima"]
+    verdict = G.joint_family({"old": fact, **builds})
+    assert verdict["passes"] is None and "old" in verdict["reason"]

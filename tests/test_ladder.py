@@ -366,3 +366,69 @@ def test_a_ladder_with_a_failing_rung_exits_4_unless_allowed(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert err.startswith("vocalgrad: warning: shortcut audit failed on 1 of 2 rungs")
     assert "contour: voice_pitch (direction gate)" in err
+
+
+def test_a_ladder_is_judged_as_one_family_of_gates(tmp_path, monkeypatch, capsys):
+    """Where the index holds the ladder's joint family (`ladder_audit`), it decides: a rung
+    whose dataset fails its own gates alone but not the ladder's family passes, and says
+    what fails alone; a rung failing the joint family fails the command."""
+    from vocalgrad.stimuli.audit.report import failed_dimensions
+
+    out = tmp_path / "L"
+    own = {
+        "passes": False,
+        "per_category": {
+            "voice_pitch": {
+                "passes": False,
+                "reasons": ["direction predicted from cues with LR accuracy 0.592 > ..."],
+                "gates": {"direction": {"fails": True}},
+            }
+        },
+    }
+    assert failed_dimensions(own) == {"voice_pitch": "direction gate"}
+    joint = {"builds": ["gradual", "how_much"], "gates": 8, "alpha": 0.05, "critical_z": 2.9}
+    verdicts = {
+        "passes": {"passes": True, "failing": {}},
+        "fails": {
+            "passes": False,
+            "failing": {"how_much": {"voice_pitch": {"gates": {"direction": {"p": 0.01}}}}},
+        },
+    }
+
+    def fake_build_ladder(folder, source=None, *, verdict: str, **_) -> dict:
+        folder = Path(folder)
+        for name, report in (("gradual", {"passes": True, "per_category": {}}), ("how_much", own)):
+            (folder / name).mkdir(parents=True, exist_ok=True)
+            (folder / name / "audit.json").write_text(json.dumps(report))
+        datasets = {
+            "gradual": {"clips_kept": 8, "audit_passes": True, "notes": []},
+            "how_much": {"clips_kept": 8, "audit_passes": False, "notes": []},
+        }
+        rungs = [
+            {"rung": "direction", "dataset": "gradual", "variants": ["default"]},
+            {"rung": "how_much", "dataset": "how_much", "variants": ["default"]},
+        ]
+        return {"rungs": rungs, "datasets": datasets, "audit": joint | verdicts[verdict]}
+
+    argv = ["build", "--protocol", "ladder", "--out", str(out), "--workers", "1"]
+    monkeypatch.setattr(
+        "vocalgrad.api.build_ladder", lambda *a, **k: fake_build_ladder(*a, verdict="passes", **k)
+    )
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert (
+        "how_much: how_much/ asked with default; 8 clips, audit passes (its dataset's own "
+        "gates alone fail: voice_pitch (direction gate))"
+    ) in printed
+    assert "audit: 8 gates of 2 datasets as one family" in printed and "2.90): passes" in printed
+    monkeypatch.setattr(
+        "vocalgrad.api.build_ladder", lambda *a, **k: fake_build_ladder(*a, verdict="fails", **k)
+    )
+    assert main(argv) == 4
+    captured = capsys.readouterr()
+    assert "how_much: how_much/ asked with default; 8 clips, audit FAILS: voice_pitch" in (
+        captured.out
+    )
+    assert "shortcut audit failed on 1 of 2 rungs: how_much: voice_pitch (direction gate)" in (
+        captured.err
+    )

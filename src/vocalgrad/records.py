@@ -297,7 +297,7 @@ class AuditReport(TypedDict):
     protocol: str | None
     thresholds: dict[str, float]  # alpha, draws, target_accuracy, target_auc
     # the build's gates as one test: method, gates, draws, alpha, critical_z, p_resolution,
-    # needed (accuracy, auc), cannot_fail, recommended_test_sources
+    # draw_maxima, needed (accuracy, auc), cannot_fail, recommended_test_sources
     family: dict[str, Any]
     n_boot: int
     seed: int

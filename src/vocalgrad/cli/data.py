@@ -314,18 +314,30 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
             **{k: v for k, v in options.items() if v is not None},
         )
     print(f"ladder of {len(index['rungs'])} rungs in {args.out} ({INDEX}):")
+    joint = index.get("audit") or {}
+    failing = joint.get("failing") or {}
     failed: dict[str, dict[str, str]] = {}  # rung -> failing dimension -> short reason
     for entry in index["rungs"]:
         built = index["datasets"].get(entry["dataset"], {})
         if built.get("skipped"):
             print(f"  {entry['rung']}: not built: {built['skipped']}")
             continue
-        audit = {True: "audit passes", False: "audit FAILS", None: "not audited"}[
-            built.get("audit_passes")
-        ]
-        if built.get("audit_passes") is False:
-            failed[entry["rung"]] = _failed_dimensions(Path(args.out) / entry["dataset"])
-            audit += ": " + _dims_text(failed[entry["rung"]])
+        own = built.get("audit_passes")
+        if own is None:
+            audit = "not audited"
+        elif joint.get("passes") is None:  # no joint family: each dataset's own verdict
+            audit = "audit passes" if own else "audit FAILS"
+            if not own:
+                failed[entry["rung"]] = _failed_dimensions(Path(args.out) / entry["dataset"])
+                audit += ": " + _dims_text(failed[entry["rung"]])
+        elif entry["dataset"] in failing:
+            failed[entry["rung"]] = _joint_failures(failing[entry["dataset"]])
+            audit = "audit FAILS: " + _dims_text(failed[entry["rung"]])
+        else:
+            audit = "audit passes"
+            if not own:
+                alone = _dims_text(_failed_dimensions(Path(args.out) / entry["dataset"]))
+                audit += f" (its dataset's own gates alone fail: {alone})"
         print(
             f"  {entry['rung']}: {entry['dataset']}/ asked with {','.join(entry['variants'])}; "
             f"{built.get('clips_kept', 0)} clips, {audit}"
@@ -333,7 +345,38 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
     for name, built in index["datasets"].items():
         for note in built.get("notes", []):
             print(f"  {name}: {note}")
+    if joint:
+        print(f"  audit: {_joint_text(joint)}")
     return _ladder_audit_status(failed, len(index["rungs"]), args.allow_audit_failure)
+
+
+def _joint_failures(categories: dict[str, dict]) -> dict[str, str]:
+    """A dataset's failures in the ladder's family: dimension -> short reason."""
+    names = {
+        "direction": "direction gate",
+        "order_free": "order-free gate",
+        "constant": "constant gate",
+    }
+    return {
+        dim: ", ".join(
+            [names.get(gate, gate) for gate in entry.get("gates", {})]
+            + [reason.split(":")[0] for reason in entry.get("reasons", [])]
+        )
+        for dim, entry in categories.items()
+    }
+
+
+def _joint_text(joint: dict) -> str:
+    """One line on the ladder's family: its size, its critical value and its verdict."""
+    if joint.get("passes") is None:
+        return f"no joint verdict ({joint.get('reason', 'unknown')}); each dataset's own is shown"
+    if not joint.get("gates"):
+        return "no gate to decide"
+    verdict = "passes" if joint["passes"] else f"fails on {len(joint['failing'])} dataset(s)"
+    return (
+        f"{joint['gates']} gates of {len(joint['builds'])} datasets as one family "
+        f"(family-wise alpha {joint['alpha']:g}, critical z {joint['critical_z']:.2f}): {verdict}"
+    )
 
 
 def _failed_dimensions(dataset: Path) -> dict[str, str]:

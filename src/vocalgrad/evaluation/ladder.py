@@ -39,6 +39,8 @@ from vocalgrad.listeners.base import Listener
 from vocalgrad.questions import reasoning
 from vocalgrad.records import CONSTANT, LABELS
 from vocalgrad.stats import cluster_ids, group_rng, paired_comparison, weighted_ci
+from vocalgrad.stimuli.audit import REPORT_FILE
+from vocalgrad.stimuli.audit.gates import joint_family
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.plan import plan_conditions
 
@@ -128,8 +130,9 @@ def build_ladder(
     -------
     dict
         The index as written: ``rungs`` in order (rung, order, format, dataset folder,
-        variants) and per dataset its content hash, clips kept, audit verdict and notes, or
-        why it was skipped.
+        variants), per dataset its content hash, clips kept, its own audit verdict and
+        notes, or why it was skipped, and ``audit``: every dataset's gates as one family
+        (`ladder_audit`), which decides the ladder's verdict.
 
     Raises
     ------
@@ -183,7 +186,38 @@ def build_ladder(
         _write_index(out, index)
     if len(refused) == len(names) and names:
         raise next(iter(refused.values()))
+    index["audit"] = ladder_audit(out, index["datasets"])
+    _write_index(out, index)
     return index
+
+
+def ladder_audit(out: Path, datasets: Mapping[str, Mapping[str, Any]]) -> dict | None:
+    """Every audited dataset's gates as one family (`gates.joint_family`): a ladder is one
+    build, and its verdict holds its false alarms at the audit's alpha however many rungs it
+    has. None where no dataset was audited.
+
+    Parameters
+    ----------
+    out
+        The ladder folder.
+    datasets
+        The index's ``datasets`` entries (``audit_passes`` None: not audited).
+
+    Returns
+    -------
+    dict or None
+        `joint_family`'s summary; ``passes`` None, with a ``reason``, where an audited
+        dataset's report cannot be read.
+    """
+    reports = {}
+    for name, entry in datasets.items():
+        if entry.get("skipped") or entry.get("audit_passes") is None:
+            continue
+        try:
+            reports[name] = json.loads((out / name / REPORT_FILE).read_text())
+        except (OSError, ValueError) as err:
+            return {"passes": None, "reason": f"{name}/{REPORT_FILE} cannot be read: {err}"}
+    return joint_family(reports) if reports else None
 
 
 def evaluate_ladder(

@@ -554,9 +554,7 @@ class Engine:
         if not dimensions.get(category).SPEC.loudness_neutral:
             return audio
         heard = self.source.heard.span
-        target = high_minus_low_db(
-            self.source.heard.k_power, heard.onset_s, heard.offset_s, course
-        )
+        target = high_minus_low_db(self.source.heard.k_power, heard.onset_s, heard.offset_s, course)
         return cancel_course(audio, self.sr, span.onset_s, span.offset_s, course, target)
 
     def measure_windows(

@@ -228,14 +228,22 @@ def _z(values: np.ndarray, floor: float) -> np.ndarray:
 
 def _needed(null: np.ndarray, floor: float, critical: float, ceiling: float = 1.0) -> float | None:
     """The smallest statistic whose standardised value exceeds `critical`, its null's moments
-    taken with it as the test takes them; None when not even `ceiling` does.
+    taken with it as the test takes them; None when not even `ceiling` does
+    (`_needed_from_moments` of the null's size, mean and variance)."""
+    return _needed_from_moments(
+        null.size, float(null.mean()), float(null.var()), floor, critical, ceiling
+    )
+
+
+def _needed_from_moments(
+    b: int, mean: float, variance: float, floor: float, critical: float, ceiling: float = 1.0
+) -> float | None:
+    """`_needed` of a null of `b` draws with this mean and variance.
 
     With B draws of mean m and variance v, a statistic m + d stands (d B / (B + 1)) / sd
     above the B + 1 values' mean, sd = max(sqrt((B v + B d^2 / (B + 1)) / (B + 1)), floor):
     over `critical` = c exactly when d exceeds both c sqrt((B + 1) v / (B - c^2)) and
     c floor (B + 1) / B (never where c^2 >= B)."""
-    b = null.size
-    mean, variance = float(null.mean()), float(null.var())
     if critical <= 0:
         return max(mean, CHANCE)
     if critical * critical >= b:
@@ -280,9 +288,7 @@ def correct_family(gates: Sequence[dict], alpha: float = ALPHA) -> dict:
     largest = z[:, 1:].max(axis=0)
     # fail <=> fewer than alpha * (draws + 1) - 1 draws reach the gate's z, i.e. z above the
     # k-th largest draw maximum
-    k = int(math.floor(alpha * (n_draws + 1))) - 1
-    ordered = np.sort(largest)[::-1]
-    critical = float(ordered[k]) if 0 <= k < ordered.size else float("inf")
+    critical = _critical(largest, alpha)
     for g, zg in zip(gates, z, strict=True):
         observed = float(zg[0])
         g["z"] = observed
@@ -301,6 +307,114 @@ def correct_family(gates: Sequence[dict], alpha: float = ALPHA) -> dict:
         "alpha": alpha,
         "critical_z": critical if math.isfinite(critical) else None,
         "p_resolution": 1.0 / (n_draws + 1),
+        # each draw's largest standardised statistic: what joins this build's gates with
+        # other builds' in one family (`joint_family`)
+        "draw_maxima": [round(float(x), 6) for x in largest],
+    }
+
+
+def _critical(largest: np.ndarray, alpha: float) -> float:
+    """The (1 - alpha) critical value of draw maxima, as `correct_family` takes it."""
+    k = int(math.floor(alpha * (largest.size + 1))) - 1
+    ordered = np.sort(largest)[::-1]
+    return float(ordered[k]) if 0 <= k < ordered.size else float("inf")
+
+
+def joint_family(audits: Mapping[str, Mapping], alpha: float = ALPHA) -> dict:
+    """Every gate of several audited builds (a ladder's datasets) as one family.
+
+    Westfall-Young single-step max-T over the builds' relabellings taken together: draw k
+    of the joint null relabels every build at once, each by its own draw k. With no leak
+    anywhere, each build's labels may be relabelled on its own, so these are relabellings of
+    the whole; the joint critical value is the (1 - alpha) quantile of each joint draw's
+    largest standardised statistic, and a clean set of builds then fails with probability
+    at most alpha, however many builds it holds. Why: each build alone keeps its own
+    family at alpha, and a ladder of nine datasets would then fail somewhere in about one
+    clean build in three.
+
+    Parameters
+    ----------
+    audits : mapping of str to mapping
+        Build name -> its audit report (``audit.json``: ``family.draw_maxima`` and each
+        category's ``gates`` with ``z``, ``value``, ``null_mean``, ``null_sd``, ``draws`` and
+        ``resolution``).
+    alpha : float
+        The family-wise error rate.
+
+    Returns
+    -------
+    dict
+        ``method``, ``builds``, ``gates``, ``draws``, ``alpha``, ``critical_z``, ``passes``
+        and ``failing``: build -> category -> ``{"gates": {gate: {"value", "needed",
+        "p"}}}`` for every gate that fails in the joint family (``needed``: the statistic
+        that fails it there, ``p``: its family-wise p-value), or ``{"reasons": [...]}`` for
+        a category its build failed on a fact rather than a gate (`classifiers.judge`).
+        ``passes`` is None, with a ``reason``, where a build that gates something records
+        no draw maxima (audited before they were recorded).
+
+    Raises
+    ------
+    ValueError
+        Builds with different numbers of draws.
+    """
+    summary: dict = {
+        "method": "max-T permutation (Westfall-Young, single step) over the builds together",
+        "builds": sorted(audits),
+        "alpha": alpha,
+        "failing": {},
+    }
+    gated = {}
+    for name, audit in audits.items():
+        family = audit.get("family") or {}
+        if not family.get("gates"):
+            continue  # gates nothing: adds nothing to the family
+        if not family.get("draw_maxima"):
+            return summary | {
+                "gates": None,
+                "draws": None,
+                "critical_z": None,
+                "passes": None,
+                "reason": f"{name}'s audit records no draw maxima (audit it again)",
+            }
+        gated[name] = family["draw_maxima"]
+    if not gated:
+        return summary | {"gates": 0, "draws": 0, "critical_z": None, "passes": True}
+    sizes = {len(m) for m in gated.values()}
+    if len(sizes) != 1:
+        raise ValueError(f"builds with different numbers of draws ({sorted(sizes)})")
+    largest = np.max(np.array(list(gated.values()), dtype=float), axis=0)
+    critical = _critical(largest, alpha)
+    n_gates = 0
+    for name, audit in audits.items():
+        for category, c in (audit.get("per_category") or {}).items():
+            gates = c.get("gates") or {}
+            if c.get("passes") is False and not any(g.get("fails") for g in gates.values()):
+                # failed on a fact of the build, not a gate's estimate: it stays failed
+                summary["failing"].setdefault(name, {})[category] = {"reasons": c["reasons"]}
+            for gate_name, g in gates.items():
+                if g.get("z") is None:  # outside its build's family
+                    continue
+                n_gates += 1
+                p = float((1 + np.sum(largest >= g["z"] - 1e-12)) / (largest.size + 1))
+                if g["value"] > CHANCE and g["z"] > critical and p <= alpha:
+                    needed = _needed_from_moments(
+                        int(g["draws"]),
+                        float(g["null_mean"]),
+                        float(g["null_sd"]) ** 2,
+                        float(g["resolution"]),
+                        critical,
+                    )
+                    failing = summary["failing"].setdefault(name, {}).setdefault(category, {})
+                    failing.setdefault("gates", {})[gate_name] = {
+                        "value": g["value"],
+                        "needed": needed,
+                        "p": p,
+                    }
+    return summary | {
+        "gates": n_gates,
+        "draws": int(largest.size),
+        "critical_z": critical if math.isfinite(critical) else None,
+        "passes": not summary["failing"],
     }
 
 
