@@ -8,7 +8,10 @@ The build agreement is the share of rendered clips whose measurement agreed with
     python benchmarks/ladder_table.py L R [R2 ...]
 
 A gate cell reads "value / needed": the cue classifier's statistic against the figure it must
-reach to fail at this size (`audit.json`); "–" where the rung does not gate it. A run's cell is
+reach to fail at this size in its dataset's own family (`audit.json`); "–" where the rung does
+not gate it. The audit column is the ladder's verdict, every rung's gates as one family
+(`ladder_audit`), with the dataset's own verdict beside it where the two differ; the line
+under the table gives the ladder's family. A run's cell is
 its accuracy on the rung as the report's Ladder section scores it (detection as yes against
 no, every prompt variant of the rung together), "no answer" where the listener gave none in
 the rung's words.
@@ -20,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from vocalgrad.evaluation.ladder import scorable
+from vocalgrad.evaluation.ladder import ladder_audit, scorable
 from vocalgrad.evaluation.score import score_rows
 from vocalgrad.records import LABELS
 
@@ -58,8 +61,10 @@ def main() -> None:
         "| order-free gate | " + " | ".join(names) + " |"
     )
     print("|" + "---|" * (7 + len(names)))
+    joint = ladder_audit(args.ladder, index["datasets"]) or {}
     for rung in index["rungs"]:
         folder = args.ladder / rung["dataset"]
+        failing = (joint.get("failing") or {}).get(rung["dataset"], {})
         audit = json.loads((folder / "audit.json").read_text())["per_category"]
         report = json.loads((folder / "build_report.json").read_text())
         scores = [accuracies(r / rung["rung"]) for r in args.runs]
@@ -69,11 +74,27 @@ def main() -> None:
             print(
                 f"| {rung['rung']} | {dim} | {kept} | "
                 + ("–" if verified is None else f"{verified:.1%}")
-                + f" | {'pass' if cell['passes'] else 'FAIL'} | {gate(cell, 'direction')} | "
+                + f" | {verdict(cell, dim in failing, joint.get('passes') is not None)} | "
+                + f"{gate(cell, 'direction')} | "
                 + f"{gate(cell, 'order_free')} | "
                 + " | ".join(s.get(dim, "–") for s in scores)
                 + " |"
             )
+    if joint.get("passes") is not None:
+        print(
+            f"\nOne family: {joint['gates']} gates of {len(joint['builds'])} datasets, "
+            f"critical z {joint['critical_z']:.2f}: "
+            + ("passes" if joint["passes"] else f"fails on {', '.join(joint['failing'])}")
+        )
+
+
+def verdict(cell: dict, fails_jointly: bool, joint: bool) -> str:
+    """The ladder's verdict on a rung's dimension, with its dataset's own where they differ."""
+    alone = "pass" if cell["passes"] is not False else "FAIL"
+    if not joint:
+        return alone
+    together = "FAIL" if fails_jointly else "pass"
+    return together if together == alone else f"{together} (alone: {alone})"
 
 
 if __name__ == "__main__":
