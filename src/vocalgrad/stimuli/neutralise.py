@@ -164,22 +164,39 @@ def cancel_drift(
         early_mean = np.mean(p_early * 10 ** (a * s_early / 10))
         return float(10 * np.log10(late_mean / early_mean)) - target_db
 
+    return _slow_gain(clip, sr, onset_s, offset_s, _amplitude(residue), shape)
+
+
+def _amplitude(residue: Callable[[float], float]) -> float:
+    """The amplitude (dB, within +-MAX_DRIFT_GAIN_DB) at which `residue` is 0: the nearer
+    bound where it lies beyond them, 0.0 (no gain) where the residue cannot be read."""
     low, high = residue(-MAX_DRIFT_GAIN_DB), residue(MAX_DRIFT_GAIN_DB)
     if not (np.isfinite(low) and np.isfinite(high)):
-        return clip
+        return 0.0
     if low * high > 0:  # beyond the allowed amplitude: go as far as allowed
-        a = -MAX_DRIFT_GAIN_DB if abs(low) < abs(high) else MAX_DRIFT_GAIN_DB
-    else:
-        a = float(brentq(residue, -MAX_DRIFT_GAIN_DB, MAX_DRIFT_GAIN_DB, xtol=1e-5))
-    if a == 0.0:
+        return -MAX_DRIFT_GAIN_DB if abs(low) < abs(high) else MAX_DRIFT_GAIN_DB
+    return float(brentq(residue, -MAX_DRIFT_GAIN_DB, MAX_DRIFT_GAIN_DB, xtol=1e-5))
+
+
+def _slow_gain(
+    clip: np.ndarray,
+    sr: int,
+    onset_s: float,
+    offset_s: float,
+    amplitude_db: float,
+    shape: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """`clip` (float32) under a gain of amplitude_db * shape(t) dB over [onset, offset] s,
+    0 dB beyond; the clip itself where the amplitude is 0."""
+    if amplitude_db == 0.0:
         return clip
     first = min(len(clip), max(0, int(np.floor(onset_s * sr))))
-    last = min(len(clip), max(first, int(np.ceil(offset_s * sr)) + 1))  # the sine is 0 dB beyond
+    last = min(len(clip), max(first, int(np.ceil(offset_s * sr)) + 1))  # the shape is 0 dB beyond
     out = clip.astype(np.float32, copy=True)
-    # the sine's gain on a 10 ms grid from onset to offset, interpolated per sample (the sine
-    # spans the whole speech: at the 1 dB cap over 2.5 s, a 10 ms chord misses it by < 1e-4 dB)
+    # the gain on a 10 ms grid from onset to offset, interpolated per sample (a shape as slow as
+    # a sine over the speech: at the 1 dB cap over 2.5 s, a 10 ms chord misses it by < 1e-4 dB)
     grid = np.linspace(onset_s, offset_s, max(2, int(np.ceil((offset_s - onset_s) / FRAME_S)) + 1))
-    factor = np.interp(np.arange(first, last) / sr, grid, 10 ** (a * shape(grid) / 20))
+    factor = np.interp(np.arange(first, last) / sr, grid, 10 ** (amplitude_db * shape(grid) / 20))
     out[first:last] *= factor.astype(np.float32)
     return out
 
@@ -235,16 +252,4 @@ def cancel_course(
         gained = power * 10 ** (a * frame_shape / 10)
         return high_minus_low_db(gained, onset_s, offset_s, course) - target_db
 
-    low, high = residue(-MAX_DRIFT_GAIN_DB), residue(MAX_DRIFT_GAIN_DB)
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return clip
-    if low * high > 0:  # beyond the allowed amplitude: go as far as allowed
-        a = -MAX_DRIFT_GAIN_DB if abs(low) < abs(high) else MAX_DRIFT_GAIN_DB
-    else:
-        a = float(brentq(residue, -MAX_DRIFT_GAIN_DB, MAX_DRIFT_GAIN_DB, xtol=1e-5))
-    if a == 0.0:
-        return clip
-    times = np.arange(len(clip)) / sr
-    grid = np.linspace(onset_s, offset_s, max(2, int(np.ceil((offset_s - onset_s) / FRAME_S)) + 1))
-    factor = np.interp(times, grid, 10 ** (a * shape(grid) / 20), left=1.0, right=1.0)
-    return (clip * factor).astype(np.float32)
+    return _slow_gain(clip, sr, onset_s, offset_s, _amplitude(residue), shape)
