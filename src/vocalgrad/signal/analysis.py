@@ -130,14 +130,21 @@ class Analysis:
         grows with the rate; F0 up to the 500 Hz ceiling and its first harmonics lie below
         2 kHz, so pitch verdicts and measured changes agree with the full rate's; figures on
         docs/results.md). Medians over head/tail windows need no more. Times
-        are absolute, so signals compare by time."""
+        are absolute, so signals compare by time, and the analysed stretch starts and ends
+        on a 30 ms grid from the file's start, so its frames do too: a span that moves by a
+        millisecond (as a dataset row rounds it) reads the same frames, where a frame grid
+        that moved with it changed which frames were voiced and a window's measured pitch
+        change by up to 1 semitone."""
+        hop = int(round(F0_STEP_S * self.sr))
         lo = max(0.0, self.span.onset_s - 0.1)
         hi = min(self.duration_s, self.span.offset_s + 0.1)
         first, last = (
-            (int(round(lo * self.sr)), int(round(hi * self.sr)))
+            (int(lo * self.sr) // hop * hop, -(-int(np.ceil(hi * self.sr)) // hop) * hop)
             if hi - lo > 0.2
             else (0, len(self.audio))
         )
+        if last > len(self.audio):  # a whole number of steps, within the file
+            last = first + (len(self.audio) - first) // hop * hop
         step = max(1, self.sr // max(F0_ANALYSIS_SR, int(4 * self.pitch_ceiling_hz)))
         part = self.audio[first:last].astype(np.float64)
         if step > 1:
