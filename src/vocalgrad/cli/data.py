@@ -352,14 +352,11 @@ def _build_ladder(args: argparse.Namespace, source: str | None, options: dict) -
 
 def _joint_failures(categories: dict[str, dict]) -> dict[str, str]:
     """A dataset's failures in the ladder's family: dimension -> short reason."""
-    names = {
-        "direction": "direction gate",
-        "order_free": "order-free gate",
-        "constant": "constant gate",
-    }
+    from vocalgrad.stimuli.audit.report import GATE_NAMES
+
     return {
         dim: ", ".join(
-            [names.get(gate, gate) for gate in entry.get("gates", {})]
+            [GATE_NAMES.get(gate, gate) for gate in entry.get("gates", {})]
             + [reason.split(":")[0] for reason in entry.get("reasons", [])]
         )
         for dim, entry in categories.items()

@@ -134,8 +134,9 @@ class Contour(QuestionFormat):
         # louder as a whole
         rendered = []
         for (it, c), t in zip(members, turns, strict=True):
-            audio, span = engine.changing([(c, it, turn_course(t))])[0]
-            rendered.append((engine.level_along(c.category, audio, span, turn_course(t)), span))
+            course = turn_course(t)
+            audio, span = engine.changing([(c, it, course)])[0]
+            rendered.append((engine.level_along(c.category, audio, span, course), span))
         edges = dimensions.get(condition.category).SPEC.source_edges
         assembled = [engine.assemble([audio], key, source_edges=edges)[:2] for audio, _ in rendered]
         gain = peak_gain(*(a for a, _ in assembled))

@@ -91,9 +91,9 @@ def position_change(row: Mapping[str, Any], halves: Sequence[float], floor: floa
     audibility floor while the other half reads as held (under the floor, or under
     HELD_SHARE of that change); where neither half does, where the change lies is not
     heard (0.0: the clip is refused as inaudible). Read from the halves alone, the
-    reading needs no label: a word of two syllables around a long consonant, whose pitch
-    change fell in the consonant, read tracker noise in both halves, and half of such
-    clips verified by chance.
+    reading needs no label. Why both halves: a word of two syllables around a long
+    consonant, whose pitch change fell in the consonant, read tracker noise in both
+    halves, and their difference alone verified such clips.
 
     Parameters
     ----------

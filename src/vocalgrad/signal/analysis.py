@@ -133,8 +133,8 @@ class Analysis:
         are absolute, so signals compare by time, and the analysed stretch starts and ends
         on a 30 ms grid from the file's start, so its frames do too: a span that moves by a
         millisecond (as a dataset row rounds it) reads the same frames, where a frame grid
-        that moved with it changed which frames were voiced and a window's measured pitch
-        change by up to 1 semitone."""
+        that moved with it changed which frames were voiced, and so what `vocalgrad verify`
+        measured against what the build had."""
         hop = int(round(F0_STEP_S * self.sr))
         lo = max(0.0, self.span.onset_s - 0.1)
         hi = min(self.duration_s, self.span.offset_s + 0.1)

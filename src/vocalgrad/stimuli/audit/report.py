@@ -214,7 +214,7 @@ def format_audit(report: Mapping) -> str:
     return "\n".join(lines)
 
 
-_GATE_NAMES = {
+GATE_NAMES = {  # a gate's key -> how a one-line message names it
     "direction": "direction gate",
     "order_free": "order-free gate",
     "constant": "constant gate",
@@ -245,7 +245,7 @@ def failed_dimensions(report: Mapping) -> dict[str, str]:
             continue
         short = [
             name
-            for key, name in _GATE_NAMES.items()
+            for key, name in GATE_NAMES.items()
             if ((c.get("gates") or {}).get(key) or {}).get("fails")
         ]
         for reason in c.get("reasons") or []:
