@@ -498,6 +498,24 @@ def test_markdown_report_writes_pngs_next_to_it(inputs, tmp_path):
     assert "| model-a |" in text or "model-a" in text
 
 
+def test_a_figure_file_that_cannot_be_written_fails_the_report(inputs, tmp_path, monkeypatch):
+    """The SVGs and PDFs are written by child processes beside the page: a child that fails
+    fails the report, which names the kind, and the other kind is still written."""
+    import vocalgrad.report.render as render
+
+    drawn = render.export
+
+    def export(figure, kind):
+        if kind == "pdf":
+            raise OSError(28, "No space left on device")
+        return drawn(figure, kind)
+
+    monkeypatch.setattr(render, "export", export)
+    with pytest.raises(OSError, match=r"pdf \(exit status 1\)"):
+        write_report(inputs["runs"][:2], tmp_path / "report.html", n_boot=50, fit_boot=20)
+    assert list(tmp_path.glob("report-*.svg")) and not list(tmp_path.glob("report-*.pdf"))
+
+
 def test_report_without_psychometric_or_probe_data_still_has_all_sections(inputs, tmp_path):
     rows = [
         json.loads(line) for line in (inputs["runs"][1] / "results.jsonl").read_text().splitlines()

@@ -38,7 +38,7 @@ from vocalgrad.report.kinds import kinds
 from vocalgrad.report.ladder import ladder
 from vocalgrad.report.model import Section
 from vocalgrad.report.remedies import remedies
-from vocalgrad.report.render import to_html, to_markdown, write_figures
+from vocalgrad.report.render import exporting_figures, figure_files, to_html, to_markdown
 
 SECTION_IDS = (
     "headline",
@@ -225,12 +225,13 @@ def write_report(
         f"Do listeners hear gradual acoustic change? {len(results_dirs)} run(s), "
         f"vocalgrad {__version__}."
     )
-    files = write_figures(parts, out)
-    text = (
-        to_html(title, subtitle, parts, files)
-        if fmt == "html"
-        else to_markdown(title, subtitle, parts, out)
-    )
+    files = figure_files(parts, out)
+    with exporting_figures(parts, out):
+        text = (
+            to_html(title, subtitle, parts, files)
+            if fmt == "html"
+            else to_markdown(title, subtitle, parts, out)
+        )
     atomic_write_text(out, text)
     return out
 

@@ -7,8 +7,10 @@ import base64
 import csv
 import html
 import io
+import multiprocessing
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from vocalgrad.files import atomic_write_bytes
@@ -287,17 +289,85 @@ def to_markdown(title: str, subtitle: str, sections: Sequence[Section], out: Pat
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_figures(sections: Sequence[Section], out: Path) -> dict[str, dict[str, str]]:
-    """Each figure beside `out` as `<stem>-<name>.svg` and `.pdf`, and the numbers it draws as
-    `.csv`; returns figure name -> kind -> file name, for the page's links."""
+def figure_files(sections: Sequence[Section], out: Path) -> dict[str, dict[str, str]]:
+    """The file names of each figure beside `out` (`<stem>-<name>.svg`, `.pdf` and `.csv`),
+    for the page's links; writes the CSVs, the numbers each figure draws.
+
+    Parameters
+    ----------
+    sections
+        The report's sections.
+    out
+        The report's path; the files lie beside it.
+
+    Returns
+    -------
+    dict
+        Figure name -> kind ("svg", "pdf", "csv") -> file name.
+    """
     written: dict[str, dict[str, str]] = {}
-    for block in (b for s in sections for b in s.blocks if isinstance(b, Figure)):
+    for block in _figures(sections):
         names = {kind: f"{out.stem}-{block.name}.{kind}" for kind in FIGURE_FILES}
-        for kind in ("svg", "pdf"):
-            atomic_write_bytes(out.parent / names[kind], export(block.figure, kind))
         atomic_write_bytes(out.parent / names["csv"], _csv(block.data).encode("utf-8"))
         written[block.name] = names
     return written
+
+
+@contextmanager
+def exporting_figures(sections: Sequence[Section], out: Path) -> Iterator[None]:
+    """Within the block, each figure is written beside `out` as SVG and PDF
+    (`figure_files` names them), one child process per kind; on leaving, the children are
+    waited for. Why: each export draws the figure anew (about 0.3 s on the 2-core machine),
+    and the report, the demo's last step, has the machine to itself while the page's PNGs
+    are drawn. Where processes cannot be forked, the files are written before the block.
+
+    Parameters
+    ----------
+    sections
+        The report's sections.
+    out
+        The report's path.
+
+    Raises
+    ------
+    OSError
+        A child failed (a full disk, say); what it printed above says why.
+    """
+    figures = _figures(sections)
+    if "fork" not in multiprocessing.get_all_start_methods():
+        for kind in VECTOR_KINDS:
+            _export_all(figures, out, kind)
+        yield
+        return
+    fork = multiprocessing.get_context("fork")
+    children = {
+        kind: fork.Process(target=_export_all, args=(figures, out, kind), daemon=True)
+        for kind in VECTOR_KINDS
+    }
+    for child in children.values():
+        child.start()
+    try:
+        yield
+    finally:
+        for child in children.values():
+            child.join()
+    failed = [f"{kind} (exit status {c.exitcode})" for kind, c in children.items() if c.exitcode]
+    if failed:
+        raise OSError(f"writing the figures' files failed: {', '.join(failed)}")
+
+
+VECTOR_KINDS = ("svg", "pdf")  # the figure files for papers, drawn beside the page's PNGs
+
+
+def _figures(sections: Sequence[Section]) -> list[Figure]:
+    return [b for s in sections for b in s.blocks if isinstance(b, Figure)]
+
+
+def _export_all(figures: Sequence[Figure], out: Path, kind: str) -> None:
+    for block in figures:
+        atomic_write_bytes(
+            out.parent / f"{out.stem}-{block.name}.{kind}", export(block.figure, kind)
+        )
 
 
 def _csv(rows: Sequence[Mapping]) -> str:
