@@ -771,8 +771,10 @@ def test_voice_pitch_refuses_a_whispered_source_whose_voiced_frames_form_no_cont
 def test_on_contour_keeps_runs_of_three_close_frames_only():
     """A frame is on a contour in a run of three or more voiced frames, each within two
     semitones of the one before; an octave jump or a gap ends the run."""
-    from vocalgrad.dimensions.voice_pitch import on_contour
+    from vocalgrad.dimensions.voice_pitch import CONTOUR_MIN_FRAMES, CONTOUR_STEP_ST
+    from vocalgrad.signal.analysis import on_contour
 
     f0 = np.array([0, 100, 101, 102, 0, 100, 300, 0, 200, 201, 202, 203, 400, 0.0])
-    assert on_contour(f0).astype(int).tolist() == [0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
-    assert not on_contour(np.zeros(5)).any()
+    contour = on_contour(f0, CONTOUR_STEP_ST, CONTOUR_MIN_FRAMES)
+    assert contour.astype(int).tolist() == [0, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
+    assert not on_contour(np.zeros(5), CONTOUR_STEP_ST, CONTOUR_MIN_FRAMES).any()

@@ -12,6 +12,7 @@ from vocalgrad.signal.analysis import (
     HEAD_TAIL_FRACTION,
     Analysis,
     head_tail,
+    on_contour,
     praat_tier,
 )
 from vocalgrad.signal.evidence import f0_change
@@ -77,31 +78,6 @@ CONTOUR_MIN_FRAMES = 3
 CONTOUR_MIN_SHARE = 0.25
 
 
-def on_contour(f0_hz: np.ndarray) -> np.ndarray:
-    """Which frames of an F0 track lie on a pitch contour.
-
-    Parameters
-    ----------
-    f0_hz : ndarray
-        F0 per frame (Hz), 0 where unvoiced, every `F0_STEP_S`.
-
-    Returns
-    -------
-    ndarray of bool
-        True for a voiced frame in a run of at least CONTOUR_MIN_FRAMES voiced frames, each
-        within CONTOUR_STEP_ST semitones of the one before.
-    """
-    f0_hz = np.asarray(f0_hz, dtype=np.float64)
-    voiced = f0_hz > 0
-    semitones = 12 * np.log2(np.where(voiced, f0_hz, 1.0))
-    linked = voiced[1:] & voiced[:-1] & (np.abs(np.diff(semitones)) <= CONTOUR_STEP_ST)
-    # a run starts at every voiced frame not linked to the one before
-    starts = voiced & ~np.concatenate([[False], linked])
-    run_id = np.cumsum(starts)
-    lengths = np.bincount(run_id[voiced], minlength=run_id.max() + 1)
-    return voiced & (lengths[run_id] >= CONTOUR_MIN_FRAMES)
-
-
 def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     """Why no pitch change can be heard (or measured) on this source, or None.
 
@@ -111,7 +87,7 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     as the change. The condition is refused for this source before rendering."""
     _, f0 = ref.f0
     voiced = int((f0 > 0).sum())
-    contour = int(on_contour(f0).sum())
+    contour = int(on_contour(f0, CONTOUR_STEP_ST, CONTOUR_MIN_FRAMES).sum())
     if voiced and contour >= CONTOUR_MIN_SHARE * voiced:
         return None
     return (

@@ -257,6 +257,36 @@ class Analysis:
         return head, tail
 
 
+def on_contour(f0_hz: np.ndarray, step_st: float, min_frames: int) -> np.ndarray:
+    """Which frames of an F0 track lie on a pitch contour: a voice's pitch moves by small
+    steps, a tracker's reading of noise or creak jumps.
+
+    Parameters
+    ----------
+    f0_hz : ndarray
+        F0 per frame (Hz), 0 where unvoiced.
+    step_st : float
+        The largest step from one frame to the next on a contour, semitones.
+    min_frames : int
+        The fewest frames a contour has.
+
+    Returns
+    -------
+    ndarray of bool
+        True for a voiced frame in a run of at least `min_frames` voiced frames, each within
+        `step_st` semitones of the one before.
+    """
+    f0_hz = np.asarray(f0_hz, dtype=np.float64)
+    voiced = f0_hz > 0
+    semitones = 12 * np.log2(np.where(voiced, f0_hz, 1.0))
+    linked = voiced[1:] & voiced[:-1] & (np.abs(np.diff(semitones)) <= step_st)
+    # a run starts at every voiced frame not linked to the one before
+    starts = voiced & ~np.concatenate([[False], linked])
+    run_id = np.cumsum(starts)
+    lengths = np.bincount(run_id[voiced], minlength=run_id.max() + 1)
+    return voiced & (lengths[run_id] >= min_frames)
+
+
 def pitch_ceiling(kind: str) -> float:
     """The highest F0 (Hz) the pitch tracker may look for in a kind of sound: the speech
     tracker's F0_CEILING_HZ unless the kind declares its own (tones reach 2.5 kHz)."""

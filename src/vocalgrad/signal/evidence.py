@@ -34,7 +34,7 @@ import librosa
 import numpy as np
 from scipy.signal import resample_poly
 
-from vocalgrad.signal.analysis import mel_centres, mel_spectrogram
+from vocalgrad.signal.analysis import mel_centres, mel_spectrogram, on_contour
 from vocalgrad.signal.kinds import SPEECH, get_kind
 
 SPEECH_PITCH_RANGE_HZ = (60.0, 400.0)  # where `f0_change` looks for speech's F0
@@ -129,9 +129,51 @@ def level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
 
 
 OCTAVE_JUMP_ST = 8.0  # a clip/source F0 ratio this far from 1 is a tracker's octave jump
+PERIODIC = 0.5  # a source frame this correlated with itself one period later is voiced
+# a voiced source frame lies on a contour: runs of 50 ms or more, at most a semitone a frame
+CONTOUR_STEP_ST, CONTOUR_FRAMES = 2.0, 3
+MIN_FRAMES = 6  # the fewest frames a reading rests on
 
 
-_SOURCE_F0: dict[tuple[bytes, int, float, float], np.ndarray] = {}
+# a source's F0 per frame, and which of its frames are voiced
+_SOURCE_F0: dict[tuple[bytes, int, float, float], tuple[np.ndarray, np.ndarray]] = {}
+
+
+def periodicity(
+    y: np.ndarray, f0_hz: np.ndarray, sr: int, frame_length: int, hop_length: int
+) -> np.ndarray:
+    """Each frame's normalised correlation with itself one period (``sr / f0_hz``) later,
+    on frames centred as `librosa.yin` centres them: near 1 where the sound repeats at the
+    tracked F0 (voiced speech, a tone), near 0 in noise (a sibilant, which YIN gives an F0
+    too). Why: a pitch shift moves voiced frames only, so a loud sibilant in the source
+    reads the unshifted clip/source ratio of 0 semitones, which a level threshold keeps.
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+        The signal, float.
+    f0_hz : ndarray, shape (frames,)
+        Its F0 per frame, Hz (`librosa.yin` on the same framing).
+    sr : int
+        Sampling rate, Hz.
+    frame_length, hop_length : int
+        YIN's framing, samples.
+
+    Returns
+    -------
+    ndarray, shape (frames,)
+        The correlation per frame, in [-1, 1] (0 for a silent frame).
+    """
+    frames = librosa.util.frame(
+        np.pad(y, frame_length // 2), frame_length=frame_length, hop_length=hop_length
+    )[:, : len(f0_hz)]
+    lag = np.clip(np.round(sr / f0_hz).astype(int), 1, frame_length // 2)
+    span = frame_length - int(lag.max())
+    cols = np.arange(frames.shape[1])
+    now = frames[np.arange(span)[:, None], cols]
+    later = frames[np.arange(span)[:, None] + lag, cols]
+    energy = np.sqrt(np.sum(now**2, axis=0) * np.sum(later**2, axis=0))
+    return np.divide(np.sum(now * later, axis=0), energy, out=np.zeros(len(cols)), where=energy > 0)
 
 
 def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
@@ -139,35 +181,46 @@ def f0_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     of the last third minus the first: a rising pitch shift raises it. F0 is looked for in
     the source's range (`reading`; speech's by default). A range reaching above an eighth of
     ``sr`` is read at a multiple of it: YIN's lag grid is too coarse for a 3 kHz tone at
-    16 kHz (five samples a period). Frames more than OCTAVE_JUMP_ST apart are left out: YIN
-    halves or doubles F0 in creaky stretches, in one signal and not the other, and where a
-    clip holds a shifted value for long (a change placed early) such frames filled a third
-    of a window."""
+    16 kHz (five samples a period). A voiced frame is loud (within 25 dB of the source's
+    loudest), periodic at its F0 (`periodicity` >= PERIODIC) and on a contour
+    (`on_contour`): a sibilant or a noisy onset is not pitch, and a shift leaves it as it
+    is. Frames more than OCTAVE_JUMP_ST apart are left out: YIN halves or
+    doubles F0 in creaky stretches, in one signal and not the other, and where a clip holds
+    a shifted value for long (a change placed early) such frames filled a third of a window.
+    Where fewer than MIN_FRAMES frames remain, the loud frames are read."""
     n = min(len(clip), len(ref))
     low, high = current_reading().pitch_range_hz
     up = max(1, int(np.ceil(8 * high / sr)))
     rate = sr * up
+    frame_length, hop_length = 1024 * up, 160 * up
+
+    def at_rate(y: np.ndarray) -> np.ndarray:
+        return resample_poly(y, up, 1).astype(np.float32) if up > 1 else y
 
     def yin(y: np.ndarray) -> np.ndarray:
-        if up > 1:
-            y = resample_poly(y, up, 1).astype(np.float32)
         return librosa.yin(
-            y, fmin=low, fmax=high, sr=rate, frame_length=1024 * up, hop_length=160 * up
+            y, fmin=low, fmax=high, sr=rate, frame_length=frame_length, hop_length=hop_length
         )
 
-    f_clip = yin(clip[:n])
+    f_clip = yin(at_rate(clip[:n]))
     key = (hashlib.sha1(np.ascontiguousarray(ref[:n]).tobytes()).digest(), sr, low, high)
     if key not in _SOURCE_F0:  # a source is the reference of every clip made from it
         if len(_SOURCE_F0) >= 4:
             _SOURCE_F0.pop(next(iter(_SOURCE_F0)))
-        _SOURCE_F0[key] = yin(ref[:n])
-    f_ref = _SOURCE_F0[key]
+        y = at_rate(ref[:n])
+        f0 = yin(y)
+        periodic = periodicity(y, f0, rate, frame_length, hop_length) >= PERIODIC
+        _SOURCE_F0[key] = (f0, on_contour(f0 * periodic, CONTOUR_STEP_ST, CONTOUR_FRAMES))
+    f_ref, voiced = _SOURCE_F0[key]
     level = librosa.feature.rms(y=ref[:n], frame_length=1024, hop_length=160)[0]
     m = min(len(f_clip), len(f_ref), len(level))
-    voiced = level[:m] > level.max() * 10 ** (-25 / 20)
+    loud = level[:m] > level.max() * 10 ** (-25 / 20)
     diff = 12 * np.log2(f_clip[:m] / f_ref[:m])
-    kept = diff[voiced & (np.abs(diff) <= OCTAVE_JUMP_ST)]
-    first, last = _thirds(kept if kept.size >= 6 else diff[voiced])
+    steady = np.abs(diff) <= OCTAVE_JUMP_ST
+    for frames in (loud & voiced[:m] & steady, loud & steady, loud):
+        if frames.sum() >= MIN_FRAMES:
+            break
+    first, last = _thirds(diff[frames])
     return float(np.median(last) - np.median(first))
 
 
