@@ -748,6 +748,49 @@ def test_breathiness_refuses_a_source_whose_speech_ends_without_periodic_voice(a
     assert reason is not None and "at its end" in reason, reason
 
 
+def _steady(partials_hz: list[float], sr: int) -> np.ndarray:
+    """A steady sound of the given partials (amplitudes 1/k), 2.4 s between 0.5 s silences."""
+    t = np.arange(int(2.4 * sr)) / sr
+    sound = sum(np.sin(2 * np.pi * f * t) / k for k, f in enumerate(partials_hz, 1))
+    ramp = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.01)
+    quiet = np.zeros(sr // 2)
+    return np.concatenate([quiet, 0.3 * ramp * sound, quiet]).astype(np.float32)
+
+
+def test_brightness_refuses_a_source_with_too_narrow_a_spectrum_to_tilt(arctic):
+    """A tilt on a pure tone is a change of level, which the loudness compensation takes
+    out: the source is refused, with why, even at the high tier. A harmonic complex and
+    speech are not."""
+    from vocalgrad.dimensions import brightness
+
+    sr = RENDER_SR
+    audio, arctic_sr = arctic
+    assert brightness.source_inaudible_reason(1.0, Analysis(audio, arctic_sr)) is None
+    assert (
+        brightness.source_inaudible_reason(
+            1.0, Analysis(_steady([200.0 * k for k in range(1, 20)], sr), sr)
+        )
+        is None
+    )
+    reason = brightness.source_inaudible_reason(3.0, Analysis(_steady([1000.0], sr), sr))
+    assert reason is not None and "spans 0.0 octaves" in reason, reason
+
+
+def test_the_brightness_evidence_reads_a_sound_with_no_energy_below_800_hz():
+    """A 2 kHz complex whose second partial grows re its first gets brighter: the ideal
+    observer's tilt is read between the source's own lowest and highest partials (bands
+    fixed at 150-800 Hz and 2-6 kHz read only its leakage)."""
+    from vocalgrad.signal.evidence import spectral_tilt_change
+
+    sr = RENDER_SR
+    ref = _steady([2000.0, 4000.0], sr)
+    t = np.arange(len(ref)) / sr
+    second = np.sin(2 * np.pi * 4000.0 * t) * np.interp(t, [0, t[-1]], [0.25, 1.0])
+    clip = np.where(ref != 0, 0.3 * np.sin(2 * np.pi * 2000.0 * t) + 0.3 * second, 0.0)
+    assert spectral_tilt_change(clip.astype(np.float32), ref, sr) > 3.0
+    assert spectral_tilt_change(clip[::-1].astype(np.float32), ref[::-1], sr) < -3.0
+
+
 def test_voice_pitch_refuses_a_whispered_source_whose_voiced_frames_form_no_contour(arctic):
     """A whisper has no pitch to shift, yet the tracker calls a few of its frames voiced, at
     scattered F0s: a change measured there is the tracker's. The same speech with its phase

@@ -14,6 +14,7 @@ low tier (a 2 dB/octave change from start to end) is ~2.7 such steps.
 from __future__ import annotations
 
 import numpy as np
+from scipy.signal import welch
 
 from vocalgrad.dimensions._shared import band_sums, db, inverse_stft, stft_frames
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
@@ -52,6 +53,14 @@ LOW_HZ = 125.0  # the tilt is held flat below: no boost of hum and rumble
 FIT_BAND_HZ = (150.0, 7000.0)  # bands the measured slope is fitted over (where speech has energy)
 USABLE_DB = 15.0  # a band counts where the source is 15 dB above its own floor in both windows
 KEPT_RANGE_DB = 20.0
+# the level change of one end of a spectrum re the other that is heard (profile analysis,
+# Green 1988; the floor's basis: 0.75 dB/octave over the 2.6 octaves of speech's two bands)
+PROFILE_JND_DB = 2.0
+SPAN_RANGE_DB = 30.0  # a spectrum spans the frequencies within this of its strongest
+# the spectrum's span is read at this resolution, through a window whose side lobes (-92 dB)
+# leave a partial its own width: at 200 Hz, a pure tone spans under 0.2 octaves
+SPAN_RESOLUTION_HZ = 4.0
+MIN_BANDS = 4  # the fewest bands `measure` fits a slope to
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -60,6 +69,46 @@ def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
 
 def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a tilt change of 0 dB/octave changes nothing"
+
+
+def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
+    """Why a tilt change of `magnitude` could not be heard on this source, or None.
+
+    A tilt moves the level of a spectrum's high end re its low end by the tilt times the
+    octaves between them. On a source whose energy spans few octaves (a pure tone: one
+    partial) it is a change of level, which the loudness compensation takes out: such
+    clips were kept on the measure's scatter of a few leaking bands. The change from start
+    to end (2 x `magnitude` dB/octave) over the octaves that the source's spectrum spans
+    (its long-term spectrum within SPAN_RANGE_DB of its strongest, in the band `measure`
+    fits) must move its ends re each other by PROFILE_JND_DB.
+
+    Parameters
+    ----------
+    magnitude : float
+        The condition's magnitude, dB/octave (the tilt goes from -magnitude to +magnitude).
+    ref : Analysis
+        The source as heard.
+
+    Returns
+    -------
+    str or None
+        The reason, naming the source's span in octaves; None where the change is
+        audible.
+    """
+    segment = 2 ** int(np.ceil(np.log2(ref.sr / SPAN_RESOLUTION_HZ)))
+    freqs, power = welch(ref.audio, ref.sr, window="blackmanharris", nperseg=segment)
+    fitted = (freqs >= FIT_BAND_HZ[0]) & (freqs <= FIT_BAND_HZ[1])
+    if not power[fitted].any():
+        return "the source has no energy in the band a tilt is measured over"
+    strong = fitted & (power >= power[fitted].max() * 10 ** (-SPAN_RANGE_DB / 10))
+    span = float(np.log2(freqs[strong].max() / freqs[strong].min()))
+    moved = 2 * magnitude * span
+    if moved >= PROFILE_JND_DB:
+        return None
+    return (
+        f"a tilt change of {2 * magnitude:g} dB/octave moves this source's spectrum end to end "
+        f"by {moved:.1f} dB (under {PROFILE_JND_DB:g} dB): its energy spans {span:.1f} octaves"
+    )
 
 
 def domain(sr: int) -> tuple[float, float]:
@@ -86,7 +135,7 @@ def measure(clip: Analysis, ref: Analysis) -> Measured:
         [rw > ref.band_floor * k * 10 ** (USABLE_DB / 10) for _, rw, k in sums]
     )
     usable &= (centres >= FIT_BAND_HZ[0]) & (centres <= FIT_BAND_HZ[1])
-    if usable.sum() < 4:
+    if usable.sum() < MIN_BANDS:
         return Measured(float("nan"), float("nan"))
     x = np.log2(centres[usable])
     out = []

@@ -113,7 +113,8 @@ class IdealObserver(Listener):
     # 2: held distance from its reverberant-to-direct ratio, held stereo from straight ahead;
     # 3: clarity band by band; 4: F0 evidence leaves octave jumps out; 5: sequence reads each
     # half's evidence along the clip's way of change; 6: pitch read in the source's own range;
-    # 7: contour read over the speech's halves; 8: F0 read on the source's periodic frames
+    # 7: contour read over the speech's halves; 8: F0 read on the source's voiced frames, a
+    # tilt between the thirds of the source's own spectrum
     revision = "8"
     channels = 2
 

@@ -350,13 +350,34 @@ def envelope_fluctuation_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> f
     return float(np.std(last) - np.std(first))
 
 
+TILT_RANGE_DB = 30.0  # a source's spectrum spans the frequencies within this of its strongest
+TILT_BAND_HZ = (150.0, 6000.0)  # where the tilt is read
+
+
 def spectral_tilt_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
-    """Level of 2-6 kHz re 150-800 Hz in the clip over the source: rising means brighter."""
+    """Level of the top third of the source's spectrum re its bottom third (in log
+    frequency, over the bins within TILT_RANGE_DB of its strongest, in TILT_BAND_HZ), in the
+    clip over the source: rising means brighter. The thirds are the source's own, so a 2
+    kHz harmonic complex is read between its first and second partials (bands fixed for
+    speech, 150-800 Hz and 2-6 kHz, read a sound with no energy below 800 Hz by its
+    leakage)."""
     n = min(len(clip), len(ref))
     spec_c = np.abs(librosa.stft(clip[:n], n_fft=512, hop_length=160)) ** 2
     spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
     freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
-    high, low = (freqs >= 2000) & (freqs <= 6000), (freqs >= 150) & (freqs <= 800)
+    power = spec_r.sum(axis=1)
+    strong = (
+        (freqs >= TILT_BAND_HZ[0])
+        & (freqs <= TILT_BAND_HZ[1])
+        & (power >= power.max() * 10 ** (-TILT_RANGE_DB / 10))
+    )
+    if not strong.any():
+        return 0.0
+    edges = np.log2(freqs[strong])
+    lowest, highest = edges.min(), edges.max()
+    octaves = np.log2(np.maximum(freqs, 1.0))
+    low = strong & (octaves <= lowest + (highest - lowest) / 3)
+    high = strong & (octaves >= highest - (highest - lowest) / 3)
     tilt = (
         _db(spec_c[high].sum(axis=0))
         - _db(spec_c[low].sum(axis=0))
