@@ -130,7 +130,8 @@ def level_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
 
 OCTAVE_JUMP_ST = 8.0  # a clip/source F0 ratio this far from 1 is a tracker's octave jump
 PERIODIC = 0.5  # a source frame this correlated with itself one period later is voiced
-# a voiced source frame lies on a contour: runs of 50 ms or more, at most a semitone a frame
+# a voiced source frame lies on a contour: runs of 3 frames (30 ms) or more, each frame
+# within 2 semitones of the one before (a tracker's reading of noise jumps further)
 CONTOUR_STEP_ST, CONTOUR_FRAMES = 2.0, 3
 MIN_FRAMES = 6  # the fewest frames a reading rests on
 
@@ -350,7 +351,7 @@ def envelope_fluctuation_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> f
     return float(np.std(last) - np.std(first))
 
 
-TILT_RANGE_DB = 30.0  # a source's spectrum spans the frequencies within this of its strongest
+TILT_RANGE_DB = 30.0  # a source's spectrum spans the bins within this of its strongest
 TILT_BAND_HZ = (150.0, 6000.0)  # where the tilt is read
 
 
@@ -366,13 +367,10 @@ def spectral_tilt_change(clip: np.ndarray, ref: np.ndarray, sr: int) -> float:
     spec_r = np.abs(librosa.stft(ref[:n], n_fft=512, hop_length=160)) ** 2
     freqs = librosa.fft_frequencies(sr=sr, n_fft=512)
     power = spec_r.sum(axis=1)
-    strong = (
-        (freqs >= TILT_BAND_HZ[0])
-        & (freqs <= TILT_BAND_HZ[1])
-        & (power >= power.max() * 10 ** (-TILT_RANGE_DB / 10))
-    )
-    if not strong.any():
+    band = (freqs >= TILT_BAND_HZ[0]) & (freqs <= TILT_BAND_HZ[1])
+    if not power[band].any():
         return 0.0
+    strong = band & (power >= power[band].max() * 10 ** (-TILT_RANGE_DB / 10))
     edges = np.log2(freqs[strong])
     lowest, highest = edges.min(), edges.max()
     octaves = np.log2(np.maximum(freqs, 1.0))
