@@ -18,6 +18,7 @@ from vocalgrad.report.figures import export
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 
 FIGURE_FILES = ("svg", "pdf", "csv")
+VECTOR_KINDS = ("svg", "pdf")  # the figure files for papers, drawn beside the page's PNGs
 NUMBER = re.compile(r"-?\d[\d.]* \[")  # "0.62 [0.55, 0.70]": kept on one line
 
 CSS = """
@@ -354,9 +355,6 @@ def exporting_figures(sections: Sequence[Section], out: Path) -> Iterator[None]:
     failed = [f"{kind} (exit status {c.exitcode})" for kind, c in children.items() if c.exitcode]
     if failed:
         raise OSError(f"writing the figures' files failed: {', '.join(failed)}")
-
-
-VECTOR_KINDS = ("svg", "pdf")  # the figure files for papers, drawn beside the page's PNGs
 
 
 def _figures(sections: Sequence[Section]) -> list[Figure]:
