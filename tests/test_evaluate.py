@@ -535,3 +535,12 @@ def test_eval_warns_and_records_a_failed_shortcut_audit(tmp_path, cache_dir, cap
             (ds / "audit.json").write_text(json.dumps(report))
         manifest, err = ask(name)
         assert "shortcut audit" not in err and "audit_failed" not in manifest
+    # a ladder's rung: the ladder's family decides, whatever the dataset's own report says
+    (ds / "audit.json").write_text(json.dumps(audit))
+    listener = load_listener("baseline:always-increase", dataset=ds)
+    for verdict in ([], ["volume"]):
+        run = tmp_path / f"rung-{len(verdict)}"
+        evaluate(ds, listener, run, EvalConfig(), use_cache=False, audit_verdict=verdict)
+        manifest = json.loads((run / "manifest.json").read_text())
+        assert manifest.get("audit_failed", []) == verdict
+        assert manifest["audit_family"] == "ladder"

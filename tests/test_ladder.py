@@ -368,6 +368,49 @@ def test_a_ladder_with_a_failing_rung_exits_4_unless_allowed(tmp_path, monkeypat
     assert "contour: voice_pitch (direction gate)" in err
 
 
+def test_each_rung_is_asked_with_the_ladders_own_audit_verdict(tmp_path):
+    """A rung's run records the ladder's verdict on its dataset (the joint family), not the
+    dataset's own report: a rung that fails alone but not in the ladder's family is no
+    failure, one the family fails is, and a ladder without a joint verdict leaves each
+    dataset to its own report."""
+    from vocalgrad.evaluation.evaluate import EvalConfig
+    from vocalgrad.evaluation.ladder import evaluate_ladder
+
+    ladder = tmp_path / "L"
+    for name in ("gradual", "how_much"):
+        (ladder / name / "test").mkdir(parents=True)
+        (ladder / name / "test" / "metadata.jsonl").write_text("")
+    rungs = [
+        {"rung": "direction", "dataset": "gradual", "variants": ["default"]},
+        {"rung": "how_much", "dataset": "how_much", "variants": ["default"]},
+    ]
+    asked: dict[str, dict] = {}
+
+    def run(dataset, listener, folder, config, **options):
+        asked[Path(dataset).name] = options
+        return {"total": 1, "failed": 0}
+
+    def ask(audit: dict | None) -> dict[str, dict]:
+        index = {"rungs": rungs, "datasets": {}, **({"audit": audit} if audit else {})}
+        (ladder / "ladder.json").write_text(json.dumps(index))
+        asked.clear()
+        evaluate_ladder(ladder, lambda d: None, tmp_path / "R", EvalConfig(), run=run)
+        return {name: options.get("audit_verdict") for name, options in asked.items()}
+
+    joint = {"builds": ["gradual", "how_much"], "passes": True, "failing": {}}
+    assert ask(joint) == {"gradual": [], "how_much": []}
+    failing = {"how_much": {"voice_pitch": {"gates": {"direction": {"p": 0.01}}}}}
+    assert ask(joint | {"passes": False, "failing": failing}) == {
+        "gradual": [],
+        "how_much": ["voice_pitch"],
+    }
+    assert ask(None) == {"gradual": None, "how_much": None}
+    assert ask({"passes": None, "reason": "how_much/audit.json cannot be read"}) == {
+        "gradual": None,
+        "how_much": None,
+    }
+
+
 def test_a_ladder_is_judged_as_one_family_of_gates(tmp_path, monkeypatch, capsys):
     """Where the index holds the ladder's joint family (`ladder_audit`), it decides: a rung
     whose dataset fails its own gates alone but not the ladder's family passes, and says

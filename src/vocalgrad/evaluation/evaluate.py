@@ -201,6 +201,7 @@ def evaluate(
     executor: Executor | None = None,
     retry_errors: bool = True,
     use_cache: bool = True,
+    audit_verdict: Sequence[str] | None = None,
 ) -> EvalCounts:
     """Answer every selected item; returns counts. Resumes from `out/results.jsonl`.
 
@@ -210,7 +211,10 @@ def evaluate(
     says where its answer came from, and the counts' ``from_cache`` how many did.
     Batches are answered on `executor` (default: here); only this process writes the cache
     and the results file, so a batch is recorded once whichever worker answered it. The run
-    folder is locked meanwhile: a second writer fails at once instead of duplicating rows."""
+    folder is locked meanwhile: a second writer fails at once instead of duplicating rows.
+    The manifest records the dimensions whose shortcut audit fails (``audit_failed``): those
+    of `audit_verdict` where given (a ladder's rung, judged in the ladder's family, recorded
+    as ``audit_family``: "ladder"), else those of the dataset's own report."""
     dataset, out = Path(dataset), Path(out)
     rows = load_rows(dataset)
     check_categories(rows, config.categories, dataset)
@@ -244,7 +248,10 @@ def evaluate(
             "build with --n-train > 0 or drop --few-shot"
         )
     mode = _mode(config.mode, listener)
-    manifest = {**_manifest(dataset, listener, config, mode, items), "untestable": untestable}
+    manifest = {
+        **_manifest(dataset, listener, config, mode, items, audit_verdict),
+        "untestable": untestable,
+    }
     if subset is not None:
         manifest["subset"] = subset
     if out.exists() and not out.is_dir():
@@ -761,6 +768,7 @@ def _manifest(
     config: EvalConfig,
     mode: tuple[str, ...],
     items: Sequence[dict],
+    audit_verdict: Sequence[str] | None,
 ) -> dict:
     official = is_official(dataset)
     formats = {row_format(r) for r in items}
@@ -770,9 +778,10 @@ def _manifest(
             "evaluate one format per run"
         )
     fmt = formats.pop()
-    failed = audit_failed(dataset)
+    failed = audit_failed(dataset) if audit_verdict is None else sorted(audit_verdict)
     return {
         **({"audit_failed": failed} if failed else {}),
+        **({"audit_family": "ladder"} if audit_verdict is not None else {}),
         "listener": listener.manifest(),
         "listener_channels": listener.channels,
         "dataset": str(dataset.resolve()),

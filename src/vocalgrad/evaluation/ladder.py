@@ -253,7 +253,8 @@ def evaluate_ladder(
         Called with (rung, what happened: the items answered, or why it was skipped) after
         each rung.
     **options
-        Passed to `run` (executor, retry_errors, use_cache).
+        Passed to `run` (executor, retry_errors, use_cache), with each rung's
+        ``audit_verdict`` where the index holds the ladder's joint audit.
 
     Returns
     -------
@@ -264,6 +265,7 @@ def evaluate_ladder(
     ladder, out = Path(ladder), Path(out)
     index = read_index(ladder)
     run = run or evaluate
+    joint = index.get("audit") or {}
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Any] = {
         "protocol": "ladder",
@@ -288,6 +290,7 @@ def evaluate_ladder(
                     out / entry["rung"],
                     dataclasses.replace(config, variants=tuple(entry["variants"])),
                     **options,
+                    **_verdict(joint, entry["dataset"]),
                 )
                 record["counts"] = dict(counts)
             except ConfigError as err:
@@ -304,6 +307,15 @@ def evaluate_ladder(
                 f"{counts.get('total', 0)} items answered -> {out / entry['rung']}",
             )
     return written
+
+
+def _verdict(joint: Mapping[str, Any], dataset: str) -> dict[str, list[str]]:
+    """``audit_verdict`` for `evaluate`: the dimensions of `dataset` that fail the ladder's
+    joint family (`ladder_audit`), where the index holds its verdict on the dataset; its
+    own report alone would flag a rung of a clean ladder in about one build of three."""
+    if joint.get("passes") is None or dataset not in joint.get("builds", ()):
+        return {}
+    return {"audit_verdict": sorted(joint.get("failing", {}).get(dataset, {}))}
 
 
 def run_folders(path: str | Path) -> list[Path]:
