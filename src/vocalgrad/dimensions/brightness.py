@@ -95,13 +95,11 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
         The reason, naming the source's span in octaves; None where the change is
         audible.
     """
-    segment = 2 ** int(np.ceil(np.log2(ref.sr / SPAN_RESOLUTION_HZ)))
-    freqs, power = welch(ref.audio, ref.sr, window="blackmanharris", nperseg=segment)
-    fitted = (freqs >= FIT_BAND_HZ[0]) & (freqs <= FIT_BAND_HZ[1])
-    if not power[fitted].any():
+    if "brightness_span" not in ref.cache:  # asked once per tier of the source
+        ref.cache["brightness_span"] = _spectrum_span_octaves(ref)
+    span = ref.cache["brightness_span"]
+    if span is None:
         return "the source has no energy in the band a tilt is measured over"
-    strong = fitted & (power >= power[fitted].max() * 10 ** (-SPAN_RANGE_DB / 10))
-    span = float(np.log2(freqs[strong].max() / freqs[strong].min()))
     moved = 2 * magnitude * span
     if moved >= PROFILE_JND_DB:
         return None
@@ -109,6 +107,19 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
         f"a tilt change of {2 * magnitude:g} dB/octave moves this source's spectrum end to end "
         f"by {moved:.1f} dB (under {PROFILE_JND_DB:g} dB): its energy spans {span:.1f} octaves"
     )
+
+
+def _spectrum_span_octaves(ref: Analysis) -> float | None:
+    """The octaves between the lowest and highest frequencies of FIT_BAND_HZ where the
+    source's long-term spectrum lies within SPAN_RANGE_DB of its strongest; None where the
+    band holds no energy."""
+    segment = 2 ** int(np.ceil(np.log2(ref.sr / SPAN_RESOLUTION_HZ)))
+    freqs, power = welch(ref.audio, ref.sr, window="blackmanharris", nperseg=segment)
+    fitted = (freqs >= FIT_BAND_HZ[0]) & (freqs <= FIT_BAND_HZ[1])
+    if not power[fitted].any():
+        return None
+    strong = fitted & (power >= power[fitted].max() * 10 ** (-SPAN_RANGE_DB / 10))
+    return float(np.log2(freqs[strong].max() / freqs[strong].min()))
 
 
 def domain(sr: int) -> tuple[float, float]:
