@@ -59,6 +59,11 @@ $(STAMP): pyproject.toml $(DEMO_STAMP)
 # OpenMP / torch thread: a step runs beside another one, and threads waiting on a busy core burn
 # CPU. Finished steps leave a stamp in $(STEPS); `rm -rf out` starts the demo over.
 DEMO_JOBS ?= 2
+# Each step gets its share of the cores: on the 2-core machine one process per step. A build's
+# or Whisper's own second worker only oversubscribed the cores beside the other job slot: the
+# demo took 6-7% fewer CPU-s with one (three runs, docs/results.md#the-demo).
+NPROC := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+STEP_WORKERS ?= $(shell n=$$(( $(NPROC) / $(DEMO_JOBS) )); echo $$(( n > 1 ? n : 1 )))
 STEPS := $(DEMO)/.steps
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 # what the report reads, each one a step below, longest first: make starts the steps that are
@@ -80,34 +85,35 @@ demo: $(DEMO_STAMP)
 #    let a clean build fail in about one build in twenty by chance (docs/results.md), and a
 #    failure is printed here and shown in the report.
 $(STEPS)/tiers:
-	$(VG) build --out $(DEMO)/tiers --n-test 10 --n-train 4 --allow-audit-failure
+	$(VG) build --out $(DEMO)/tiers --n-test 10 --n-train 4 --allow-audit-failure --workers $(STEP_WORKERS)
 	$(VG) info $(DEMO)/tiers
 	@mkdir -p $(@D) && touch $@
 $(STEPS)/sweep:
-	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 10 --n-train 0 --constants 0 --no-audit
+	$(VG) build --out $(DEMO)/sweep --design psychometric --n-test 10 --n-train 0 --constants 0 --no-audit --workers $(STEP_WORKERS)
 	@mkdir -p $(@D) && touch $@
 
 # 1b. the ladder (docs/explanations/ladder.md): every rung, from hearing a change to reasoning
 #     about it (the comparison and recognition formats among them), on the ladder's preset
 #     (4 test sources, volume and voice pitch)
 $(STEPS)/ladder:
-	$(VG) build --protocol ladder --out $(DEMO)/ladder --n-train 0 --allow-audit-failure
+	$(VG) build --protocol ladder --out $(DEMO)/ladder --n-train 0 --allow-audit-failure --workers $(STEP_WORKERS)
 	@mkdir -p $(@D) && touch $@
 # 1c. the same question about tones (pure and harmonic), on four dimensions that apply to speech
 #     and tones alike: the report sets Whisper's accuracy on them beside its accuracy on speech
 $(STEPS)/tones:
-	$(VG) build --out $(DEMO)/tones --source tones --n-test 10 --n-train 0 --dimensions volume,voice_pitch,background_noise,voice_vibration --allow-audit-failure
+	$(VG) build --out $(DEMO)/tones --source tones --n-test 10 --n-train 0 --dimensions volume,voice_pitch,background_noise,voice_vibration --allow-audit-failure \
+		--workers $(STEP_WORKERS)
 	@mkdir -p $(@D) && touch $@
 
 # 2. listeners: chance, pure bias, the acoustic ceiling, the shortcut audit, an observer that
 #    reads one end of a clip only, and Whisper tiny.en. The time-reversed controls are asked
 #    of Whisper on its trimmed encoder context (7x faster than the padded default, which is the
 #    one to report; the README gives their agreement).
-#    Padded Whisper is the longest step (two listener copies): when the tiers build ends it must
+#    Padded Whisper is the longest step: when the tiers build ends it must
 #    start first, so the other steps on the tiers build wait (order only) for the sweep's Whisper
 #    run, which the other job slot works through meanwhile.
 $(STEPS)/whisper: $(STEPS)/tiers
-	$(VG) eval $(DEMO)/tiers --listener $(WHISPER) --limit $(WHISPER_ITEMS) --workers 2 --out $(RUNS)/whisper
+	$(VG) eval $(DEMO)/tiers --listener $(WHISPER) --limit $(WHISPER_ITEMS) --workers $(STEP_WORKERS) --out $(RUNS)/whisper
 	@touch $@
 AFTER_TIERS := $(STEPS)/tiers | $(STEPS)/sweep-whisper
 $(STEPS)/random $(STEPS)/always-increase $(STEPS)/shortcut $(STEPS)/one-end: $(STEPS)/%: $(AFTER_TIERS)
@@ -144,8 +150,8 @@ $(STEPS)/tones-whisper: $(STEPS)/tones
 #    the fewest that give its verdicts clustered bootstrap CIs), on the trimmed encoder context:
 #    7x less CPU than the padded one, the same verdicts (git show 6263424:docs/results.md)
 $(STEPS)/probe:
-	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --dimensions volume,voice_pitch --no-audit
-	$(VG) probe $(DEMO)/probe-set --listener $(WHISPER_TRIMMED) --out $(DEMO)/probe
+	$(VG) build --out $(DEMO)/probe-set --n-test 10 --n-train 4 --tiers high --curves linear,jump --dimensions volume,voice_pitch --no-audit --workers $(STEP_WORKERS)
+	$(VG) probe $(DEMO)/probe-set --listener $(WHISPER_TRIMMED) --workers $(STEP_WORKERS) --out $(DEMO)/probe
 	@mkdir -p $(@D) && touch $@
 
 # 4. one self-contained report
