@@ -204,6 +204,7 @@ def _hub_cache(release: Path, work: Path, repo: str) -> Path:
     return cache
 
 
+@pytest.mark.slow  # four CLI processes through the offline hub cache: ~40 s
 def test_hf_release_from_the_local_datasets_cache(release, tmp_path):
     cache = _hub_cache(release, tmp_path, "ynklab/vocalgrad")
     env = {
