@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from vocalgrad import dimensions
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = """
 import vocalgrad
@@ -153,3 +155,33 @@ def test_the_bytecode_warm_up_leaves_nothing_for_later_processes_to_compile(tmp_
         if not p.is_relative_to(stdlib) and (p.parent.name, p.name.split(".")[0]) not in startup
     ]
     assert not left, sorted(left)[:10]
+
+
+@pytest.mark.slow
+def test_the_numba_warm_up_leaves_nothing_for_workers_to_compile(tmp_path):
+    """`python -m vocalgrad.jit` (the install runs it; a parallel build calls it before its
+    workers start) must compile every numba kernel of librosa that a build, its verification
+    and the ideal observer reach: workers that compile one together can read a half-written
+    cache and crash. A fresh cache, the warm-up, then an all-dimension build and its ideal
+    observer: not one cache file more."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    jit = subprocess.run([sys.executable, "-m", "vocalgrad.jit"], env=env, timeout=600)
+    assert jit.returncode == 0
+    warmed = sorted(p.name for p in (tmp_path / "numba").rglob("*") if p.is_file())
+    assert warmed
+    dims = ",".join(dimensions.names())
+    for args in (
+        ["build", "--out", str(tmp_path / "b"), "--n-test", "1", "--n-train", "0"]
+        + ["--dimensions", dims, "--no-audit", "--workers", "1"],
+        ["eval", str(tmp_path / "b"), "--listener", "baseline:ideal", "--out", str(tmp_path / "r")],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "vocalgrad.cli", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+    after = sorted(p.name for p in (tmp_path / "numba").rglob("*") if p.is_file())
+    assert after == warmed, sorted(set(after) - set(warmed))

@@ -41,7 +41,7 @@ def deferred_interrupt() -> Iterator[None]:
 
 
 def warm_up(sr: int = 16000) -> None:
-    """Touch every numba-compiled librosa path vocalgrad uses (about 10 s the first time),
+    """Touch every numba-compiled librosa path vocalgrad uses (tens of seconds the first time),
     with Ctrl-C held until it is done (`deferred_interrupt`)."""
     with deferred_interrupt():
         _touch_numba_paths(sr)
@@ -61,6 +61,8 @@ def _touch_numba_paths(sr: int) -> None:
     librosa.yin(y, fmin=60, fmax=400, sr=sr, frame_length=1024, hop_length=160)
     librosa.feature.rms(y=y, frame_length=512, hop_length=160, center=False)
     librosa.stft(y, n_fft=512, hop_length=160)
+    frames = librosa.util.frame(y.astype(np.float64), frame_length=400, hop_length=160).T
+    librosa.lpc(frames * np.hanning(400), order=18, axis=-1)  # vocal-tract length's envelope
 
 
 if __name__ == "__main__":
