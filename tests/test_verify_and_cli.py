@@ -15,11 +15,21 @@ import pytest
 import soundfile as sf
 from conftest import alsa_paths, arctic_path, needs_alsa
 
+from vocalgrad import dimensions
+from vocalgrad.audio import load_audio
 from vocalgrad.cli import main
-from vocalgrad.dataset import load_rows
+from vocalgrad.dataset import load_references, load_rows
+from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.kinds import row_kind
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig
-from vocalgrad.stimuli.verify import verify_dataset
+from vocalgrad.stimuli.verify import (
+    heard_reference,
+    measure_row,
+    row_pitch_ceiling,
+    row_span,
+    verify_dataset,
+)
 
 CONFIG = BuildConfig(n_test=2, n_train=0, tiers=("high",), curves=("linear", "jump"))
 
@@ -42,6 +52,32 @@ def test_verify_agrees_with_the_build(dataset):
     assert report["per_category"]["volume"]["blind_agreement"] >= 0.9
     assert report["per_category"]["voice_pitch"]["blind_agreement"] >= 0.5
     assert report["failures"] == []
+
+
+def test_verify_measures_every_clip_as_the_build_did(tmp_path, cache_dir):
+    """Verification re-measures each clip against its stored source: every dimension's
+    measured change must come out as the build recorded it (to the row's 4 decimals), not
+    only on the same side of the floor. The references' speech span, rounded to the
+    millisecond, moved the source's head and tail windows: 38 of 426 changes differed, by up
+    to 0.28 dB (volume and distance)."""
+    os.environ["VOCALGRAD_CACHE"] = str(cache_dir)
+    config = BuildConfig(n_test=2, n_train=0, tiers=("low",), categories=dimensions.names())
+    build(config, tmp_path / "ds", workers=1, audit=False)
+    refs = load_references(tmp_path / "ds")
+    rows = load_rows(tmp_path / "ds")
+    assert {r["category"] for r in rows} == set(dimensions.names())
+    for row in rows:
+        ref_row = refs[row["source_id"]]
+        audio, sr = load_audio(row["path"], mono=False)
+        clip = Analysis(
+            audio,
+            sr,
+            span=row_span(row),
+            pitch_ceiling_hz=row_pitch_ceiling(row, ref_row),
+            kind=row_kind(row),
+        )
+        value, _ = measure_row(row, clip, heard_reference(ref_row, sr))
+        assert value == pytest.approx(row["measured_change"], abs=1e-4, nan_ok=True), row
 
 
 def test_verify_catches_a_wrong_label(dataset, tmp_path):

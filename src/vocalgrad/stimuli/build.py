@@ -112,8 +112,10 @@ def _render_source(task: SourceTask) -> dict:
         "source_id": source.source_id,
         "sample_rate": clean.sr,
         "duration_s": round(clean.duration_s, 4),
-        "speech_onset_s": round(clean.span.onset_s, 3),
-        "speech_offset_s": round(clean.span.offset_s, 3),
+        # as exact as a clip row's (under a sample at 48 kHz): verification reads the source's
+        # head and tail windows from it, and a span rounded to the millisecond moved them
+        "speech_onset_s": round(clean.span.onset_s, 5),
+        "speech_offset_s": round(clean.span.offset_s, 5),
         "room_tone_seed": prepared.tone_seed,
         "room_tone_rms": float(prepared.tone_rms),
         "source_kind": source.kind,
