@@ -16,7 +16,7 @@ import soundfile as sf
 from conftest import alsa_paths, arctic_path, needs_alsa
 
 from vocalgrad import dimensions
-from vocalgrad.audio import load_audio
+from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.cli import main
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.signal.analysis import Analysis
@@ -78,6 +78,23 @@ def test_verify_measures_every_clip_as_the_build_did(tmp_path, cache_dir):
         )
         value, _ = measure_row(row, clip, heard_reference(ref_row, sr))
         assert value == pytest.approx(row["measured_change"], abs=1e-4, nan_ok=True), row
+
+
+def test_a_span_one_rounding_error_away_reads_the_same_f0(arctic):
+    """A part's span reaches verification as file time less the part's start (3.52 s - 3.09 s
+    is 0.43000000000000016, the build had 0.43): Praat's analysed stretch, and with it the
+    F0 track, must not move with it. It did: 0.43 - 0.1 s is 0.32999999999999996, truncated
+    to sample 5279, a 30 ms step before 5280, and the part of a `how_much` pitch item read a
+    change of 2.74 semitones at build and 2.34 at verify."""
+    audio, sr = arctic
+    offset = len(audio) / sr - 0.5
+    tracks = [
+        Analysis(audio, sr, span=SpeechSpan(onset, offset, True)).f0
+        for onset in (0.43, 3.52 - 49440 / 16000)
+    ]
+    assert 3.52 - 49440 / 16000 != 0.43
+    (t0, f0), (t1, f1) = tracks
+    assert np.array_equal(t0, t1) and np.array_equal(f0, f1)
 
 
 def test_verify_catches_a_wrong_label(dataset, tmp_path):

@@ -138,8 +138,12 @@ class Analysis:
         hop = int(round(F0_STEP_S * self.sr))
         lo = max(0.0, self.span.onset_s - 0.1)
         hi = min(self.duration_s, self.span.offset_s + 0.1)
+        # in samples to a millionth, so that a span one rounding error away (0.43 - 0.1 is
+        # 0.32999999999999996 s) reads the same stretch: Praat's path through it moves with
+        # where the stretch starts
+        lo_n, hi_n = round(lo * self.sr, 6), round(hi * self.sr, 6)
         first, last = (
-            (int(lo * self.sr) // hop * hop, -(-int(np.ceil(hi * self.sr)) // hop) * hop)
+            (int(lo_n) // hop * hop, -(-int(np.ceil(hi_n)) // hop) * hop)
             if hi - lo > 0.2
             else (0, len(self.audio))
         )
