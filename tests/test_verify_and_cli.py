@@ -20,14 +20,12 @@ from vocalgrad.audio import SpeechSpan, load_audio
 from vocalgrad.cli import main
 from vocalgrad.dataset import load_references, load_rows
 from vocalgrad.signal.analysis import Analysis
-from vocalgrad.signal.kinds import row_kind
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.verify import (
+    clip_analysis,
     heard_reference,
     measure_row,
-    row_pitch_ceiling,
-    row_span,
     verify_dataset,
 )
 
@@ -69,13 +67,7 @@ def test_verify_measures_every_clip_as_the_build_did(tmp_path, cache_dir):
     for row in rows:
         ref_row = refs[row["source_id"]]
         audio, sr = load_audio(row["path"], mono=False)
-        clip = Analysis(
-            audio,
-            sr,
-            span=row_span(row),
-            pitch_ceiling_hz=row_pitch_ceiling(row, ref_row),
-            kind=row_kind(row),
-        )
+        clip = clip_analysis(row, audio, sr, ref_row)
         value, _ = measure_row(row, clip, heard_reference(ref_row, sr))
         assert value == pytest.approx(row["measured_change"], abs=1e-4, nan_ok=True), row
 

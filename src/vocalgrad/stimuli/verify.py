@@ -75,16 +75,8 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
             failures.append({"item_id": row["item_id"], "error": str(err)})
             continue
         bucket = results[category]
-        # our rows carry the source's speech span; a clip's own detection is unreliable
-        # by design (a -18 dB start or a noisy end hides speech)
         ref_row = refs.get(row.get("source_id"))
-        clip = Analysis(
-            audio,
-            sr,
-            span=row_span(row),
-            pitch_ceiling_hz=row_pitch_ceiling(row, ref_row),
-            kind=row_kind(row),
-        )
+        clip = clip_analysis(row, audio, sr, ref_row)
         if ref_row is not None:
             ref = ref_cache.get(ref_row["path"])
             if ref is None:
@@ -130,6 +122,36 @@ def verify_dataset(root: str | Path, limit: int | None = None) -> VerifyReport:
         "per_category": summary,
         "failures": failures,
     }
+
+
+def clip_analysis(row: dict, audio: np.ndarray, sr: int, ref_row: dict | None) -> Analysis:
+    """A row's clip analysed as the build analysed it: with the speech span the row records
+    (a clip's own detection is unreliable by design: a -18 dB start or a noisy end hides
+    speech), its source's pitch range and its kind of sound.
+
+    Parameters
+    ----------
+    row : dict
+        The clip's dataset row.
+    audio : ndarray, shape (n,) or (n, channels)
+        Its samples.
+    sr : int
+        Their rate, Hz.
+    ref_row : dict or None
+        Its source's row of ``references/metadata.jsonl``, where the dataset has one.
+
+    Returns
+    -------
+    Analysis
+        The clip.
+    """
+    return Analysis(
+        audio,
+        sr,
+        span=row_span(row),
+        pitch_ceiling_hz=row_pitch_ceiling(row, ref_row),
+        kind=row_kind(row),
+    )
 
 
 def measure_row(row: dict, clip: Analysis, ref: Analysis) -> tuple[float, dict]:
