@@ -1,18 +1,15 @@
 """What a stereo-direction clip sounds like summed to mono, against what the two ears get.
 
-Why: stereo direction's constant clips (held ahead, roved +-15 degrees) are told from its
-changing clips (sweeping to +-45) with an AUC of 0.55-0.68 in every build (results page).
-The renderer holds the sum of the ears' power fixed wherever the voice is; summed to mono
-(the mean of the channels, what a model that downmixes hears), a voice off to one side is
-comb-filtered by the interaural delay and comes out quieter. This script measures both
-loudnesses (BS.1770) of the builtin sources rendered by `stereo_direction.render`, held at
-a few azimuths and swept along each tier's path, relative to the voice held ahead.
+Why: a model that sums its input to one channel hears the mean of the ears. Summed to mono, a
+voice off to one side is comb-filtered by the interaural delay. Up to renderer revision 17 the
+renderer held the sum of the ears' power, so that downmix came out quieter off to one side and
+stereo direction's constant clips (held near ahead) were told from its sweeps by level alone;
+since revision 18 it holds the downmix per octave band (`stereo_direction.downmix_gain`) and
+the ears' sum rises instead. This script measures both loudnesses (BS.1770) of the builtin
+sources rendered by `stereo_direction.render`, held at a few azimuths and swept along each
+tier's path, relative to the voice held ahead, beside the revision-17 law (`--ears-held`).
 
-`--mid-cap-db X` renders instead with the per-frequency gain that keeps the mono mean equal
-to the source, capped at X dB above the renderer's (a large X keeps it exactly): the
-alternative pan law, measured and not adopted, since it moves the same loss onto the ears.
-
-    python benchmarks/stereo_downmix.py [--sources 6] [--mid-cap-db 1.5 3 6 60]
+    python benchmarks/stereo_downmix.py [--sources 6] [--ears-held]
 """
 
 from __future__ import annotations
@@ -41,17 +38,15 @@ def path_track(ref: Analysis, azimuth_deg: np.ndarray) -> Track:
     return lambda t: np.interp(t, points, azimuth_deg)
 
 
-def render_mid_capped(ref: Analysis, azimuth_deg: np.ndarray, cap_db: float) -> np.ndarray:
-    """The ears with the mono mean held to the source, the boost capped at `cap_db` over the
-    renderer's power normalisation (which it equals for a voice ahead)."""
+def render_ears_held(ref: Analysis, azimuth_deg: np.ndarray) -> np.ndarray:
+    """The ears under the revision-17 pan law: power-normalised per frequency only, so the
+    sum of the ears is the source's wherever the voice is."""
     freqs, times, spec = stft(
         ref.audio, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even"
     )
     path = path_track(ref, azimuth_deg)(np.clip(times, 0, ref.duration_s))  # as `render` reads it
     left, right = ear_response(freqs, path, -1), ear_response(freqs, path, 1)
-    power_norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
-    mid_norm = 2.0 / np.maximum(np.abs(left + right), 1e-9)
-    norm = np.minimum(mid_norm, power_norm * 10 ** (cap_db / 20))
+    norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
     ears = []
     for response in (left, right):
         _, out = istft(spec * response * norm, fs=ref.sr, nperseg=N_FFT, noverlap=N_FFT - HOP)
@@ -77,17 +72,13 @@ def paths() -> dict[str, np.ndarray]:
     return out
 
 
-def measure(refs: list[Analysis], cap_db: float | None) -> dict[str, tuple[float, float]]:
+def measure(refs: list[Analysis], ears_held: bool) -> dict[str, tuple[float, float]]:
     """Mean over sources of (mono, ears) loudness minus the same for the voice held ahead."""
     out: dict[str, list[tuple[float, float]]] = {}
     for ref in refs:
 
         def render(path: np.ndarray, ref: Analysis = ref) -> np.ndarray:
-            return (
-                render_current(ref, path)
-                if cap_db is None
-                else render_mid_capped(ref, path, cap_db)
-            )
+            return render_ears_held(ref, path) if ears_held else render_current(ref, path)
 
         ahead = loudness_pair(render(np.array([0.0, 0.0])), ref.sr)
         for name, path in paths().items():
@@ -100,11 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sources", type=int, default=6, help="builtin sources (default 6)")
     parser.add_argument(
-        "--mid-cap-db",
-        type=float,
-        nargs="*",
-        default=[],
-        help="also measure the mono-holding pan law, capped at these boosts (dB)",
+        "--ears-held",
+        action="store_true",
+        help="also measure the revision-17 pan law, which held the sum of the ears",
     )
     args = parser.parse_args(argv)
     config = BuildConfig()
@@ -114,10 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(refs)} builtin sources at {config.sample_rate} Hz; loudness (BS.1770, dB) "
         "relative to the voice held ahead: mono mean / both ears"
     )
-    variants: list[float | None] = [None, *args.mid_cap_db]
+    variants = [False, True] if args.ears_held else [False]
     results = {v: measure(refs, v) for v in variants}
     header = f"{'path':<24}" + "".join(
-        f" | {'renderer' if v is None else f'mono held, cap {v:g} dB':>22}" for v in variants
+        f" | {'ears held (rev. 17)' if v else 'renderer':>22}" for v in variants
     )
     print(header)
     print("-" * len(header))

@@ -11,6 +11,7 @@ from conftest import RENDER_SR
 from vocalgrad import dimensions
 from vocalgrad.audio import load_audio, write_flac_atomic
 from vocalgrad.dataset import load_rows
+from vocalgrad.dimensions import stereo_direction as STEREO
 from vocalgrad.errors import ConfigError
 from vocalgrad.evaluation.evaluate import AnswerCache, EvalConfig, evaluate, load_results
 from vocalgrad.evaluation.score import markdown, score_run
@@ -22,6 +23,7 @@ from vocalgrad.remedies.finetune import finetune
 from vocalgrad.report import build_sections
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig
+from vocalgrad.stimuli.confounds import loudness_drift_db
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     measure_clip,
@@ -46,8 +48,9 @@ def sources(real_speech_paths):
 
 def test_level_and_time_differences_move_together(sources):
     """Moving right raises the right ear's level (above 1.5 kHz) and makes it lead in time;
-    the sum of the ears stays as loud and as long as the source."""
+    the downmix stays as loud and as long as the source."""
     for source in sources:
+        drifts = []
         for direction, sign in (("increase", 1), ("decrease", -1)):
             lo, hi = DIM.endpoints(DIM.SPEC.tiers["high"], RENDER_SR)
             start, end = (lo, hi) if direction == "increase" else (hi, lo)
@@ -61,7 +64,63 @@ def test_level_and_time_differences_move_together(sources):
             assert r.verified and r.audio.shape == (len(source.clean.audio), 2), (direction, m)
             assert sign * (m.end - m.start) > 8, m  # ILD, dB
             assert sign * m.corroboration > 400e-6, m  # ITD: ~0.75 ms from 45 deg left to right
-            assert abs(r.confounds["loudness_drift_db"]) < 0.5, r.confounds
+            downmix = source.clean.like(r.audio.mean(axis=1))
+            drifts.append(loudness_drift_db(downmix, source.heard))
+            assert abs(drifts[-1]) < 0.5, drifts
+        # what a model that sums to mono hears drifts alike whichever way the voice moves (the
+        # sum of the ears rises at whichever end of the roved path lies farther out)
+        assert drifts[0] == pytest.approx(drifts[1], abs=0.2), drifts
+
+
+def test_the_downmix_gain_holds_every_octave_and_leaves_the_ears_differences_alone(
+    sources, monkeypatch
+):
+    """Ahead the gain is 1. Off to one side, after it, the downmix's power in each octave band
+    (weighted by the source's spectrum) is what it is ahead, and the ears differ in level and
+    time at every frequency as they do without it: the gain is common to both."""
+    from scipy.signal import stft
+
+    ref = sources[0].clean
+    freqs, _, spec = stft(
+        ref.audio, fs=RENDER_SR, nperseg=STEREO.N_FFT, noverlap=STEREO.N_FFT - STEREO.HOP
+    )
+    weight = (np.abs(spec) ** 2).sum(axis=1)
+
+    def normalised(azimuth_deg: float) -> tuple[np.ndarray, np.ndarray]:
+        azimuth = np.full(3, azimuth_deg)
+        left, right = (
+            STEREO.ear_response(freqs, azimuth, -1),
+            STEREO.ear_response(freqs, azimuth, 1),
+        )
+        norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
+        return left * norm, right * norm
+
+    assert np.allclose(STEREO.downmix_gain(freqs, *normalised(0.0), weight), 1.0, atol=1e-5)
+    left, right = normalised(45.0)
+    gain = STEREO.downmix_gain(freqs, left, right, weight)
+    down = np.abs(left * gain + right * gain) ** 2 / 4
+    assert gain.max() > 1.3  # the comb took up to half the power above its first notch
+    for lo in STEREO.OCTAVES_FROM_HZ * 2.0 ** np.arange(6):  # 125 Hz - 8 kHz
+        band = (freqs >= lo) & (freqs < 2 * lo)
+        held = weight[band] @ down[band] / weight[band].sum()
+        assert np.allclose(held, 1.0, atol=0.15), (lo, held)
+
+    track = lambda t: np.full(np.shape(t), 30.0)  # noqa: E731
+    with_gain = STEREO.render(ref, track, np.random.default_rng(0))
+    monkeypatch.setattr(STEREO, "downmix_gain", lambda f, lt, rt, w: np.ones(lt.shape, np.float32))
+    ears_held = STEREO.render(ref.like(ref.audio), track, np.random.default_rng(0))
+
+    def interaural(ears: np.ndarray) -> np.ndarray:
+        """Right re left per bin (complex): the level and phase differences between the ears."""
+        _, _, (left_spec, right_spec) = stft(ears.T, fs=RENDER_SR, nperseg=STEREO.N_FFT)
+        return (right_spec * left_spec.conj()).sum(axis=1) / (np.abs(left_spec) ** 2).sum(axis=1)
+
+    heard = weight > weight.max() * 1e-6
+    ratio = interaural(with_gain)[heard] / interaural(ears_held)[heard]
+    assert np.abs(ratio - 1).max() < 0.01, np.abs(ratio - 1).max()  # 0.09 dB, 0.6 degrees
+    assert STEREO.interaural_delay(with_gain, RENDER_SR) == STEREO.interaural_delay(
+        ears_held, RENDER_SR
+    )
 
 
 def test_a_level_only_pan_is_not_a_direction_change(sources):

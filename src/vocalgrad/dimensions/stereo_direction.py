@@ -4,9 +4,18 @@ interaural level and time differences of a head.
 Each ear gets the source through Brown & Duda's (1998) spherical-head model: a one-pole,
 one-zero head-shadow filter (high frequencies boosted up to 6 dB at the near ear, cut up to
 20 dB at the far one) and a Woodworth delay (0.26 ms x (theta + sin theta) between the
-ears). Both are applied per STFT frame, so the azimuth moves smoothly. The pair is
-power-normalised per frequency, so what the two ears hear in sum, its loudness and
-spectrum, does not depend on where the source is: only the difference between them moves.
+ears). Both are applied per STFT frame, so the azimuth moves smoothly.
+
+The pan law holds the mono downmix, the mean of the two ears, which is what a model that
+sums its input to one channel hears. Summed to mono, a voice off to one side is
+comb-filtered by the interaural delay: with the ears' sum held (revision 17 and before) its
+downmix was 2.9 dB quieter at 45 degrees than ahead and a sweep's downmix swelled and sank
+where a held voice's stayed flat, so constant clips were told from changing ones by level
+alone. Here the pair is first power-normalised per frequency, then each octave band of both
+ears gets one gain that holds the downmix's power there (weighted by the source's own
+spectrum) to what it is ahead (`downmix_gain`). What stays is the comb's fine ripple within
+a band, the mono trace of the interaural delay; the two ears' sum instead rises off to one
+side (more so in the upper octaves, as a real head's directional loudness does).
 """
 
 from __future__ import annotations
@@ -59,6 +68,9 @@ ITD_BAND_HZ = (200.0, 4000.0)
 ILD_FROM_HZ = 1500.0  # the head shadows highs: below ~1 kHz the ears differ in time, not level
 N_FFT = 512
 HOP = 128
+# the downmix is held per octave band, from 125 Hz up (below, the band of 125-250 Hz's gain)
+OCTAVES_FROM_HZ = 125.0
+MAX_BOOST_DB = 12.0  # a band that the comb all but cancels is boosted by no more than this
 
 
 @dataclass(frozen=True)
@@ -116,6 +128,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     azimuth = track(np.clip(times, 0, ref.duration_s))
     left, right = ear_response(freqs, azimuth, -1), ear_response(freqs, azimuth, 1)
     norm = np.sqrt(2.0 / (np.abs(left) ** 2 + np.abs(right) ** 2))
+    norm = norm * downmix_gain(freqs, left * norm, right * norm, (np.abs(spec) ** 2).sum(axis=1))
     ears = []
     for response in (left, right):
         _, out = istft(
@@ -124,6 +137,53 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
         out = out[: len(ref.audio)]
         ears.append(np.pad(out, (0, len(ref.audio) - len(out))))
     return np.stack(ears, axis=1).astype(np.float32)
+
+
+def downmix_gain(
+    freqs: np.ndarray, left: np.ndarray, right: np.ndarray, weight: np.ndarray
+) -> np.ndarray:
+    """The gain, common to both ears, that holds the downmix's power in every octave band.
+
+    Parameters
+    ----------
+    freqs : ndarray, shape (n_freqs,)
+        STFT bin frequencies, Hz.
+    left, right : ndarray, shape (n_freqs, n_frames), complex
+        Each ear's response, power-normalised so that ``|left|^2 + |right|^2 == 2``.
+    weight : ndarray, shape (n_freqs,)
+        The source's long-term power spectrum: how much each bin counts in its band.
+
+    Returns
+    -------
+    ndarray, shape (n_freqs, n_frames), float32
+        A gain that runs smoothly over frequency (linear in log frequency between the
+        octaves' centres) and makes the downmix's power ``|(left + right) / 2|^2`` in each
+        octave band from OCTAVES_FROM_HZ up, weighted by ``weight``, what it is ahead (1),
+        boosting by at most MAX_BOOST_DB; 1 where the ears are alike. Why per band and not
+        per bin: a bin at a comb notch would need an unbounded boost, and an octave holds
+        whole periods of the comb above its first notch.
+    """
+    down = (np.abs(left + right) ** 2 / 4).astype(np.float64)
+    nyquist = float(freqs[-1])
+    edges = OCTAVES_FROM_HZ * 2.0 ** np.arange(int(np.log2(nyquist / OCTAVES_FROM_HZ)) + 2)
+    bands = [(freqs >= lo) & (freqs < hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True)]
+    kept = [i for i, band in enumerate(bands) if weight[band].sum() > 0]
+    if not kept:
+        return np.ones(down.shape, np.float32)
+    centres = np.log2(np.sqrt(edges[kept] * np.minimum(edges[np.add(kept, 1)], nyquist)))
+    # each bin's gain (log) is a fixed blend of the centres' (np.interp's weights, as a matrix)
+    blend = np.stack(
+        [np.interp(np.log2(np.maximum(freqs, OCTAVES_FROM_HZ)), centres, np.eye(len(kept))[i])
+         for i in range(len(kept))], axis=1,
+    )  # fmt: skip
+    member = np.stack([bands[i] * weight for i in kept])  # (bands, freqs): each band's weights
+    member /= member.sum(axis=1, keepdims=True)
+    log_gain = np.zeros((len(kept), down.shape[1]))  # ln(power gain) at each centre and frame
+    ceiling = MAX_BOOST_DB / 10 * np.log(10)
+    for _ in range(4):  # the blend spreads a centre's gain into its neighbours: settle it
+        held = member @ (down * np.exp(blend @ log_gain))
+        log_gain = np.minimum(log_gain - np.log(np.maximum(held, 1e-12)), ceiling)
+    return np.exp(blend @ log_gain / 2).astype(np.float32)
 
 
 def measure(clip: Analysis, ref: Analysis) -> StereoMeasured:

@@ -58,7 +58,7 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips: a build resumed across it would mix them,
 # and caches are keyed on it. CHANGELOG.md lists what each revision changed;
 # tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
-RENDERER_REVISION = 17
+RENDERER_REVISION = 18
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -158,8 +158,13 @@ class PreparedSource:
 
 
 def span_loudness(audio: np.ndarray, sr: int, span: SpeechSpan) -> float:
-    """Integrated loudness over a speech span: silences and tails do not set the level."""
+    """Integrated loudness over a speech span: silences and tails do not set the level. A
+    two-channel clip is measured as if both ears heard its downmix: levelled on the sum of
+    its ears, a voice off to one side came out quieter in the mono a model hears
+    (`vocalgrad.dimensions.stereo_direction`)."""
     onset, offset = int(round(span.onset_s * sr)), int(round(span.offset_s * sr))
+    if audio.ndim == 2:
+        audio = np.repeat(audio.mean(axis=1, keepdims=True), audio.shape[1], axis=1)
     return loudness_lufs(audio[onset:offset] if offset - onset >= sr // 2 else audio, sr)
 
 
