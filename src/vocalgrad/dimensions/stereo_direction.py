@@ -8,7 +8,7 @@ ears). Both are applied per STFT frame, so the azimuth moves smoothly.
 
 The pan law holds the mono downmix, the mean of the two ears, which is what a model that
 sums its input to one channel hears. Summed to mono, a voice off to one side is
-comb-filtered by the interaural delay: with the ears' sum held (revision 17 and before) its
+comb-filtered by the interaural delay: with the ears' sum held instead, its
 downmix was 2.9 dB quieter at 45 degrees than ahead and a sweep's downmix swelled and sank
 where a held voice's stayed flat, so constant clips were told from changing ones by level
 alone. Here the pair is first power-normalised per frequency, then each octave band of both
