@@ -75,9 +75,10 @@ def test_level_and_time_differences_move_together(sources):
 def test_the_downmix_gain_holds_every_octave_and_leaves_the_ears_differences_alone(
     sources, monkeypatch
 ):
-    """Ahead the gain is 1. Off to one side, after it, the downmix's power in each octave band
-    (weighted by the source's spectrum) is what it is ahead, and the ears differ in level and
-    time at every frequency as they do without it: the gain is common to both."""
+    """Ahead the gain is 1. Off to one side (as far as 60 degrees), after it, the downmix's
+    power in each octave band (weighted by the source's spectrum) is what it is ahead, and the
+    ears differ in level and time at every frequency as they do without it: the gain is
+    common to both."""
     from scipy.signal import stft
 
     ref = sources[0].clean
@@ -96,14 +97,16 @@ def test_the_downmix_gain_holds_every_octave_and_leaves_the_ears_differences_alo
         return left * norm, right * norm
 
     assert np.allclose(STEREO.downmix_gain(freqs, *normalised(0.0), weight), 1.0, atol=1e-5)
-    left, right = normalised(45.0)
-    gain = STEREO.downmix_gain(freqs, left, right, weight)
-    down = np.abs(left * gain + right * gain) ** 2 / 4
-    assert gain.max() > 1.3  # the comb took up to half the power above its first notch
-    for lo in STEREO.OCTAVES_FROM_HZ * 2.0 ** np.arange(6):  # 125 Hz - 8 kHz
-        band = (freqs >= lo) & (freqs < 2 * lo)
-        held = weight[band] @ down[band] / weight[band].sum()
-        assert np.allclose(held, 1.0, atol=0.15), (lo, held)
+    band = STEREO.octave_bands(freqs)
+    assert band.max() == 5  # 8 kHz: 125-250 Hz ... 4-8 kHz, the last one to the Nyquist bin
+    for azimuth in (10.0, 30.0, 45.0, 60.0):
+        left, right = normalised(azimuth)
+        gain = STEREO.downmix_gain(freqs, left, right, weight)
+        down = np.abs(left * gain + right * gain) ** 2 / 4
+        assert gain.max() > 1.3, azimuth  # the comb took up to half the power of a band
+        for b in range(band.max() + 1):
+            held = weight[band == b] @ down[band == b] / weight[band == b].sum()
+            assert np.allclose(held, 1.0, atol=1e-3), (azimuth, b, held)
 
     track = lambda t: np.full(np.shape(t), 30.0)  # noqa: E731
     with_gain = STEREO.render(ref, track, np.random.default_rng(0))
@@ -117,10 +120,32 @@ def test_the_downmix_gain_holds_every_octave_and_leaves_the_ears_differences_alo
 
     heard = weight > weight.max() * 1e-6
     ratio = interaural(with_gain)[heard] / interaural(ears_held)[heard]
-    assert np.abs(ratio - 1).max() < 0.01, np.abs(ratio - 1).max()  # 0.09 dB, 0.6 degrees
+    deviation = np.abs(ratio - 1)  # at a band edge the gain steps, and re-analysis leaks it
+    assert np.median(deviation) < 1e-4 and deviation.max() < 0.05, deviation.max()  # 0.4 dB
     assert STEREO.interaural_delay(with_gain, RENDER_SR) == STEREO.interaural_delay(
         ears_held, RENDER_SR
     )
+
+
+def test_a_held_voice_is_levelled_on_its_downmix_wherever_it_sits(sources):
+    """A constant clip's downmix (less its drawn rove) is as loud held at the side as ahead,
+    and the clip's recorded loudness change is the downmix's: what a model that sums to mono
+    hears does not tell where the voice sits."""
+    from vocalgrad.audio import loudness_lufs
+
+    for source in sources[:2]:
+        levels, changes = [], []
+        for i, azimuth in enumerate((0.0, 20.0, 40.0, -40.0)):
+            r = render_condition(
+                source,
+                Condition("stereo_direction", "none", "none", "constant", 0.0, azimuth, azimuth),
+                0,
+                f"{0xC0 + i:016x}",
+            )
+            levels.append(loudness_lufs(r.audio.mean(axis=1), RENDER_SR) - r.rove_db)
+            changes.append(r.confounds["loudness_change_db"] - r.rove_db)
+        assert np.ptp(levels) < 0.3, levels
+        assert np.ptp(changes) < 0.3, changes
 
 
 def test_a_level_only_pan_is_not_a_direction_change(sources):

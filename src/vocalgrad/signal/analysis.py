@@ -97,22 +97,26 @@ class Analysis:
 
     @cached_property
     def k_weighted(self) -> np.ndarray:
-        """The K-weighted channels (samples, channels), filtered once for both the loudness
-        and the frame energies: the filter is a fair share of verifying every clip."""
-        return k_weight(self.channels, self.sr)
+        """The K-weighted signal (`audio`, a two-channel clip's downmix), filtered once for
+        both the loudness and the frame energies: the filter is a fair share of verifying
+        every clip."""
+        return k_weight(self.audio, self.sr)
 
     @cached_property
     def loudness_lufs(self) -> float:
-        """BS.1770 loudness of what the ears get: a two-channel clip sums its channels."""
+        """BS.1770 loudness, a two-channel clip's as if both ears heard its downmix: what a
+        model that sums to mono hears, on the scale of the two ears (a voice ahead reads as
+        its ears do), as the renderer levels it (`render.span_loudness`)."""
+        n = self.channels.shape[1]
         if (
             len(self.audio) < int(BLOCK_S * self.sr) + 1
         ):  # padded before filtering, as the meter does
             return loudness_lufs(
-                self.channels if self.channels.shape[1] > 1 else self.audio, self.sr
+                np.repeat(self.audio[:, None], n, axis=1) if n > 1 else self.audio, self.sr
             )
         weighted = self.k_weighted
         return weighted_loudness_lufs(
-            weighted if weighted.shape[1] > 1 else weighted[:, 0], self.sr
+            np.repeat(weighted[:, None], n, axis=1) if n > 1 else weighted, self.sr
         )
 
     @cached_property
@@ -204,8 +208,9 @@ class Analysis:
 
     @cached_property
     def k_power(self) -> np.ndarray:
-        """K-weighted (loudness-weighted) energy per 10 ms frame, summed over the channels."""
-        return np.sum([frame_rms(c, self.sr) ** 2 for c in self.k_weighted.T], axis=0)
+        """K-weighted (loudness-weighted) energy per 10 ms frame, a two-channel clip's as if
+        both ears heard its downmix (see `loudness_lufs`)."""
+        return self.channels.shape[1] * frame_rms(self.k_weighted, self.sr) ** 2
 
     @cached_property
     def mel_power(self) -> np.ndarray:
