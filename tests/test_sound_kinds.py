@@ -25,6 +25,7 @@ from vocalgrad.sources import (
     resolve_sources,
     select_sources,
     spec_kind,
+    tones,
     with_kind,
 )
 from vocalgrad.sources.check import SourceCheck, noise_problem, speech_problem, tone_problem
@@ -58,6 +59,25 @@ def test_tone_sources_render_the_same_bytes_into_any_cache(tmp_path):
         assert sr == 48000 and audio.ndim == 1
         assert abs(20 * np.log10(np.max(np.abs(audio))) - -6.0) < 0.01
         assert np.all(audio[:100] == 0) and np.all(audio[-100:] == 0)  # silences on both sides
+
+
+def test_a_tone_is_the_same_played_backwards_and_a_complex_changes_shape():
+    """Every tone mirrors about its middle (a clip's twin is its mirror), and a harmonic
+    complex's waveform changes shape over the sound while its fundamental stays put: in
+    fixed phase a sweep's peak, a maximum over the clip, exceeded a held constant's."""
+    for family in ("pure", "harmonic"):
+        audio = tones.synthesise(tones.tone_params(f"tones/{family}/400.0Hz"))
+        assert np.max(np.abs(audio - audio[::-1])) < 1e-9
+    params = tones.tone_params("tones/harmonic/400.0Hz")
+    audio = tones.synthesise(params)
+    sr, period = tones.SAMPLE_RATE, int(round(tones.SAMPLE_RATE / 400.0)) * 4  # 10 ms
+    sound = audio[int(tones.SILENCE_S * sr) + 2 * period : -int(tones.SILENCE_S * sr) - 2 * period]
+    windows = sound[: len(sound) // period * period].reshape(-1, period)
+    crest_db = 20 * np.log10(np.max(np.abs(windows), axis=1) / np.sqrt(np.mean(windows**2, axis=1)))
+    assert np.ptp(crest_db) > 1.0  # the shape moves (fixed sine phase: under 0.01 dB)
+    spectrum = np.abs(np.fft.rfft(sound * np.hanning(len(sound))))
+    freqs = np.fft.rfftfreq(len(sound), 1 / sr)
+    assert abs(freqs[np.argmax(spectrum * (freqs < 600))] - 400.0) < sr / len(sound)
 
 
 def test_tone_groups_are_bands_so_a_split_is_disjoint_in_frequency(tmp_path):

@@ -11,9 +11,16 @@ family, at its centre and 1/6 octave either side. Every other parameter is drawn
 generator seeded by the source id alone (`source_rng`), so a source is the same file on every
 machine: the sound lasts `DURATION_RANGE_S` (uniform, to 10 ms), between `SILENCE_S` of
 digital silence on either side, rises and falls over `RAMP_S` raised-cosine ramps, and peaks
-at `PEAK_DBFS`. A harmonic complex sums harmonics 1..K of its fundamental (all below
-`HARMONIC_CEILING_HZ`) at amplitudes 1/k in sine phase; a noise band is Gaussian noise cut to
-one octave around its centre in the frequency domain. Files are 16-bit mono WAV at
+at `PEAK_DBFS`. A pure tone is a cosine about the sound's middle; a harmonic complex sums
+harmonics 1..K of its fundamental (all below `HARMONIC_CEILING_HZ`) at amplitudes 1/k, each a
+cosine about the middle with a random sign, and each above the first off its place k x f0 by
+a drift drawn within +-`PHASE_DRIFT_HZ`, so the complex's waveform changes shape slowly. Why:
+in fixed (sine) phase the waveform never changed, so any change that moves the partials'
+relative phases or levels (a sweep across the stereo image summed to mono, a tilt) made the
+file's peak, a maximum over the clip, exceed a held constant's, and the crest factor told
+constants from sweeps (docs/results.md); cosines about the middle make every tone the same
+played backwards, as a clip's twin is. A noise band is Gaussian noise cut to one octave
+around its centre in the frequency domain. Files are 16-bit mono WAV at
 `SAMPLE_RATE`, rendered lazily into ``<cache>/tones`` like builtin speech, named by a hash of
 everything that sets their samples.
 
@@ -50,7 +57,8 @@ PEAK_DBFS = -6.0
 HARMONIC_CEILING_HZ = 5000.0  # a harmonic complex's partials stay below this
 NOISE_BANDWIDTH_OCT = 1.0  # a noise band spans one octave around its centre
 FAMILIES = {"pure": "tone", "harmonic": "tone", "noise": "noise"}  # family -> kind
-TONES_VERSION = 1  # bump when the synthesis changes, to invalidate the cache
+PHASE_DRIFT_HZ = 1.0  # a harmonic's offset from k * f0 is drawn within +-this (Hz)
+TONES_VERSION = 2  # bump when the synthesis changes, to invalidate the cache
 
 BEEP_FREQUENCIES_HZ = tuple(range(700, 2051, 150))
 BEEP_SAMPLE_RATE = 48000
@@ -93,7 +101,7 @@ class ToneParams:
     def key(self) -> str:
         settings = (
             TONES_VERSION, SAMPLE_RATE, SILENCE_S, RAMP_S, PEAK_DBFS, HARMONIC_CEILING_HZ,
-            NOISE_BANDWIDTH_OCT,
+            NOISE_BANDWIDTH_OCT, PHASE_DRIFT_HZ,
         )  # fmt: skip
         return f"{settings}|{self}"
 
@@ -187,13 +195,23 @@ def synthesise(params: ToneParams) -> np.ndarray:
     """One tone source's samples (float64, peak at PEAK_DBFS), silences included."""
     sr = SAMPLE_RATE
     n = int(round(params.duration_s * sr))
-    t = np.arange(n) / sr
+    centred = (np.arange(n) - (n - 1) / 2) / sr  # s, about the sound's middle: x(-t) = x(t)
     if params.family == "pure":
-        sound = np.sin(2 * np.pi * params.frequency_hz * t)
+        sound = np.cos(2 * np.pi * params.frequency_hz * centred)
     elif params.family == "harmonic":
         top = min(HARMONIC_CEILING_HZ, 0.45 * sr)
         ks = np.arange(1, max(1, int(top // params.frequency_hz)) + 1)
-        sound = np.sum([np.sin(2 * np.pi * k * params.frequency_hz * t) / k for k in ks], axis=0)
+        rng = np.random.default_rng(params.seed)
+        signs = rng.choice((-1.0, 1.0), len(ks))
+        drift_hz = rng.uniform(-PHASE_DRIFT_HZ, PHASE_DRIFT_HZ, len(ks))
+        drift_hz[0] = 0.0  # the fundamental stays at its frequency
+        sound = np.sum(
+            [
+                sign * np.cos(2 * np.pi * (k * params.frequency_hz + d) * centred) / k
+                for k, d, sign in zip(ks, drift_hz, signs, strict=True)
+            ],
+            axis=0,
+        )
     else:
         noise = np.random.default_rng(params.seed).standard_normal(n)
         spectrum = np.fft.rfft(noise)
