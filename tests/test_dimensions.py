@@ -776,6 +776,44 @@ def test_brightness_refuses_a_source_with_too_narrow_a_spectrum_to_tilt(arctic):
     assert reason is not None and "spans 0.0 octaves" in reason, reason
 
 
+def test_echo_refuses_one_steady_partial_and_hears_a_room_on_a_complex(arctic):
+    """A room's steady return of a pure tone is the same tone at another level: refused at
+    every tier, with why. A harmonic complex (the room colours its partials) and speech are
+    not refused."""
+    from vocalgrad.dimensions import echo
+
+    sr = RENDER_SR
+    audio, arctic_sr = arctic
+    assert echo.source_inaudible_reason(0.52, Analysis(audio, arctic_sr)) is None
+    complex_tone = Analysis(_steady([300.0 * k for k in range(1, 12)], sr), sr)
+    assert echo.source_inaudible_reason(0.28, complex_tone) is None
+    for magnitude in (0.28, 0.52):
+        reason = echo.source_inaudible_reason(magnitude, Analysis(_steady([700.0], sr), sr))
+        assert reason is not None and "spans 0.0 octaves" in reason, reason
+
+
+def test_echo_fades_its_return_alike_at_both_ends_of_the_sound():
+    """The return fades in over the sound's first WET_FADE_S and out over its last: held at
+    one ratio to the sound in between, it is silent at both ends, and a steady complex's
+    return is as strong just inside its onset as just inside its offset."""
+    from vocalgrad.dimensions import echo
+
+    sr = RENDER_SR
+    ref = Analysis(_steady([220.0 * k for k in range(1, 10)], sr), sr)
+    room = np.convolve(
+        ref.audio.astype(np.float64), echo.room_response(1.0, sr, np.random.default_rng(3))
+    )
+    wet = echo.room_return(room[: len(ref.audio)], ref, echo.WET_FADE_S)
+    onset, offset = (int(round(s * sr)) for s in (ref.span.onset_s, ref.span.offset_s))
+    assert np.max(np.abs(wet[:onset])) == 0 and np.max(np.abs(wet[offset:])) == 0
+    fade = int(echo.WET_FADE_S * sr)
+    head = np.sqrt(np.mean(wet[onset + fade // 2 : onset + fade] ** 2))
+    tail = np.sqrt(np.mean(wet[offset - fade : offset - fade // 2] ** 2))
+    middle = np.sqrt(np.mean(wet[onset + 2 * fade : offset - 2 * fade] ** 2))
+    assert abs(20 * np.log10(head / tail)) < 1.0
+    assert 0.2 < head / middle < 0.9  # faded, not cut
+
+
 def test_the_brightness_evidence_reads_a_sound_with_no_energy_below_800_hz():
     """A 2 kHz complex whose second partial grows re its first gets brighter: the ideal
     observer's tilt is read between the source's own lowest and highest partials (bands

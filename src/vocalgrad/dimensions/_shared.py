@@ -9,6 +9,7 @@ compensation or a volume ramp mislabelled as another dimension leave nothing beh
 from __future__ import annotations
 
 import numpy as np
+from scipy.signal import welch
 
 from vocalgrad.audio import FRAME_S
 from vocalgrad.signal.analysis import Analysis, mel_spectrogram
@@ -235,3 +236,29 @@ def log_envelope(ref: Analysis) -> np.ndarray:
         cepstrum[keep + 1 : cepstrum.shape[0] - keep] = 0.0
         ref.cache["log_envelope"] = np.fft.rfft(cepstrum, axis=0).real[: spec.shape[0]]
     return ref.cache["log_envelope"]
+
+
+SPAN_RANGE_DB = 30.0  # a spectrum spans the frequencies within this of its strongest
+# the spectrum's span is read at this resolution, through a window whose side lobes (-92 dB)
+# leave a partial its own width: at 200 Hz, a pure tone spans under 0.2 octaves
+SPAN_RESOLUTION_HZ = 4.0
+
+
+def spectrum_span_octaves(ref: Analysis, band_hz: tuple[float, float]) -> float | None:
+    """The octaves between the lowest and highest frequencies of `band_hz` (Hz) where the
+    source's long-term spectrum lies within SPAN_RANGE_DB of its strongest; None where the
+    band holds no energy. Read once per source (cached on `ref`).
+
+    Why: a change that acts across the spectrum (a tilt, a room's colouring) is heard on a
+    source with many partials; on one steady partial it is a change of level and phase."""
+    key = ("spectrum_span", band_hz)
+    if key not in ref.cache:
+        segment = 2 ** int(np.ceil(np.log2(ref.sr / SPAN_RESOLUTION_HZ)))
+        freqs, power = welch(ref.audio, ref.sr, window="blackmanharris", nperseg=segment)
+        fitted = (freqs >= band_hz[0]) & (freqs <= band_hz[1])
+        if not power[fitted].any():
+            ref.cache[key] = None
+        else:
+            strong = fitted & (power >= power[fitted].max() * 10 ** (-SPAN_RANGE_DB / 10))
+            ref.cache[key] = float(np.log2(freqs[strong].max() / freqs[strong].min()))
+    return ref.cache[key]

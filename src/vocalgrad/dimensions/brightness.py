@@ -14,9 +14,14 @@ low tier (a 2 dB/octave change from start to end) is ~2.7 such steps.
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import welch
 
-from vocalgrad.dimensions._shared import band_sums, db, inverse_stft, stft_frames
+from vocalgrad.dimensions._shared import (
+    band_sums,
+    db,
+    inverse_stft,
+    spectrum_span_octaves,
+    stft_frames,
+)
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis, mel_centres
 from vocalgrad.signal.evidence import spectral_tilt_change
@@ -56,10 +61,6 @@ KEPT_RANGE_DB = 20.0
 # the level change of one end of a spectrum re the other that is heard (profile analysis,
 # Green 1988; the floor's basis: 0.75 dB/octave over the 2.6 octaves of speech's two bands)
 PROFILE_JND_DB = 2.0
-SPAN_RANGE_DB = 30.0  # a spectrum spans the frequencies within this of its strongest
-# the spectrum's span is read at this resolution, through a window whose side lobes (-92 dB)
-# leave a partial its own width: at 200 Hz, a pure tone spans under 0.2 octaves
-SPAN_RESOLUTION_HZ = 4.0
 MIN_BANDS = 4  # the fewest bands `measure` fits a slope to
 
 
@@ -79,7 +80,7 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     partial) it is a change of level, which the loudness compensation takes out: such
     clips were kept on the measure's scatter of a few leaking bands. The change from start
     to end (2 x `magnitude` dB/octave) over the octaves that the source's spectrum spans
-    (its long-term spectrum within SPAN_RANGE_DB of its strongest, in the band `measure`
+    (its long-term spectrum within `_shared.SPAN_RANGE_DB` of its strongest, in the band `measure`
     fits) must move its ends re each other by PROFILE_JND_DB.
 
     Parameters
@@ -95,9 +96,7 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
         The reason, naming the source's span in octaves; None where the change is
         audible.
     """
-    if "brightness_span" not in ref.cache:  # asked once per tier of the source
-        ref.cache["brightness_span"] = _spectrum_span_octaves(ref)
-    span = ref.cache["brightness_span"]
+    span = spectrum_span_octaves(ref, FIT_BAND_HZ)
     if span is None:
         return "the source has no energy in the band a tilt is measured over"
     moved = 2 * magnitude * span
@@ -107,19 +106,6 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
         f"a tilt change of {2 * magnitude:g} dB/octave moves this source's spectrum end to end "
         f"by {moved:.1f} dB (under {PROFILE_JND_DB:g} dB): its energy spans {span:.1f} octaves"
     )
-
-
-def _spectrum_span_octaves(ref: Analysis) -> float | None:
-    """The octaves between the lowest and highest frequencies of FIT_BAND_HZ where the
-    source's long-term spectrum lies within SPAN_RANGE_DB of its strongest; None where the
-    band holds no energy."""
-    segment = 2 ** int(np.ceil(np.log2(ref.sr / SPAN_RESOLUTION_HZ)))
-    freqs, power = welch(ref.audio, ref.sr, window="blackmanharris", nperseg=segment)
-    fitted = (freqs >= FIT_BAND_HZ[0]) & (freqs <= FIT_BAND_HZ[1])
-    if not power[fitted].any():
-        return None
-    strong = fitted & (power >= power[fitted].max() * 10 ** (-SPAN_RANGE_DB / 10))
-    return float(np.log2(freqs[strong].max() / freqs[strong].min()))
 
 
 def domain(sr: int) -> tuple[float, float]:

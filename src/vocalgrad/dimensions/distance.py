@@ -66,6 +66,7 @@ AIR_DB_PER_M_HZ2 = 1.3e-9  # air absorption ~ f^2: 0.08 dB/m at 8 kHz (ISO 9613-
 RT60_S = (0.6, 0.3)  # the room's decay below and above SPLIT_HZ
 SPLIT_HZ = 2000.0
 PREDELAY_S = 0.005
+FIELD_FADE_S = 0.1  # the field fades in and out over the speech's first and last 100 ms
 ROOM_SEED = 14
 WELCH_S = 0.064  # cross-spectrum segments: longer than the early reflections
 BAND_DB = 30.0
@@ -118,7 +119,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
     The field is played as echo plays its return (`echo.room_return`): held at one ratio to
     the speech, out of its pauses, faded in and out over the speech's first and last
-    `echo.WET_FADE_S`. Left to build up and ring on, it made a far start rise out of silence later
+    FIELD_FADE_S. Left to build up and ring on, it made a far start rise out of silence later
     than a near one while the ringing set both twins' ends, and the sum of the two edges'
     levels told the direction (docs/explanations/design-notes.md). Both paths start from
     the source with its ends' level courses matched at 20 ms (`edge_matched_analysis`), as volume's
@@ -132,7 +133,7 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
             source.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even"
         )
         room = fftconvolve(source.audio.astype(np.float64), room_response(sr))[:n]
-        ref.cache["distance_reverb"] = echo.room_return(room, source, fade_in=True)
+        ref.cache["distance_reverb"] = echo.room_return(room, source, FIELD_FADE_S)
     freqs, times, spec = ref.cache["distance_stft"]
     r = track(np.clip(times, 0, ref.duration_s))
     gain_db = (

@@ -7,7 +7,7 @@ from scipy.ndimage import uniform_filter1d
 from scipy.signal import fftconvolve, lfilter
 
 from vocalgrad.audio import FRAME_S, frame_rms
-from vocalgrad.dimensions._shared import db, gain_matched_residual, windows
+from vocalgrad.dimensions._shared import db, gain_matched_residual, spectrum_span_octaves, windows
 from vocalgrad.dimensions.base import DimensionSpec, Measured, Question, Track
 from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.trajectories import sample_times
@@ -40,21 +40,23 @@ SPEC = DimensionSpec(
         "global_centroid_hz",
         "global_peak_dbfs",
     ),
-    # The reverberation ends with the speech (`WET_FADE_S`): the file's silences are the
-    # source's in every clip, so no twin rings on longer than the other.
+    # The reverberation starts and ends with the speech (`WET_FADE_S`): the file's silences are
+    # the source's in every clip, so no twin rings on longer than the other.
     source_edges=True,
     kinds=("speech", "tone", "noise", "music", "everyday"),
 )
 PREDELAY_S = 0.012
 INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy reads as none
-# The wet signal fades out over the last WET_FADE_S before the speech offset: a room rings only
-# forward, so a tail left to ring would outlast the speech longer where the return ends high.
-WET_FADE_S = 0.1
+# The wet signal fades in over the first and out over the last WET_FADE_S of the speech: a room
+# rings only forward, so a tail left to ring would outlast the speech longer where the return
+# ends high, and a return high at the start meets the room still building up (`render`).
+WET_FADE_S = 0.3
 PAUSE_S = 0.08  # a pause at least this long is left dry
 RATIO_WINDOW_S = 0.2  # the room's output is held at one ratio to the speech over this window
 MAX_RATIO_GAIN_DB = 30.0  # where the speech starts, the room has barely begun to ring
 PAUSE_FADE_S = 0.02
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
+MIN_SPAN_OCTAVES = 0.5  # a source's spectrum spans this at least to hear a room on it
 
 
 def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
@@ -63,6 +65,37 @@ def endpoints(magnitude: float, sr: int) -> tuple[float, float]:
 
 def inaudible_reason(magnitude: float, sr: int) -> str | None:
     return None if magnitude > 0 else "a wet level of 0 adds nothing"
+
+
+def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
+    """Why a reverb change could not be heard as reverberation on this source, or None.
+
+    A room's steady return of one partial (a pure tone) is that partial again, at another
+    level and phase: over the sound it adds no tail and no colouring, and the clip's
+    levelling takes the level out. What was left to hear was the room building up at a
+    reverberant start, which a fade at the end never matches (the crest factor told an
+    increase from a decrease on `tones` 24 + 24: AUC 0.19). The source's long-term spectrum
+    (`_shared.spectrum_span_octaves`) must span MIN_SPAN_OCTAVES.
+
+    Parameters
+    ----------
+    magnitude : float
+        The condition's magnitude (return level; not used: no level makes it heard).
+    ref : Analysis
+        The source as heard.
+
+    Returns
+    -------
+    str or None
+        The reason, naming the source's span in octaves; None where reverb is heard.
+    """
+    span = spectrum_span_octaves(ref, (20.0, ref.sr / 2))
+    if span is not None and span >= MIN_SPAN_OCTAVES:
+        return None
+    return (
+        "a room's steady return of one partial is that partial again, at another level: "
+        f"this source's energy spans {span or 0.0:.1f} octaves (under {MIN_SPAN_OCTAVES:g})"
+    )
 
 
 def domain(sr: int) -> tuple[float, float]:
@@ -93,9 +126,14 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     frames between words, and how much of the file lay within 30 dB of its loudest frame told
     the direction (fewer such frames in the increase clip in most linear and jump twins;
     docs/explanations/design-notes.md). The room's output is held at one ratio
-    to the speech (`held_ratio`) before the curve scales it. The reverberation fades out over
-    the last WET_FADE_S of the speech span (a raised cosine), stays out of pauses, and the
-    file keeps the source's length and silences."""
+    to the speech (`held_ratio`) before the curve scales it. The reverberation fades in and
+    out over the first and last WET_FADE_S of the speech span (raised cosines), stays out of
+    pauses, and the file keeps the source's length and silences. Why fades of 0.3 s at both
+    ends: faded out over 0.1 s at the end alone, a decrease clip met the room at full return
+    where it was still building up, whose phase against the direct sound wanders until it
+    has rung for about its decay time; an increase clip met it only rung in. On a steady
+    harmonic complex the peak, and how long the file stays under -45 dB at its ends, told
+    the direction (order-free 0.578 on `tones` 24 + 24, crest factor AUC 0.40; now 0.51)."""
     n = len(ref.audio)
     dry = ref.audio.astype(np.float64)
     level = track(sample_times(n, ref.sr))
@@ -103,24 +141,21 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     if magnitude == 0:
         return dry.astype(np.float32)
     ir = room_response(rt60_for(magnitude), ref.sr, rng)
-    wet = room_return(fftconvolve(ref.audio, ir)[:n], ref) * level
+    wet = room_return(fftconvolve(ref.audio, ir)[:n], ref, WET_FADE_S) * level
     return (dry + wet).astype(np.float32)
 
 
-def room_return(room: np.ndarray, ref: Analysis, fade_in: bool = False) -> np.ndarray:
+def room_return(room: np.ndarray, ref: Analysis, fade_s: float) -> np.ndarray:
     """The room's output (`room`, as long as `ref`) as every reverberant clip plays it: held at
-    one ratio to the speech (`held_ratio`), out of the speech's pauses, and faded out over the
-    last WET_FADE_S of the speech span (a raised cosine), so it never rings past the speech;
-    with `fade_in`, faded in over the span's first WET_FADE_S as well, so that the speech's
-    two ends hold the same share of it. Each step removes a way in which a room, ringing
-    only forward, would make a clip differ from its reversal in a way that tells the
-    direction."""
+    one ratio to the speech (`held_ratio`), out of the speech's pauses, and faded in and out
+    over the first and last `fade_s` seconds of the speech span (raised cosines), so it never
+    rings past the speech and the speech's two ends hold the same share of it. Each step
+    removes a way in which a room, ringing only forward, would make a clip differ from its
+    reversal in a way that tells the direction."""
     t = sample_times(len(room), ref.sr)
-    u = np.clip((t - ref.span.offset_s + WET_FADE_S) / WET_FADE_S, 0.0, 1.0)
-    fade = 0.5 + 0.5 * np.cos(np.pi * u)
-    if fade_in:
-        v = np.clip((ref.span.onset_s + WET_FADE_S - t) / WET_FADE_S, 0.0, 1.0)
-        fade = fade * (0.5 + 0.5 * np.cos(np.pi * v))
+    u = np.clip((t - ref.span.offset_s + fade_s) / fade_s, 0.0, 1.0)
+    v = np.clip((ref.span.onset_s + fade_s - t) / fade_s, 0.0, 1.0)
+    fade = (0.5 + 0.5 * np.cos(np.pi * u)) * (0.5 + 0.5 * np.cos(np.pi * v))
     return held_ratio(room, ref) * fade * _outside_pauses(ref)
 
 
