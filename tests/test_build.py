@@ -32,15 +32,16 @@ def small(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def test_every_category_verifies_on_builtin_speech(small):
-    """At most one clip a category fails verification in this 4-source build, and 99% verify
-    over all nine: a constant held at a strong roughness or distortion verifies less often
-    (content moves a held error-to-mask ratio by several dB), so a rule of none in ~76 a
-    category failed whenever any change to the renderer moved one such constant (the
-    32 + 32 builds verify 98.2-100% a category; results page)."""
+    """At most two clips a category fail verification in this 4-source build, and 99% verify
+    over all nine: a constant held at a strong roughness, distortion or echo verifies less
+    often (content moves a held error-to-mask ratio, or the reverb read at the two ends, by
+    several dB; 2-3% of echo's constants on builtin 24 + 24), so a rule of none, or one, in
+    ~76 a category failed whenever a change to the renderer moved one such constant (the
+    24 + 24 and 32 + 32 builds verify 98.2-100% a category; results page)."""
     _, report = small
     assert set(report["verification_agreement"]) == set(SMALL.categories)
     by_category = {c: v["failed_verification"] for c, v in report["per_category"].items()}
-    assert max(by_category.values()) <= 1, by_category
+    assert max(by_category.values()) <= 2, by_category
     assert sum(by_category.values()) <= 0.01 * report["clips_rendered"], by_category
     assert report["clips_kept"] >= 0.95 * report["clips_rendered"]
     refused = sum(c["refused_inaudible"] for c in report["per_category"].values())

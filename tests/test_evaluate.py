@@ -237,7 +237,7 @@ def test_unknown_listener_specs_are_clear():
 
 
 def test_a_family_registered_at_run_time_is_found_by_its_scheme(dataset):
-    from vocalgrad.listeners import families, register
+    from vocalgrad.listeners import families, register, unregister
     from vocalgrad.listeners.baselines import ConstantListener
 
     seen = {}
@@ -247,10 +247,13 @@ def test_a_family_registered_at_run_time_is_found_by_its_scheme(dataset):
         return ConstantListener("decrease")
 
     register("mine", factory)
-    listener = load_listener("mine:model-a", dataset=dataset, temperature=0.5)
-    assert listener.listener_id == "baseline:always-decrease"
-    assert seen == {"rest": "model-a", "dataset": dataset, "temperature": 0.5}
-    assert families()["mine"].endswith("factory")
+    try:
+        listener = load_listener("mine:model-a", dataset=dataset, temperature=0.5)
+        assert listener.listener_id == "baseline:always-decrease"
+        assert seen == {"rest": "model-a", "dataset": dataset, "temperature": 0.5}
+        assert families()["mine"].endswith("factory")
+    finally:
+        unregister("mine")
     assert {"baseline", "whisper", "hf", "openai", "tuned"} <= set(families())
     with pytest.raises(ConfigError, match="without ':'"):
         register("a:b", factory)

@@ -375,7 +375,7 @@ def test_baseline_listeners_refuse_unknown_or_ill_typed_options(synth, tmp_path,
 
 
 def test_a_family_without_the_keyword_is_a_usage_error_not_a_traceback(synth, tmp_path, capsys):
-    from vocalgrad.listeners import register
+    from vocalgrad.listeners import register, unregister
     from vocalgrad.listeners.baselines import ConstantListener
 
     class Fixed(ConstantListener):
@@ -383,10 +383,20 @@ def test_a_family_without_the_keyword_is_a_usage_error_not_a_traceback(synth, tm
             super().__init__(answer)
 
     register("fixed-safety", lambda rest, *, dataset=None, **options: Fixed(rest, **options))
-    args = ["eval", str(synth), "--listener", "fixed-safety:increase", "--out", str(tmp_path / "r")]
-    assert main([*args, "-O", "temprature=0.5"]) == 2
-    one_line_error(capsys.readouterr().err, "fixed-safety:increase", "'temprature'")
-    assert main([*args, "-O", "temperature=0.5"]) == 0
+    try:  # the registry is the process's: a family left behind shows in other tests' errors
+        args = [
+            "eval",
+            str(synth),
+            "--listener",
+            "fixed-safety:increase",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+        assert main([*args, "-O", "temprature=0.5"]) == 2
+        one_line_error(capsys.readouterr().err, "fixed-safety:increase", "'temprature'")
+        assert main([*args, "-O", "temperature=0.5"]) == 0
+    finally:
+        unregister("fixed-safety")
 
 
 def test_score_fields_and_clusters_are_checked(synth, tmp_path, capsys):

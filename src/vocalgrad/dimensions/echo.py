@@ -50,7 +50,7 @@ INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy rea
 # The wet signal fades in over the first and out over the last WET_FADE_S of the speech: a room
 # rings only forward, so a tail left to ring would outlast the speech longer where the return
 # ends high, and a return high at the start meets the room still building up (`render`).
-WET_FADE_S = 0.3
+WET_FADE_S = 0.2
 PAUSE_S = 0.08  # a pause at least this long is left dry
 RATIO_WINDOW_S = 0.2  # the room's output is held at one ratio to the speech over this window
 MAX_RATIO_GAIN_DB = 30.0  # where the speech starts, the room has barely begun to ring
@@ -73,9 +73,9 @@ def source_inaudible_reason(magnitude: float, ref: Analysis) -> str | None:
     A room's steady return of one partial (a pure tone) is that partial again, at another
     level and phase: over the sound it adds no tail and no colouring, and the clip's
     levelling takes the level out. What was left to hear was the room building up at a
-    reverberant start, which a fade at the end never matches (the crest factor told an
-    increase from a decrease on `tones` 24 + 24: AUC 0.19). The source's long-term spectrum
-    (`_shared.spectrum_span_octaves`) must span MIN_SPAN_OCTAVES.
+    reverberant start, which a fade at the end never matches, and the file's peak told an
+    increase from a decrease (docs/explanations/design-notes.md). The source's long-term
+    spectrum (`_shared.spectrum_span_octaves`) must span MIN_SPAN_OCTAVES.
 
     Parameters
     ----------
@@ -128,12 +128,11 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     docs/explanations/design-notes.md). The room's output is held at one ratio
     to the speech (`held_ratio`) before the curve scales it. The reverberation fades in and
     out over the first and last WET_FADE_S of the speech span (raised cosines), stays out of
-    pauses, and the file keeps the source's length and silences. Why fades of 0.3 s at both
-    ends: faded out over 0.1 s at the end alone, a decrease clip met the room at full return
-    where it was still building up, whose phase against the direct sound wanders until it
-    has rung for about its decay time; an increase clip met it only rung in. On a steady
-    harmonic complex the peak, and how long the file stays under -45 dB at its ends, told
-    the direction (order-free 0.578 on `tones` 24 + 24, crest factor AUC 0.40; now 0.51)."""
+    pauses, and the file keeps the source's length and silences. Why fades at both ends:
+    faded out at the end alone, a decrease clip met the room at full return where it was
+    still building up, whose phase against the direct sound wanders until the room has rung
+    for about its decay time, and its increase twin met it only rung in; on a steady
+    complex the file's peak told the two apart (docs/explanations/design-notes.md)."""
     n = len(ref.audio)
     dry = ref.audio.astype(np.float64)
     level = track(sample_times(n, ref.sr))
