@@ -1,19 +1,26 @@
-"""Which audit cue tells an increase clip from its decrease twin, and how often.
+"""Which audit cue tells an increase clip from its decrease twin, or a constant clip from the
+changing ones, and how often.
 
 Why: the shortcut audit says *whether* a category's cues leak the label; declaring a cue a
-target cue (`SPEC.target_cues`) needs the mechanism, which starts with the cue that
-separates twins (same source, tier and curve). The README's audit table quotes these shares.
+target cue (`SPEC.target_cues`) or finding what the renderer leaves behind needs the
+mechanism, which starts with the cue that separates twins (same source, tier and curve) or
+constants. The README's audit table and the results page quote these figures.
 
     python benchmarks/cue_pairs.py DATASET [DIMENSION ...] [--min-share 0.58]
+        [--constants] [--sources REGEX]
 
 Prints, per category, each cue whose value is larger in the increase clip in a share of
-twins away from 0.5 (ties left out), with the median increase-minus-decrease difference.
-Cues come from the audit's cache (`DATASET/.audit/cues.jsonl`, measured when missing).
+twins away from 0.5 (ties left out), with the median increase-minus-decrease difference;
+with ``--constants``, each cue whose AUC for "constant" among all the category's clips lies
+as far from 0.5. ``--sources`` keeps the sources whose id matches REGEX (``/harmonic/`` for
+`tones`' harmonic complexes). Cues come from the audit's cache (`DATASET/.audit/cues.jsonl`,
+measured when missing).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -44,6 +51,25 @@ def twin_shares(
     return out
 
 
+def constant_aucs(
+    rows: list[dict], cues: dict[str, dict[str, float]], category: str
+) -> dict[str, tuple[float, int, int]]:
+    """cue -> (AUC for "constant" over the category's clips, constant clips, changing clips)."""
+    from sklearn.metrics import roc_auc_score
+
+    members = [r for r in rows if r["category"] == category]
+    y = np.array([r["direction"] == "constant" for r in members])
+    out = {}
+    if y.all() or not y.any():
+        return out
+    for name in (n for family in CUE_NAMES.values() for n in family):
+        x = np.array([cues[r["item_id"]].get(name, np.nan) for r in members], dtype=float)
+        ok = np.isfinite(x)
+        if ok.any() and len(set(y[ok])) == 2 and np.ptp(x[ok]) > 0:
+            out[name] = (float(roc_auc_score(y[ok], x[ok])), int(y[ok].sum()), int((~y[ok]).sum()))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
@@ -53,11 +79,28 @@ def main() -> None:
     ap.add_argument(
         "--min-share", type=float, default=0.58, help="print cues at least this far from 0.5"
     )
+    ap.add_argument(
+        "--constants", action="store_true", help="constant against changing clips, by AUC"
+    )
+    ap.add_argument("--sources", metavar="REGEX", help="only sources whose id matches")
     args = ap.parse_args()
     rows = load_rows(args.dataset)
+    if args.sources:
+        rows = [r for r in rows if re.search(args.sources, r["source_id"])]
     cues = dataset_cues(args.dataset, rows)
     for category in args.categories or sorted({r["category"] for r in rows}):
         print(f"## {category}")
+        if args.constants:
+            found = sorted(
+                constant_aucs(rows, cues, category).items(), key=lambda kv: -abs(kv[1][0] - 0.5)
+            )
+            for name, (auc, n_constant, n_changing) in found:
+                if abs(auc - 0.5) >= args.min_share - 0.5:
+                    print(
+                        f"  {name:<24} AUC for constant {auc:.2f} ({n_constant} constant, "
+                        f"{n_changing} changing clips)"
+                    )
+            continue
         for name, (share, n, median) in twin_shares(rows, cues, category).items():
             if abs(share - 0.5) >= args.min_share - 0.5:
                 print(
