@@ -7,13 +7,14 @@ mechanism, which starts with the cue that separates twins (same source, tier and
 constants. The README's audit table and the results page quote these figures.
 
     python benchmarks/cue_pairs.py DATASET [DIMENSION ...] [--min-share 0.58]
-        [--constants] [--sources REGEX]
+        [--constants] [--sources REGEX] [--by FIELD]
 
 Prints, per category, each cue whose value is larger in the increase clip in a share of
 twins away from 0.5 (ties left out), with the median increase-minus-decrease difference;
 with ``--constants``, each cue whose AUC for "constant" among all the category's clips lies
 as far from 0.5. ``--sources`` keeps the sources whose id matches REGEX (``/harmonic/`` for
-`tones`' harmonic complexes). Cues come from the audit's cache (`DATASET/.audit/cues.jsonl`,
+`tones`' harmonic complexes); ``--by`` repeats the figures for each value of a row field
+(``curve``, ``tier``). Cues come from the audit's cache (`DATASET/.audit/cues.jsonl`,
 measured when missing).
 """
 
@@ -83,30 +84,40 @@ def main() -> None:
         "--constants", action="store_true", help="constant against changing clips, by AUC"
     )
     ap.add_argument("--sources", metavar="REGEX", help="only sources whose id matches")
+    ap.add_argument("--by", metavar="FIELD", help="the figures for each value of a row field")
     args = ap.parse_args()
     rows = load_rows(args.dataset)
     if args.sources:
         rows = [r for r in rows if re.search(args.sources, r["source_id"])]
     cues = dataset_cues(args.dataset, rows)
     for category in args.categories or sorted({r["category"] for r in rows}):
-        print(f"## {category}")
-        if args.constants:
-            found = sorted(
-                constant_aucs(rows, cues, category).items(), key=lambda kv: -abs(kv[1][0] - 0.5)
-            )
-            for name, (auc, n_constant, n_changing) in found:
-                if abs(auc - 0.5) >= args.min_share - 0.5:
-                    print(
-                        f"  {name:<24} AUC for constant {auc:.2f} ({n_constant} constant, "
-                        f"{n_changing} changing clips)"
-                    )
-            continue
-        for name, (share, n, median) in twin_shares(rows, cues, category).items():
-            if abs(share - 0.5) >= args.min_share - 0.5:
+        members = [r for r in rows if r["category"] == category]
+        values = sorted({str(r.get(args.by)) for r in members}) if args.by else [None]
+        for value in values:
+            print(f"## {category}" + (f", {args.by} {value}" if args.by else ""))
+            chosen = [r for r in members if value is None or str(r.get(args.by)) == value]
+            _print_category(chosen, cues, category, args)
+
+
+def _print_category(rows: list[dict], cues: dict, category: str, args: argparse.Namespace) -> None:
+    """The figures of one category's rows (`main`'s options)."""
+    if args.constants:
+        found = sorted(
+            constant_aucs(rows, cues, category).items(), key=lambda kv: -abs(kv[1][0] - 0.5)
+        )
+        for name, (auc, n_constant, n_changing) in found:
+            if abs(auc - 0.5) >= args.min_share - 0.5:
                 print(
-                    f"  {name:<24} increase larger in {share:.0%} of {n} twins; median difference "
-                    f"{median:+.4g}"
+                    f"  {name:<24} AUC for constant {auc:.2f} ({n_constant} constant, "
+                    f"{n_changing} changing clips)"
                 )
+        return
+    for name, (share, n, median) in twin_shares(rows, cues, category).items():
+        if abs(share - 0.5) >= args.min_share - 0.5:
+            print(
+                f"  {name:<24} increase larger in {share:.0%} of {n} twins; median difference "
+                f"{median:+.4g}"
+            )
 
 
 if __name__ == "__main__":
