@@ -130,9 +130,8 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     out over the first and last WET_FADE_S of the speech span (raised cosines), stays out of
     pauses, and the file keeps the source's length and silences. Why fades at both ends:
     faded out at the end alone, a decrease clip met the room at full return where it was
-    still building up, whose phase against the direct sound wanders until the room has rung
-    for about its decay time, and its increase twin met it only rung in; on a steady
-    complex the file's peak told the two apart (docs/explanations/design-notes.md)."""
+    still building up, and its increase twin met it only rung in; on a steady complex the
+    file's peak told the two apart (docs/explanations/design-notes.md)."""
     n = len(ref.audio)
     dry = ref.audio.astype(np.float64)
     level = track(sample_times(n, ref.sr))
