@@ -72,8 +72,8 @@ def _twin_differences(
 
 
 def _one_source(task: tuple) -> tuple[dict[str, Differences], dict[str, Differences]]:
-    path, reference, source_id, config, conditions = task
-    forward = prepare_reference(path, config.sample_rate, config.target_lufs)
+    path, kind, reference, source_id, config, conditions = task
+    forward = prepare_reference(path, config.sample_rate, config.target_lufs, kind)
     if reference is not None and not np.array_equal(forward.audio, load_audio(reference)[0]):
         raise SystemExit(
             f"{source_id}: prepared anew it differs from the dataset's reference "
@@ -83,7 +83,7 @@ def _one_source(task: tuple) -> tuple[dict[str, Differences], dict[str, Differen
     with tempfile.TemporaryDirectory() as tmp:
         backwards = Path(tmp) / "reversed.wav"
         sf.write(backwards, np.ascontiguousarray(audio[::-1]), sr, subtype="FLOAT")
-        backward = prepare_reference(str(backwards), config.sample_rate, config.target_lufs)
+        backward = prepare_reference(str(backwards), config.sample_rate, config.target_lufs, kind)
     return (
         _twin_differences(forward, source_id, config, conditions),
         _twin_differences(backward, source_id, config, conditions),
@@ -158,10 +158,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     ]
     if len(sources) < len(wanted):
         raise SystemExit(f"{len(wanted) - len(sources)} of the sources are not in {config.source}")
-    paths = {s.source_id: s.path for s in ensure_rendered(sources)}
+    rendered = {s.source_id: s for s in ensure_rendered(sources)}
     tasks = [
         (
-            paths[r["source_id"]],
+            rendered[r["source_id"]].path,
+            rendered[r["source_id"]].kind,
             str(args.dataset / "references" / r["file_name"]),
             r["source_id"],
             config,

@@ -814,6 +814,54 @@ def test_echo_fades_its_return_alike_at_both_ends_of_the_sound():
     assert 0.2 < head / middle < 0.9  # faded, not cut
 
 
+def _ramped_complex(sr: int) -> Analysis:
+    """A steady 220 Hz complex that swells in over 150 ms and dies away over the mirror image
+    of that, between 0.5 s silences: its two ends are each other's reversal."""
+    t = np.arange(int(2.4 * sr)) / sr
+    sound = sum(np.sin(2 * np.pi * 220.0 * k * t) / k for k in range(1, 10))
+    edge = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.15) ** 2
+    quiet = np.zeros(sr // 2)
+    return Analysis(np.concatenate([quiet, 0.3 * edge * sound, quiet]).astype(np.float32), sr)
+
+
+def test_a_sound_moving_away_and_its_twin_coming_near_meet_the_room_alike(monkeypatch):
+    """On a sound whose two ends mirror each other, the clip moving away (0.25 -> 3 m) and
+    its twin coming near have the same order-free edge cues and loudness range: the room's
+    field is held to the sound over 50 ms near its ends. Held over 200 ms there, the field
+    was still ringing in at the start and ringing on at the end, and the far end of the
+    clip moving away was 4 dB less compressed than its twin's far start."""
+    from vocalgrad.dimensions import distance
+    from vocalgrad.stimuli.order_free import order_free_cues
+
+    sr = RENDER_SR
+    ref = _ramped_complex(sr)
+
+    def path(start_m: float, end_m: float):
+        def track(t):
+            u = np.clip(
+                (np.asarray(t) - ref.span.onset_s) / (ref.span.offset_s - ref.span.onset_s), 0, 1
+            )
+            return start_m * (end_m / start_m) ** u
+
+        return track
+
+    def twin_differences() -> dict[str, float]:
+        cues = []
+        for track in (path(0.25, 3.0), path(3.0, 0.25)):
+            ref.cache.clear()
+            cues.append(order_free_cues(distance.render(ref, track, None), sr))
+        return {
+            k: cues[0][k] - cues[1][k] for k in ("of_edge_silence_s_30", "of_loudness_range_db")
+        }
+
+    held = twin_differences()
+    assert abs(held["of_edge_silence_s_30"]) < 0.005, held
+    assert abs(held["of_loudness_range_db"]) < 0.2, held
+    monkeypatch.setattr(distance, "FIELD_EDGE_WINDOW_S", None)
+    ringing = twin_differences()
+    assert ringing["of_loudness_range_db"] < -2.0, ringing
+
+
 def test_the_brightness_evidence_reads_a_sound_with_no_energy_below_800_hz():
     """A 2 kHz complex whose second partial grows re its first gets brighter: the ideal
     observer's tilt is read between the source's own lowest and highest partials (bands

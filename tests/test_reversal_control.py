@@ -43,8 +43,8 @@ def test_a_palindrome_reads_the_same_both_ways_and_real_speech_does_not(tmp_path
     sf.write(palindrome, np.concatenate([speech, speech[::-1]]), sr, subtype="PCM_16")
     config, conditions = _plan("volume")
     assert len(conditions) == 1
-    fwd, rev = control._one_source((str(palindrome), None, "p", config, conditions))
+    fwd, rev = control._one_source((str(palindrome), "speech", None, "p", config, conditions))
     assert fwd == rev and len(fwd["volume"]["of_rms_db"]) == 1
-    fwd, rev = control._one_source((str(arctic_path()), None, "a", config, conditions))
+    fwd, rev = control._one_source((str(arctic_path()), "speech", None, "a", config, conditions))
     changed = [n for n in fwd["volume"] if fwd["volume"][n] != rev["volume"][n]]
     assert len(changed) >= len(fwd["volume"]) // 2, changed

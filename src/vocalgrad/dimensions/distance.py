@@ -67,6 +67,8 @@ RT60_S = (0.6, 0.3)  # the room's decay below and above SPLIT_HZ
 SPLIT_HZ = 2000.0
 PREDELAY_S = 0.005
 FIELD_FADE_S = 0.1  # the field fades in and out over the speech's first and last 100 ms
+# near the sound's ends the field's energy follows the source's over 50 ms (`echo.held_at_edges`)
+FIELD_EDGE_WINDOW_S = 0.05
 ROOM_SEED = 14
 WELCH_S = 0.064  # cross-spectrum segments: longer than the early reflections
 BAND_DB = 30.0
@@ -119,9 +121,11 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
 
     The field is played as echo plays its return (`echo.room_return`): held at one ratio to
     the speech, out of its pauses, faded in and out over the speech's first and last
-    FIELD_FADE_S. Left to build up and ring on, it made a far start rise out of silence later
-    than a near one while the ringing set both twins' ends, and the sum of the two edges'
-    levels told the direction (docs/explanations/design-notes.md). Both paths start from
+    FIELD_FADE_S, and held over FIELD_EDGE_WINDOW_S near those ends. Left to build up and
+    ring on, it made a far start rise out of silence later than a near one while the ringing
+    set both twins' ends, and the sum of the two edges' levels told the direction
+    (docs/explanations/design-notes.md); held over 200 ms there too, a far start still met
+    less of it than a far end, and a clip moving away stayed audible longer. Both paths start from
     the source with its ends' level courses matched at 20 ms (`edge_matched_analysis`), as volume's
     gain does: a level that falls toward a word's weak last decay sank it sooner than its
     twin sank the strong first attack."""
@@ -133,7 +137,9 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
             source.audio, fs=sr, nperseg=N_FFT, noverlap=N_FFT - HOP, boundary="even"
         )
         room = fftconvolve(source.audio.astype(np.float64), room_response(sr))[:n]
-        ref.cache["distance_reverb"] = echo.room_return(room, source, FIELD_FADE_S)
+        ref.cache["distance_reverb"] = echo.room_return(
+            room, source, FIELD_FADE_S, FIELD_EDGE_WINDOW_S
+        )
     freqs, times, spec = ref.cache["distance_stft"]
     r = track(np.clip(times, 0, ref.duration_s))
     gain_db = (

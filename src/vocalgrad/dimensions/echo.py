@@ -53,6 +53,8 @@ INAUDIBLE_RATIO = 10 ** (-25 / 10)  # reverb 25 dB under the expected energy rea
 WET_FADE_S = 0.2
 PAUSE_S = 0.08  # a pause at least this long is left dry
 RATIO_WINDOW_S = 0.2  # the room's output is held at one ratio to the speech over this window
+EDGE_HOLD_S = 0.3  # `held_at_edges`: this near either end of the speech, its own window
+EDGE_BLEND_S = 0.1  # and crossfaded to RATIO_WINDOW_S over this much beyond
 MAX_RATIO_GAIN_DB = 30.0  # where the speech starts, the room has barely begun to ring
 PAUSE_FADE_S = 0.02
 MODEL_RT60_S = 0.6  # decay assumed by measure(); the exact room need not be known
@@ -143,23 +145,60 @@ def render(ref: Analysis, track: Track, rng: np.random.Generator) -> np.ndarray:
     return (dry + wet).astype(np.float32)
 
 
-def room_return(room: np.ndarray, ref: Analysis, fade_s: float) -> np.ndarray:
+def room_return(
+    room: np.ndarray, ref: Analysis, fade_s: float, edge_window_s: float | None = None
+) -> np.ndarray:
     """The room's output (`room`, as long as `ref`) as every reverberant clip plays it: held at
     one ratio to the speech (`held_ratio`), out of the speech's pauses, and faded in and out
     over the first and last `fade_s` seconds of the speech span (raised cosines), so it never
     rings past the speech and the speech's two ends hold the same share of it. Each step
     removes a way in which a room, ringing only forward, would make a clip differ from its
-    reversal in a way that tells the direction."""
+    reversal in a way that tells the direction.
+
+    Where `edge_window_s` is given, the return within EDGE_HOLD_S of either end of the span
+    is held over that shorter window (`held_at_edges`): over RATIO_WINDOW_S, a sound's first
+    100 ms met a room still ringing in and its last 100 ms one ringing on.
+
+    Parameters
+    ----------
+    room : np.ndarray
+        The source through the room's response, as many samples as ``ref``.
+    ref : Analysis
+        The source (its speech span and pauses).
+    fade_s : float
+        Length of each end's raised-cosine fade, s.
+    edge_window_s : float or None
+        Window over which the room's energy is held at its ratio to the source's near the
+        span's ends, s; None holds it over RATIO_WINDOW_S throughout.
+
+    Returns
+    -------
+    np.ndarray
+        The return, float64, as long as ``room``.
+    """
     t = sample_times(len(room), ref.sr)
     u = np.clip((t - ref.span.offset_s + fade_s) / fade_s, 0.0, 1.0)
     v = np.clip((ref.span.onset_s + fade_s - t) / fade_s, 0.0, 1.0)
     fade = (0.5 + 0.5 * np.cos(np.pi * u)) * (0.5 + 0.5 * np.cos(np.pi * v))
-    return held_ratio(room, ref) * fade * _outside_pauses(ref)
+    held = (
+        held_ratio(room, ref) if edge_window_s is None else held_at_edges(room, ref, edge_window_s)
+    )
+    return held * fade * _outside_pauses(ref)
 
 
-def held_ratio(room: np.ndarray, ref: Analysis) -> np.ndarray:
+def held_at_edges(room: np.ndarray, ref: Analysis, edge_window_s: float) -> np.ndarray:
+    """`held_ratio` over `edge_window_s` (s) within EDGE_HOLD_S of either end of the speech
+    span, over RATIO_WINDOW_S beyond EDGE_HOLD_S + EDGE_BLEND_S, and crossfaded linearly in
+    between: the same rule at both ends, so a clip and its reversal meet the room alike."""
+    t = sample_times(len(room), ref.sr)
+    from_end = np.minimum(np.abs(t - ref.span.onset_s), np.abs(ref.span.offset_s - t))
+    near = np.clip(1.0 - (from_end - EDGE_HOLD_S) / EDGE_BLEND_S, 0.0, 1.0)
+    return near * held_ratio(room, ref, edge_window_s) + (1.0 - near) * held_ratio(room, ref)
+
+
+def held_ratio(room: np.ndarray, ref: Analysis, window_s: float = RATIO_WINDOW_S) -> np.ndarray:
     """The room's output (`room`, as long as `ref`) under a slow gain that holds its energy at
-    one ratio to the speech's (their ratio over the speech span) in every RATIO_WINDOW_S, the
+    one ratio to the speech's (their ratio over the speech span) in every `window_s` (s), the
     gain at most MAX_RATIO_GAIN_DB.
 
     Why: a room rings forwards, so its output builds up over each phrase from nothing at
@@ -170,7 +209,7 @@ def held_ratio(room: np.ndarray, ref: Analysis) -> np.ndarray:
     in most twins, on the recordings and on them reversed). Held at one ratio, the
     curve alone sets how reverberant each moment is; tails into gaps shorter than PAUSE_S
     keep their decay within the window."""
-    width = max(1, int(round(RATIO_WINDOW_S * ref.sr)))
+    width = max(1, int(round(window_s * ref.sr)))
     room = room.astype(np.float64)
     dry_energy = uniform_filter1d(ref.audio.astype(np.float64) ** 2, width, mode="constant")
     room_energy = uniform_filter1d(room**2, width, mode="constant")
