@@ -15,9 +15,15 @@ from sklearn.preprocessing import StandardScaler
 
 from vocalgrad import formats
 from vocalgrad.stimuli.audit import gates as G
-from vocalgrad.stimuli.audit.classifiers import audit_category, category_gates, judge
+from vocalgrad.stimuli.audit.classifiers import (
+    audit_category,
+    category_gates,
+    gate_values,
+    judge,
+    redraw_failing,
+)
 from vocalgrad.stimuli.audit.cues import CUE_NAMES, ORDER_FREE
-from vocalgrad.stimuli.audit.report import format_audit
+from vocalgrad.stimuli.audit.report import format_audit, gate_rows
 
 # the cues a gradual build's audit reads (its families and the order-free one): a family
 # another format adds leaves these synthetic builds, and the draws that make them, as they are
@@ -114,6 +120,27 @@ def test_below_chance_accuracy_is_reported_and_never_fails():
     judge({"voice_pitch": c})
     assert c["passes"] is False and c["gates"]["direction"]["fails"] is True
     assert any("order-free" in r for r in c["reasons"]), c["reasons"]
+
+
+def test_every_failing_gate_is_dealt_again_and_a_passing_one_is_not():
+    """A leak every source shares fails the direction and order-free gates, and each failing
+    gate carries its statistic over 30 deals of the build's speakers, which stays high; the
+    constant gate passes and carries none. The redraw reads the gate's own statistic: on the
+    build's own split it is the gate's value."""
+    rows, cues = _rows_and_cues(np.random.default_rng(1), "voice_pitch", leak=6.0)
+    c = audit_category("voice_pitch", rows, cues)
+    judge({"voice_pitch": c})
+    assert gate_values("voice_pitch", rows, cues) == pytest.approx(
+        {name: g["value"] for name, g in c["gates"].items()}
+    )
+    redraw_failing({"voice_pitch": c}, {"voice_pitch": rows}, cues)
+    for name in ("direction", "order_free"):
+        gate = c["gates"][name]
+        assert gate["fails"] is True and gate["redrawn"]["draws"] == 30, gate
+        assert gate["redrawn"]["mean"] > 0.75 and gate["redrawn"]["gate"] == 0.60
+    assert c["gates"]["constant"]["fails"] is False and "redrawn" not in c["gates"]["constant"]
+    rows_shown = {row[1]: row[-1] for row in gate_rows({"per_category": {"voice_pitch": c}})}
+    assert rows_shown["direction"].startswith("redrawn 0.") and rows_shown["constant"] == "–"
 
 
 def test_a_gate_below_chance_never_fails_whatever_its_null():

@@ -168,11 +168,14 @@ def _dataset(folder: Path) -> Path:
         }
 
     volume = audited(0.7, False, ["order-free accuracy 0.70 > 0.60"])
-    volume["order_free"]["redrawn"] = {"draws": 30, "mean": 0.66, "sd": 0.03}
     volume["gates"] = {
         "order_free": {
             "gate": "order_free", "statistic": "LR accuracy", "value": 0.7, "null_p95": 0.531,
             "needed": 0.556, "p_fwer": 0.002, "fails": True,
+            "redrawn": {
+                "draws": 30, "mean": 0.66, "sd": 0.03, "min": 0.6, "max": 0.71, "gate": 0.6,
+                "above_gate": 25,
+            },
         },
     }  # fmt: skip
     family = {
@@ -413,12 +416,15 @@ def test_html_has_every_section_and_figure_and_is_self_contained(html_report):
     assert "The shortcut audit fails volume." in text
     audit = _section(text, "dataset").split("The shortcut audit of this build")[0]
     assert "0.70 [0.64, 0.76]" in audit and "fails: order-free accuracy 0.70 &gt; 0.60" in audit
-    assert "0.70 [0.64, 0.76]; redrawn 0.66 ± 0.03" in audit and audit.count("redrawn 0.") == 1
+    assert "redrawn" not in audit  # a failing gate's redraw is the gates table's
     assert "0.97 [0.93, 1.00] (start)" in audit
     # each gate: its statistic, its null at this size, what fails it, its family-wise p
     gates = _section(text, "dataset").split("The shortcut audit of this build")[1]
     assert "<td>volume</td><td>order-free</td><td>LR accuracy 0.700</td><td>0.531</td>" in gates
     assert "<td>0.556</td><td>0.002</td><td>FAIL</td>" in gates
+    assert (
+        "<td>FAIL</td><td>redrawn 0.66 +- 0.03 [0.60, 0.71], above 0.60 in 25 of 30</td>" in gates
+    )
     assert "must reach at least LR accuracy 0.556" in gates
     assert "vocalgrad eval dataset --listener model-a" in text  # commands in provenance
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from vocalgrad.stimuli.audit.cues import (
 )
 from vocalgrad.stimuli.audit.gates import (
     TARGET_ACCURACY,
+    TARGET_AUC,
+    GateStatistic,
     accuracies,
     aucs,
     correct_family,
@@ -42,7 +45,7 @@ from vocalgrad.stimuli.audit.gates import (
     recommended_sources,
     shuffled_within,
 )
-from vocalgrad.stimuli.audit.redraw import redrawn_accuracies, summarise
+from vocalgrad.stimuli.audit.redraw import redrawn_values, summarise
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 
 # Whether a format's order-free accuracy is gated is the format's
@@ -251,22 +254,25 @@ def _direction_gates(
     test: Sequence[Mapping],
     cues: Mapping[str, Mapping[str, float]],
     families: Mapping[str, Sequence[str]],
-) -> dict[str, dict]:
-    """Gate records (`gates.gate_record`) of the direction classifier on each named cue set
-    in `families`: its LR accuracy on test under the observed labels and under DRAWS
-    relabellings that swap twin pairs' labels at random, one set of draws for all of them."""
+    draws: int | None = None,
+) -> dict[str, GateStatistic]:
+    """The direction classifier on each named cue set in `families`: its LR accuracy on test
+    under the observed labels (column 0) and under `draws` relabellings (DRAWS by default)
+    that swap twin pairs' labels at random, one set of draws for all of them."""
     changing = [*train, *test]
     units = pair_units(changing)
     labels = flipped_labels(
-        np.array([_is_increase(r) for r in changing]), units, group_rng(SEED, f"{category}|pairs")
+        np.array([_is_increase(r) for r in changing]),
+        units,
+        group_rng(SEED, f"{category}|pairs"),
+        draws,
     )
     y_train, y_test = labels[: len(train)], labels[len(train) :]
     out = {}
     for gate, names in families.items():
         drawn = _draw_scores(train, test, y_train, y_test, cues, names)
         if drawn is not None:
-            out[gate] = gate_record(
-                gate,
+            out[gate] = GateStatistic(
                 "LR accuracy",
                 accuracies(drawn[1], y_test),
                 int(units.max()) + 1,
@@ -281,16 +287,18 @@ def _constant_gate(
     test: Sequence[Mapping],
     cues: Mapping[str, Mapping[str, float]],
     names: Sequence[str],
-) -> dict | None:
-    """The gate record of the constant test (`_cross_fit`'s protocol): the LR's AUC for
-    "constant" under the observed labels and under DRAWS relabellings that move which of a
-    source's clips are its constants among them."""
+    draws: int | None = None,
+) -> GateStatistic | None:
+    """The constant test (`_cross_fit`'s protocol): the LR's AUC for "constant" under the
+    observed labels (column 0) and under `draws` relabellings (DRAWS by default) that move
+    which of a source's clips are its constants among them."""
     rows = [*train, *test]
     groups = np.array([str(r["source_id"]) for r in rows])
     labels = shuffled_within(
         np.array([_is_constant(r) for r in rows], dtype=float),
         groups,
         group_rng(SEED, f"{category}|constants"),
+        draws,
     )
     y_train, y_test = labels[: len(train)], labels[len(train) :]
     both = all(
@@ -308,12 +316,8 @@ def _constant_gate(
             return None
         scores, scored = drawn[1], y_test
     n_constant = int(scored[:, 0].sum())
-    return gate_record(
-        "constant",
-        "LR AUC",
-        aucs(scores, scored),
-        len(np.unique(groups)),
-        1.0 / max(1, n_constant),
+    return GateStatistic(
+        "LR AUC", aucs(scores, scored), len(np.unique(groups)), 1.0 / max(1, n_constant)
     )
 
 
@@ -400,17 +404,6 @@ def _order_free_predictions(
     return test, *_predict_direction(train, test, cues, list(ORDER_FREE_NAMES))
 
 
-def order_free_accuracy(
-    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
-) -> float | None:
-    """The better classifier's order-free accuracy on test, without CIs or per-cue AUCs:
-    what a redraw (`redraw.redrawn_accuracies`) reads 30 times. None when too small."""
-    _, y_test, predicted = _order_free_predictions(rows, cues)
-    if predicted is None:
-        return None
-    return max(float(((p > 0.5).astype(int) == y_test).mean()) for p in predicted[1].values())
-
-
 def order_free_report(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict:
@@ -448,6 +441,40 @@ def order_free_report(
     }
 
 
+def _gate_statistics(
+    category: str,
+    rows: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    draws: int | None = None,
+) -> dict[str, GateStatistic]:
+    """Each gate's statistic under the observed labels and `draws` relabellings (DRAWS by
+    default): the direction classifier on the audited families, the order-free family
+    (gradual and comparison items) and the constant test, each where the category has the
+    clips for it."""
+    fmt = rows_format(rows)
+    partners = formats.get(fmt).cue_partners(rows)
+    names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
+    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
+    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
+    if len({_is_increase(r) for r in test}) != 2:
+        return {}
+    gated = {"direction": names}
+    if formats.get(fmt).order_free_gated:
+        gated["order_free"] = list(ORDER_FREE_NAMES)
+    out = _direction_gates(category, train, test, cues, gated, draws)
+    constant_test = _sort_rows(
+        r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
+    )
+    constant_train = _sort_rows(
+        r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS
+    )
+    if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
+        constant = _constant_gate(category, constant_train, constant_test, cues, names, draws)
+        if constant is not None:
+            out["constant"] = constant
+    return out
+
+
 def category_gates(
     category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
 ) -> dict[str, dict]:
@@ -466,28 +493,33 @@ def category_gates(
     -------
     dict of gate records, empty when the category has too few clips or sources to fit.
     """
-    fmt = rows_format(rows)
-    partners = formats.get(fmt).cue_partners(rows)
-    names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
-    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
-    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
-    if len({_is_increase(r) for r in test}) != 2:
-        return {}
-    gated = {"direction": names}
-    if formats.get(fmt).order_free_gated:
-        gated["order_free"] = list(ORDER_FREE_NAMES)
-    gates = _direction_gates(category, train, test, cues, gated)
-    constant_test = _sort_rows(
-        r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
-    )
-    constant_train = _sort_rows(
-        r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS
-    )
-    if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
-        constant = _constant_gate(category, constant_train, constant_test, cues, names)
-        if constant is not None:
-            gates["constant"] = constant
-    return gates
+    return {
+        name: gate_record(name, g.statistic, g.values, g.units, g.resolution)
+        for name, g in _gate_statistics(category, rows, cues).items()
+    }
+
+
+def gate_values(
+    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+) -> dict[str, float]:
+    """Each gate's observed statistic alone, without its null: what a redraw
+    (`redraw.redrawn_values`) reads for every deal of the build's speakers.
+
+    Parameters
+    ----------
+    category : the dimension's name.
+    rows : the category's dataset rows, both splits (as dealt).
+    cues : item id -> cues.
+
+    Returns
+    -------
+    dict
+        Gate name -> its statistic (LR accuracy; LR AUC for the constant gate), for the
+        gates the rows have the clips for.
+    """
+    return {
+        name: float(g.values[0]) for name, g in _gate_statistics(category, rows, cues, 0).items()
+    }
 
 
 def audit_category(
@@ -762,13 +794,16 @@ def redraw_failing(
     rows: Mapping[str, Sequence[Mapping]],
     cues: Mapping[str, Mapping[str, float]],
 ) -> None:
-    """Beside each failing order-free gate, how far its figure moves with the draw of sources
-    (`redraw.redrawn_accuracies`, the order-free accuracy over the build's speakers dealt
-    again): sets `order_free.redrawn`."""
+    """Beside each failing gate, how far its statistic moves with the draw of sources: the
+    category's gates read again over the build's speakers dealt into train and test at
+    random (`redraw.redrawn_values`), summarised on the failing gate's record as `redrawn`.
+    A failure that other deals of the same sources undo is the draw's; one that stays is
+    the renderer's or the sources'."""
     for category, c in per_category.items():
-        gate = (c.get("gates") or {}).get("order_free")
-        if gate and gate.get("fails"):
-            c["order_free"]["redrawn"] = summarise(
-                redrawn_accuracies(category, rows[category], cues, order_free_accuracy),
-                TARGET_ACCURACY,
-            )
+        failing = [name for name, g in (c.get("gates") or {}).items() if g.get("fails")]
+        if not failing:
+            continue
+        deals = redrawn_values(rows[category], partial(gate_values, category, cues=cues))
+        for name in failing:
+            target = TARGET_AUC if name == "constant" else TARGET_ACCURACY
+            c["gates"][name]["redrawn"] = summarise([d[name] for d in deals if name in d], target)

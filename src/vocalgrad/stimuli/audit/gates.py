@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -191,6 +192,17 @@ def aucs(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
     n_neg = len(scores) - n_pos
     with np.errstate(divide="ignore", invalid="ignore"):
         return (np.sum(ranks * pos, axis=0) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+class GateStatistic(NamedTuple):
+    """A gate's statistic before its record (`gate_record`): its name ("LR accuracy", "LR
+    AUC"), its value per column of the labels (column 0 observed, the rest relabellings),
+    the units relabelled (twin pairs or sources) and the smallest step it takes."""
+
+    statistic: str
+    values: np.ndarray
+    units: int
+    resolution: float
 
 
 def gate_record(

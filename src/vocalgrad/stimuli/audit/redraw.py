@@ -2,11 +2,11 @@
 the draw of sources.
 
 Why: a build draws a few sources and splits them once. The label-flip null
-(`benchmarks/audit_null.py`) holds that draw fixed, but on a small build the draw moves an
-order-free accuracy further: a leak whose sign each source sets (which end of its words is the
+(`benchmarks/audit_null.py`) holds that draw fixed, but on a small build the draw moves a
+gate's figure further: a leak whose sign each source sets (which end of its words is the
 darker) lines the training sources up with the test sources, or against them (how far:
-docs/explanations/validity.md). The audit reports this beside a failing
-order-free cell; it never gates: the gate stays the one train -> test split.
+docs/explanations/validity.md). The audit reports this beside every failing gate; it never
+gates: the gate stays the one train -> test split.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 REDRAWS = 30
 
-Accuracy = Callable[[str, Sequence[Mapping], Mapping[str, Mapping[str, float]]], float | None]
+Statistics = Callable[[Sequence[Mapping]], Mapping[str, float]]
 
 
 def deal(rows: Sequence[Mapping], train: Iterable[str], test: Iterable[str]) -> list[Mapping]:
@@ -27,17 +27,25 @@ def deal(rows: Sequence[Mapping], train: Iterable[str], test: Iterable[str]) -> 
     return [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
 
 
-def redrawn_accuracies(
-    category: str,
-    rows: Sequence[Mapping],
-    cues: Mapping[str, Mapping[str, float]],
-    accuracy: Accuracy,
-    draws: int = REDRAWS,
-    seed: int = 0,
-) -> list[float]:
-    """`accuracy` (the better classifier's, as the audit reads it) over `draws` random deals
-    of the build's speakers, whole, into train and test, as many to each as the build has.
-    Empty when the build has no train or no test split."""
+def redrawn_values(
+    rows: Sequence[Mapping], statistics: Statistics, draws: int = REDRAWS, seed: int = 0
+) -> list[Mapping[str, float]]:
+    """`statistics` (a category's gates as the audit reads them: gate -> value) over `draws`
+    random deals of the build's speakers, whole, into train and test, as many to each as
+    the build has.
+
+    Parameters
+    ----------
+    rows : one category's dataset rows, both splits.
+    statistics : dealt rows -> gate name -> statistic (`classifiers.gate_values`).
+    draws : deals to read.
+    seed : the deals' seed.
+
+    Returns
+    -------
+    list of dict
+        One mapping per deal; empty when the build has no train or no test split.
+    """
     speakers: dict[str, dict[str, set[str]]] = {}
     for r in rows:
         speaker = str(r.get("speaker_id") or r["source_id"])
@@ -52,17 +60,16 @@ def redrawn_accuracies(
         order = rng.permutation(sorted(sources))
         test = [s for k in order[:n_test] for s in sources[k]]
         train = [s for k in order[n_test:] for s in sources[k]]
-        value = accuracy(category, deal(rows, train, test), cues)
-        if value is not None:
-            out.append(float(value))
+        out.append(dict(statistics(deal(rows, train, test))))
     return out
 
 
-def summarise(accuracies: Sequence[float], gate: float) -> dict | None:
-    """Mean, SD, range and the number of deals above `gate` (the audit's ceiling)."""
-    if not accuracies:
+def summarise(values: Sequence[float], gate: float) -> dict | None:
+    """Mean, SD, range and the number of deals above `gate` (the audit's ceiling: the
+    accuracy, or AUC, a leak worth detecting reaches)."""
+    if not values:
         return None
-    a = np.asarray(accuracies, dtype=float)
+    a = np.asarray(values, dtype=float)
     return {
         "draws": int(a.size),
         "mean": float(a.mean()),
