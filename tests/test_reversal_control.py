@@ -4,6 +4,8 @@ the renderer's (issue #24: trace each failure to its mechanism)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -48,3 +50,35 @@ def test_a_palindrome_reads_the_same_both_ways_and_real_speech_does_not(tmp_path
     fwd, rev = control._one_source((str(arctic_path()), "speech", None, "a", config, conditions))
     changed = [n for n in fwd["volume"] if fwd["volume"][n] != rev["volume"][n]]
     assert len(changed) >= len(fwd["volume"]) // 2, changed
+
+
+def test_a_tone_is_prepared_as_a_tone_and_passes_the_reference_check(tmp_path):
+    """The control prepares each source as its kind of sound: a tone prepared as a tone
+    reproduces the dataset's reference and gives its twins; prepared as speech it does not,
+    and the control stops (as it did on every tone and note)."""
+    from vocalgrad.api import build
+    from vocalgrad.sources import ensure_rendered, resolve_sources
+
+    root = tmp_path / "tones"
+    build(
+        root, "tones", n_test=2, n_train=0, categories=("volume",), tiers=("high",),
+        curves=("linear",), audit=False, workers=1,
+    )  # fmt: skip
+    control = load_benchmark("reversal_control")
+    config = BuildConfig(**json.loads((root / "build.json").read_text())["config"])
+    reference = json.loads((root / "references" / "metadata.jsonl").read_text().splitlines()[0])
+    [tone] = [
+        s
+        for s in ensure_rendered(resolve_sources("tones"))
+        if s.source_id == reference["source_id"]
+    ]
+    _, conditions = _plan("volume")
+    stored = str(root / "references" / reference["file_name"])
+
+    def task(kind: str) -> tuple:
+        return (tone.path, kind, stored, tone.source_id, config, conditions)
+
+    fwd, rev = control._one_source(task(tone.kind))
+    assert tone.kind != "speech" and len(fwd["volume"]["of_rms_db"]) == 1
+    with pytest.raises(SystemExit, match="differs from the dataset's reference"):
+        control._one_source(task("speech"))
