@@ -158,7 +158,9 @@ def main() -> None:
         for category in categories:
             chosen = [r for r in rows if r["category"] == category]
             deals = redrawn_values(
-                chosen, partial(gate_values, category, cues=cues), draws=args.resplit
+                chosen,
+                partial(gate_values, category, cues=cues, only=("order_free",)),
+                draws=args.resplit,
             )
             text = describe(
                 summarise([d["order_free"] for d in deals if "order_free" in d], TARGET_ACCURACY)

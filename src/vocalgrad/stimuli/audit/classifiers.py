@@ -6,7 +6,7 @@ one-end observer beside them. Each gated statistic comes with its permutation nu
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -446,11 +446,13 @@ def _gate_statistics(
     rows: Sequence[Mapping],
     cues: Mapping[str, Mapping[str, float]],
     draws: int | None = None,
+    only: Collection[str] | None = None,
 ) -> dict[str, GateStatistic]:
     """Each gate's statistic under the observed labels and `draws` relabellings (DRAWS by
     default): the direction classifier on the audited families, the order-free family
     (gradual and comparison items) and the constant test, each where the category has the
-    clips for it."""
+    clips for it; of the gates named in `only`, where given (a redraw reads its failing
+    gates alone)."""
     fmt = rows_format(rows)
     partners = formats.get(fmt).cue_partners(rows)
     names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
@@ -461,7 +463,11 @@ def _gate_statistics(
     gated = {"direction": names}
     if formats.get(fmt).order_free_gated:
         gated["order_free"] = list(ORDER_FREE_NAMES)
+    wanted = set(gated) | {"constant"} if only is None else set(only)
+    gated = {name: cue_names for name, cue_names in gated.items() if name in wanted}
     out = _direction_gates(category, train, test, cues, gated, draws)
+    if "constant" not in wanted:
+        return out
     constant_test = _sort_rows(
         r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
     )
@@ -500,7 +506,10 @@ def category_gates(
 
 
 def gate_values(
-    category: str, rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]]
+    category: str,
+    rows: Sequence[Mapping],
+    cues: Mapping[str, Mapping[str, float]],
+    only: Collection[str] | None = None,
 ) -> dict[str, float]:
     """Each gate's observed statistic alone, without its null: what a redraw
     (`redraw.redrawn_values`) reads for every deal of the build's speakers.
@@ -510,15 +519,17 @@ def gate_values(
     category : the dimension's name.
     rows : the category's dataset rows, both splits (as dealt).
     cues : item id -> cues.
+    only : the gates to read (default: every one).
 
     Returns
     -------
     dict
         Gate name -> its statistic (LR accuracy; LR AUC for the constant gate), for the
-        gates the rows have the clips for.
+        gates asked for that the rows have the clips for.
     """
     return {
-        name: float(g.values[0]) for name, g in _gate_statistics(category, rows, cues, 0).items()
+        name: float(g.values[0])
+        for name, g in _gate_statistics(category, rows, cues, 0, only).items()
     }
 
 
@@ -803,7 +814,9 @@ def redraw_failing(
         failing = [name for name, g in (c.get("gates") or {}).items() if g.get("fails")]
         if not failing:
             continue
-        deals = redrawn_values(rows[category], partial(gate_values, category, cues=cues))
+        deals = redrawn_values(
+            rows[category], partial(gate_values, category, cues=cues, only=failing)
+        )
         for name in failing:
             target = TARGET_AUC if name == "constant" else TARGET_ACCURACY
             c["gates"][name]["redrawn"] = summarise([d[name] for d in deals if name in d], target)
