@@ -51,6 +51,30 @@ def test_every_category_verifies_on_builtin_speech(small):
     )  # refused clips take their pair partner along
 
 
+def test_a_source_keeps_constants_in_the_share_of_its_changes_that_verified(tmp_path):
+    """Stereo direction is read above 1.5 kHz, so every change of a low pure tone fails
+    verification while its constants verify. Kept, they would be the low tones' only clips,
+    and a low pitch would mark a clip as constant."""
+    config = BuildConfig(
+        source="tones:pure",
+        categories=("stereo_direction",),
+        n_test=6,
+        n_train=0,
+        tiers=("low", "high"),
+    )
+    report = build(config, tmp_path / "ds", workers=2, audit=False)
+    rows = load_rows(tmp_path / "ds")
+    changes = Counter(r["source_id"] for r in rows if r["direction"] != "constant")
+    constants = Counter(r["source_id"] for r in rows if r["direction"] == "constant")
+    planned = 2 * 4 * 2  # tiers x curves x directions a source renders
+    assert changes and set(constants) <= set(changes), (changes, constants)
+    for source, n in changes.items():
+        assert constants[source] == int(config.constants * n / planned + 0.5), (source, n)
+    dropped = report["constants_dropped_with_changes"]["stereo_direction"]
+    assert dropped == config.constants * 6 - sum(constants.values()) > 0
+    assert report["clips_dropped"] >= dropped
+
+
 def test_rows_follow_the_schema_and_names_reveal_nothing(small):
     out, _ = small
     rows = load_rows(out)

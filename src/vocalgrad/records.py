@@ -329,6 +329,7 @@ class BuildReport(TypedDict, total=False):
     clips_rendered: int
     clips_kept: int
     clips_dropped: int
+    constants_dropped_with_changes: dict[str, int]  # per dimension, within clips_dropped
     seconds: float
     sources_selected: int
     skipped_sources: list[dict[str, str]]  # source_id, reason

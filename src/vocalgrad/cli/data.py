@@ -241,6 +241,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"{len(report['refused_conditions'])} refused conditions, "
         f"{len(report['skipped_sources'])} skipped sources)"
     )
+    for category, n in report.get("constants_dropped_with_changes", {}).items():
+        print(
+            f"  {category}: {n} constant clips dropped with their sources' changes (a source "
+            "keeps constants in the share of its changes that verified)"
+        )
     for r in report["refused_conditions"]:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
     for r in report.get("refused_for_source", []):

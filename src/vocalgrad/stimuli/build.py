@@ -12,11 +12,12 @@ import dataclasses
 import errno
 import json
 import logging
+import math
 import os
 import shutil
 import time
-from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -540,6 +541,11 @@ def _finalise(
             dropped.append(row)
         else:
             kept.append(row)
+    surplus = surplus_constants(kept, rows.values())
+    if surplus:
+        gone = {r["item_id"] for r in surplus}
+        kept = [r for r in kept if r["item_id"] not in gone]
+        dropped.extend(surplus)
     for row in dropped:
         (out / row["split"] / row["file_name"]).unlink(missing_ok=True)
     kept.sort(
@@ -568,6 +574,9 @@ def _finalise(
     report = _report(
         config, kept, dropped, failed, refused, skipped, selected, seconds, refused_here
     )
+    report["constants_dropped_with_changes"] = dict(
+        sorted(Counter(r["category"] for r in surplus).items())
+    )
     report["source_shortfall"] = choice.shortfall
     report["source_conversions"] = choice.conversions
     report["source_duplicates"] = choice.duplicates
@@ -593,6 +602,50 @@ def _finalise(
 
 def _public(row: dict) -> dict:
     return {k: v for k, v in row.items() if k != "pair_key"}
+
+
+def surplus_constants(kept: list[dict], rendered: Iterable[dict]) -> list[dict]:
+    """The constant clips a source keeps beyond the share of its changes that it kept.
+
+    Verification drops changes unevenly across sources (stereo direction is read above
+    1.5 kHz, so every change of a 200 Hz pure tone fails it) while their constants verify.
+    Such a source then gives the build more constants than its share, and whatever marks
+    the source (a low pure tone) marks constant clips, which the constant gate reads. The
+    same reason as `constant_refusal`, for changes lost after rendering.
+
+    Parameters
+    ----------
+    kept : list of dict
+        The clip rows kept so far (verified, their pair partner too).
+    rendered : iterable of dict
+        Every rendered clip row, kept or not.
+
+    Returns
+    -------
+    list of dict
+        Per source and category, the kept constants past ``round(n x k / r)`` (n its kept
+        constants, k and r its kept and rendered changing clips), the last ones by item id;
+        none where every rendered change was kept.
+    """
+    changes: Counter = Counter()
+    for row in rendered:
+        if row["direction"] != "constant":
+            changes[(row["source_id"], row["category"])] += 1
+    kept_changes: Counter = Counter()
+    constants: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in kept:
+        key = (row["source_id"], row["category"])
+        if row["direction"] == "constant":
+            constants[key].append(row)
+        else:
+            kept_changes[key] += 1
+    surplus = []
+    for key, rows in constants.items():
+        if not changes[key] or kept_changes[key] == changes[key]:
+            continue
+        share = math.floor(len(rows) * kept_changes[key] / changes[key] + 0.5)
+        surplus.extend(sorted(rows, key=lambda r: r["item_id"])[share:])
+    return surplus
 
 
 def _report(
