@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vocalgrad.cli import main
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.stimuli.build import build
@@ -51,19 +52,19 @@ def test_every_category_verifies_on_builtin_speech(small):
     )  # refused clips take their pair partner along
 
 
-def test_a_source_keeps_constants_in_the_share_of_its_changes_that_verified(tmp_path):
+def test_a_source_keeps_constants_in_the_share_of_its_changes_that_verified(tmp_path, capsys):
     """Stereo direction is read above 1.5 kHz, so every change of a low pure tone fails
     verification while its constants verify. Kept, they would be the low tones' only clips,
     and a low pitch would mark a clip as constant."""
-    config = BuildConfig(
-        source="tones:pure",
-        categories=("stereo_direction",),
-        n_test=6,
-        n_train=0,
-        tiers=("low", "high"),
-    )
-    report = build(config, tmp_path / "ds", workers=2, audit=False)
-    rows = load_rows(tmp_path / "ds")
+    out = tmp_path / "ds"
+    main(
+        ["build", "--out", str(out), "--source", "tones:pure", "--dimensions",
+         "stereo_direction", "--n-test", "6", "--n-train", "0", "--tiers", "low,high",
+         "--no-audit", "--workers", "2"]
+    )  # fmt: skip
+    report = json.loads((out / "build_report.json").read_text())
+    config = BuildConfig(source="tones:pure", categories=("stereo_direction",))  # defaults
+    rows = load_rows(out)
     changes = Counter(r["source_id"] for r in rows if r["direction"] != "constant")
     constants = Counter(r["source_id"] for r in rows if r["direction"] == "constant")
     planned = 2 * 4 * 2  # tiers x curves x directions a source renders
@@ -73,6 +74,9 @@ def test_a_source_keeps_constants_in_the_share_of_its_changes_that_verified(tmp_
     dropped = report["constants_dropped_with_changes"]["stereo_direction"]
     assert dropped == config.constants * 6 - sum(constants.values()) > 0
     assert report["clips_dropped"] >= dropped
+    said = capsys.readouterr().out
+    assert "constants dropped with their sources' changes" in said
+    assert f"stereo_direction {dropped}" in said
 
 
 def test_rows_follow_the_schema_and_names_reveal_nothing(small):

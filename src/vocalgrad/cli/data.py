@@ -241,10 +241,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"{len(report['refused_conditions'])} refused conditions, "
         f"{len(report['skipped_sources'])} skipped sources)"
     )
-    for category, n in report.get("constants_dropped_with_changes", {}).items():
+    if dropped := report.get("constants_dropped_with_changes"):
         print(
-            f"  {category}: {n} constant clips dropped with their sources' changes (a source "
-            "keeps constants in the share of its changes that verified)"
+            "  constants dropped with their sources' changes (a source keeps constants in the "
+            "share of its changes that verified): "
+            + ", ".join(f"{category} {n}" for category, n in dropped.items())
         )
     for r in report["refused_conditions"]:
         print(f"  refused {r['category']} {r['tier']}: {r['reason']}")
