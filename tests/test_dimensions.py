@@ -12,6 +12,7 @@ from vocalgrad import dimensions
 from vocalgrad.audio import PEAK_CEILING, k_weighted_frame_power
 from vocalgrad.dimensions import background_noise, voice_pitch
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.signal.trajectories import CURVE_NAMES, progress
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
 from vocalgrad.stimuli.neutralise import ROVE_DB, cancel_drift
@@ -405,7 +406,8 @@ def test_builds_default_to_the_published_nine():
 def test_constant_clips_hold_a_value_drawn_per_clip(references):
     """A fixed middle value made "a middling amount" mark the constant clips: each now holds
     its own value, recorded in param_start/param_end, drawn the way a changing clip's values
-    are spread: a planned tier at random, then a point within its range. (Drawn from the mid
+    are spread: a planned tier at random, then a value a changing clip passes through there
+    (next test). (Drawn from the mid
     tier alone, constants missed the high tier's muffled stretches: on telephone-band speech
     the spectral centroid told them apart, AUC 0.78.)"""
     conditions, _ = plan_conditions(BuildConfig(categories=("voice_clarity",)))
@@ -417,10 +419,31 @@ def test_constant_clips_hold_a_value_drawn_per_clip(references):
     assert all(c.start == c.end for c in held)
     low_tier = min(s for s, _ in tiers)  # the high tier's muffled start (1,200 Hz)
     assert values.min() < 2000 < 4000 < values.max() and values.min() >= low_tier
-    assert len(set(values)) == len(values)
+    inner = [v for v in values if not any(np.isclose(v, e) for e in np.ravel(constant.ranges))]
+    assert len(set(inner)) == len(inner) > 150  # a jump's clips sit at the ends
     rendered = [render_condition(references[0], constant, 0, f"{i:016x}") for i in (1, 2, 3)]
     assert all(r.param_start == r.param_end for r in rendered)
     assert all(r.verified for r in rendered)
+
+
+def test_constant_clips_hold_values_where_changing_clips_spend_their_time():
+    """A point uniform within a range matched a linear course only: a jump spends its time at
+    the two ends, a quadratic course near one. Whatever whole-file statistic bends with the
+    value (here p**3 of the value's place p in the range, on the dimension's scale) then
+    averaged otherwise over constant clips than over changing ones: on `tones` 24 + 24 the
+    compressed file's size under distortion told the constants apart (constant gate AUC
+    0.611, 0.441 with values held where changing clips spend their time)."""
+    conditions, _ = plan_conditions(BuildConfig(categories=("voice_clarity",), tiers=("mid",)))
+    constant = next(c for c in conditions if c.direction == "constant")
+    assert set(constant.curves) == set(CURVE_NAMES) and len(constant.ranges) == 1
+    ((lo, hi),) = constant.ranges
+    values = np.array([held_constant(constant, 0, f"{i:016x}").start for i in range(1, 4001)])
+    held = np.log(values / lo) / np.log(hi / lo)  # the place in the range, on the log scale
+    t = np.linspace(0.0, 1.0, 20001)
+    over_changes = np.mean([np.mean(progress(c, t, 0.0, 1.0) ** 3) for c in CURVE_NAMES])
+    assert abs(np.mean(held**3) - over_changes) < 0.02, (np.mean(held**3), over_changes)
+    assert abs(np.mean(np.linspace(0.0, 1.0, 4000) ** 3) - over_changes) > 0.05  # uniform
+    assert -1e-9 <= held.min() and held.max() <= 1.0 + 1e-9
 
 
 def held(category: str, value: float, ref: Analysis):

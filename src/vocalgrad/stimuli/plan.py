@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vocalgrad import dimensions, formats
+from vocalgrad.signal.trajectories import progress
 from vocalgrad.stimuli.config import BuildConfig
 
 
@@ -34,6 +35,9 @@ class Condition:
     # and a changing clip's own window (one range). Not part of the key: item ids do not
     # depend on it.
     ranges: tuple[tuple[float, float], ...] = ()
+    # constant clips: the curves the dimension's changing clips follow; the held value is a
+    # moment of one of them (`held_constant`). Not part of the key.
+    curves: tuple[str, ...] = ()
     endpoint_rove: bool = False  # the path is placed at random within its window (`roved`)
     replicate: int = 0  # which of a source's constant clips (0 for every changing one)
     # Two-dimension formats: the second dimension's own condition, changing in the same clip
@@ -139,6 +143,7 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                     low,
                     high,
                     ranges=ranges,
+                    curves=tuple(curves),
                     endpoint_rove=config.rove_endpoints,
                     replicate=replicate,
                 )
@@ -185,18 +190,25 @@ def stratified(condition: Condition, n_constants: int, seed: int, source_id: str
 
 
 def held_constant(condition: Condition, seed: int, item: str) -> Condition:
-    """The constant control holds one value, drawn per clip the way a changing clip's values
-    are spread: one of `ranges` at random (a build leaves each constant one, `stratified`),
-    then a point within it (on the dimension's scale); the mid tier's range without `ranges`.
-    The dimension is present, it just does not change. A fixed value (the middle of the
-    range) would make "a middling amount over the whole clip" a cue that tells constant clips
-    from changing ones, and the mid tier alone would leave out the high tier's extremes (see
-    the design notes)."""
+    """The constant control holds one value, drawn per clip where the changing clips spend
+    their time: one of `ranges` at random (a build leaves each constant one, `stratified`),
+    then one of `curves` at random and a moment of its course, uniform over the speech span
+    (on the dimension's scale: a point uniform within the range on a linear course, near an
+    end on a jump). Without `curves`, or with an endpoint rove, a point uniform within the
+    range; the mid tier's range without `ranges`. The dimension is present, it just does not
+    change. A fixed value (the middle of the range) would make "a middling amount over the
+    whole clip" a cue that tells constant clips from changing ones, the mid tier alone would
+    leave out the high tier's extremes, and a point uniform within the range, where a jump
+    spends its time at the ends, made any whole-file statistic that bends with the value (a
+    file's compressed size under distortion) tell constants apart (see the design notes)."""
     rng = np.random.default_rng([seed, int(item, 16), 11])
     u = float(rng.uniform())
     lo, hi = condition.start, condition.end
     if condition.ranges:
         lo, hi = condition.ranges[int(rng.integers(len(condition.ranges)))]
+    if condition.curves and not condition.endpoint_rove:
+        curve = condition.curves[int(rng.integers(len(condition.curves)))]
+        u = float(progress(curve, np.array([u]), 0.0, 1.0)[0])
     spec = dimensions.get(condition.category).SPEC
     if spec.rove and not condition.endpoint_rove:  # spread by the rove, as changing clips are
         value = (lo + hi) / 2

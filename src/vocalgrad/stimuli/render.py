@@ -58,7 +58,7 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips: a build resumed across it would mix them,
 # and caches are keyed on it. CHANGELOG.md lists what each revision changed;
 # tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
-RENDERER_REVISION = 21
+RENDERER_REVISION = 22
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
