@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import gc
 import io
 import logging
 import os
@@ -337,7 +338,11 @@ def _main(argv: list[str]) -> int:
 
 def capture(call) -> tuple[int, str]:
     """Run `call` as a terminal would show it: stdout, stderr, Python warnings and log records
-    (which pytest would otherwise keep to itself) in one text, in the order they came."""
+    (which pytest would otherwise keep to itself) in one text, in the order they came. What
+    earlier tests in this process left unreachable is collected first: its ResourceWarning,
+    shown at whatever moment the collector ran, is not the command's (an unclosed file from
+    another test appeared once in the quickstart's build output)."""
+    gc.collect()
     buffer = io.StringIO()
     handler = logging.StreamHandler(buffer)
     handler.setLevel(logging.WARNING)
