@@ -57,7 +57,7 @@ from vocalgrad.stimuli.audit.cues import (
     row_span,
     rows_format,
 )
-from vocalgrad.stimuli.audit.gates import pair_units
+from vocalgrad.stimuli.audit.gates import gate_record, pair_units
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 
 FLIP = {"increase": "decrease", "decrease": "increase"}
@@ -215,13 +215,14 @@ def simulated_gates(
     gated = {"direction": names}
     if formats.get(fmt).order_free_gated:
         gated["order_free"] = list(ORDER_FREE_NAMES)
-    gates = C._direction_gates(category, train, test, with_plant(flipped), gated)
+    statistics = C._direction_gates(category, train, test, with_plant(flipped), gated)
     c_train = C._sort_rows(r for r in shuffled if r["split"] == "train")
     c_test = C._sort_rows(r for r in shuffled if r["split"] == "test")
     if any(map(C._is_constant, c_test)) and not all(map(C._is_constant, c_test)):
         constant = C._constant_gate(category, c_train, c_test, with_plant(shuffled), names)
         if constant is not None:
-            gates["constant"] = constant
+            statistics["constant"] = constant
+    gates = {name: gate_record(name, *g) for name, g in statistics.items()}
     n_test = len({r["source_id"] for r in test})
     return {
         "gates": gates,

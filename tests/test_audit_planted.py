@@ -77,3 +77,19 @@ def test_a_planted_leak_fails_the_gate_that_reads_it(clean, tmp_path, name, gate
     for gate in failing:
         g = c["gates"][gate]
         assert g["value"] > g["needed"] and g["p_fwer"] <= 0.05, g
+
+
+def test_the_null_simulation_runs_on_the_build_and_catches_a_plant(clean, capsys):
+    """benchmarks/audit_null.py's family simulation, the results page's false-alarm and
+    detection figures, decides simulated builds with the audit's own gates."""
+    load_benchmark("audit_null").main(
+        [str(clean), "--test", "family", "--sims", "4", "--plant", "none", "--plant", "loud_1db"]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    share = {
+        line.split(" | ")[0].strip("| "): float(line.split(" | ")[1].split("%")[0]) / 100
+        for line in lines
+        if line.startswith(("| none |", "| loud_1db |"))
+    }
+    assert set(share) == {"none", "loud_1db"}, lines
+    assert share["loud_1db"] >= 0.75 and 0.0 <= share["none"] <= 1.0
