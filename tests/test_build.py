@@ -53,9 +53,9 @@ def test_every_category_verifies_on_builtin_speech(small):
 
 
 def test_a_source_keeps_constants_in_the_share_of_its_changes_that_verified(tmp_path, capsys):
-    """Stereo direction is read above 1.5 kHz, so every change of a low pure tone fails
-    verification while its constants verify. Kept, they would be the low tones' only clips,
-    and a low pitch would mark a clip as constant."""
+    """Stereo direction is read above 1.5 kHz, so every change of a low pure tone is measured
+    inaudible after rendering while its constants verify. Kept, they would be the low tones'
+    only clips, and a low pitch would mark a clip as constant."""
     out = tmp_path / "ds"
     main(
         ["build", "--out", str(out), "--source", "tones:pure", "--dimensions",

@@ -609,10 +609,9 @@ def surplus_constants(kept: list[dict], rendered: Iterable[dict]) -> list[dict]:
 
     Verification drops changes unevenly across sources (stereo direction is read above
     1.5 kHz, so every change of a 200 Hz pure tone is measured inaudible) while their
-    constants verify.
-    Such a source then gives the build more constants than its share, and whatever marks
-    the source (a low pure tone) marks constant clips, which the constant gate reads. The
-    same reason as `constant_refusal`, for changes lost after rendering.
+    constants verify. Such a source then gives the build more constants than its share, and
+    whatever marks the source (a low pure tone) marks constant clips, which the constant
+    gate reads. The same reason as `constant_refusal`, for changes lost after rendering.
 
     Parameters
     ----------
