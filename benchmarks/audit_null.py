@@ -43,7 +43,6 @@ import numpy as np
 import soundfile as sf
 from threadpoolctl import threadpool_limits
 
-from vocalgrad import formats
 from vocalgrad.audio import load_audio
 from vocalgrad.dataset import load_rows
 from vocalgrad.records import DIRECTIONS, LABELS
@@ -92,9 +91,11 @@ def flipped_pairs(rows: Sequence[Mapping], rng: np.random.Generator) -> list[dic
 
 def shuffled_constants(rows: Sequence[Mapping], rng: np.random.Generator) -> list[dict]:
     """All clips, each source's "constant" labels moved among its clips at random (the other
-    clips labelled "increase": the constant test reads only constant or not)."""
+    clips keep their label, or take "increase" where they held a constant's: the constant
+    test reads only constant or not)."""
     kept = [r for r in rows if r["direction"] in DIRECTIONS]
-    out = [dict(r, direction="increase") for r in kept]
+    out = [dict(r, direction=r["direction"] if r["direction"] in LABELS else "increase")
+           for r in kept]  # fmt: skip
     by_source: dict[str, list[int]] = {}
     for i, r in enumerate(kept):
         by_source.setdefault(r["source_id"], []).append(i)
@@ -198,8 +199,6 @@ def simulated_gates(
     `classifiers.category_gates` on relabelled clips (twin pairs flipped for the direction
     gates, constants drawn again within each source for the constant gate), with `planted`
     = (label, cues) replacing the cues of the clips that carry that label."""
-    fmt = rows_format(rows)
-    names = feature_names(allowed_families(category, fmt), category, fmt)
     flipped = flipped_pairs(rows, rng)
     shuffled = shuffled_constants(rows, rng)
 
@@ -210,18 +209,13 @@ def simulated_gates(
         return {**cues, **{r["item_id"]: changed[r["item_id"]] for r in relabelled
                            if r["direction"] == label}}  # fmt: skip
 
-    train = C._sort_rows(r for r in flipped if r["split"] == "train")
-    test = C._sort_rows(r for r in flipped if r["split"] == "test")
-    gated = {"direction": names}
-    if formats.get(fmt).order_free_gated:
-        gated["order_free"] = list(ORDER_FREE_NAMES)
-    statistics = C._direction_gates(category, train, test, with_plant(flipped), gated)
-    c_train = C._sort_rows(r for r in shuffled if r["split"] == "train")
-    c_test = C._sort_rows(r for r in shuffled if r["split"] == "test")
-    if any(map(C._is_constant, c_test)) and not all(map(C._is_constant, c_test)):
-        constant = C._constant_gate(category, c_train, c_test, with_plant(shuffled), names)
-        if constant is not None:
-            statistics["constant"] = constant
+    statistics = C._gate_statistics(
+        category, flipped, with_plant(flipped), only=("direction", "order_free")
+    )
+    statistics.update(
+        C._gate_statistics(category, shuffled, with_plant(shuffled), only=("constant",))
+    )
+    test = [r for r in flipped if r["split"] == "test"]
     gates = {name: gate_record(name, *g) for name, g in statistics.items()}
     n_test = len({r["source_id"] for r in test})
     return {

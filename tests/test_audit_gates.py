@@ -59,15 +59,18 @@ def _rows_and_cues(
     leak: float = 0.0,
     sign_by_split: dict[str, float] | None = None,
     constants: int = 1,
+    sign_by_source: bool = False,
 ) -> tuple[list[dict], dict[str, dict[str, float]]]:
     """Twin pairs whose clips share their source's and their pair's cue values plus clip
     noise; an increase clip's `global_duration_s` and `of_duration_s` sit `leak` x the
-    split's sign above its twin's (no leak: twins exchangeable, which clip is "increase" is a
-    coin)."""
+    split's sign above its twin's, or x a sign drawn per source (`sign_by_source`: no leak
+    that carries from one source to another). No leak: twins exchangeable, which clip is
+    "increase" is a coin."""
     rows, cues = [], {}
     for split in ("train", "test"):
-        sign = (sign_by_split or {}).get(split, 1.0)
         for s in range(n_sources):
+            sign = (sign_by_split or {}).get(split, 1.0)
+            sign = float(rng.choice([-1.0, 1.0])) if sign_by_source else sign
             source = f"{category}-{split}-{s}"
             base = rng.normal(size=len(ALL_CUES)) * 3
             clips = []
@@ -101,8 +104,9 @@ def _rows_and_cues(
 
 def test_below_chance_accuracy_is_reported_and_never_fails():
     """Cues that say "increase" on the train sources and "decrease" on the test sources
-    make a classifier anti-generalise: accuracy near 0 with a CI far below 0.5, which the
-    two-sided gate failed. It is no shortcut, and no gate fails on it."""
+    make a classifier anti-generalise: accuracy near 0 with a CI far below 0.5 on the
+    build's split (reported), below chance over the deals of its sources (the gate), which
+    the two-sided gate failed. It is no shortcut, and no gate fails on it."""
     rows, cues = _rows_and_cues(
         np.random.default_rng(1), "voice_pitch", leak=6.0, sign_by_split={"test": -1.0}
     )
@@ -112,7 +116,7 @@ def test_below_chance_accuracy_is_reported_and_never_fails():
     assert c["order_free"]["accuracy"] < 0.5 and c["order_free"]["ci"][1] < 0.5
     for name in ("direction", "order_free"):
         gate = c["gates"][name]
-        assert gate["value"] < 0.35 and gate["fails"] is False and gate["p_fwer"] == 1.0, gate
+        assert gate["value"] < 0.5 and gate["fails"] is False and gate["p_fwer"] > G.ALPHA, gate
     assert c["passes"] is True and c["reasons"] == [] and family["gates"] == 3
     # the same leak with one sign in both splits is caught
     rows, cues = _rows_and_cues(np.random.default_rng(1), "voice_pitch", leak=6.0)
@@ -126,13 +130,12 @@ def test_every_failing_gate_is_dealt_again_and_a_passing_one_is_not():
     """A leak every source shares fails the direction and order-free gates, and each failing
     gate carries its statistic over 30 deals of the build's speakers, which stays high; the
     constant gate passes and carries none. The redraw reads the gate's own statistic: on the
-    build's own split it is the gate's value."""
+    build's own split it is the first of the deals the gate averages."""
     rows, cues = _rows_and_cues(np.random.default_rng(1), "voice_pitch", leak=6.0)
     c = audit_category("voice_pitch", rows, cues)
     judge({"voice_pitch": c})
-    assert gate_values("voice_pitch", rows, cues) == pytest.approx(
-        {name: g["value"] for name, g in c["gates"].items()}
-    )
+    own = gate_values("voice_pitch", rows, cues)
+    assert set(own) == set(c["gates"]) and own["direction"] > 0.75
     redraw_failing({"voice_pitch": c}, {"voice_pitch": rows}, cues)
     for name in ("direction", "order_free"):
         gate = c["gates"][name]
@@ -207,6 +210,27 @@ def test_a_build_with_no_leak_fails_at_most_alpha_of_the_time(monkeypatch):
         n_gates.add(judge(per_category)["gates"])
         failed.append(any(c["passes"] is False for c in per_category.values()))
     assert n_gates == {9}
+    rate = float(np.mean(failed))
+    assert rate <= G.ALPHA + 2.6 * np.sqrt(G.ALPHA * (1 - G.ALPHA) / sims), rate
+
+
+@pytest.mark.slow
+def test_a_difference_between_twins_whose_sign_each_source_sets_is_no_leak(monkeypatch):
+    """Each source's increase clips differ from their twins by a large step whose sign the
+    source sets (which end of its words is the darker): nothing carries from the training
+    sources to the test sources, and builds of such sources fail at most alpha of the time.
+    Relabelling twin pairs on the build's one split failed 18 of these 100: that null has
+    no room for the spread of the sources' signs."""
+    monkeypatch.setattr(G, "DRAWS", 100)
+    rng = np.random.default_rng(8)
+    sims, failed = 100, []
+    for _ in range(sims):
+        rows, cues = _rows_and_cues(rng, "voice_pitch", n_sources=10, pairs=3, leak=6.0,
+                                    sign_by_source=True)  # fmt: skip
+        per_category = {"voice_pitch": {"gates": category_gates("voice_pitch", rows, cues),
+                                        "reasons": [], "n_sources_test": 10}}  # fmt: skip
+        judge(per_category)
+        failed.append(per_category["voice_pitch"]["passes"] is False)
     rate = float(np.mean(failed))
     assert rate <= G.ALPHA + 2.6 * np.sqrt(G.ALPHA * (1 - G.ALPHA) / sims), rate
 

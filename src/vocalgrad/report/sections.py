@@ -31,6 +31,7 @@ from vocalgrad.report.collect import (
 from vocalgrad.report.model import Details, Figure, Section, Table, Text
 from vocalgrad.report.values import CI_RULE, few_sources, fewest_sources, fmt, with_ci
 from vocalgrad.stats import MIN_SOURCES
+from vocalgrad.stimuli.audit.gates import DEALS
 from vocalgrad.stimuli.confounds import SUMMARISED, summarise_confounds
 
 
@@ -731,9 +732,9 @@ def _gates_table(audit: Mapping) -> Table:
     caption = " ".join(
         [
             *power_lines(audit),
-            "Beside a failing gate, 'redrawn' is its statistic over the build's speakers dealt "
-            "into train and test again at random (mean ± SD [range]): a failure that other "
-            "deals of the same sources undo is the draw's.",
+            f"Each statistic is read over {DEALS} deals of the build's speakers into train and "
+            "test. Beside a failing gate, 'redrawn' is its statistic over 30 single deals "
+            "(mean ± SD [range]): how far one deal moves it.",
         ]
     )
     return Table(header, rows, caption=caption)

@@ -58,7 +58,7 @@ from vocalgrad.stimuli.audit.cues import (
     row_span,
     target_cue_names,
 )
-from vocalgrad.stimuli.audit.gates import ALPHA, DRAWS, TARGET_ACCURACY, TARGET_AUC
+from vocalgrad.stimuli.audit.gates import ALPHA, DEALS, DRAWS, TARGET_ACCURACY, TARGET_AUC
 from vocalgrad.stimuli.audit.report import failed_dimensions, format_audit
 
 REPORT_FILE = "audit.json"
@@ -133,6 +133,7 @@ def audit_dataset(
         "thresholds": {
             "alpha": ALPHA,
             "draws": DRAWS,
+            "deals": DEALS,
             "target_accuracy": TARGET_ACCURACY,
             "target_auc": TARGET_AUC,
         },
@@ -157,6 +158,7 @@ __all__ = [
     "CUE_NAMES",
     "FAMILIES",
     "ALPHA",
+    "DEALS",
     "DRAWS",
     "N_BOOT",
     "REPORT_FILE",

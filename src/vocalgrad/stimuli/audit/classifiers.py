@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from vocalgrad.stimuli.audit.cues import (
     target_cue_names,
 )
 from vocalgrad.stimuli.audit.gates import (
+    DEALS,
     TARGET_ACCURACY,
     TARGET_AUC,
     GateStatistic,
@@ -38,14 +40,13 @@ from vocalgrad.stimuli.audit.gates import (
     aucs,
     correct_family,
     distinct_figures,
-    flipped_labels,
     gate_record,
     logistic_scores,
-    pair_units,
     recommended_sources,
     shuffled_within,
+    source_flips,
 )
-from vocalgrad.stimuli.audit.redraw import redrawn_values, summarise
+from vocalgrad.stimuli.audit.redraw import redrawn_values, speaker_deals, summarise
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
 
 # Whether a format's order-free accuracy is gated is the format's
@@ -216,108 +217,125 @@ def _cross_fit(
     return None if predicted is None else (predicted[0], list(test), predicted[1])
 
 
-def _draw_scores(
-    train: Sequence[Mapping],
-    test: Sequence[Mapping],
-    y_train: np.ndarray,
-    y_test: np.ndarray,
-    cues: Mapping[str, Mapping[str, float]],
-    names: Sequence[str],
-) -> tuple[str, np.ndarray] | None:
-    """(protocol, decision values (test rows, columns)) of the audit's logistic regression
-    refitted to every column of the label matrices `y_train` and `y_test` (column 0 the
-    observed labels, the others a gate's relabellings): `_predictions`' protocol and folds,
-    which depend on the sources and not on the labels. None where `_predictions` is."""
-    if _n_groups(train) >= 2 and len(np.unique(y_train[:, 0])) == 2:
-        x_train, x_test = _matrix(train, cues, names), _matrix(test, cues, names)
-        fill = fill_values(x_train)
-        return "train->test", logistic_scores(impute(x_train, fill), y_train, impute(x_test, fill))
-    if _n_groups(test) < 2:
+class _Design(NamedTuple):
+    """One category's clips as a gate fits them: cue matrix (clips, cues) and source ids."""
+
+    x: np.ndarray
+    sources: np.ndarray
+
+
+def _design(
+    rows: Sequence[Mapping], cues: Mapping[str, Mapping[str, float]], names: Sequence[str]
+) -> _Design:
+    return _Design(_matrix(rows, cues, names), np.array([str(r["source_id"]) for r in rows]))
+
+
+def _sides(rows: Sequence[Mapping], split: Mapping[str, str] | None) -> tuple[np.ndarray, ...]:
+    """(train indices, test indices) of `rows` under one deal of the sources (`split`: source
+    id -> "train" or "test"; None: the build's own)."""
+    side = np.array([str(r["split"]) if split is None else split[r["source_id"]] for r in rows])
+    return np.flatnonzero(side == "train"), np.flatnonzero(side == "test")
+
+
+def _scores(d: _Design, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> np.ndarray | None:
+    """Decision values (test rows, columns of `y`) of the audit's logistic regression fitted to
+    every column of the labels `y` (n, B): on the `train` rows where they hold two sources and
+    column 0 both labels, else by grouped cross-validation by source on `test`
+    (`_predictions`' protocol; the folds depend on the sources, not the labels); None where
+    neither is possible."""
+    if len(np.unique(d.sources[train])) >= 2 and len(np.unique(y[train, 0])) == 2:
+        fill = fill_values(d.x[train])
+        return logistic_scores(impute(d.x[train], fill), y[train], impute(d.x[test], fill))
+    groups = d.sources[test]
+    if len(np.unique(groups)) < 2:
         return None
     from sklearn.model_selection import GroupKFold
 
-    x = _matrix(test, cues, names)
-    groups = np.array([str(r["source_id"]) for r in test])
-    scores = np.full(y_test.shape, np.nan)
-    folds = GroupKFold(n_splits=min(5, _n_groups(test)))
-    for fit_idx, held_idx in folds.split(x, y_test[:, 0], groups):
-        fill = fill_values(x[fit_idx])
-        scores[held_idx] = logistic_scores(
-            impute(x[fit_idx], fill), y_test[fit_idx], impute(x[held_idx], fill)
-        )
-    return "grouped-cv", scores
+    scores = np.full((len(test), y.shape[1]), np.nan)
+    folds = GroupKFold(n_splits=min(5, len(np.unique(groups))))
+    for fit_idx, held_idx in folds.split(test, y[test, 0], groups):
+        fit, held = test[fit_idx], test[held_idx]
+        fill = fill_values(d.x[fit])
+        scores[held_idx] = logistic_scores(impute(d.x[fit], fill), y[fit], impute(d.x[held], fill))
+    return scores
 
 
 def _direction_gates(
-    category: str,
-    train: Sequence[Mapping],
-    test: Sequence[Mapping],
+    changing: Sequence[Mapping],
     cues: Mapping[str, Mapping[str, float]],
     families: Mapping[str, Sequence[str]],
+    splits: Sequence[Mapping[str, str] | None],
     draws: int | None = None,
 ) -> dict[str, GateStatistic]:
-    """The direction classifier on each named cue set in `families`: its LR accuracy on test
-    under the observed labels (column 0) and under `draws` relabellings (DRAWS by default)
-    that swap twin pairs' labels at random, one set of draws for all of them."""
-    changing = [*train, *test]
-    units = pair_units(changing)
-    labels = flipped_labels(
-        np.array([_is_increase(r) for r in changing]),
-        units,
-        group_rng(SEED, f"{category}|pairs"),
-        draws,
-    )
-    y_train, y_test = labels[: len(train)], labels[len(train) :]
+    """The direction classifier on each named cue set in `families`: its LR accuracy on test,
+    over all the deals of the sources in `splits`, under the observed labels (column 0) and
+    under `draws` relabellings (DRAWS by default) that turn whole sources' labels about
+    (`gates.source_flips`), one set of draws for all gates and deals."""
+    sources = [str(r["source_id"]) for r in changing]
+    labels = source_flips(np.array([_is_increase(r) for r in changing]), sources, draws)
     out = {}
     for gate, names in families.items():
-        drawn = _draw_scores(train, test, y_train, y_test, cues, names)
-        if drawn is not None:
+        d = _design(changing, cues, names)
+        hits, n_test = np.zeros(labels.shape[1]), []
+        for split in splits:
+            train, test = _sides(changing, split)
+            if len(np.unique(labels[test, 0])) != 2:
+                continue
+            scores = _scores(d, labels, train, test)
+            if scores is not None:
+                hits += accuracies(scores, labels[test]) * len(test)
+                n_test.append(len(test))
+        if n_test:
             out[gate] = GateStatistic(
-                "LR accuracy",
-                accuracies(drawn[1], y_test),
-                int(units.max()) + 1,
-                1.0 / len(test),
+                "LR accuracy", hits / sum(n_test), len(set(sources)), 1.0 / sum(n_test)
             )
     return out
 
 
 def _constant_gate(
     category: str,
-    train: Sequence[Mapping],
-    test: Sequence[Mapping],
+    rows: Sequence[Mapping],
     cues: Mapping[str, Mapping[str, float]],
     names: Sequence[str],
+    splits: Sequence[Mapping[str, str] | None],
     draws: int | None = None,
 ) -> GateStatistic | None:
-    """The constant test (`_cross_fit`'s protocol): the LR's AUC for "constant" under the
-    observed labels (column 0) and under `draws` relabellings (DRAWS by default) that move
-    which of a source's clips are its constants among them."""
-    rows = [*train, *test]
-    groups = np.array([str(r["source_id"]) for r in rows])
+    """The constant test (`_cross_fit`'s protocol: fitted on train to score test, and on test
+    to score train where both splits can fit): the LR's AUC for "constant", averaged over
+    the deals of the sources in `splits`, under the observed labels (column 0) and under
+    `draws` relabellings (DRAWS by default) that move which of a source's clips are its
+    constants among them."""
+    d = _design(rows, cues, names)
     labels = shuffled_within(
         np.array([_is_constant(r) for r in rows], dtype=float),
-        groups,
+        d.sources,
         group_rng(SEED, f"{category}|constants"),
         draws,
     )
-    y_train, y_test = labels[: len(train)], labels[len(train) :]
-    both = all(
-        _n_groups(split) >= 2 and len(np.unique(y[:, 0])) == 2
-        for split, y in ((train, y_train), (test, y_test))
-    )
-    if both:
-        forward = _draw_scores(train, test, y_train, y_test, cues, names)
-        backward = _draw_scores(test, train, y_test, y_train, cues, names)
-        assert forward is not None and backward is not None
-        scores, scored = np.vstack([forward[1], backward[1]]), np.vstack([y_test, y_train])
-    else:
-        drawn = _draw_scores(train, test, y_train, y_test, cues, names)
-        if drawn is None:
-            return None
-        scores, scored = drawn[1], y_test
-    n_constant = int(scored[:, 0].sum())
+    values, n_constant = [], []
+    for split in splits:
+        train, test = _sides(rows, split)
+        if len(np.unique(labels[test, 0])) != 2:
+            continue
+        forward = _scores(d, labels, train, test)
+        if forward is None:
+            continue
+        both = all(
+            len(np.unique(labels[side, 0])) == 2 and len(np.unique(d.sources[side])) >= 2
+            for side in (train, test)
+        )
+        backward = _scores(d, labels, test, train) if both else None
+        scored = test if backward is None else np.r_[test, train]
+        scores = forward if backward is None else np.vstack([forward, backward])
+        values.append(aucs(scores, labels[scored]))
+        n_constant.append(labels[scored, 0].sum())
+    if not values:
+        return None
     return GateStatistic(
-        "LR AUC", aucs(scores, scored), len(np.unique(groups)), 1.0 / max(1, n_constant)
+        "LR AUC",
+        np.mean(values, axis=0),
+        len(np.unique(d.sources)),
+        1.0 / max(1.0, float(np.sum(n_constant))),
     )
 
 
@@ -447,35 +465,34 @@ def _gate_statistics(
     cues: Mapping[str, Mapping[str, float]],
     draws: int | None = None,
     only: Collection[str] | None = None,
+    deals: int = DEALS,
 ) -> dict[str, GateStatistic]:
     """Each gate's statistic under the observed labels and `draws` relabellings (DRAWS by
     default): the direction classifier on the audited families, the order-free family
     (gradual and comparison items) and the constant test, each where the category has the
     clips for it; of the gates named in `only`, where given (a redraw reads its failing
-    gates alone)."""
+    gates alone). Each is the mean over `deals` deals of the build's speakers into train
+    and test: the build's own, then random ones (`redraw.speaker_deals`)."""
     fmt = rows_format(rows)
     partners = formats.get(fmt).cue_partners(rows)
     names = feature_names(allowed_families(category, fmt, partners), category, fmt, partners)
-    train = _sort_rows(r for r in rows if r["split"] == "train" and r["direction"] in LABELS)
-    test = _sort_rows(r for r in rows if r["split"] == "test" and r["direction"] in LABELS)
-    if len({_is_increase(r) for r in test}) != 2:
+    changing = _sort_rows(r for r in rows if r["direction"] in LABELS)
+    if len({_is_increase(r) for r in changing if r["split"] == "test"}) != 2:
         return {}
     gated = {"direction": names}
     if formats.get(fmt).order_free_gated:
         gated["order_free"] = list(ORDER_FREE_NAMES)
     wanted = set(gated) | {"constant"} if only is None else set(only)
     gated = {name: cue_names for name, cue_names in gated.items() if name in wanted}
-    out = _direction_gates(category, train, test, cues, gated, draws)
-    if "constant" not in wanted:
-        return out
-    constant_test = _sort_rows(
-        r for r in rows if r["split"] == "test" and r["direction"] in DIRECTIONS
-    )
-    constant_train = _sort_rows(
-        r for r in rows if r["split"] == "train" and r["direction"] in DIRECTIONS
-    )
-    if any(map(_is_constant, constant_test)) and not all(map(_is_constant, constant_test)):
-        constant = _constant_gate(category, constant_train, constant_test, cues, names, draws)
+    kept = _sort_rows(r for r in rows if r["direction"] in DIRECTIONS)
+    splits = [
+        None,
+        *speaker_deals(kept, deals - 1, group_rng(SEED, f"{category}|deals")),
+    ]
+    out = _direction_gates(changing, cues, gated, splits, draws)
+    test_constants = [_is_constant(r) for r in kept if r["split"] == "test"]
+    if "constant" in wanted and any(test_constants) and not all(test_constants):
+        constant = _constant_gate(category, kept, cues, names, splits, draws)
         if constant is not None:
             out["constant"] = constant
     return out
@@ -529,7 +546,7 @@ def gate_values(
     """
     return {
         name: float(g.values[0])
-        for name, g in _gate_statistics(category, rows, cues, 0, only).items()
+        for name, g in _gate_statistics(category, rows, cues, 0, only, deals=1).items()
     }
 
 

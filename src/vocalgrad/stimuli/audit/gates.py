@@ -7,10 +7,13 @@ all-14 build. Gated one by one on a 95% interval, a build with no leak at all fa
 them about one time in three, and an interval below chance failed too. Here each gate is one-
 sided (only prediction above chance is a leak) and all of a build's gates are one family:
 
+* each gate's statistic is its classifier's figure over DEALS deals of the build's speakers
+  into train and test (the build's own split, then random ones): one split of a few sources
+  lines up the training sources with the test sources, or against them, by luck;
 * each gate's null is its own statistic under `DRAWS` relabellings that keep everything but
-  the label: a twin pair's two clips swap labels or not (direction gates; twins never cross a
-  source, so the classifier's source groups, its train/test split and its folds stay as they
-  are), or which clips of a source are its constants moves among its clips (constant gate);
+  the label: a source's clips all turn their labels about or none do (direction gates; draw
+  k turns a source about in every category at once), or which clips of a source are its
+  constants moves among its clips (constant gate);
 * the statistics are standardised by their null's mean and SD (over the draws and the
   observed value, so the test stays exact) and the build's critical value is the
   (1 - ALPHA) quantile of the largest standardised statistic of each draw, Westfall and
@@ -20,7 +23,7 @@ sided (only prediction above chance is a leak) and all of a build's gates are on
   it: the size of leak this build can detect there.
 
 The classifier refitted per draw is the audit's logistic regression (`fit_logistic`: all draws
-in one batched Newton solve), so the whole null costs a few seconds on a demo-size build.
+in one batched Newton solve), so the whole null costs seconds on a demo-size build.
 """
 
 from __future__ import annotations
@@ -31,9 +34,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from vocalgrad.stats import group_rng
+
 ALPHA = 0.05  # the build's family-wise error rate
 DRAWS = 200  # relabellings a gate; a p-value's resolution is 1 / (DRAWS + 1)
+DEALS = 10  # deals of the build's speakers into train and test a gate's statistic averages
 CHANCE = 0.5
+SEED = 0  # the null's draws
 # The leak a build should be able to detect: past these, the audit recommends a size.
 TARGET_ACCURACY = 0.60  # direction and order-free gates (LR accuracy)
 TARGET_AUC = 0.65  # constant gate (LR AUC)
@@ -149,16 +156,26 @@ def pair_units(rows: Sequence[Mapping]) -> np.ndarray:
     return out
 
 
-def flipped_labels(
-    y: np.ndarray, units: np.ndarray, rng: np.random.Generator, draws: int | None = None
-) -> np.ndarray:
-    """(n, draws + 1) 0/1 labels: column 0 is `y`, each other column `y` with every unit's
-    labels flipped (1 - y) or kept, at random (a twin pair's clips swap labels); `draws`
-    defaults to DRAWS."""
+def source_flips(y: np.ndarray, sources: Sequence[str], draws: int | None = None) -> np.ndarray:
+    """(n, draws + 1) 0/1 labels: column 0 is `y`, each other column `y` with every source's
+    labels turned about (1 - y) or kept, at random; a source's draws are seeded by its id
+    alone, so draw k turns a source about in every gate and category of a build at once;
+    `draws` defaults to DRAWS.
+
+    Why sources and not twin pairs: with no leak that carries from one source to another, a
+    source's twins are as likely one way round as the other, whatever the source's own
+    difference between them (which end of its words is the darker); relabelling pairs kept
+    the null as narrow as if no source had one, and such builds failed far more often than
+    ALPHA."""
     draws = DRAWS if draws is None else draws
-    flip = rng.integers(0, 2, size=(int(units.max()) + 1 if units.size else 0, draws)).astype(bool)
-    flipped = np.where(flip[units], 1 - y[:, None], y[:, None])
-    return np.hstack([y[:, None], flipped]).astype(float)
+    names = sorted(set(sources))
+    flip = np.array(
+        [group_rng(SEED, f"source|{s}").integers(0, 2, draws).astype(bool) for s in names]
+    ).reshape(len(names), draws)
+    index = np.searchsorted(names, np.asarray(sources))
+    y = np.asarray(y, dtype=float)
+    flipped = np.where(flip[index], 1.0 - y[:, None], y[:, None])
+    return np.hstack([y[:, None], flipped])
 
 
 def shuffled_within(

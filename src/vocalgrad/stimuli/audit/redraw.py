@@ -1,12 +1,12 @@
-"""A build's own speakers dealt into train and test again: how far an audit figure moves with
-the draw of sources.
+"""A build's own speakers dealt into train and test again: what the gates average over, and
+how far an audit figure moves with the draw of sources.
 
-Why: a build draws a few sources and splits them once. The label-flip null
-(`benchmarks/audit_null.py`) holds that draw fixed, but on a small build the draw moves a
-gate's figure further: a leak whose sign each source sets (which end of its words is the
-darker) lines the training sources up with the test sources, or against them (how far:
-docs/explanations/validity.md). The audit reports this beside every failing gate; it never
-gates: the gate stays the one train -> test split.
+Why: a build draws a few sources and splits them once. On a small build the split moves a
+figure: a difference between twins whose sign each source sets (which end of its words is
+the darker) lines the training sources up with the test sources, or against them (how far:
+docs/explanations/validity.md). The gates average over `gates.DEALS` deals
+(`speaker_deals`); beside every failing gate the audit reports its statistic over 30 single
+deals (`redrawn_values`), reported, never gated.
 """
 
 from __future__ import annotations
@@ -27,12 +27,44 @@ def deal(rows: Sequence[Mapping], train: Iterable[str], test: Iterable[str]) -> 
     return [{**r, "split": split[r["source_id"]]} for r in rows if r["source_id"] in split]
 
 
+def speaker_deals(rows: Sequence[Mapping], draws: int, rng: np.random.Generator) -> list[dict]:
+    """`draws` random deals of the build's speakers, whole, into train and test, as many
+    speakers to each as the build has.
+
+    Parameters
+    ----------
+    rows : dataset rows, both splits (a speaker is its `speaker_id`, else its source).
+    draws : deals to draw.
+    rng : the deals' generator.
+
+    Returns
+    -------
+    list of dict
+        One source id -> "train" or "test" mapping per deal; empty when the build has no
+        train or no test split.
+    """
+    speakers: dict[str, dict[str, set[str]]] = {}
+    for r in rows:
+        speaker = str(r.get("speaker_id") or r["source_id"])
+        speakers.setdefault(str(r["split"]), {}).setdefault(speaker, set()).add(r["source_id"])
+    if not {"train", "test"} <= set(speakers):
+        return []
+    n_test = len(speakers["test"])
+    sources = {k: v for side in ("train", "test") for k, v in speakers[side].items()}
+    out = []
+    for _ in range(draws):
+        order = rng.permutation(sorted(sources))
+        out.append(
+            {s: "test" if i < n_test else "train" for i, k in enumerate(order) for s in sources[k]}
+        )
+    return out
+
+
 def redrawn_values(
     rows: Sequence[Mapping], statistics: Statistics, draws: int = REDRAWS, seed: int = 0
 ) -> list[Mapping[str, float]]:
     """`statistics` (a category's gates as the audit reads them: gate -> value) over `draws`
-    random deals of the build's speakers, whole, into train and test, as many to each as
-    the build has.
+    random deals of the build's speakers (`speaker_deals`).
 
     Parameters
     ----------
@@ -46,21 +78,10 @@ def redrawn_values(
     list of dict
         One mapping per deal; empty when the build has no train or no test split.
     """
-    speakers: dict[str, dict[str, set[str]]] = {}
-    for r in rows:
-        speaker = str(r.get("speaker_id") or r["source_id"])
-        speakers.setdefault(str(r["split"]), {}).setdefault(speaker, set()).add(r["source_id"])
-    if not {"train", "test"} <= set(speakers):
-        return []
-    n_test = len(speakers["test"])
-    sources = {k: v for side in ("train", "test") for k, v in speakers[side].items()}
-    rng = np.random.default_rng(seed)
     out = []
-    for _ in range(draws):
-        order = rng.permutation(sorted(sources))
-        test = [s for k in order[:n_test] for s in sources[k]]
-        train = [s for k in order[n_test:] for s in sources[k]]
-        out.append(dict(statistics(deal(rows, train, test))))
+    for split in speaker_deals(rows, draws, np.random.default_rng(seed)):
+        dealt = [{**r, "split": split[r["source_id"]]} for r in rows]
+        out.append(dict(statistics(dealt)))
     return out
 
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from vocalgrad.stats import BOOTSTRAP_MIN_CLUSTERS
-from vocalgrad.stimuli.audit.gates import ALPHA, TARGET_ACCURACY, TARGET_AUC, distinct_figures
+from vocalgrad.stimuli.audit.gates import (
+    ALPHA,
+    DEALS,
+    TARGET_ACCURACY,
+    TARGET_AUC,
+    distinct_figures,
+)
 from vocalgrad.stimuli.audit.redraw import describe
 
 
@@ -101,8 +107,10 @@ def power_lines(report: Mapping) -> list[str]:
         parts.append(f"LR AUC {needed['auc']:.3f} (constant gates)")
     lines = [
         f"Gates: {family['gates']} in one family ({family['method']}); "
-        f"each null from {family['draws']} relabellings (twin pairs swap labels; a source's "
-        f"constants move among its clips); family-wise alpha {family['alpha']:.2f}, "
+        f"each statistic over {DEALS} deals of the build's speakers into train and test, its "
+        f"null from {family['draws']} relabellings (a source's clips all turn their labels "
+        f"about or none do; a source's constants move among its clips); family-wise alpha "
+        f"{family['alpha']:.2f}, "
         f"p-values in steps of {family['p_resolution']:.3f}. Below chance never fails."
     ]
     if parts:
@@ -193,8 +201,8 @@ def format_audit(report: Mapping) -> str:
         "Order-free cues (whole file, unchanged when played backwards) are audited on every "
         "dimension with no exclusions; the one-end observer (the dimension's own measure at "
         "one end, learnt on train) is reported, not gated. Beside a failing gate, 'redrawn' is "
-        "its statistic over the build's speakers dealt into train and test again at random "
-        "(mean +- SD [range]): how far it moves with the draw of sources; reported, not gated."
+        "its statistic over 30 single deals of the build's speakers into train and test "
+        "(mean +- SD [range]): how far one deal moves it; reported, not gated."
     )
     limits = [
         f"{category}: {c['order_free_limit']}"
