@@ -235,6 +235,21 @@ def test_a_difference_between_twins_whose_sign_each_source_sets_is_no_leak(monke
     assert rate <= G.ALPHA + 2.6 * np.sqrt(G.ALPHA * (1 - G.ALPHA) / sims), rate
 
 
+def test_a_small_build_relabels_twin_pairs_and_a_larger_one_whole_sources():
+    """Fewer than MIN_SOURCES sources have too few relabellings for a 5% test: their
+    direction gates turn twin pairs about, and a leak every source shares still fails them;
+    from MIN_SOURCES on, whole sources turn about. The constant gate moves constants within
+    sources at any size."""
+    for n_sources, unit in ((3, "twin pairs"), (G.MIN_SOURCES // 2, "sources")):
+        rows, cues = _rows_and_cues(np.random.default_rng(9), "voice_pitch",
+                                    n_sources=n_sources, leak=6.0)  # fmt: skip
+        c = audit_category("voice_pitch", rows, cues)
+        judge({"voice_pitch": c})
+        assert c["gates"]["direction"]["unit"] == unit
+        assert c["gates"]["constant"]["unit"] == "sources"
+        assert c["gates"]["direction"]["fails"] is True, (n_sources, c["gates"]["direction"])
+
+
 def _pitch_audit_text() -> tuple[dict, dict, str]:
     """One toy voice-pitch audit (3 sources, 2 pairs each): its category record, its report,
     and the table as `vocalgrad audit` prints it."""

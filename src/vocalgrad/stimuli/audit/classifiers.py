@@ -40,11 +40,12 @@ from vocalgrad.stimuli.audit.gates import (
     aucs,
     correct_family,
     distinct_figures,
+    flip_units,
+    flipped_labels,
     gate_record,
     logistic_scores,
     recommended_sources,
     shuffled_within,
-    source_flips,
 )
 from vocalgrad.stimuli.audit.redraw import redrawn_values, speaker_deals, summarise
 from vocalgrad.stimuli.order_free import NAMES as ORDER_FREE_NAMES
@@ -269,10 +270,11 @@ def _direction_gates(
 ) -> dict[str, GateStatistic]:
     """The direction classifier on each named cue set in `families`: its LR accuracy on test,
     over all the deals of the sources in `splits`, under the observed labels (column 0) and
-    under `draws` relabellings (DRAWS by default) that turn whole sources' labels about
-    (`gates.source_flips`), one set of draws for all gates and deals."""
-    sources = [str(r["source_id"]) for r in changing]
-    labels = source_flips(np.array([_is_increase(r) for r in changing]), sources, draws)
+    under `draws` relabellings (DRAWS by default) that turn whole sources' labels about, or
+    twin pairs' on a category of few sources (`gates.flip_units`), one set of draws for all
+    gates and deals."""
+    keys, unit = flip_units(changing)
+    labels = flipped_labels(np.array([_is_increase(r) for r in changing]), keys, draws)
     out = {}
     for gate, names in families.items():
         d = _design(changing, cues, names)
@@ -287,7 +289,7 @@ def _direction_gates(
                 n_test.append(len(test))
         if n_test:
             out[gate] = GateStatistic(
-                "LR accuracy", hits / sum(n_test), len(set(sources)), 1.0 / sum(n_test)
+                "LR accuracy", hits / sum(n_test), len(set(keys)), 1.0 / sum(n_test), unit
             )
     return out
 
@@ -517,7 +519,7 @@ def category_gates(
     dict of gate records, empty when the category has too few clips or sources to fit.
     """
     return {
-        name: gate_record(name, g.statistic, g.values, g.units, g.resolution)
+        name: gate_record(name, g.statistic, g.values, g.units, g.resolution, g.unit)
         for name, g in _gate_statistics(category, rows, cues).items()
     }
 

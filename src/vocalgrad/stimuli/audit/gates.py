@@ -38,6 +38,7 @@ from vocalgrad.stats import group_rng
 
 ALPHA = 0.05  # the build's family-wise error rate
 DRAWS = 200  # relabellings a gate; a p-value's resolution is 1 / (DRAWS + 1)
+MIN_SOURCES = 8  # the fewest sources whose relabellings make the direction gates' null
 DEALS = 10  # deals of the build's speakers into train and test a gate's statistic averages
 CHANCE = 0.5
 SEED = 0  # the null's draws
@@ -151,28 +152,43 @@ def pair_units(rows: Sequence[Mapping]) -> np.ndarray:
     keys: dict[Hashable, int] = {}
     out = np.empty(len(rows), dtype=int)
     for i, r in enumerate(rows):
-        twin = r.get("pair_id") or r.get("pair_key") or (r.get("tier"), r.get("curve"))
-        out[i] = keys.setdefault((r["source_id"], twin), len(keys))
+        out[i] = keys.setdefault(_twin(r), len(keys))
     return out
 
 
-def source_flips(y: np.ndarray, sources: Sequence[str], draws: int | None = None) -> np.ndarray:
-    """(n, draws + 1) 0/1 labels: column 0 is `y`, each other column `y` with every source's
-    labels turned about (1 - y) or kept, at random; a source's draws are seeded by its id
-    alone, so draw k turns a source about in every gate and category of a build at once;
-    `draws` defaults to DRAWS.
+def _twin(row: Mapping) -> tuple:
+    """A row's twin pair: its source and its `pair_id`, `pair_key` or tier and curve."""
+    twin = row.get("pair_id") or row.get("pair_key") or (row.get("tier"), row.get("curve"))
+    return row["source_id"], twin
 
-    Why sources and not twin pairs: with no leak that carries from one source to another, a
-    source's twins are as likely one way round as the other, whatever the source's own
-    difference between them (which end of its words is the darker); relabelling pairs kept
-    the null as narrow as if no source had one, and such builds failed far more often than
-    ALPHA."""
+
+def flip_units(rows: Sequence[Mapping]) -> tuple[list[str], str]:
+    """(a key per row, the unit's name): what the direction gates' null turns about together.
+
+    Whole sources ("sources") where the rows hold at least MIN_SOURCES of them: with no leak
+    that carries from one source to another, a source's twins are as likely one way round
+    as the other, whatever the source's own difference between them (which end of its words
+    is the darker); relabelling twin pairs left the null as narrow as if no source had such
+    a difference, and builds of 8 to 10 test sources failed far more often than ALPHA. Twin
+    pairs ("twin pairs") below that: n sources have only 2^n relabellings, too few for a 5%
+    test, and the pair null asks the stricter question of them, whether twins are
+    exchangeable within each source."""
+    if len({r["source_id"] for r in rows}) >= MIN_SOURCES:
+        return [f"source|{r['source_id']}" for r in rows], "sources"
+    return [f"pair|{_twin(r)}" for r in rows], "twin pairs"
+
+
+def flipped_labels(y: np.ndarray, keys: Sequence[str], draws: int | None = None) -> np.ndarray:
+    """(n, draws + 1) 0/1 labels: column 0 is `y`, each other column `y` with every unit's
+    labels (rows that share a key) turned about (1 - y) or kept, at random; a unit's draws
+    are seeded by its key alone, so draw k turns a source about in every gate and category
+    of a build at once; `draws` defaults to DRAWS."""
     draws = DRAWS if draws is None else draws
-    names = sorted(set(sources))
-    flip = np.array(
-        [group_rng(SEED, f"source|{s}").integers(0, 2, draws).astype(bool) for s in names]
-    ).reshape(len(names), draws)
-    index = np.searchsorted(names, np.asarray(sources))
+    names = sorted(set(keys))
+    flip = np.array([group_rng(SEED, k).integers(0, 2, draws).astype(bool) for k in names]).reshape(
+        len(names), draws
+    )
+    index = np.searchsorted(names, np.asarray(keys))
     y = np.asarray(y, dtype=float)
     flipped = np.where(flip[index], 1.0 - y[:, None], y[:, None])
     return np.hstack([y[:, None], flipped])
@@ -214,20 +230,28 @@ def aucs(scores: np.ndarray, positive: np.ndarray) -> np.ndarray:
 class GateStatistic(NamedTuple):
     """A gate's statistic before its record (`gate_record`): its name ("LR accuracy", "LR
     AUC"), its value per column of the labels (column 0 observed, the rest relabellings),
-    the units relabelled (twin pairs or sources) and the smallest step it takes."""
+    how many units its relabellings move, the smallest step it takes, and what a unit is
+    ("sources" or "twin pairs")."""
 
     statistic: str
     values: np.ndarray
     units: int
     resolution: float
+    unit: str = "sources"
 
 
 def gate_record(
-    name: str, statistic: str, values: np.ndarray, units: int, resolution: float
+    name: str,
+    statistic: str,
+    values: np.ndarray,
+    units: int,
+    resolution: float,
+    unit: str = "sources",
 ) -> dict:
     """A gate before the family's correction: its observed value (column 0 of `values`), its
-    null (the rest) and the smallest step its statistic takes (`resolution`: one clip of
-    accuracy, one positive-negative pair of AUC), the floor of the null's SD."""
+    null (the rest), the units its relabellings move (`units` of them, each one of `unit`)
+    and the smallest step its statistic takes (`resolution`: one clip of accuracy, one
+    positive-negative pair of AUC), the floor of the null's SD."""
     values = np.asarray(values, dtype=float)
     null = values[1:]
     return {
@@ -237,6 +261,7 @@ def gate_record(
         "chance": CHANCE,
         "draws": int(null.size),
         "units": int(units),
+        "unit": unit,
         "null_mean": float(null.mean()),
         "null_sd": float(null.std()),
         "null_p95": float(np.percentile(null, 95)),

@@ -9,6 +9,7 @@ from vocalgrad.stats import BOOTSTRAP_MIN_CLUSTERS
 from vocalgrad.stimuli.audit.gates import (
     ALPHA,
     DEALS,
+    MIN_SOURCES,
     TARGET_ACCURACY,
     TARGET_AUC,
     distinct_figures,
@@ -109,7 +110,8 @@ def power_lines(report: Mapping) -> list[str]:
         f"Gates: {family['gates']} in one family ({family['method']}); "
         f"each statistic over {DEALS} deals of the build's speakers into train and test, its "
         f"null from {family['draws']} relabellings (a source's clips all turn their labels "
-        f"about or none do; a source's constants move among its clips); family-wise alpha "
+        f"about or none do, a twin pair's where a dimension has fewer than {MIN_SOURCES} "
+        f"sources; a source's constants move among its clips); family-wise alpha "
         f"{family['alpha']:.2f}, "
         f"p-values in steps of {family['p_resolution']:.3f}. Below chance never fails."
     ]
