@@ -47,6 +47,7 @@ from vocalgrad.audio import load_audio
 from vocalgrad.dataset import load_rows
 from vocalgrad.records import DIRECTIONS, LABELS
 from vocalgrad.stimuli.audit import classifiers as C
+from vocalgrad.stimuli.audit import gates as G
 from vocalgrad.stimuli.audit.cache import dataset_cues
 from vocalgrad.stimuli.audit.cues import (
     allowed_families,
@@ -253,7 +254,9 @@ def family_simulation(args: argparse.Namespace) -> None:
             print(f"<!-- {name}: cues measured again in {time.process_time() - started:.0f} s -->")
         rng = np.random.default_rng(args.seed)
         failed, per_category, critical, needed, seconds = [], [], [], [], []
-        for _ in range(args.sims):
+        for k in range(args.sims):
+            # each simulated build its own relabellings and deals, as two real builds have
+            C.SEED = G.SEED = args.seed * 1_000_003 + k + 1
             started = time.process_time()
             simulated = {c: simulated_gates(c, mine, cues, rng, planted)
                          for c, mine in by_category.items()}  # fmt: skip
