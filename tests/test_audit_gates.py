@@ -194,6 +194,7 @@ def test_needed_is_the_smallest_statistic_that_fails():
     assert not verdicts[0] and verdicts[-1]
 
 
+@pytest.mark.slow  # 150 builds, each its gates over ten deals: about 40 s
 def test_a_build_with_no_leak_fails_at_most_alpha_of_the_time(monkeypatch):
     """Synthetic builds of three categories, twin labels a coin toss within each pair (the
     null the audit's permutations draw from), each decided by the audit's own gates and
