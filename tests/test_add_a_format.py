@@ -86,7 +86,9 @@ class Step(QuestionFormat):
         if first.ndim == 2:
             into = into[:, None]
         spliced = first[:n] * (1 - into) + second[:n] * into
-        audio, rove, _, _ = engine.assemble([spliced], key, source_edges=spec.source_edges)
+        audio, rove, _, _ = engine.assemble(
+            [spliced], engine.level_rove_db(condition, key), source_edges=spec.source_edges
+        )
         audio = engine.to_file(audio)
         clip, measured = engine.measure(condition.category, audio, span)
         return ClipResult(

@@ -7,17 +7,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from vocalgrad.cli import main
 from vocalgrad.dataset import load_rows
 from vocalgrad.errors import ConfigError
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig, load_config
+from vocalgrad.stimuli.neutralise import ROVE_DB, stratified_rove_gain_db
 from vocalgrad.stimuli.plan import plan_conditions
 
 SMALL = BuildConfig(n_test=2, n_train=2, tiers=("low", "high"))
@@ -30,6 +32,52 @@ pytestmark = pytest.mark.usefixtures("builtin_cache")  # builds share one synthe
 def small(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("small") / "ds"
     return out, build(SMALL, out, workers=2, audit=False)  # the audit's own tests audit
+
+
+def test_a_stratified_rove_is_uniform_and_its_slots_average_near_zero():
+    n = 3
+    values = np.array(
+        [
+            [stratified_rove_gain_db(5, f"{g:016x}", "constant", k, n) for k in range(n)]
+            for g in range(2000)
+        ]
+    )
+    assert stats.kstest(values.ravel(), "uniform", args=(-ROVE_DB, 2 * ROVE_DB)).pvalue > 0.05
+    strata = np.floor((values + ROVE_DB) * n / (2 * ROVE_DB))
+    assert (np.sort(strata, axis=1) == np.arange(n)).all()  # every stratum once per group
+    assert np.abs(values.mean(axis=1)).max() <= ROVE_DB / n
+    assert np.abs(values.mean(axis=1)).std() < 0.4 * ROVE_DB / np.sqrt(3 * n)  # iid: 1
+    with pytest.raises(ValueError, match="rove slot 3 outside 0..2"):
+        stratified_rove_gain_db(5, "ab", "constant", 3, n)
+
+
+def test_a_sources_level_roves_fill_the_strata_from_one_start(small):
+    """Per source and category, its changing pairs hold distinct strata of the level rove, as
+    do its constants, all at one start: neither kind averages louder than the other by more
+    than ROVE_DB / n (drawn apart, a build's constants averaged 0.8 dB quieter). A twin pair
+    shares its rove."""
+    out, _ = small
+    planned, _ = plan_conditions(SMALL)
+    slots = {(c.category, c.direction == "constant"): c.rove_stratum[1] for c in planned}
+    assert slots[("volume", True)] == SMALL.constants
+    assert slots[("volume", False)] == len(SMALL.tiers) * len(SMALL.curves)
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for row in load_rows(out):
+        groups[(row["source_id"], row["category"])].append(row)
+    for (source, category), rows in groups.items():
+        strata: dict[bool, dict[str, int]] = {True: {}, False: {}}
+        starts = []
+        for row in rows:
+            constant = row["direction"] == "constant"
+            n = slots[(category, constant)]
+            position = (row["level_rove_db"] + ROVE_DB) * n / (2 * ROVE_DB)
+            starts.append(position % 1)
+            own = row["item_id"] if constant else f"{row['tier']}|{row['curve']}"
+            assert strata[constant].setdefault(own, int(position)) == int(position), row
+        for constant, held in strata.items():  # one stratum each
+            assert len(set(held.values())) == len(held), (source, category, constant, held)
+        # one start: the positions within their strata agree (on a circle: 0.999 is 0.001)
+        assert abs(np.exp(2j * np.pi * np.array(starts)).mean()) > 0.999, starts
 
 
 def test_every_category_verifies_on_builtin_speech(small):

@@ -15,7 +15,7 @@ from vocalgrad.signal.analysis import Analysis
 from vocalgrad.signal.trajectories import CURVE_NAMES, progress
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.confounds import late_minus_early_db, measure_confounds
-from vocalgrad.stimuli.neutralise import ROVE_DB, cancel_drift
+from vocalgrad.stimuli.neutralise import ROVE_DB, cancel_drift, rove_gain_db
 from vocalgrad.stimuli.plan import Condition, held_constant, item_id, plan_conditions
 from vocalgrad.stimuli.render import (
     PreparedSource,
@@ -638,7 +638,7 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         span = ref.clean.span
         track = track_for(ramp, echo.SPEC, span.onset_s, span.offset_s)
         raw = echo.render(ref.clean, track, np.random.default_rng(0))
-        audio = to_file(unlimited(ref, "distance", raw, track, span, 0, "ae")[0])
+        audio = to_file(unlimited(ref, "distance", raw, track, span, rove_gain_db(0, "ae"))[0])
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
     # farther is duller on every recording, by 0.4-4.4 dB (what the words put in each end's
     # high band varies as much)

@@ -24,6 +24,7 @@ from vocalgrad.report import build_sections
 from vocalgrad.stimuli.build import build
 from vocalgrad.stimuli.config import BuildConfig
 from vocalgrad.stimuli.confounds import loudness_drift_db
+from vocalgrad.stimuli.neutralise import rove_gain_db
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     measure_clip,
@@ -162,7 +163,11 @@ def test_a_level_only_pan_is_not_a_direction_change(sources):
         )
         gains = 10 ** (np.stack([-6 * ramp + 3, 6 * ramp - 3], axis=1) / 20)
         raw = (source.clean.audio[:, None] * gains).astype(np.float32)
-        audio = to_file(unlimited(source, "stereo_direction", raw, np.zeros_like, span, 0, "ae")[0])
+        audio = to_file(
+            unlimited(source, "stereo_direction", raw, np.zeros_like, span, rove_gain_db(0, "ae"))[
+                0
+            ]
+        )
         measured = measure_clip(source, "stereo_direction", audio, span, "increase")
         assert measured[1].end - measured[1].start > 5 and measured[3] != "verified", measured[1]
 

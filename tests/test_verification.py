@@ -10,6 +10,7 @@ from scipy.signal import butter, sosfiltfilt
 
 from vocalgrad import dimensions
 from vocalgrad.signal.analysis import Analysis
+from vocalgrad.stimuli.neutralise import rove_gain_db
 from vocalgrad.stimuli.plan import Condition
 from vocalgrad.stimuli.render import (
     PreparedSource,
@@ -98,7 +99,9 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
     else:
         raise ValueError(kind)
     span = clip_span(dim, track, source.clean, len(raw))
-    audio = to_file(unlimited(source, labelled.category, raw, track, span, 0, ITEM)[0])
+    audio = to_file(
+        unlimited(source, labelled.category, raw, track, span, rove_gain_db(0, ITEM))[0]
+    )
     return measure_clip(source, labelled.category, audio, span, labelled.direction)[3]
 
 

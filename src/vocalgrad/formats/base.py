@@ -287,8 +287,29 @@ class Engine(Protocol):
         """
         ...
 
+    def level_rove_db(self, condition: Condition, key: str) -> float:
+        """The file's overall level offset.
+
+        Parameters
+        ----------
+        condition : Condition
+            The clip's condition (its `rove_stratum` places it among the source's clips).
+        key : str
+            Its `rove_key`.
+
+        Returns
+        -------
+        float
+            The offset, dB, the same for a twin pair's two clips.
+        """
+        ...
+
     def assemble(
-        self, parts: list[np.ndarray], rove_key: str, gap_s: float = 0.0, source_edges: bool = False
+        self,
+        parts: list[np.ndarray],
+        rove_db: float,
+        gap_s: float = 0.0,
+        source_edges: bool = False,
     ) -> Assembled:
         """One file from levelled parts, `gap_s` s of room tone between them: (audio, rove
         dB, [(start, end) sample of each part's slot], [samples padded before each part]).
@@ -297,8 +318,8 @@ class Engine(Protocol):
         ----------
         parts : list of ndarray, each shape (n_i,) or (n_i, channels), float32 at `sr` Hz
             Levelled parts (from `held`, say), in the order they play.
-        rove_key : str
-            What the file's overall level rove is drawn from (`rove_key`).
+        rove_db : float
+            The file's overall level offset, dB (`level_rove_db`).
         gap_s : float
             Room tone between consecutive parts, seconds.
         source_edges : bool

@@ -88,7 +88,10 @@ class Comparison(QuestionFormat):
         condition = engine.roved(condition, key)
         held = [engine.held(condition, v) for v in (condition.start, condition.end)]
         audio, rove, bounds, leads = engine.assemble(
-            [p for p, _ in held], key, GAP_S, source_edges=spec.source_edges
+            [p for p, _ in held],
+            engine.level_rove_db(condition, key),
+            GAP_S,
+            source_edges=spec.source_edges,
         )
         audio = engine.to_file(audio)
         in_slot = [

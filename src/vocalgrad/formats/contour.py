@@ -138,7 +138,10 @@ class Contour(QuestionFormat):
             audio, span = engine.changing([(c, it, course)])[0]
             rendered.append((engine.level_along(c.category, audio, span, course), span))
         edges = dimensions.get(condition.category).SPEC.source_edges
-        assembled = [engine.assemble([audio], key, source_edges=edges)[:2] for audio, _ in rendered]
+        rove_db = engine.level_rove_db(condition, key)
+        assembled = [
+            engine.assemble([audio], rove_db, source_edges=edges)[:2] for audio, _ in rendered
+        ]
         gain = peak_gain(*(a for a, _ in assembled))
         spec = dimensions.get(condition.category).SPEC
         results = []

@@ -141,7 +141,10 @@ class HowMuch(QuestionFormat):
         if condition.direction != "increase":  # the second part changes more
             parts = parts[::-1]
         audio, rove, bounds, leads = engine.assemble(
-            [p for p, _ in parts], key, GAP_S, source_edges=spec.source_edges
+            [p for p, _ in parts],
+            engine.level_rove_db(condition, key),
+            GAP_S,
+            source_edges=spec.source_edges,
         )
         audio = engine.to_file(audio)
         in_slot = [

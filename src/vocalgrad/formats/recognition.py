@@ -120,8 +120,9 @@ class Recognition(QuestionFormat):
         twin_part, _ = engine.held(condition, condition.start)  # the twin's: it waits, memoised
         key = engine.rove_key(condition, item)
         edges = dimensions.get(condition.category).SPEC.source_edges
-        audio, rove, _, _ = engine.assemble([part], key, source_edges=edges)
-        twin_audio = engine.assemble([twin_part], key, source_edges=edges)[0]
+        rove_db = engine.level_rove_db(condition, key)
+        audio, rove, _, _ = engine.assemble([part], rove_db, source_edges=edges)
+        twin_audio = engine.assemble([twin_part], rove_db, source_edges=edges)[0]
         audio = engine.to_file(audio, peak_gain(audio, twin_audio))  # one limit per pair
         clip, measured = engine.measure(condition.category, audio, span)
         return ClipResult(

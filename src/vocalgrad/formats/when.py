@@ -181,7 +181,9 @@ class When(QuestionFormat):
         )
         made = []
         for (it, cond), window, (audio, span) in zip(members, windows, rendered, strict=True):
-            assembled, rove, _, _ = engine.assemble([audio], key, source_edges=edges)
+            assembled, rove, _, _ = engine.assemble(
+                [audio], engine.level_rove_db(condition, key), source_edges=edges
+            )
             made.append((it, cond, window, assembled, span, rove))
         gain = peak_gain(*(m[3] for m in made))
         results = [self._finish(engine, path, *m[1:], gain) for m in made]

@@ -20,6 +20,7 @@ or peak, loudness that a process changes as a side effect. Three steps remove th
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -66,6 +67,41 @@ def room_tone_rms(speech_rms: float) -> float:
 def rove_gain_db(seed: int, key: str) -> float:
     """The clip's overall level offset (dB), from (global seed, its rove key) alone."""
     return float(np.random.default_rng([seed, int(key, 16), 7]).uniform(-ROVE_DB, ROVE_DB))
+
+
+def stratified_rove_gain_db(seed: int, group: str, kind: str, slot: int, n_slots: int) -> float:
+    """One of `n_slots` overall level offsets (dB) that split +-ROVE_DB into equal strata.
+
+    Systematic sampling: slot k takes stratum order[k] at one start drawn per (seed, group),
+    in an order drawn per (seed, group, kind). Each offset is uniform over +-ROVE_DB, and
+    the group's slots average within ROVE_DB / n_slots of 0 dB.
+    Why: drawn apart, a source's three constants could average 0.8 dB quieter than its
+    changing clips, and a build's constant gate read it (docs/results.md).
+
+    Parameters
+    ----------
+    seed : int
+        The build's seed.
+    group : str
+        Hex key of the slots sharing one start (a source's clips of one category).
+    kind : str
+        Which slots of the group (changing pairs or constants): each kind its own order.
+    slot : int
+        This clip's slot, 0 <= slot < n_slots.
+    n_slots : int
+        Slots of this kind in the group.
+
+    Returns
+    -------
+    float
+        The offset, dB.
+    """
+    if not 0 <= slot < n_slots:
+        raise ValueError(f"rove slot {slot} outside 0..{n_slots - 1}")
+    start = np.random.default_rng([seed, int(group, 16), 7]).uniform()
+    order = np.random.default_rng([seed, int(group, 16), zlib.crc32(kind.encode()), 8])
+    stratum = int(order.permutation(n_slots)[slot])
+    return float(-ROVE_DB + 2 * ROVE_DB * (stratum + start) / n_slots)
 
 
 def momentary_power(frame_power: np.ndarray) -> np.ndarray:

@@ -45,6 +45,10 @@ class Condition:
     # confined to ("first" or "second"; "" for the whole span). Part of the key when set.
     also: Condition | None = None
     half: str = ""
+    # (slot, of n) of the overall level rove among a source's clips of this category and kind:
+    # changing pairs by pair key, constants by replicate (`with_rove_strata`); None: drawn
+    # alone from the rove key. Not part of the key.
+    rove_stratum: tuple[int, int] | None = None
 
     @property
     def key(self) -> str:
@@ -150,7 +154,43 @@ def plan_conditions(config: BuildConfig) -> tuple[list[Condition], list[dict]]:
                 for replicate in range(config.constants)
             )
     conditions, paired_refused = form.planned(conditions)
-    return conditions, refused + paired_refused
+    return with_rove_strata(conditions), refused + paired_refused
+
+
+def with_rove_strata(conditions: list[Condition]) -> list[Condition]:
+    """The conditions with their level rove strata (`Condition.rove_stratum`): within each
+    category, every changing pair (by pair key, in plan order) one slot of as many as there
+    are pairs, and every constant (by replicate) one of as many as there are constants.
+    Why: the render then spreads a source's pairs, and its constants, over the whole rove
+    (`neutralise.stratified_rove_gain_db`), so neither kind comes out louder by chance.
+
+    Parameters
+    ----------
+    conditions : list of Condition
+        A build's planned conditions.
+
+    Returns
+    -------
+    list of Condition
+        The same conditions, in the same order, each with its `rove_stratum`.
+    """
+    pairs: dict[str, dict[str, int]] = {}
+    constants: dict[str, int] = {}
+    for c in conditions:
+        if c.direction == "constant":
+            constants[c.category] = max(constants.get(c.category, 0), c.replicate + 1)
+        else:
+            keys = pairs.setdefault(c.category, {})
+            keys.setdefault(c.pair_key, len(keys))
+    return [
+        dataclasses.replace(
+            c,
+            rove_stratum=(c.replicate, constants[c.category])
+            if c.direction == "constant"
+            else (pairs[c.category][c.pair_key], len(pairs[c.category])),
+        )
+        for c in conditions
+    ]
 
 
 def design_magnitudes(category: str, levels: int = 6, sr: int = 16000) -> list[float]:

@@ -51,6 +51,7 @@ from vocalgrad.stimuli.neutralise import (
     room_tone,
     room_tone_rms,
     rove_gain_db,
+    stratified_rove_gain_db,
 )
 from vocalgrad.stimuli.plan import Condition, held_constant, item_rng, roved
 
@@ -58,7 +59,7 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips: a build resumed across it would mix them,
 # and caches are keyed on it. CHANGELOG.md lists what each revision changed;
 # tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
-RENDERER_REVISION = 22
+RENDERER_REVISION = 23
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -342,19 +343,17 @@ def unlimited(
     processed: np.ndarray,
     track: Track,
     span: SpeechSpan,
-    seed: int,
-    rove_key: str,
+    rove_db: float,
 ) -> tuple[np.ndarray, float]:
     """From processed audio to the clip a listener hears, up to its peak limit (in float; the
     file takes `to_file`): loudness compensation where the dimension asks for it, the source's
-    speech loudness (over the clip's speech span), the room-tone floor and a roved overall
-    level. Returns (audio, rove dB)."""
+    speech loudness (over the clip's speech span), the room-tone floor and the overall level
+    offset `rove_db` (`level_rove_db`). Returns (audio, rove dB)."""
     edges = dimensions.get(category).SPEC.source_edges
     audio, rove, _, _ = assemble(
         source,
         [level(source, category, processed, track, span)],
-        seed,
-        rove_key,
+        rove_db,
         source_edges=edges,
     )
     return audio, rove
@@ -410,16 +409,15 @@ def level(
 def assemble(
     source: PreparedSource,
     parts: list[np.ndarray],
-    seed: int,
-    rove_key: str,
+    rove_db: float,
     gap_s: float = 0.0,
     source_edges: bool = False,
 ) -> tuple[np.ndarray, float, list[tuple[int, int]], list[int]]:
     """One file from levelled parts: each part padded to the longest (so part lengths carry
     nothing), the room-tone floor under every part (the same samples as under the source,
     so each part measures against the heard source as a single clip does) and in the gaps
-    between them (its continuation: no exact digital silence anywhere), one roved overall
-    level for the whole file (so parts keep their level difference); not yet peak-limited
+    between them (its continuation: no exact digital silence anywhere), one overall level
+    offset `rove_db` for the whole file (so parts keep their level difference); not yet peak-limited
     or quantised (`to_file`). Parts whose edges are the source's (`source_edges`) get the
     tone that lay under the source's edges at both ends (`PreparedSource.tone_under`).
     Every pad faces a gap: the last of several parts is padded before its speech, the
@@ -446,8 +444,7 @@ def assemble(
         pieces.append(padded + _like(part, tone[:n]))
         bounds.append((at, at + length))
         at += length
-    rove = rove_gain_db(seed, rove_key)
-    return np.concatenate(pieces) * np.float32(10 ** (rove / 20)), rove, bounds, leads
+    return np.concatenate(pieces) * np.float32(10 ** (rove_db / 20)), rove_db, bounds, leads
 
 
 def _like(part: np.ndarray, tone: np.ndarray) -> np.ndarray:
@@ -482,12 +479,43 @@ def measure_clip(
 
 
 def rove_key(source: PreparedSource, condition: Condition, item: str) -> str:
-    """What a clip's roves (its overall level, `SPEC.rove`) are drawn from: for a changing
-    clip its pair's key, so an increase clip and its decrease twin get the same rove and no
-    rove follows the direction even by chance; a constant clip's own item."""
+    """What a clip's roves (`SPEC.rove`; its overall level where it has no stratum) are drawn
+    from: for a changing clip its pair's key, so an increase clip and its decrease twin get
+    the same rove and no rove follows the direction even by chance; a constant clip's own
+    item."""
     if condition.direction == "constant":
         return item
     return hashlib.sha256(f"{source.tone_seed}|{condition.pair_key}".encode()).hexdigest()[:16]
+
+
+def level_rove_db(source: PreparedSource, condition: Condition, seed: int, key: str) -> float:
+    """The clip's overall level offset.
+
+    Parameters
+    ----------
+    source : PreparedSource
+        The clip's source.
+    condition : Condition
+        The clip's condition; its `rove_stratum` places it among the source's clips of its
+        category and kind (`neutralise.stratified_rove_gain_db`).
+    seed : int
+        The build's seed.
+    key : str
+        The clip's `rove_key`: the offset is drawn from it alone where the condition has
+        no stratum.
+
+    Returns
+    -------
+    float
+        The offset, dB; a twin pair's two clips share it (one pair key, one stratum), so it
+        never follows the direction.
+    """
+    if condition.rove_stratum is None:
+        return rove_gain_db(seed, key)
+    slot, n_slots = condition.rove_stratum
+    group = hashlib.sha256(f"{source.tone_seed}|{condition.category}".encode()).hexdigest()[:16]
+    kind = "constant" if condition.direction == "constant" else "change"
+    return stratified_rove_gain_db(seed, group, kind, slot, n_slots)
 
 
 def render_condition(
@@ -535,10 +563,17 @@ class Engine:
     def held(self, condition: Condition, value: float) -> tuple[np.ndarray, SpeechSpan]:
         return render_held(self.source, condition, value)
 
+    def level_rove_db(self, condition: Condition, key: str) -> float:
+        return level_rove_db(self.source, condition, self.seed, key)
+
     def assemble(
-        self, parts: list[np.ndarray], rove_key: str, gap_s: float = 0.0, source_edges: bool = False
+        self,
+        parts: list[np.ndarray],
+        rove_db: float,
+        gap_s: float = 0.0,
+        source_edges: bool = False,
     ) -> Assembled:
-        return assemble(self.source, parts, self.seed, rove_key, gap_s, source_edges)
+        return assemble(self.source, parts, rove_db, gap_s, source_edges)
 
     def to_file(self, audio: np.ndarray, gain: float | None = None) -> np.ndarray:
         return to_file(audio, gain)
@@ -616,7 +651,8 @@ def _render_unlimited(
     track = track_for(condition, dim.SPEC, span.onset_s, span.offset_s, source.clean)
     processed = dim.render(source.clean, track, item_rng(seed, item))
     heard_span = clip_span(dim, track, source.clean, len(processed))
-    audio, rove = unlimited(source, condition.category, processed, track, heard_span, seed, key)
+    rove_db = level_rove_db(source, condition, seed, key)
+    audio, rove = unlimited(source, condition.category, processed, track, heard_span, rove_db)
     return _Unlimited(condition, audio, track, heard_span, rove)
 
 
@@ -697,7 +733,8 @@ def render_layers(
         current = source.clean.like(levelled, span=heard_span)
         edges = edges or dim.SPEC.source_edges
         done.append((condition, track))
-    audio, rove, _, _ = assemble(source, [current.audio], seed, key, source_edges=edges)
+    rove_db = level_rove_db(source, layers[named], seed, key)
+    audio, rove, _, _ = assemble(source, [current.audio], rove_db, source_edges=edges)
     condition, track = done[named]
     return _Unlimited(condition, audio, track, current.span, rove, midpoint, tuple(done))
 
