@@ -84,6 +84,7 @@ def write_card(out: Path, config: BuildConfig, rows: list[dict], report: dict, s
         f"- every clip carries its source's room-tone floor (pink noise {-ROOM_TONE_DB:.0f} dB "
         "under the speech; no exact digital silence) and a random overall level offset (level "
         f"roving, uniform ±{ROVE_DB:g} dB, one draw per increase/decrease twin pair, "
+        "stratified over a source's pairs and its constants in each dimension, "
         "`level_rove_db`), so absolute level and peak carry no label",
         "- trajectories are centred (volume: mean over the speech span; pitch, brightness, "
         "distance, stereo direction: mean weighted by the source's loudness; speed: every clip "
