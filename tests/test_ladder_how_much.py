@@ -31,9 +31,7 @@ def built(tmp_path_factory, cache_dir):
     # 4 train sources: the audit's classifiers learn 23 cues from its clips; 3 test sources:
     # on 2 the planted leak's gate read p 0.005-0.05 over 10 build seeds (accuracy 1.0, but
     # so are many relabellings), on 3 p 0.005 at every seed
-    return tiny_build(
-        tmp_path_factory.mktemp("how_much") / "ds", "how_much", n_test=3, n_train=4
-    )
+    return tiny_build(tmp_path_factory.mktemp("how_much") / "ds", "how_much", n_test=3, n_train=4)
 
 
 def test_the_smaller_change_is_a_share_of_the_larger_about_the_same_middle():
