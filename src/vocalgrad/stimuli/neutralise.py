@@ -75,8 +75,9 @@ def stratified_rove_gain_db(seed: int, group: str, kind: str, slot: int, n_slots
     Systematic sampling: slot k takes stratum order[k] at one start drawn per (seed, group),
     in an order drawn per (seed, group, kind). Each offset is uniform over +-ROVE_DB, and
     the group's slots average within ROVE_DB / n_slots of 0 dB.
-    Why: drawn apart, a source's three constants could average 0.8 dB quieter than its
-    changing clips, and a build's constant gate read it (docs/results.md).
+    Why: drawn apart, a source's constants and its changing clips differed in mean level by
+    about 1 dB (SD over sources), and a build's constant gate read it where one dimension's
+    constants came out quieter over all sources (docs/results.md).
 
     Parameters
     ----------
