@@ -9,7 +9,7 @@ import pytest
 from conftest import RENDER_SR, needs_alsa
 from scipy.signal import fftconvolve
 
-from vocalgrad.audio import FRAME_S, load_audio, normalise, resample
+from vocalgrad.audio import FRAME_S, load_audio, loudness_lufs, normalise, resample
 from vocalgrad.dimensions import echo, volume
 from vocalgrad.dimensions._shared import edge_matched
 from vocalgrad.signal.analysis import Analysis
@@ -30,9 +30,15 @@ from vocalgrad.signal.levelling import (
     matched_boundaries,
     symmetric_edges,
 )
+from vocalgrad.sources import ensure_rendered, resolve_sources
 from vocalgrad.stimuli.order_free import momentary_db, order_free_cues
 from vocalgrad.stimuli.plan import Condition, item_id
-from vocalgrad.stimuli.render import prepare_reference, prepare_source, render_condition
+from vocalgrad.stimuli.render import (
+    prepare_reference,
+    prepare_source,
+    render_condition,
+    span_loudness,
+)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +179,32 @@ def test_volume_twins_mirror_each_other_in_level(sources):
         assert up.verified and down.verified
         p_up, p_down = (np.percentile(momentary_db(r.audio, RENDER_SR), 95) for r in (up, down))
         assert abs(p_up - p_down) < 3.0, (p_up, p_down)
+
+
+def test_volume_twins_of_a_tone_are_levelled_to_one_loudness(tmp_path):
+    """A tone's volume twins are each other's mirror image, so they are levelled alike: the
+    span's loudness is read both ways. Read forwards only, the meter's 400 ms blocks leave
+    part of this tone's span out at its end, the ramp up and its twin read apart, and the
+    increase clip came out louder over the whole file."""
+    (tone,) = [
+        s
+        for s in resolve_sources("tones", cache_dir=tmp_path)
+        if s.source_id == "tones/harmonic/1131.4Hz"
+    ]
+    ensure_rendered([tone])
+    source = prepare_source(prepare_reference(tone.path, RENDER_SR, -26.0, kind="tone"), 1)
+    span = source.clean.span
+    ramp = 10 ** (np.linspace(-9.0, 9.0, len(source.clean.audio)) / 20)
+    up, down = source.clean.audio * ramp, source.clean.audio * ramp[::-1]
+    forwards = [
+        loudness_lufs(x[int(span.onset_s * RENDER_SR) : int(span.offset_s * RENDER_SR)], RENDER_SR)
+        for x in (up, down)
+    ]
+    assert abs(forwards[0] - forwards[1]) > 0.1  # what the forward reading alone leaves
+    assert abs(span_loudness(up, RENDER_SR, span) - span_loudness(down, RENDER_SR, span)) < 0.01
+    clips = _pair(source, "volume", -9.0, 9.0)
+    rms_db = [10 * np.log10(np.mean(r.audio.astype(np.float64) ** 2)) for r in clips]
+    assert abs(rms_db[0] - rms_db[1]) < 0.01, rms_db
 
 
 def _pause_cores(ref: Analysis, min_s: float = 0.15) -> np.ndarray:

@@ -59,7 +59,7 @@ INT16_SCALE = 32768.0
 # Bumped when the same config renders other clips: a build resumed across it would mix them,
 # and caches are keyed on it. CHANGELOG.md lists what each revision changed;
 # tests/test_renderer_revision.py fails when a golden set's bytes change without a bump.
-RENDERER_REVISION = 23
+RENDERER_REVISION = 24
 
 
 def quantise16(audio: np.ndarray) -> np.ndarray:
@@ -159,14 +159,40 @@ class PreparedSource:
 
 
 def span_loudness(audio: np.ndarray, sr: int, span: SpeechSpan) -> float:
-    """Integrated loudness over a speech span: silences and tails do not set the level. A
-    two-channel clip is measured as if both ears heard its downmix: levelled on the sum of
-    its ears, a voice off to one side came out quieter in the mono a model hears
-    (`vocalgrad.dimensions.stereo_direction`)."""
+    """Integrated loudness over a speech span, the mean of its readings forwards and
+    backwards: silences and tails do not set the level, and a clip and its mirror image read
+    the same. A two-channel clip is measured as if both ears heard its downmix: levelled on
+    the sum of its ears, a voice off to one side came out quieter in the mono a model hears
+    (`vocalgrad.dimensions.stereo_direction`).
+
+    Why both ways: the meter lays its 400 ms blocks from the span's start and drops the part
+    of the last block that does not fit, so a gain ramp up and its twin ramp down read
+    apart by a share of a dB that depends on the span's length, and were levelled apart:
+    on tones, whose spans are a few lengths, a volume increase clip came out louder than its
+    twin over the whole file (docs/results.md, renderer revision 24).
+
+    Parameters
+    ----------
+    audio : np.ndarray, shape (n,) or (n, 2)
+        The clip (float).
+    sr : int
+        Sample rate in Hz.
+    span : SpeechSpan
+        Where the speech lies; a span shorter than 0.5 s is measured over the whole clip.
+
+    Returns
+    -------
+    float
+        Loudness in LUFS; -inf for silence.
+    """
     onset, offset = int(round(span.onset_s * sr)), int(round(span.offset_s * sr))
     if audio.ndim == 2:
         audio = np.repeat(audio.mean(axis=1, keepdims=True), audio.shape[1], axis=1)
-    return loudness_lufs(audio[onset:offset] if offset - onset >= sr // 2 else audio, sr)
+    body = audio[onset:offset] if offset - onset >= sr // 2 else audio
+    forwards, backwards = loudness_lufs(body, sr), loudness_lufs(body[::-1], sr)
+    if not (np.isfinite(forwards) and np.isfinite(backwards)):
+        return max(forwards, backwards)
+    return (forwards + backwards) / 2
 
 
 def tone_seed_for(seed: int, source_id: str) -> int:
