@@ -106,7 +106,8 @@ class Analysis:
     def loudness_lufs(self) -> float:
         """BS.1770 loudness, a two-channel clip's as if both ears heard its downmix: what a
         model that sums to mono hears, on the scale of the two ears (a voice ahead reads as
-        its ears do), as the renderer levels it (`render.span_loudness`)."""
+        its ears do), the downmix the renderer levels (`render.span_loudness`, which also reads
+        the speech backwards)."""
         n = self.channels.shape[1]
         if (
             len(self.audio) < int(BLOCK_S * self.sr) + 1
