@@ -86,9 +86,8 @@ class Step(QuestionFormat):
         if first.ndim == 2:
             into = into[:, None]
         spliced = first[:n] * (1 - into) + second[:n] * into
-        audio, rove, _, _ = engine.assemble(
-            [spliced], engine.level_rove_db(condition, key), source_edges=spec.source_edges
-        )
+        rove_db = engine.level_rove_db(condition, key)
+        audio = engine.assemble([spliced], rove_db, source_edges=spec.source_edges)[0]
         audio = engine.to_file(audio)
         clip, measured = engine.measure(condition.category, audio, span)
         return ClipResult(
@@ -100,7 +99,7 @@ class Step(QuestionFormat):
             confounds=engine.confounds(clip),
             param_start=condition.start,
             param_end=condition.end,
-            rove_db=rove,
+            rove_db=rove_db,
         )
 
     def row_fields(self, condition: Condition, clip: ClipResult, pair_id: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from vocalgrad.signal.kinds import SPEECH, get_kind
 if TYPE_CHECKING:
     from vocalgrad.stimuli.plan import Condition
 
-Assembled = tuple[np.ndarray, float, list[tuple[int, int]], list[int]]
+Assembled = tuple[np.ndarray, list[tuple[int, int]], list[int]]
 """(audio, rove dB, [(start, end) sample of each part's slot], [samples padded before each
 part]): what `Engine.assemble` returns."""
 
@@ -311,8 +311,8 @@ class Engine(Protocol):
         gap_s: float = 0.0,
         source_edges: bool = False,
     ) -> Assembled:
-        """One file from levelled parts, `gap_s` s of room tone between them: (audio, rove
-        dB, [(start, end) sample of each part's slot], [samples padded before each part]).
+        """One file from levelled parts, `gap_s` s of room tone between them: (audio,
+        [(start, end) sample of each part's slot], [samples padded before each part]).
 
         Parameters
         ----------
@@ -330,8 +330,8 @@ class Engine(Protocol):
         -------
         Assembled
             (audio float32 at `sr` Hz, each part padded to the longest with the room-tone
-            floor under all of it, roved but neither limited nor quantised; the rove in dB;
-            each part's slot as (start, end) samples; the samples padded before each part
+            floor under all of it, roved but neither limited nor quantised; each part's
+            slot as (start, end) samples; the samples padded before each part
             within its slot).
         """
         ...

@@ -87,9 +87,10 @@ class Comparison(QuestionFormat):
         key = engine.rove_key(condition, item)
         condition = engine.roved(condition, key)
         held = [engine.held(condition, v) for v in (condition.start, condition.end)]
-        audio, rove, bounds, leads = engine.assemble(
+        rove_db = engine.level_rove_db(condition, key)
+        audio, bounds, leads = engine.assemble(
             [p for p, _ in held],
-            engine.level_rove_db(condition, key),
+            rove_db,
             GAP_S,
             source_edges=spec.source_edges,
         )
@@ -117,7 +118,7 @@ class Comparison(QuestionFormat):
             confounds=confound_difference(first, second),
             param_start=condition.start,
             param_end=condition.end,
-            rove_db=rove,
+            rove_db=rove_db,
             parts=tuple(bounds),
             part_spans=spans,
         )

@@ -140,14 +140,12 @@ class Contour(QuestionFormat):
         edges = dimensions.get(condition.category).SPEC.source_edges
         rove_db = engine.level_rove_db(condition, key)
         assembled = [
-            engine.assemble([audio], rove_db, source_edges=edges)[:2] for audio, _ in rendered
+            engine.assemble([audio], rove_db, source_edges=edges)[0] for audio, _ in rendered
         ]
-        gain = peak_gain(*(a for a, _ in assembled))
+        gain = peak_gain(*assembled)
         spec = dimensions.get(condition.category).SPEC
         results = []
-        for (_, c), t, (_, span), (audio, rove) in zip(
-            members, turns, rendered, assembled, strict=True
-        ):
+        for (_, c), t, (_, span), audio in zip(members, turns, rendered, assembled, strict=True):
             audio = engine.to_file(audio, gain)
             clip, whole, halves = engine.measure_windows(c.category, audio, span, HALVES)
             changes = [h.change for h in halves]
@@ -162,7 +160,7 @@ class Contour(QuestionFormat):
                     confounds=engine.confounds(clip),
                     param_start=c.start,
                     param_end=c.start,
-                    rove_db=rove,
+                    rove_db=rove_db,
                     extra={"turn": t, "halves": changes, "extreme": c.end},
                 )
             )

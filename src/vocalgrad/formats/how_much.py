@@ -140,9 +140,10 @@ class HowMuch(QuestionFormat):
         parts = engine.changing(members)
         if condition.direction != "increase":  # the second part changes more
             parts = parts[::-1]
-        audio, rove, bounds, leads = engine.assemble(
+        rove_db = engine.level_rove_db(condition, key)
+        audio, bounds, leads = engine.assemble(
             [p for p, _ in parts],
-            engine.level_rove_db(condition, key),
+            rove_db,
             GAP_S,
             source_edges=spec.source_edges,
         )
@@ -173,7 +174,7 @@ class HowMuch(QuestionFormat):
             confounds=confound_difference(first, second),
             param_start=ordered[0].start,
             param_end=ordered[1].end,
-            rove_db=rove,
+            rove_db=rove_db,
             parts=tuple(bounds),
             part_spans=spans,
             extra={"changes": changes, "paths": [[c.start, c.end] for c in ordered]},

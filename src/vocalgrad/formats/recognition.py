@@ -121,7 +121,7 @@ class Recognition(QuestionFormat):
         key = engine.rove_key(condition, item)
         edges = dimensions.get(condition.category).SPEC.source_edges
         rove_db = engine.level_rove_db(condition, key)
-        audio, rove, _, _ = engine.assemble([part], rove_db, source_edges=edges)
+        audio = engine.assemble([part], rove_db, source_edges=edges)[0]
         twin_audio = engine.assemble([twin_part], rove_db, source_edges=edges)[0]
         audio = engine.to_file(audio, peak_gain(audio, twin_audio))  # one limit per pair
         clip, measured = engine.measure(condition.category, audio, span)
@@ -134,7 +134,7 @@ class Recognition(QuestionFormat):
             confounds=engine.confounds(clip),
             param_start=condition.end,
             param_end=condition.end,
-            rove_db=rove,
+            rove_db=rove_db,
             value=held_value(measured),
         )
 

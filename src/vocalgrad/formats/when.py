@@ -179,12 +179,11 @@ class When(QuestionFormat):
             [(path, it, window_course(w)) for (it, _), w in zip(members, windows, strict=True)],
             centred=False,  # the twins' ends hold the same values
         )
+        rove_db = engine.level_rove_db(condition, key)
         made = []
         for (it, cond), window, (audio, span) in zip(members, windows, rendered, strict=True):
-            assembled, rove, _, _ = engine.assemble(
-                [audio], engine.level_rove_db(condition, key), source_edges=edges
-            )
-            made.append((it, cond, window, assembled, span, rove))
+            assembled = engine.assemble([audio], rove_db, source_edges=edges)[0]
+            made.append((it, cond, window, assembled, span, rove_db))
         gain = peak_gain(*(m[3] for m in made))
         results = [self._finish(engine, path, *m[1:], gain) for m in made]
         if twin_item is not None:

@@ -370,19 +370,19 @@ def unlimited(
     track: Track,
     span: SpeechSpan,
     rove_db: float,
-) -> tuple[np.ndarray, float]:
+) -> np.ndarray:
     """From processed audio to the clip a listener hears, up to its peak limit (in float; the
     file takes `to_file`): loudness compensation where the dimension asks for it, the source's
     speech loudness (over the clip's speech span), the room-tone floor and the overall level
-    offset `rove_db` (`level_rove_db`). Returns (audio, rove dB)."""
+    offset `rove_db` (`level_rove_db`)."""
     edges = dimensions.get(category).SPEC.source_edges
-    audio, rove, _, _ = assemble(
+    audio, _, _ = assemble(
         source,
         [level(source, category, processed, track, span)],
         rove_db,
         source_edges=edges,
     )
-    return audio, rove
+    return audio
 
 
 def level(
@@ -449,8 +449,8 @@ def assemble(
     Every pad faces a gap: the last of several parts is padded before its speech, the
     others after it, so the file's edges are the parts' own whichever part is shorter (a
     held speaking rate) and the order of a pair's parts leaves no trace at the edges.
-    Returns (audio, rove dB, [(start, end) sample of each part's slot], [samples of padding
-    before each part within its slot])."""
+    Returns (audio, [(start, end) sample of each part's slot], [samples of padding before
+    each part within its slot])."""
     length = max(len(p) for p in parts)
     gap = int(round(gap_s * source.sr))
     last = len(parts) - 1
@@ -470,7 +470,7 @@ def assemble(
         pieces.append(padded + _like(part, tone[:n]))
         bounds.append((at, at + length))
         at += length
-    return np.concatenate(pieces) * np.float32(10 ** (rove_db / 20)), rove_db, bounds, leads
+    return np.concatenate(pieces) * np.float32(10 ** (rove_db / 20)), bounds, leads
 
 
 def _like(part: np.ndarray, tone: np.ndarray) -> np.ndarray:
@@ -678,8 +678,8 @@ def _render_unlimited(
     processed = dim.render(source.clean, track, item_rng(seed, item))
     heard_span = clip_span(dim, track, source.clean, len(processed))
     rove_db = level_rove_db(source, condition, seed, key)
-    audio, rove = unlimited(source, condition.category, processed, track, heard_span, rove_db)
-    return _Unlimited(condition, audio, track, heard_span, rove)
+    audio = unlimited(source, condition.category, processed, track, heard_span, rove_db)
+    return _Unlimited(condition, audio, track, heard_span, rove_db)
 
 
 def render_layers(
@@ -760,9 +760,9 @@ def render_layers(
         edges = edges or dim.SPEC.source_edges
         done.append((condition, track))
     rove_db = level_rove_db(source, layers[named], seed, key)
-    audio, rove, _, _ = assemble(source, [current.audio], rove_db, source_edges=edges)
+    audio, _, _ = assemble(source, [current.audio], rove_db, source_edges=edges)
     condition, track = done[named]
-    return _Unlimited(condition, audio, track, current.span, rove, midpoint, tuple(done))
+    return _Unlimited(condition, audio, track, current.span, rove_db, midpoint, tuple(done))
 
 
 def _through(track: Track, to_source: Callable[[np.ndarray], np.ndarray]) -> Track:
