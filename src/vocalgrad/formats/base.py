@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from vocalgrad.stimuli.plan import Condition
 
 Assembled = tuple[np.ndarray, list[tuple[int, int]], list[int]]
-"""(audio, rove dB, [(start, end) sample of each part's slot], [samples padded before each
-part]): what `Engine.assemble` returns."""
+"""(audio, [(start, end) sample of each part's slot], [samples padded before each part]):
+what `Engine.assemble` returns."""
 
 EDGES = ("edge_silence", "edge_level", "edge_spectrum", "edge_zeros")
 """The audit's families that read a file's leading and trailing edges: every format's audit
