@@ -184,14 +184,13 @@ def test_twins_share_one_peak_limit(real_speech_paths):
     """A loud source (-14 LUFS) drives one twin's loud end past the ceiling. Limited alone,
     that clip came out quieter than its twin (2-6 dB over the speech span: overall loudness
     told the direction); limited with its twin, the two differ by nothing but the course of
-    the gain, and the twin asked for next is the one already rendered."""
-    from vocalgrad.audio import loudness_lufs
+    the gain, and the twin asked for next is the one already rendered. Loudness is read both
+    ways, as the renderer levels (`span_loudness`): read forwards alone, a ramp up and its
+    mirror image read apart by the meter's block layout."""
+    from vocalgrad.stimuli.render import span_loudness
 
     def speech_loudness(result) -> float:
-        span = result.clip.span
-        return loudness_lufs(
-            result.audio[int(span.onset_s * RENDER_SR) : int(span.offset_s * RENDER_SR)], RENDER_SR
-        )
+        return span_loudness(result.audio, RENDER_SR, result.clip.span)
 
     path = real_speech_paths[0]
     (up, _), _ = plan_conditions(
