@@ -637,7 +637,7 @@ def test_distance_moves_level_reverb_and_highs_together(references):
         span = ref.clean.span
         track = track_for(ramp, echo.SPEC, span.onset_s, span.offset_s)
         raw = echo.render(ref.clean, track, np.random.default_rng(0))
-        audio = to_file(unlimited(ref, "distance", raw, track, span, rove_gain_db(0, "ae"))[0])
+        audio = to_file(unlimited(ref, "distance", raw, track, span, rove_gain_db(0, "ae")))
         assert measure_clip(ref, "distance", audio, span, "increase")[3] != "verified"
     # farther is duller on every recording, by 0.4-4.4 dB (what the words put in each end's
     # high band varies as much)

@@ -40,9 +40,10 @@ def dataset(tmp_path_factory, cache_dir) -> Path:
 
 
 def one_line_error(err: str) -> str:
-    """The one error line of stderr (a progress line, on a slow machine, may stand beside it)."""
-    lines = [line for line in err.splitlines() if line.startswith("vocalgrad: ")]
-    assert len(lines) == 1 and lines[0].startswith("vocalgrad: error: "), err
+    """The one error line of stderr (a progress line, on a slow machine, or a warning, such as
+    the shared build's audit failing by chance, may stand beside it)."""
+    lines = [line for line in err.splitlines() if line.startswith("vocalgrad: error: ")]
+    assert len(lines) == 1, err
     assert "Traceback" not in err
     return lines[0]
 

@@ -164,9 +164,7 @@ def test_a_level_only_pan_is_not_a_direction_change(sources):
         gains = 10 ** (np.stack([-6 * ramp + 3, 6 * ramp - 3], axis=1) / 20)
         raw = (source.clean.audio[:, None] * gains).astype(np.float32)
         audio = to_file(
-            unlimited(source, "stereo_direction", raw, np.zeros_like, span, rove_gain_db(0, "ae"))[
-                0
-            ]
+            unlimited(source, "stereo_direction", raw, np.zeros_like, span, rove_gain_db(0, "ae"))
         )
         measured = measure_clip(source, "stereo_direction", audio, span, "increase")
         assert measured[1].end - measured[1].start > 5 and measured[3] != "verified", measured[1]

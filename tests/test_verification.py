@@ -99,9 +99,7 @@ def mutated_verdict(source: PreparedSource, labelled: Condition, kind: str) -> s
     else:
         raise ValueError(kind)
     span = clip_span(dim, track, source.clean, len(raw))
-    audio = to_file(
-        unlimited(source, labelled.category, raw, track, span, rove_gain_db(0, ITEM))[0]
-    )
+    audio = to_file(unlimited(source, labelled.category, raw, track, span, rove_gain_db(0, ITEM)))
     return measure_clip(source, labelled.category, audio, span, labelled.direction)[3]
 
 

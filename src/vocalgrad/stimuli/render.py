@@ -169,7 +169,7 @@ def span_loudness(audio: np.ndarray, sr: int, span: SpeechSpan) -> float:
     of the last block that does not fit, so a gain ramp up and its twin ramp down read
     apart by a share of a dB that depends on the span's length, and were levelled apart:
     on tones, whose spans are a few lengths, a volume increase clip came out louder than its
-    twin over the whole file (docs/results.md, renderer revision 24).
+    twin over the whole file (docs/results.md).
 
     Parameters
     ----------
