@@ -183,9 +183,9 @@ class When(QuestionFormat):
         made = []
         for (it, cond), window, (audio, span) in zip(members, windows, rendered, strict=True):
             assembled = engine.assemble([audio], rove_db, source_edges=edges)[0]
-            made.append((it, cond, window, assembled, span, rove_db))
+            made.append((it, cond, window, assembled, span))
         gain = peak_gain(*(m[3] for m in made))
-        results = [self._finish(engine, path, *m[1:], gain) for m in made]
+        results = [self._finish(engine, path, *m[1:], rove_db, gain) for m in made]
         if twin_item is not None:
             engine.twins[(twin_item, item)] = results[1]
         return results[0]
@@ -198,7 +198,7 @@ class When(QuestionFormat):
         window: tuple[float, float],
         assembled: np.ndarray,
         span,
-        rove: float,
+        rove_db: float,
         gain: float,
     ) -> ClipResult:
         spec = dimensions.get(condition.category).SPEC
@@ -215,7 +215,7 @@ class When(QuestionFormat):
             confounds=engine.confounds(clip),
             param_start=path.start,
             param_end=path.end,
-            rove_db=rove,
+            rove_db=rove_db,
             extra={"window": window, "halves": [h.change for h in halves]},
         )
 
